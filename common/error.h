@@ -1,0 +1,61 @@
+/*
+ * common/error.h — the one error table, assertions and the per-thread error detail.
+ *
+ * Every fallible function returns int: 0 on success, a negative PGD_E* code on failure.
+ * "Not ready" (PGD_EAGAIN) and "out of KV blocks" (PGD_ENOBLOCKS) are ordinary results.
+ * A failing function may also leave a human-readable detail for the calling thread with
+ * pgd_error_set(); pgd_error_detail() returns it (thread-local, overwritten by the next set).
+ *
+ * Threading: everything here is safe from any thread.
+ */
+#ifndef PGD_COMMON_ERROR_H
+#define PGD_COMMON_ERROR_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+enum {
+    PGD_OK = 0,
+    PGD_ENOMEM = -1,     /* allocation failed */
+    PGD_EINVAL = -2,     /* invalid argument or request */
+    PGD_EIO = -3,        /* read/write/mmap failure */
+    PGD_EFORMAT = -4,    /* malformed or hostile file */
+    PGD_EUNSUPPORTED = -5, /* valid but not supported (tensor type, architecture, ...) */
+    PGD_ENOTFOUND = -6,  /* key, tensor, token, template not found */
+    PGD_ERANGE = -7,     /* value out of range / overflow */
+    PGD_EAGAIN = -8,     /* not ready yet; try again */
+    PGD_ENOBLOCKS = -9,  /* KV block pool exhausted */
+    PGD_ECUDA = -10,     /* CUDA / cuBLAS failure */
+    PGD_ESHUTDOWN = -11, /* component is shutting down */
+    PGD_EFULL = -12,     /* queue full */
+    PGD_ECANCELED = -13, /* request aborted */
+    PGD_E__COUNT = 14
+};
+
+/* Static description of a PGD_E* code (never NULL). */
+const char *pgd_strerror(int code);
+
+/* Record a printf-style detail for the calling thread and return `code` (for `return
+ * pgd_error_set(PGD_EFORMAT, "...")`). */
+int pgd_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The calling thread's last detail, or pgd_strerror of the last code if none ("" if nothing
+ * was ever set). Valid until the thread's next pgd_error_set. */
+const char *pgd_error_detail(void);
+
+/* Clear the calling thread's detail. */
+void pgd_error_clear(void);
+
+/* Bugs abort with file:line; bad input never reaches an assertion. */
+#define PGD_ASSERT(cond)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #cond);   \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define PGD_UNUSED(x) ((void)(x))
+#define PGD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * kernels/cpu/quant.h — tensor element types (GGUF/ggml numbering), their block layouts, and
+ * row dequantization to f32 (the CPU reference that CUDA dequantization is checked against).
+ *
+ * Type ids are the on-disk GGUF ids. A "block" packs `block_size` elements into `type_size`
+ * bytes; a row of n elements (n % block_size == 0) takes n / block_size * type_size bytes.
+ * All block structs below are little-endian, packed exactly as on disk.
+ *
+ * Threading: pure functions, safe from any thread.
+ */
+#ifndef PGD_KERNELS_CPU_QUANT_H
+#define PGD_KERNELS_CPU_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum pgd_type {
+    PGD_TYPE_F32 = 0,
+    PGD_TYPE_F16 = 1,
+    PGD_TYPE_Q4_0 = 2,
+    PGD_TYPE_Q4_1 = 3,
+    PGD_TYPE_Q5_0 = 6,
+    PGD_TYPE_Q5_1 = 7,
+    PGD_TYPE_Q8_0 = 8,
+    PGD_TYPE_Q8_1 = 9,
+    PGD_TYPE_Q2_K = 10,
+    PGD_TYPE_Q3_K = 11,
+    PGD_TYPE_Q4_K = 12,
+    PGD_TYPE_Q5_K = 13,
+    PGD_TYPE_Q6_K = 14,
+    PGD_TYPE_Q8_K = 15,
+    PGD_TYPE_IQ2_XXS = 16,
+    PGD_TYPE_IQ2_XS = 17,
+    PGD_TYPE_IQ3_XXS = 18,
+    PGD_TYPE_IQ1_S = 19,
+    PGD_TYPE_IQ4_NL = 20,
+    PGD_TYPE_IQ3_S = 21,
+    PGD_TYPE_IQ2_S = 22,
+    PGD_TYPE_IQ4_XS = 23,
+    PGD_TYPE_I8 = 24,
+    PGD_TYPE_I16 = 25,
+    PGD_TYPE_I32 = 26,
+    PGD_TYPE_I64 = 27,
+    PGD_TYPE_F64 = 28,
+    PGD_TYPE_IQ1_M = 29,
+    PGD_TYPE_BF16 = 30,
+    PGD_TYPE_TQ1_0 = 34,
+    PGD_TYPE_TQ2_0 = 35,
+    PGD_TYPE_MXFP4 = 39,
+    PGD_TYPE__MAX = 40 /* ids >= this are unknown */
+} pgd_type;
+
+typedef struct pgd_type_traits {
+    const char *name;    /* "Q4_1" */
+    uint32_t block_size; /* elements per block */
+    uint32_t type_size;  /* bytes per block */
+    bool can_dequant;    /* pgd_dequant_row supports it */
+} pgd_type_traits;
+
+/* Traits of a type id, or NULL when the id is not a known type (including retired ids). */
+const pgd_type_traits *pgd_type_info(uint32_t type);
+
+/* Bytes taken by a row of n elements of `type` into *out. PGD_EINVAL if the type is unknown or
+ * n is not a multiple of the block size; PGD_ERANGE on overflow. */
+int pgd_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
+
+/* Dequantize n elements (a multiple of the block size) starting at `src` into dst[n].
+ * Returns PGD_EUNSUPPORTED for types without a dequantizer, PGD_EINVAL for a bad n. */
+int pgd_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+
+/* IEEE half <-> float and bfloat16 -> float, exact. */
+float pgd_f16_to_f32(uint16_t h);
+uint16_t pgd_f32_to_f16(float f); /* round to nearest even */
+float pgd_bf16_to_f32(uint16_t h);
+
+/* ---- block layouts (on-disk) ---- */
+#define PGD_QK 32   /* elements per block of the 32-blocks */
+#define PGD_QK_K 256 /* elements per super-block of the K-quants */
+#define PGD_K_SCALE_SIZE 12
+
+typedef struct { uint16_t d; uint8_t qs[PGD_QK / 2]; } pgd_block_q4_0;               /* 18 B */
+typedef struct { uint16_t d, m; uint8_t qs[PGD_QK / 2]; } pgd_block_q4_1;            /* 20 B */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[PGD_QK / 2]; } pgd_block_q5_0; /* 22 B */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[PGD_QK / 2]; } pgd_block_q5_1; /* 24 */
+typedef struct { uint16_t d; int8_t qs[PGD_QK]; } pgd_block_q8_0;                    /* 34 B */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[PGD_K_SCALE_SIZE];
+    uint8_t qs[PGD_QK_K / 2];
+} pgd_block_q4_K; /* 144 B */
+typedef struct {
+    uint8_t ql[PGD_QK_K / 2];
+    uint8_t qh[PGD_QK_K / 4];
+    int8_t scales[PGD_QK_K / 16];
+    uint16_t d;
+} pgd_block_q6_K; /* 210 B */
+
+#endif
