@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/text.h"
 #include "kernels/cpu/quant.h"
 
 #define PGD_GGUF_MAX_DIMS 4
@@ -39,11 +40,7 @@ typedef enum pgd_gguf_vtype {
     PGD_GGUF_VTYPE__COUNT = 13
 } pgd_gguf_vtype;
 
-/* A byte string inside the mapping; not NUL-terminated, may contain any bytes. */
-typedef struct pgd_str {
-    const char *ptr;
-    uint64_t len;
-} pgd_str;
+/* Strings (pgd_str, from common/text.h) point into the mapping: not NUL-terminated. */
 
 typedef struct pgd_gguf_value pgd_gguf_value;
 
