@@ -22,6 +22,9 @@
 
 #define PGD_GGUF_MAX_DIMS 4
 #define PGD_GGUF_DEFAULT_ALIGNMENT 32
+#define PGD_GGUF_MAX_DEPTH 8      /* arrays nested deeper than this are refused */
+#define PGD_GGUF_MAX_NAME 256     /* tensor names: 1 .. PGD_GGUF_MAX_NAME - 1 bytes, no NUL */
+#define PGD_GGUF_MAX_KEY 65535    /* metadata keys: 1 .. PGD_GGUF_MAX_KEY bytes */
 
 typedef enum pgd_gguf_vtype {
     PGD_GGUF_UINT8 = 0,
@@ -98,6 +101,10 @@ void pgd_gguf_close(pgd_gguf *g); /* NULL is fine */
 uint32_t pgd_gguf_version(const pgd_gguf *g);
 uint32_t pgd_gguf_alignment(const pgd_gguf *g);
 uint64_t pgd_gguf_file_size(const pgd_gguf *g);
+/* Byte offset of the data section (tensor offsets are relative to it). Tensor data is aligned
+ * only to pgd_gguf_alignment() within the file (which may be as small as 1): read it with memcpy
+ * or pgd_dequant_row, not through a cast pointer, unless you checked the alignment. */
+uint64_t pgd_gguf_data_offset(const pgd_gguf *g);
 
 /* ---- metadata ---- */
 size_t pgd_gguf_n_kv(const pgd_gguf *g);

@@ -13,6 +13,9 @@ int pgd_cli_tokenize(int argc, char **argv);   /* cli_tokenize.c */
 int pgd_cli_detokenize(int argc, char **argv); /* cli_tokenize.c */
 int pgd_cli_template(int argc, char **argv);   /* cli_template.c */
 int pgd_cli_dequant(int argc, char **argv);    /* cli_dequant.c */
+int pgd_cli_generate(int argc, char **argv);   /* cli_generate.c */
+int pgd_cli_eval(int argc, char **argv);       /* cli_generate.c */
+int pgd_cli_bench(int argc, char **argv);      /* cli_bench.c */
 
 /* Shared helpers (cli_common.c). */
 

@@ -16,7 +16,11 @@ static const subcommand k_cmds[] = {
     {"info", pgd_cli_info, "describe a model file: architecture, shapes, tensors, tokenizer"},
     {"tokenize", pgd_cli_tokenize, "print the token ids of a text as a JSON array"},
     {"detokenize", pgd_cli_detokenize, "print the text of token ids"},
-    {"template", pgd_cli_template, "render a chat (OpenAI messages JSON) with the model's template"},
+    {"template", pgd_cli_template,
+     "render a chat (OpenAI messages JSON) with the model's template"},
+    {"generate", pgd_cli_generate, "generate text from a prompt or a chat, streamed"},
+    {"eval", pgd_cli_eval, "write the logits of every prompt position (for reference checks)"},
+    {"bench", pgd_cli_bench, "offline throughput: prefill and decode tokens/s per batch size"},
     {"dequant", pgd_cli_dequant, "write tensors dequantized to f32 (for reference checks)"},
 };
 

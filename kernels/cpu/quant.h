@@ -66,7 +66,8 @@ const pgd_type_traits *pgd_type_info(uint32_t type);
 int pgd_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
 
 /* Dequantize n elements (a multiple of the block size) starting at `src` into dst[n].
- * Returns PGD_EUNSUPPORTED for types without a dequantizer, PGD_EINVAL for a bad n. */
+ * Returns PGD_EUNSUPPORTED for known types without a dequantizer (traits.can_dequant false),
+ * PGD_EINVAL for an unknown type id or a bad n. `src` may have any alignment. */
 int pgd_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 
 /* IEEE half <-> float and bfloat16 -> float, exact. */
@@ -95,5 +96,22 @@ typedef struct {
     int8_t scales[PGD_QK_K / 16];
     uint16_t d;
 } pgd_block_q6_K; /* 210 B */
+typedef struct {
+    uint8_t scales[PGD_QK_K / 16]; /* low nibble: scale, high nibble: min */
+    uint8_t qs[PGD_QK_K / 4];
+    uint16_t d, dmin;
+} pgd_block_q2_K; /* 84 B */
+typedef struct {
+    uint8_t hmask[PGD_QK_K / 8];
+    uint8_t qs[PGD_QK_K / 4];
+    uint8_t scales[PGD_K_SCALE_SIZE];
+    uint16_t d;
+} pgd_block_q3_K; /* 110 B */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[PGD_K_SCALE_SIZE];
+    uint8_t qh[PGD_QK_K / 8];
+    uint8_t qs[PGD_QK_K / 2];
+} pgd_block_q5_K; /* 176 B */
 
 #endif

@@ -1,0 +1,48 @@
+# pagoda — thin front door over CMake. `make test` is what CI runs (.ci/run).
+#   make build      bootstrap (only what is missing) + configure + build into build/
+#   make test       build, then C unit tests (ctest -L unit) and the pytest suites
+#   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make format     clang-format every C source in place
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+ifeq ($(CI),true)
+CMAKE_FLAGS += -DPGD_WERROR=ON
+endif
+PYTEST := .venv/bin/python -m pytest
+
+.PHONY: all bootstrap build test test-unit test-py test-asan model format clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: bootstrap $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+model: bootstrap
+	@scripts/fetch-model >/dev/null
+
+test-unit: build
+	cd $(BUILD) && ctest -L unit --output-on-failure -j$(JOBS)
+
+test-py: build model
+	cd tests && PAGODA_BIN=$(CURDIR)/$(BUILD)/pagoda ../$(PYTEST) -q
+
+test: test-unit test-py
+
+test-asan: bootstrap
+	cmake -S . -B build-asan -DPGD_ASAN=ON -DPGD_UBSAN=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j$(JOBS)
+
+format:
+	find common engine kvpool scheduler kernels server api tests -name '*.[ch]' -o -name '*.cu' \
+	  | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) build-asan

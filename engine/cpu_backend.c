@@ -1,0 +1,338 @@
+/*
+ * engine/cpu_backend.c — the CPU backend: llama-family forward pass over a paged f32 KV cache.
+ *
+ * Owns: the KV cache (K and V, each [n_layer][n_blocks][n_kv_head][block_size][head_dim] f32),
+ * the thread pool, and scratch activations sized for cfg.max_tokens tokens.
+ * Every op is row-independent and reduces in a fixed order, so a token's logits do not depend
+ * on what else shares its batch (see kernels/cpu/matmul.h for the matmul guarantee).
+ *
+ * Threading: one caller at a time (the scheduler thread); work fans out on the pool.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/backend.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/threadpool.h"
+
+typedef struct cpu_backend {
+    pgd_backend base;
+    pgd_threadpool *tp;
+    uint32_t n_threads;
+    float *k_cache, *v_cache; /* [n_layer][n_blocks][n_kv_head][block_size][head_dim] */
+    uint64_t layer_floats;    /* n_blocks * n_kv_head * block_size * head_dim */
+    uint32_t max_ctx;         /* longest context a query can attend to */
+    double *inv_freq;         /* [rope_dim/2] */
+    /* scratch, T = cfg.max_tokens */
+    float *x;         /* [T][n_embd] residual stream */
+    float *xb;        /* [T][n_embd] normed input / projection output */
+    float *q;         /* [T][n_head*head_dim] */
+    float *k, *v;     /* [T][n_kv_head*head_dim] */
+    float *att;       /* [T][n_head*head_dim] attention output */
+    float *gate;      /* [T][n_ff] */
+    float *up;        /* [T][n_ff] */
+    float *cs;        /* [T][rope_dim] cos/sin per token */
+    float *scores;    /* [n_threads][n_group][max_ctx] */
+    uint32_t *seq_of; /* [T] sequence index of each token */
+    void *mm;         /* matmul scratch (Q8 activations) */
+    size_t mm_size;
+} cpu_backend;
+
+uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size) {
+    return 2ull * c->n_layer * c->n_head_kv * block_size * c->head_dim * sizeof(float);
+}
+
+/* ---- parallel helpers ------------------------------------------------------------------ */
+
+typedef struct {
+    cpu_backend *b;
+    const pgd_batch *batch;
+    uint32_t layer;
+} step_ctx;
+
+static int matmul(cpu_backend *b, const pgd_weight *w, const float *x /* [m][cols] */, uint32_t m,
+                  float *y /* [m][rows] */) {
+    return pgd_matmul(b->tp, w->type, w->data, (int64_t)w->rows, (int64_t)w->cols, x, m, y, b->mm,
+                      b->mm_size);
+}
+
+static void add_bias(float *y, const pgd_weight *bias, uint32_t m, uint64_t n) {
+    if (!bias->data) return;
+    const float *bv = bias->data;
+    for (uint32_t t = 0; t < m; t++)
+        for (uint64_t i = 0; i < n; i++) y[t * n + i] += bv[i];
+}
+
+/* Task per token: RoPE on q and k, then store k and v in the token's KV slot. */
+static void rope_store_task(int t_, int thread, void *arg) {
+    uint32_t t = (uint32_t)t_;
+    step_ctx *c = arg;
+    cpu_backend *b = c->b;
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    const uint32_t D = cfg->head_dim, H = cfg->n_head, HK = cfg->n_head_kv;
+    const uint32_t BS = b->base.cfg.block_size;
+    bool neox = cfg->rope_style == PGD_ROPE_NEOX;
+    float *q = b->q + (uint64_t)t * H * D, *k = b->k + (uint64_t)t * HK * D;
+    const float *cs = b->cs + (uint64_t)t * cfg->rope_dim;
+    pgd_rope_apply(q, cs, H, D, cfg->rope_dim, neox);
+    pgd_rope_apply(k, cs, HK, D, cfg->rope_dim, neox);
+    int64_t slot = c->batch->slots[t];
+    uint64_t blk = (uint64_t)slot / BS, off = (uint64_t)slot % BS;
+    uint64_t base = c->layer * b->layer_floats + blk * HK * BS * D + off * D;
+    const float *v = b->v + (uint64_t)t * HK * D;
+    for (uint32_t h = 0; h < HK; h++) {
+        memcpy(b->k_cache + base + (uint64_t)h * BS * D, k + (uint64_t)h * D, D * sizeof(float));
+        memcpy(b->v_cache + base + (uint64_t)h * BS * D, v + (uint64_t)h * D, D * sizeof(float));
+    }
+}
+
+/* Task per (token, kv head). */
+static void attention_task(int task_, int thread, void *arg) {
+    uint32_t task = (uint32_t)task_;
+    step_ctx *c = arg;
+    cpu_backend *b = c->b;
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    const uint32_t HK = cfg->n_head_kv, G = cfg->n_head / HK, D = cfg->head_dim;
+    uint32_t t = task / HK, kvh = task % HK;
+    uint32_t s = b->seq_of[t];
+    pgd_attn_shape sh = {.n_kv_head = HK,
+                         .n_group = G,
+                         .head_dim = D,
+                         .block_size = b->base.cfg.block_size,
+                         .scale = 1.0f / sqrtf((float)D)};
+    uint32_t n_ctx = (uint32_t)c->batch->positions[t] + 1;
+    float *scores = b->scores + (uint64_t)thread * G * b->max_ctx;
+    uint64_t qoff = (uint64_t)t * cfg->n_head * D + (uint64_t)kvh * G * D;
+    pgd_attn_paged_f32(&sh, kvh, b->q + qoff, b->k_cache + c->layer * b->layer_floats,
+                       b->v_cache + c->layer * b->layer_floats, c->batch->block_tables[s], n_ctx,
+                       scores, b->att + qoff);
+}
+
+typedef struct {
+    cpu_backend *b;
+    const float *src;     /* [rows][n] */
+    const uint32_t *rows; /* row index map or NULL */
+    const float *g;
+    float *dst; /* [rows][n] */
+    uint32_t n;
+} norm_ctx;
+
+static void norm_task(int t_, int thread, void *arg) {
+    uint32_t t = (uint32_t)t_;
+    norm_ctx *c = arg;
+    uint32_t r = c->rows ? c->rows[t] : t;
+    pgd_rmsnorm_f32(c->src + (uint64_t)r * c->n, c->g, c->dst + (uint64_t)t * c->n, c->n,
+                    c->b->base.model->cfg.rms_eps);
+}
+
+static void rmsnorm_rows(cpu_backend *b, const float *src, const uint32_t *rows, uint32_t m,
+                         const pgd_weight *g, float *dst) {
+    norm_ctx c = {b, src, rows, g->data, dst, (uint32_t)g->cols};
+    pgd_threadpool_run(b->tp, (int)m, norm_task, &c);
+}
+
+typedef struct {
+    float *gate;
+    const float *up;
+    uint64_t n;
+} swiglu_ctx;
+
+static void swiglu_task(int t_, int thread, void *arg) {
+    uint64_t t = (uint64_t)t_;
+    swiglu_ctx *c = arg;
+    pgd_swiglu_f32(c->gate + t * c->n, c->up + t * c->n, c->gate + t * c->n, c->n);
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+static int validate(const cpu_backend *b, const pgd_batch *bt) {
+    const pgd_backend_config *bc = &b->base.cfg;
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    if (bt->n_tokens == 0 || bt->n_tokens > bc->max_tokens || bt->n_seqs == 0 ||
+        bt->q_start[0] != 0 || bt->q_start[bt->n_seqs] != bt->n_tokens)
+        return pgd_error_set(PGD_EINVAL, "malformed batch: %u tokens, %u sequences", bt->n_tokens,
+                             bt->n_seqs);
+    for (uint32_t s = 0; s < bt->n_seqs; s++) {
+        uint32_t a = bt->q_start[s], e = bt->q_start[s + 1];
+        if (e < a || e - a > bt->kv_len[s] || bt->kv_len[s] > b->max_ctx)
+            return pgd_error_set(PGD_EINVAL, "malformed batch: sequence %u", s);
+        for (uint32_t t = a; t < e; t++) {
+            if (bt->positions[t] != (int32_t)(bt->kv_len[s] - (e - t)))
+                return pgd_error_set(PGD_EINVAL, "batch token %u: position %d out of order", t,
+                                     bt->positions[t]);
+            if (bt->tokens[t] < 0 || (uint32_t)bt->tokens[t] >= cfg->n_vocab)
+                return pgd_error_set(PGD_EINVAL, "token id %d out of range [0, %u)", bt->tokens[t],
+                                     cfg->n_vocab);
+            if (bt->slots[t] < (int64_t)bc->block_size ||
+                bt->slots[t] >= (int64_t)bc->n_blocks * bc->block_size)
+                return pgd_error_set(PGD_EINVAL, "batch token %u: slot %lld out of range", t,
+                                     (long long)bt->slots[t]);
+        }
+    }
+    for (uint32_t r = 0; r < bt->n_logits; r++)
+        if (bt->logit_rows[r] >= bt->n_tokens)
+            return pgd_error_set(PGD_EINVAL, "logit row %u out of range", bt->logit_rows[r]);
+    return 0;
+}
+
+static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pgd_model *m = base->model;
+    const pgd_model_config *cfg = &m->cfg;
+    const uint32_t T = bt->n_tokens, E = cfg->n_embd, D = cfg->head_dim;
+    const uint64_t QD = (uint64_t)cfg->n_head * D, KVD = (uint64_t)cfg->n_head_kv * D;
+    int rc = validate(b, bt);
+    if (rc) return rc;
+
+    for (uint32_t s = 0; s < bt->n_seqs; s++)
+        for (uint32_t t = bt->q_start[s]; t < bt->q_start[s + 1]; t++) b->seq_of[t] = s;
+    for (uint32_t t = 0; t < T; t++) {
+        if ((rc = pgd_dequant_row(m->tok_embd.type,
+                                  (const char *)m->tok_embd.data +
+                                      (uint64_t)bt->tokens[t] * m->tok_embd.row_bytes,
+                                  b->x + (uint64_t)t * E, E)))
+            return rc;
+        pgd_rope_cos_sin(b->cs + (uint64_t)t * cfg->rope_dim, b->inv_freq, cfg->rope_dim,
+                         (double)bt->positions[t] / cfg->rope_linear_scale);
+    }
+
+    step_ctx sc = {b, bt, 0};
+    for (uint32_t l = 0; l < cfg->n_layer; l++) {
+        const pgd_layer_weights *L = &m->layers[l];
+        sc.layer = l;
+        rmsnorm_rows(b, b->x, NULL, T, &L->attn_norm, b->xb);
+        if ((rc = matmul(b, &L->wq, b->xb, T, b->q)) || (rc = matmul(b, &L->wk, b->xb, T, b->k)) ||
+            (rc = matmul(b, &L->wv, b->xb, T, b->v)))
+            return rc;
+        add_bias(b->q, &L->bq, T, QD);
+        add_bias(b->k, &L->bk, T, KVD);
+        add_bias(b->v, &L->bv, T, KVD);
+        pgd_threadpool_run(b->tp, (int)T, rope_store_task, &sc);
+        pgd_threadpool_run(b->tp, (int)(T * cfg->n_head_kv), attention_task, &sc);
+        if ((rc = matmul(b, &L->wo, b->att, T, b->xb))) return rc;
+        for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
+
+        rmsnorm_rows(b, b->x, NULL, T, &L->ffn_norm, b->xb);
+        if ((rc = matmul(b, &L->w_gate, b->xb, T, b->gate)) ||
+            (rc = matmul(b, &L->w_up, b->xb, T, b->up)))
+            return rc;
+        swiglu_ctx gc = {b->gate, b->up, cfg->n_ff};
+        pgd_threadpool_run(b->tp, (int)T, swiglu_task, &gc);
+        if ((rc = matmul(b, &L->w_down, b->gate, T, b->xb))) return rc;
+        for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
+    }
+    if (bt->n_logits == 0) return 0;
+    rmsnorm_rows(b, b->x, bt->logit_rows, bt->n_logits, &m->output_norm, b->xb);
+    return matmul(b, &m->output, b->xb, bt->n_logits, logits);
+}
+
+static int cpu_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pgd_model_config *cfg = &base->model->cfg;
+    uint64_t blk = (uint64_t)cfg->n_head_kv * base->cfg.block_size * cfg->head_dim;
+    for (uint32_t i = 0; i < n; i++) {
+        if (src[i] <= 0 || dst[i] <= 0 || (uint32_t)src[i] >= base->cfg.n_blocks ||
+            (uint32_t)dst[i] >= base->cfg.n_blocks)
+            return pgd_error_set(PGD_EINVAL, "copy_blocks: block id out of range");
+        for (uint32_t l = 0; l < cfg->n_layer; l++) {
+            uint64_t o = l * b->layer_floats;
+            memcpy(b->k_cache + o + dst[i] * blk, b->k_cache + o + src[i] * blk,
+                   blk * sizeof(float));
+            memcpy(b->v_cache + o + dst[i] * blk, b->v_cache + o + src[i] * blk,
+                   blk * sizeof(float));
+        }
+    }
+    return 0;
+}
+
+static void cpu_destroy(pgd_backend *base) {
+    cpu_backend *b = (cpu_backend *)base;
+    if (!b) return;
+    pgd_threadpool_destroy(b->tp);
+    free(b->mm);
+    free(b->k_cache);
+    free(b->v_cache);
+    free(b->inv_freq);
+    free(b->x);
+    free(b->xb);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->att);
+    free(b->gate);
+    free(b->up);
+    free(b->cs);
+    free(b->scores);
+    free(b->seq_of);
+    free(b);
+}
+
+static const pgd_backend_ops k_cpu_ops = {
+    .name = "cpu", .forward = cpu_forward, .copy_blocks = cpu_copy_blocks, .destroy = cpu_destroy};
+
+int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pgd_backend **out) {
+    *out = NULL;
+    const pgd_model_config *c = &m->cfg;
+    if (cfg->n_blocks < 2 || cfg->block_size == 0 || cfg->max_tokens == 0)
+        return pgd_error_set(PGD_EINVAL, "backend needs >= 2 blocks, a block size and max tokens");
+    cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) return PGD_ENOMEM;
+    b->base.ops = &k_cpu_ops;
+    b->base.model = m;
+    b->base.cfg = *cfg;
+    int rc = pgd_threadpool_create((int)cfg->n_threads, &b->tp);
+    if (rc) goto fail;
+    b->n_threads = (uint32_t)pgd_threadpool_size(b->tp);
+    const uint64_t T = cfg->max_tokens, E = c->n_embd, D = c->head_dim;
+    const uint64_t QD = (uint64_t)c->n_head * D, KVD = (uint64_t)c->n_head_kv * D;
+    b->layer_floats = (uint64_t)cfg->n_blocks * c->n_head_kv * cfg->block_size * D;
+    uint64_t pool_tokens = (uint64_t)cfg->n_blocks * cfg->block_size;
+    b->max_ctx = (uint32_t)(pool_tokens < UINT32_MAX ? pool_tokens : UINT32_MAX);
+    uint32_t G = c->n_head / c->n_head_kv;
+    b->k_cache = calloc(c->n_layer * b->layer_floats, sizeof(float));
+    b->v_cache = calloc(c->n_layer * b->layer_floats, sizeof(float));
+    b->inv_freq = malloc(c->rope_dim / 2 * sizeof(double));
+    b->x = malloc(T * E * sizeof(float));
+    b->xb = malloc(T * (E > QD ? E : QD) * sizeof(float));
+    b->q = malloc(T * QD * sizeof(float));
+    b->k = malloc(T * KVD * sizeof(float));
+    b->v = malloc(T * KVD * sizeof(float));
+    b->att = malloc(T * QD * sizeof(float));
+    b->gate = malloc(T * c->n_ff * sizeof(float));
+    b->up = malloc(T * c->n_ff * sizeof(float));
+    b->cs = malloc(T * c->rope_dim * sizeof(float));
+    b->scores = malloc((uint64_t)b->n_threads * G * b->max_ctx * sizeof(float));
+    b->seq_of = malloc(T * sizeof(uint32_t));
+    if (!b->k_cache || !b->v_cache || !b->inv_freq || !b->x || !b->xb || !b->q || !b->k || !b->v ||
+        !b->att || !b->gate || !b->up || !b->cs || !b->scores || !b->seq_of) {
+        rc = pgd_error_set(PGD_ENOMEM, "out of memory for the KV cache (%llu MiB) or scratch",
+                           (unsigned long long)(2 * c->n_layer * b->layer_floats * 4 >> 20));
+        goto fail;
+    }
+    uint32_t max_k = c->n_ff > E ? c->n_ff : (uint32_t)E;
+    if (QD > max_k) max_k = (uint32_t)QD;
+    static const uint32_t qtypes[] = {PGD_TYPE_Q8_0, PGD_TYPE_Q4_0, PGD_TYPE_Q4_1, PGD_TYPE_Q5_0,
+                                      PGD_TYPE_Q5_1};
+    for (size_t i = 0; i < sizeof qtypes / sizeof qtypes[0]; i++) {
+        size_t need = pgd_matmul_scratch_bytes(qtypes[i], cfg->max_tokens, max_k);
+        if (need != SIZE_MAX && need > b->mm_size) b->mm_size = need;
+    }
+    if (!(b->mm = malloc(b->mm_size ? b->mm_size : 1))) {
+        rc = PGD_ENOMEM;
+        goto fail;
+    }
+    pgd_rope_inv_freq(b->inv_freq, c->rope_dim, c->rope_base,
+                      m->rope_freqs.data ? (const float *)m->rope_freqs.data : NULL);
+    *out = &b->base;
+    return 0;
+fail:
+    cpu_destroy(&b->base);
+    return rc;
+}

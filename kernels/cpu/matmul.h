@@ -1,0 +1,98 @@
+/*
+ * kernels/cpu/matmul.h — y[m][n] = x[m][k] · W[n][k]^T on the CPU, W row-major in a GGUF type.
+ *
+ * Weight types: F32, F16 (f32 FMA dot products on the f32 activations), Q8_0, Q4_0, Q4_1,
+ * Q5_0, Q5_1 (activations quantized once per row to Q8 blocks of 32, then exact integer dot
+ * products per block, accumulated in float per block).
+ *
+ * Determinism: every y[i][j] is a fixed function of (x row i, W row j) alone: the reduction
+ * order over k is defined once (kernels/cpu/matmul_kern.h) and every code path — scalar or
+ * SIMD, any m, any position of row i in the batch, any tile shape, any thread count — follows
+ * it, so results are bit-identical across all of them (the tests check this). The SIMD paths
+ * also match the scalar reference bit for bit.
+ *
+ * Q8 activation format (pgd_q8_act, not an on-disk format): per block of 32 values x_e,
+ *   amax = max_e |x_e|,  d = amax / 127.0f,  id = (d != 0) ? 1.0f / d : 0,
+ *   q_e = round_half_even(x_e * id)   (all float32 operations),
+ *   sum = Σ q_e,  s = d * (float)sum.
+ * Non-finite activations give unspecified (but memory-safe) results.
+ *
+ * Threading: pure functions over caller-owned buffers. Work is split over output rows (n) on
+ * the given pool (NULL: the calling thread only); the pool's one-run-at-a-time rule applies.
+ */
+#ifndef PGD_KERNELS_CPU_MATMUL_H
+#define PGD_KERNELS_CPU_MATMUL_H
+
+#include "kernels/cpu/threadpool.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Instruction-set paths of the CPU kernels. AUTO picks the best one this CPU supports. */
+typedef enum pgd_cpu_isa {
+    PGD_ISA_AUTO = 0,
+    PGD_ISA_SCALAR = 1, /* portable C, the reference */
+    PGD_ISA_AVX2 = 2,   /* x86-64 AVX2 + FMA + F16C */
+    PGD_ISA_AVX512 = 3, /* AVX2 path + AVX-512 VL/VNNI integer dot products (256-bit) */
+} pgd_cpu_isa;
+
+/* The path AUTO resolves to on this CPU. */
+pgd_cpu_isa pgd_cpu_isa_best(void);
+/* Whether this CPU (and this build) can run `isa`; AUTO and SCALAR always can. */
+bool pgd_cpu_isa_supported(pgd_cpu_isa isa);
+/* "scalar", "avx2", "avx512"; "auto" for AUTO; "?" otherwise. */
+const char *pgd_cpu_isa_name(pgd_cpu_isa isa);
+
+/* Whether pgd_matmul accepts weights of this GGUF type id. */
+bool pgd_matmul_supported(uint32_t wtype);
+
+/* m rows of k activations quantized to Q8 blocks (see the format above). The arrays live in one
+ * caller-provided buffer; each row is padded to nb_pad = round_up(k/32, 8) blocks with zeros
+ * (quants, scales and sums), so kernels can work on groups of 8 blocks. */
+typedef struct pgd_q8_act {
+    int64_t m, k, nb_pad;
+    int8_t *qs;   /* [m][nb_pad * 32] quants */
+    int8_t *qt;   /* [m][nb_pad * 32] the same, each group of 8 blocks (256 bytes) transposed
+                   * in dwords: qt[256 g + 32 c + 4 l + j] = qs[256 g + 32 l + 4 c + j] */
+    float *d;     /* [m][nb_pad] block scales */
+    float *s;     /* [m][nb_pad] d * sum */
+    int32_t *sum; /* [m][nb_pad] sum of the block's quants */
+} pgd_q8_act;
+
+/* Bytes of buffer pgd_q8_act_init needs for m rows of k (k % 32 == 0); 0 on overflow. */
+size_t pgd_q8_act_bytes(int64_t m, int64_t k);
+
+/* Lays out `a` over buf[size] (any alignment; buf must outlive a). PGD_EINVAL if k % 32 != 0,
+ * m < 1 or k < 32, PGD_ERANGE if size < pgd_q8_act_bytes(m, k). */
+int pgd_q8_act_init(pgd_q8_act *a, void *buf, size_t size, int64_t m, int64_t k);
+
+/* Quantizes x[a->m][a->k] into a. Bit-identical for every isa. 0 or PGD_EINVAL (isa). */
+int pgd_q8_act_quantize(pgd_threadpool *pool, pgd_cpu_isa isa, const float *x /* [m][k] */,
+                        pgd_q8_act *a);
+
+/* y[x->m][n] = x · W^T for a quantized weight type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and
+ * pre-quantized activations, e.g. one quantization shared by the Q, K and V projections.
+ * w: n rows of x->k elements of wtype. Returns 0, PGD_EUNSUPPORTED (type), PGD_EINVAL. */
+int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype,
+                  const void *w /* [n][k] of wtype */, int64_t n, const pgd_q8_act *x,
+                  float *y /* [m][n] */);
+
+/* Scratch bytes pgd_matmul needs (the Q8 activations for quantized types; 0 for F32/F16);
+ * SIZE_MAX for an unsupported type or bad shape. */
+size_t pgd_matmul_scratch_bytes(uint32_t wtype, int64_t m, int64_t k);
+
+/* y[m][n] = x[m][k] · W[n][k]^T with W of type wtype. scratch may be NULL (then it is
+ * allocated and freed inside); else it holds scratch_size >= pgd_matmul_scratch_bytes bytes.
+ * k must be a multiple of the type's block size. y must not overlap x, w or scratch.
+ * Returns 0, PGD_EUNSUPPORTED (type), PGD_EINVAL (shape, isa), PGD_ERANGE (scratch too
+ * small), PGD_ENOMEM. */
+int pgd_matmul(pgd_threadpool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
+               const float *x, int64_t m, float *y, void *scratch, size_t scratch_size);
+
+/* pgd_matmul on an explicit instruction-set path (tests, benchmarks). */
+int pgd_matmul_isa(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w,
+                   int64_t n, int64_t k, const float *x, int64_t m, float *y, void *scratch,
+                   size_t scratch_size);
+
+#endif

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Regenerate tests/reference/tokenizer_expected.json from tokenizer_corpus.json.
+
+Not run in CI: it needs the packages of requirements-regen.txt (llama-cpp-python builds
+llama.cpp from source). The expected ids come from llama.cpp, an implementation independent of
+pagoda's:
+
+    llama_cpp.Llama(model_path, vocab_only=True).tokenize(text.encode(), add_bos=False,
+                                                           special=False / True)
+
+As a second, independent opinion the script builds a Hugging Face `tokenizers` BPE from the
+GGUF's own vocabulary and merges with SmolLM2's published pre-tokenizer
+(Sequence[Digits(individual_digits=True), ByteLevel(add_prefix_space=False, use_regex=True)])
+and the model's control tokens as added special tokens, and records every string on which the
+two references disagree (the expected ids stay llama.cpp's; the test skips nothing).
+
+    usage: gen_tokenizer_expected.py [--model PATH] [--check]
+    --check  compare with the committed JSON instead of writing it (exit 1 on a difference)
+"""
+import argparse
+import hashlib
+import json
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CORPUS = HERE / "tokenizer_corpus.json"
+EXPECTED = HERE / "tokenizer_expected.json"
+
+
+def default_model():
+    out = subprocess.run([str(ROOT / "scripts" / "fetch-model")], check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def text_hash(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def llama_reference(model_path):
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
+
+    def encode(text, special):
+        return list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def decode(ids):
+        return llm.detokenize(ids)
+
+    return encode, decode, llama_cpp.__version__
+
+
+def hf_reference(model_path):
+    """A tokenizers.Tokenizer built from the GGUF arrays; returns (plain, with_special)."""
+    import gguf
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers
+
+    r = gguf.GGUFReader(model_path)
+
+    def field(key):
+        return r.fields[key].contents()
+
+    assert field("tokenizer.ggml.model") == "gpt2", "the HF cross-check is for byte-level BPE"
+    tokens = field("tokenizer.ggml.tokens")
+    types = field("tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in field("tokenizer.ggml.merges")]
+    vocab = {t: i for i, t in enumerate(tokens)}
+
+    def build(with_special):
+        tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges))
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ])
+        tok.decoder = decoders.ByteLevel()
+        if with_special:
+            tok.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False)
+                                    for t, ty in zip(tokens, types) if ty == 3])
+        return tok
+
+    return build(False), build(True), tokenizers.__version__
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    model = args.model or default_model()
+
+    corpus = json.loads(CORPUS.read_text(encoding="utf-8"))["strings"]
+    encode, decode, llama_version = llama_reference(model)
+    hf_plain, hf_special, hf_version = hf_reference(model)
+
+    cases, disagree, roundtrip_fail = [], [], []
+    for c in corpus:
+        text = c["text"]
+        entry = {"name": c["name"], "text_sha256": text_hash(text), "ids": encode(text, False)}
+        hf = hf_plain.encode(text, add_special_tokens=False).ids
+        if hf != entry["ids"]:
+            disagree.append({"name": c["name"], "special": False, "llama_cpp": entry["ids"],
+                             "hf_tokenizers": hf})
+        if decode(entry["ids"]) != text.encode("utf-8"):
+            roundtrip_fail.append(c["name"])
+        if c.get("special"):
+            entry["ids_special"] = encode(text, True)
+            hfs = hf_special.encode(text, add_special_tokens=False).ids
+            if hfs != entry["ids_special"]:
+                disagree.append({"name": c["name"], "special": True,
+                                 "llama_cpp": entry["ids_special"], "hf_tokenizers": hfs})
+        cases.append(entry)
+
+    doc = {
+        "description": "Expected ids for tokenizer_corpus.json, generated by "
+                       "gen_tokenizer_expected.py (llama.cpp via llama-cpp-python, vocab only, "
+                       "add_bos=False). Do not edit by hand.",
+        "model": {"file": pathlib.Path(model).name, "sha256": sha256_file(model)},
+        "generator": {"llama_cpp_python": llama_version, "tokenizers": hf_version},
+        "hf_tokenizers_disagreements": disagree,
+        "llama_cpp_roundtrip_failures": roundtrip_fail,
+        "cases": cases,
+    }
+    print(f"{len(cases)} strings, {sum('ids_special' in c for c in cases)} with special parsing; "
+          f"HF tokenizers disagrees on {len(disagree)}; llama.cpp decode(encode(s)) != s for "
+          f"{len(roundtrip_fail)}", file=sys.stderr)
+    for d in disagree:
+        print(f"  disagreement: {d['name']} special={d['special']}", file=sys.stderr)
+
+    text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    if args.check:
+        old = EXPECTED.read_text(encoding="utf-8") if EXPECTED.exists() else ""
+        if old != text:
+            print(f"{EXPECTED} is out of date", file=sys.stderr)
+            return 1
+        return 0
+    EXPECTED.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""A numpy reference forward pass for llama-family GGUF models, in float64.
+
+Written from the model family's published math, not from pagoda's C code: weights are read and
+dequantized with the `gguf` package, then RMSNorm, RoPE, grouped-query causal attention and a
+SwiGLU feed-forward are applied in plain numpy. Used by the reference tests to check pagoda's
+logits and greedy continuations.
+
+GGUF facts relied on: tensors are stored with ne[0] innermost, so a [rows, cols] weight W maps
+x -> x @ W.T; llama-arch GGUFs rotate adjacent pairs (x[2i], x[2i+1]) in RoPE ("normal" style),
+qwen2 rotates (x[i], x[i + d/2]) ("neox" style).
+"""
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+
+def _field(reader, key, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    return f.contents()
+
+
+class RefModel:
+    def __init__(self, path):
+        r = GGUFReader(path)
+        self.arch = _field(r, "general.architecture")
+        a = self.arch
+        self.n_layer = int(_field(r, f"{a}.block_count"))
+        self.n_embd = int(_field(r, f"{a}.embedding_length"))
+        self.n_head = int(_field(r, f"{a}.attention.head_count"))
+        self.n_head_kv = int(_field(r, f"{a}.attention.head_count_kv", self.n_head))
+        self.head_dim = int(_field(r, f"{a}.attention.key_length", self.n_embd // self.n_head))
+        self.rope_dim = int(_field(r, f"{a}.rope.dimension_count", self.head_dim))
+        self.rope_base = float(_field(r, f"{a}.rope.freq_base", 10000.0))
+        self.eps = float(_field(r, f"{a}.attention.layer_norm_rms_epsilon", 1e-5))
+        self.neox = a == "qwen2"
+        tensors = {t.name: t for t in r.tensors}
+
+        def w(name):
+            t = tensors[name]
+            return np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(
+                [int(d) for d in reversed(t.shape)] if len(t.shape) > 1 else [-1])
+
+        self.tok_embd = w("token_embd.weight")
+        self.output_norm = w("output_norm.weight")
+        self.output = w("output.weight") if "output.weight" in tensors else self.tok_embd
+        freqs = w("rope_freqs.weight") if "rope_freqs.weight" in tensors else None
+        self.layers = []
+        for l in range(self.n_layer):
+            p = f"blk.{l}."
+            layer = {k: w(p + n) for k, n in [
+                ("attn_norm", "attn_norm.weight"), ("wq", "attn_q.weight"),
+                ("wk", "attn_k.weight"), ("wv", "attn_v.weight"),
+                ("wo", "attn_output.weight"), ("ffn_norm", "ffn_norm.weight"),
+                ("gate", "ffn_gate.weight"), ("up", "ffn_up.weight"),
+                ("down", "ffn_down.weight")]}
+            for b in ("q", "k", "v"):
+                name = p + f"attn_{b}.bias"
+                layer["b" + b] = w(name) if name in tensors else None
+            self.layers.append(layer)
+        i = np.arange(self.rope_dim // 2, dtype=np.float64)
+        self.inv_freq = self.rope_base ** (-2.0 * i / self.rope_dim)
+        if freqs is not None:
+            self.inv_freq = self.inv_freq / freqs
+        self.n_vocab = self.tok_embd.shape[0]
+
+    def _rms(self, x, g):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * g
+
+    def _rope(self, x, pos):
+        """x: [T, H, D]; pos: [T]."""
+        ang = pos[:, None] * self.inv_freq[None, :]  # [T, R/2]
+        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        out = x.copy()
+        R = self.rope_dim
+        if self.neox:
+            a, b = x[..., : R // 2], x[..., R // 2 : R]
+            out[..., : R // 2] = a * cos - b * sin
+            out[..., R // 2 : R] = a * sin + b * cos
+        else:
+            a, b = x[..., 0:R:2], x[..., 1:R:2]
+            out[..., 0:R:2] = a * cos - b * sin
+            out[..., 1:R:2] = a * sin + b * cos
+        return out
+
+    def forward(self, tokens, cache=None):
+        """Logits [T, n_vocab] for `tokens` appended after the cached prefix.
+
+        cache: list of per-layer (K, V) arrays [P, Hkv, D] for the P earlier positions (updated
+        in place when given)."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        T = len(tokens)
+        P = 0 if not cache else cache[0][0].shape[0]
+        pos = np.arange(P, P + T, dtype=np.float64)
+        H, Hkv, D = self.n_head, self.n_head_kv, self.head_dim
+        x = self.tok_embd[tokens]
+        mask = np.triu(np.full((T, P + T), -np.inf), k=P + 1)  # causal over prefix + new
+        for l, L in enumerate(self.layers):
+            h = self._rms(x, L["attn_norm"])
+            q, k, v = h @ L["wq"].T, h @ L["wk"].T, h @ L["wv"].T
+            if L["bq"] is not None:
+                q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
+            q = self._rope(q.reshape(T, H, D), pos)
+            k = self._rope(k.reshape(T, Hkv, D), pos)
+            v = v.reshape(T, Hkv, D)
+            if cache is not None:
+                if len(cache) <= l:
+                    cache.append((np.zeros((0, Hkv, D)), np.zeros((0, Hkv, D))))
+                kc, vc = cache[l]
+                k, v = np.concatenate([kc, k]), np.concatenate([vc, v])
+                cache[l] = (k, v)
+            g = H // Hkv
+            kh = np.repeat(k, g, axis=1)  # [P+T, H, D]
+            vh = np.repeat(v, g, axis=1)
+            s = np.einsum("thd,shd->hts", q, kh) / np.sqrt(D) + mask[None]
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            o = np.einsum("hts,shd->thd", s, vh).reshape(T, H * D)
+            x = x + o @ L["wo"].T
+            h = self._rms(x, L["ffn_norm"])
+            gt, up = h @ L["gate"].T, h @ L["up"].T
+            x = x + ((gt / (1.0 + np.exp(-gt))) * up) @ L["down"].T
+        return self._rms(x, self.output_norm) @ self.output.T
+
+    def greedy(self, prompt, n, stop_ids=()):
+        """Greedy continuation of `prompt` for n tokens (stops early on a stop id)."""
+        cache = []
+        logits = self.forward(prompt, cache)
+        out = []
+        for _ in range(n):
+            t = int(np.argmax(logits[-1]))
+            out.append(t)
+            if t in stop_ids:
+                break
+            logits = self.forward([t], cache)
+        return out

@@ -1,0 +1,716 @@
+/*
+ * tests/unit/test_chat_template.c — chat template detection and rendering (engine/chat_template.h).
+ *
+ * Expected prompts are written out by hand from the published templates (see
+ * tests/reference/templates/), never produced by the code under test; the Jinja-rendered
+ * comparison lives in tests/reference/test_chat_template.py. No model file needed: the GGUF
+ * path uses a GGUF image built in memory.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/chat_template.h"
+#include "engine/gguf.h"
+#include "testutil.h"
+
+/* ---- published templates (verbatim, as C strings) ---- */
+
+static const char SMOLLM2[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}";
+
+/* Qwen2.5's non-tool branch; \\n is a backslash-n escape inside the Jinja literal */
+static const char QWEN25_SNIPPET[] =
+    "{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- "
+    "'<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n "
+    "       {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+    "assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}";
+
+static const char CHATML_PLAIN[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";
+
+static const char LLAMA2[] =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
+    "system_message = false %}{% endif %}{% for message in loop_messages %}{% if "
+    "(message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation "
+    "roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == "
+    "0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+    "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] "
+    "%}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
+    "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + "
+    "eos_token }}{% endif %}{% endfor %}";
+
+static const char LLAMA3[] =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
+    "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% "
+    "endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+static const char LLAMA31_SNIPPET[] =
+    "{{- bos_token }}\n{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{{- "
+    "\"Cutting Knowledge Date: December 2023\\n\" }}{{- \"<|eot_id|>\" }}";
+
+static const char MISTRAL[] =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ "
+    "'[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
+    "message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles "
+    "are supported!') }}{% endif %}{% endfor %}";
+
+static const char GEMMA3_SNIPPET[] =
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- if "
+    "messages[0]['content'] is string -%}\n        {%- set first_user_prefix = "
+    "messages[0]['content'] + '\n\n' -%}\n{%- endif -%}\n    {{ '<start_of_turn>' + role + '\n' "
+    "+ (first_user_prefix if loop.first else \"\") }}";
+
+static const char GEMMA2[] =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+    "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% "
+    "set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ "
+    "'<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% "
+    "endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}";
+
+static const char ZEPHYR[] =
+    "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
+    "message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' "
+    "+ message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ "
+    "'<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and "
+    "add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+
+static const char PHI3[] =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+    "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + "
+    "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' "
+    "%}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+static const char PHI35[] =
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] "
+    "%}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' "
+    "%}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == "
+    "'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor "
+    "%}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+static const char VICUNA[] =
+    "{%- for message in messages %}{%- if message['role'] == 'system' -%}{{- '' + "
+    "message['content'] + '\n\n' -}}{%- else -%}{%- if message['role'] == 'user' -%}{{-'USER: ' "
+    "+ message['content'] + '\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\n' "
+    "-}}{%- endif -%}{%- endif -%}{%- endfor -%}{%- if add_generation_prompt "
+    "-%}{{-'ASSISTANT:'-}}{%- endif -%}";
+
+/* ---- helpers ---- */
+
+/* A conversation of up to 8 messages, each one part unless built otherwise. */
+typedef struct {
+    pgd_chat_msg m[8];
+    pgd_str s[8];
+    size_t n;
+} conv;
+
+static void add(conv *c, const char *role, const char *text) {
+    c->s[c->n].ptr = text;
+    c->s[c->n].len = strlen(text);
+    c->m[c->n].role = role;
+    c->m[c->n].parts = &c->s[c->n];
+    c->m[c->n].n_parts = 1;
+    c->n++;
+}
+
+static pgd_chat_template *make(const char *src, const char *override, const char *bos,
+                               const char *eos) {
+    pgd_chat_template *t = NULL;
+    int rc = pgd_chat_template_detect(src, src ? strlen(src) : 0, override, bos, eos, &t);
+    if (rc) fprintf(stderr, "  detect failed: %s\n", pgd_error_detail());
+    return t;
+}
+
+/* Spans are sorted, non-empty, non-touching and inside the text. */
+static int spans_well_formed(const pgd_chat_prompt *p) {
+    for (size_t i = 0; i < p->n_special; i++) {
+        if (p->special[i].begin >= p->special[i].end) return 0;
+        if (p->special[i].end > p->text.len) return 0;
+        if (i && p->special[i].begin <= p->special[i - 1].end) return 0;
+    }
+    return 1;
+}
+
+static int in_span(const pgd_chat_prompt *p, size_t pos) {
+    for (size_t i = 0; i < p->n_special; i++)
+        if (pos >= p->special[i].begin && pos < p->special[i].end) return 1;
+    return 0;
+}
+
+/* Render and compare with the expected text; returns 1 on match. */
+static int renders_as(const pgd_chat_template *t, const conv *c, bool gen, const char *want) {
+    pgd_chat_prompt p;
+    int rc = pgd_chat_render(t, c->m, c->n, gen, &p);
+    if (rc) {
+        fprintf(stderr, "  render failed: %s\n", pgd_error_detail());
+        return 0;
+    }
+    int ok = p.text.len == strlen(want) && !memcmp(p.text.data, want, p.text.len) &&
+             spans_well_formed(&p) && p.text.data[p.text.len] == '\0';
+    if (!ok) fprintf(stderr, "  got:  \"%s\"\n  want: \"%s\"\n", p.text.data, want);
+    pgd_chat_prompt_free(&p);
+    return ok;
+}
+
+/* ---- tests ---- */
+
+static void test_family_names(void) {
+    for (int i = 0; i < PGD_CHAT_FAMILY_COUNT; i++) {
+        pgd_chat_family f = PGD_CHAT_PHI3;
+        CHECK_EQ_INT(pgd_chat_family_from_name(pgd_chat_family_name((pgd_chat_family)i), &f), 0);
+        CHECK_EQ_INT(f, i);
+    }
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_CHATML), "chatml");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_LLAMA2), "llama2");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_LLAMA3), "llama3");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_MISTRAL), "mistral");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_GEMMA), "gemma");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_ZEPHYR), "zephyr");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_PHI3), "phi3");
+    CHECK_EQ_STR(pgd_chat_family_name((pgd_chat_family)99), "?");
+    pgd_chat_family f;
+    CHECK_EQ_INT(pgd_chat_family_from_name("ChatML", &f), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "ChatML") != NULL);
+    CHECK(strstr(pgd_error_detail(), "chatml, llama2, llama3, mistral, gemma, zephyr, phi3"));
+}
+
+static void test_detect_each_family(void) {
+    struct {
+        const char *src;
+        pgd_chat_family want;
+    } cases[] = {
+        {SMOLLM2, PGD_CHAT_CHATML},       {QWEN25_SNIPPET, PGD_CHAT_CHATML},
+        {CHATML_PLAIN, PGD_CHAT_CHATML},  {LLAMA2, PGD_CHAT_LLAMA2},
+        {LLAMA3, PGD_CHAT_LLAMA3},        {MISTRAL, PGD_CHAT_MISTRAL},
+        {GEMMA3_SNIPPET, PGD_CHAT_GEMMA}, {GEMMA2, PGD_CHAT_GEMMA},
+        {ZEPHYR, PGD_CHAT_ZEPHYR},        {PHI3, PGD_CHAT_PHI3},
+        {PHI35, PGD_CHAT_PHI3},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(cases); i++) {
+        pgd_chat_template *t = make(cases[i].src, NULL, "<s>", "</s>");
+        CHECK(t != NULL);
+        if (!t) continue;
+        if (pgd_chat_template_family(t) != cases[i].want)
+            fprintf(stderr, "  case %zu: got %s\n", i,
+                    pgd_chat_family_name(pgd_chat_template_family(t)));
+        CHECK_EQ_INT(pgd_chat_template_family(t), cases[i].want);
+        pgd_chat_template_free(t);
+    }
+}
+
+static void test_default_system_extraction(void) {
+    pgd_chat_template *t = make(SMOLLM2, NULL, NULL, NULL);
+    REQUIRE(t);
+    pgd_str s = pgd_chat_template_default_system(t);
+    const char *want = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+    CHECK(s.len == strlen(want) && !memcmp(s.ptr, want, s.len));
+    pgd_chat_template_free(t);
+
+    t = make(QWEN25_SNIPPET, NULL, NULL, NULL); /* escaped \n in the literal */
+    REQUIRE(t);
+    s = pgd_chat_template_default_system(t);
+    want = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    CHECK(s.len == strlen(want) && !memcmp(s.ptr, want, s.len));
+    pgd_chat_template_free(t);
+
+    t = make(CHATML_PLAIN, NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK(pgd_chat_template_default_system(t).ptr == NULL);
+    CHECK(pgd_chat_template_default_system(t).len == 0);
+    pgd_chat_template_free(t);
+
+    /* a literal in plain text (outside any tag) is not template code */
+    t = make("<|im_start|>'<|im_start|>system\nX<|im_end|>\n'", NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK(pgd_chat_template_default_system(t).ptr == NULL);
+    pgd_chat_template_free(t);
+
+    /* escapes the way Jinja decodes them: \t, \x41, \u00e9, \' */
+    t = make("{{ '<|im_start|>system\\nA\\tB\\x41\\u00e9\\'<|im_end|>\\n' }}", NULL, NULL, NULL);
+    REQUIRE(t);
+    s = pgd_chat_template_default_system(t);
+    want = "A\tBA\xc3\xa9'";
+    CHECK(s.len == strlen(want) && !memcmp(s.ptr, want, s.len));
+    pgd_chat_template_free(t);
+
+    /* the override keeps the same family's default system prompt, drops another family's */
+    t = make(SMOLLM2, "chatml", NULL, NULL);
+    REQUIRE(t);
+    CHECK(pgd_chat_template_default_system(t).len > 0);
+    pgd_chat_template_free(t);
+    t = make(SMOLLM2, "llama3", NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_LLAMA3);
+    CHECK(pgd_chat_template_default_system(t).len == 0);
+    pgd_chat_template_free(t);
+}
+
+static void test_unknown_template(void) {
+    pgd_chat_template *t = (pgd_chat_template *)1;
+    int rc = pgd_chat_template_detect(VICUNA, strlen(VICUNA), NULL, "<s>", "</s>", &t);
+    CHECK_EQ_INT(rc, PGD_EUNSUPPORTED);
+    CHECK(t == NULL);
+    const char *d = pgd_error_detail();
+    /* the first ~80 characters, newlines shown as \n, then "..." */
+    CHECK(strstr(d, "{%- for message in messages %}{%- if message['role'] == 'system' -%}") !=
+          NULL);
+    CHECK(strstr(d, "...") != NULL);
+    CHECK(strstr(d, "USER:") == NULL); /* cut well before the end */
+    CHECK(strstr(d, "chatml, llama2, llama3, mistral, gemma, zephyr, phi3") != NULL);
+
+    const char *shortsrc = "{{ messages }}\n";
+    rc = pgd_chat_template_detect(shortsrc, strlen(shortsrc), NULL, NULL, NULL, &t);
+    CHECK_EQ_INT(rc, PGD_EUNSUPPORTED);
+    CHECK(strstr(pgd_error_detail(), "\"{{ messages }}\\n\"") != NULL);
+
+    /* no template, blank template: not found, unless overridden */
+    rc = pgd_chat_template_detect(NULL, 0, NULL, NULL, NULL, &t);
+    CHECK_EQ_INT(rc, PGD_ENOTFOUND);
+    CHECK(strstr(pgd_error_detail(), "--chat-template") != NULL);
+    rc = pgd_chat_template_detect(" \n\t", 3, NULL, NULL, NULL, &t);
+    CHECK_EQ_INT(rc, PGD_ENOTFOUND);
+    rc = pgd_chat_template_detect(NULL, 0, "zephyr", NULL, NULL, &t);
+    CHECK_EQ_INT(rc, 0);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_ZEPHYR);
+    pgd_chat_template_free(t);
+    /* an unknown template with an override is fine; an unknown override name is not */
+    rc = pgd_chat_template_detect(VICUNA, strlen(VICUNA), "mistral", NULL, NULL, &t);
+    CHECK_EQ_INT(rc, 0);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_MISTRAL);
+    pgd_chat_template_free(t);
+    rc = pgd_chat_template_detect(SMOLLM2, strlen(SMOLLM2), "vicuna", NULL, NULL, &t);
+    CHECK_EQ_INT(rc, PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "vicuna") != NULL);
+}
+
+static void test_unsupported_variants(void) {
+    pgd_chat_template *t = NULL;
+    int rc =
+        pgd_chat_template_detect(LLAMA31_SNIPPET, strlen(LLAMA31_SNIPPET), NULL, NULL, NULL, &t);
+    CHECK_EQ_INT(rc, PGD_EUNSUPPORTED);
+    CHECK(strstr(pgd_error_detail(), "--chat-template llama3") != NULL);
+    /* forcing the family works */
+    t = make(LLAMA31_SNIPPET, "llama3", "B", "E");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", "hi");
+    CHECK(renders_as(t, &c, true,
+                     "B<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+    pgd_chat_template_free(t);
+
+    const char *mistral_sys = "{%- if messages[0]['role'] == 'system' %}{{ ' [INST] ' + "
+                              "system_message + ' [/INST]' }}{%- endif %}";
+    rc = pgd_chat_template_detect(mistral_sys, strlen(mistral_sys), NULL, NULL, NULL, &t);
+    CHECK_EQ_INT(rc, PGD_EUNSUPPORTED);
+    CHECK(strstr(pgd_error_detail(), "mistral") != NULL);
+}
+
+static void test_render_chatml(void) {
+    pgd_chat_template *t = make(SMOLLM2, NULL, "<|im_start|>", "<|im_end|>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", "Hi");
+    CHECK(renders_as(t, &c, true,
+                     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                     "Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                     "<|im_start|>assistant\n"));
+    conv d = {0};
+    add(&d, "system", "S");
+    add(&d, "user", "U");
+    add(&d, "assistant", "A");
+    add(&d, "system", "S2"); /* a later system message is a plain turn */
+    CHECK(renders_as(t, &d, false,
+                     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+                     "<|im_start|>assistant\nA<|im_end|>\n<|im_start|>system\nS2<|im_end|>\n"));
+    pgd_chat_template_free(t);
+}
+
+static void test_render_llama2(void) {
+    pgd_chat_template *t = make(LLAMA2, NULL, "<s>", "</s>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "system", " S ");
+    add(&c, "user", " Hi ");
+    add(&c, "assistant", "  Yo\n");
+    add(&c, "user", "Q");
+    /* no generation prompt in this template: the flag changes nothing. .strip() applies to
+     * '<<SYS>>\n' + system + '\n<</SYS>>\n\n' + content as a whole, so " Hi" keeps its
+     * leading space while the system text keeps both of its spaces. */
+    CHECK(renders_as(t, &c, true,
+                     "<s>[INST] <<SYS>>\n S \n<</SYS>>\n\n Hi [/INST] Yo </s><s>[INST] Q [/INST]"));
+    CHECK(renders_as(t, &c, false,
+                     "<s>[INST] <<SYS>>\n S \n<</SYS>>\n\n Hi [/INST] Yo </s><s>[INST] Q [/INST]"));
+    /* .strip() runs over the whole content, <<SYS>> block included */
+    conv d = {0};
+    add(&d, "system", "S");
+    add(&d, "user", " \n ");
+    CHECK(renders_as(t, &d, true, "<s>[INST] <<SYS>>\nS\n<</SYS>> [/INST]"));
+    /* only a system message: nothing to render */
+    conv e = {0};
+    add(&e, "system", "S");
+    CHECK(renders_as(t, &e, true, ""));
+    pgd_chat_template_free(t);
+}
+
+static void test_render_llama3(void) {
+    pgd_chat_template *t = make(LLAMA3, NULL, "<|begin_of_text|>", "<|eot_id|>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "system", "\tS\n");
+    add(&c, "user", "U");
+    add(&c, "assistant", "  ");
+    CHECK(renders_as(t, &c, true,
+                     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+                     "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+    pgd_chat_template_free(t);
+}
+
+static void test_render_mistral(void) {
+    pgd_chat_template *t = make(MISTRAL, NULL, "<s>", "</s>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", " Hi ");
+    add(&c, "assistant", "Yo");
+    add(&c, "user", "Q");
+    CHECK(renders_as(t, &c, true, "<s>[INST]  Hi  [/INST]Yo</s>[INST] Q [/INST]"));
+    pgd_chat_template_free(t);
+}
+
+static void test_render_gemma(void) {
+    pgd_chat_template *t = make(GEMMA3_SNIPPET, NULL, "<bos>", "<eos>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "system", " Be brief ");
+    add(&c, "user", " Hi ");
+    add(&c, "assistant", "Yo\n");
+    add(&c, "user", "Q");
+    CHECK(renders_as(t, &c, true,
+                     "<bos><start_of_turn>user\n Be brief \n\nHi<end_of_turn>\n"
+                     "<start_of_turn>model\nYo<end_of_turn>\n<start_of_turn>user\nQ<end_of_turn>\n"
+                     "<start_of_turn>model\n"));
+    CHECK(
+        renders_as(t, &c, false,
+                   "<bos><start_of_turn>user\n Be brief \n\nHi<end_of_turn>\n"
+                   "<start_of_turn>model\nYo<end_of_turn>\n<start_of_turn>user\nQ<end_of_turn>\n"));
+    pgd_chat_template_free(t);
+
+    /* Gemma-2's template refuses a system message */
+    t = make(GEMMA2, NULL, "<bos>", "<eos>");
+    REQUIRE(t);
+    pgd_chat_prompt p;
+    CHECK_EQ_INT(pgd_chat_render(t, c.m, c.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "System role not supported") != NULL);
+    CHECK(p.text.data == NULL && p.special == NULL);
+    conv d = {0};
+    add(&d, "user", "Hi");
+    CHECK(renders_as(t, &d, true,
+                     "<bos><start_of_turn>user\nHi<end_of_turn>\n"
+                     "<start_of_turn>model\n"));
+    pgd_chat_template_free(t);
+}
+
+static void test_render_zephyr_phi3(void) {
+    pgd_chat_template *t = make(ZEPHYR, NULL, "<s>", "</s>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "system", "S");
+    add(&c, "user", "U");
+    CHECK(renders_as(t, &c, true, "<|system|>\nS</s>\n<|user|>\nU</s>\n<|assistant|>\n"));
+    CHECK(renders_as(t, &c, false, "<|system|>\nS</s>\n<|user|>\nU</s>\n"));
+    pgd_chat_template_free(t);
+
+    t = make(PHI3, NULL, "<s>", "<|endoftext|>");
+    REQUIRE(t);
+    conv d = {0};
+    add(&d, "system", "");
+    add(&d, "user", "U");
+    CHECK(renders_as(t, &d, true, "<|system|>\n<|end|>\n<|user|>\nU<|end|>\n<|assistant|>\n"));
+    CHECK(renders_as(t, &d, false, "<|system|>\n<|end|>\n<|user|>\nU<|end|>\n<|endoftext|>"));
+    pgd_chat_template_free(t);
+
+    t = make(PHI35, NULL, "<s>", "<|endoftext|>"); /* Phi-3.5 drops the empty system message */
+    REQUIRE(t);
+    CHECK(renders_as(t, &d, true, "<|user|>\nU<|end|>\n<|assistant|>\n"));
+    pgd_chat_template_free(t);
+}
+
+static void test_errors(void) {
+    pgd_chat_template *t = make(LLAMA2, NULL, "<s>", "</s>");
+    REQUIRE(t);
+    pgd_chat_prompt p;
+    conv c = {0};
+    add(&c, "user", "a");
+    add(&c, "tool", "b");
+    CHECK_EQ_INT(pgd_chat_render(t, c.m, c.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "'tool'") != NULL);
+
+    conv d = {0};
+    add(&d, "user", "a");
+    add(&d, "user", "b");
+    CHECK_EQ_INT(pgd_chat_render(t, d.m, d.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "roles must alternate") != NULL);
+    conv e = {0};
+    add(&e, "assistant", "a");
+    CHECK_EQ_INT(pgd_chat_render(t, e.m, e.n, true, &p), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_chat_render(t, e.m, 0, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "empty") != NULL);
+    pgd_chat_template_free(t);
+
+    t = make(MISTRAL, NULL, "<s>", "</s>");
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_render(t, d.m, d.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "roles must alternate") != NULL);
+    conv s = {0};
+    add(&s, "user", "a");
+    add(&s, "system", "b"); /* passes the alternation check, then is refused */
+    CHECK_EQ_INT(pgd_chat_render(t, s.m, s.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "Only user and assistant roles are supported!") != NULL);
+    pgd_chat_template_free(t);
+
+    t = make(GEMMA3_SNIPPET, NULL, "<bos>", "<eos>");
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_render(t, d.m, d.n, true, &p), PGD_EINVAL);
+    conv g = {0};
+    add(&g, "system", "s");
+    add(&g, "assistant", "a"); /* after the system message the first turn must be user */
+    CHECK_EQ_INT(pgd_chat_render(t, g.m, g.n, true, &p), PGD_EINVAL);
+    pgd_chat_template_free(t);
+
+    /* families without the alternation rule accept consecutive user turns */
+    t = make(LLAMA3, NULL, "<|begin_of_text|>", "<|eot_id|>");
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_render(t, d.m, d.n, true, &p), 0);
+    pgd_chat_prompt_free(&p);
+    CHECK_EQ_INT(pgd_chat_render(t, c.m, c.n, true, &p), PGD_EINVAL); /* unknown role anyway */
+    pgd_chat_template_free(t);
+}
+
+/* Render the same conversation twice, with content A and with content B that differs from A in
+ * every byte (same length, no whitespace): bytes that differ are content, bytes that agree are
+ * template text. Every byte must be in a span exactly when it is template text. */
+static void check_spans_exact(const char *src, const char *name, const char *bos, const char *eos,
+                              const char *const *roles, size_t n) {
+    static const char *const A[] = {"<|im_end|><|im_start|>x", "[INST]<<SYS>>[/INST]</s>",
+                                    "<start_of_turn>model\nyo", "<|eot_id|><|end|><s>",
+                                    "<|user|>\n<|assistant|>"};
+    char b[PGD_ARRAY_LEN(A)][64];
+    conv ca = {0}, cb = {0};
+    for (size_t i = 0; i < n; i++) {
+        const char *a = A[i % PGD_ARRAY_LEN(A)];
+        size_t k;
+        for (k = 0; a[k]; k++) b[i % PGD_ARRAY_LEN(A)][k] = a[k] == 'Z' ? 'Y' : 'Z';
+        b[i % PGD_ARRAY_LEN(A)][k] = '\0';
+        add(&ca, roles[i], a);
+        add(&cb, roles[i], b[i % PGD_ARRAY_LEN(A)]);
+    }
+    pgd_chat_template *t = make(src, name, bos, eos);
+    REQUIRE(t);
+    for (int gen = 0; gen < 2; gen++) {
+        pgd_chat_prompt pa, pb;
+        REQUIRE(pgd_chat_render(t, ca.m, ca.n, gen, &pa) == 0);
+        if (pgd_chat_render(t, cb.m, cb.n, gen, &pb) != 0) {
+            pgd_chat_prompt_free(&pa);
+            REQUIRE(0);
+        }
+        CHECK(spans_well_formed(&pa));
+        CHECK_EQ_INT(pa.text.len, pb.text.len);
+        CHECK_EQ_INT(pa.n_special, pb.n_special);
+        size_t content_bytes = 0;
+        for (size_t i = 0; i < pa.text.len && i < pb.text.len; i++) {
+            int is_content = pa.text.data[i] != pb.text.data[i];
+            content_bytes += (size_t)is_content;
+            if (in_span(&pa, i) == is_content) {
+                fprintf(stderr, "  %s: byte %zu ('%c') %s\n",
+                        pgd_chat_family_name(pgd_chat_template_family(t)), i, pa.text.data[i],
+                        is_content ? "is content inside a span" : "is template text outside spans");
+                CHECK(0);
+                break;
+            }
+        }
+        CHECK(content_bytes > 0);
+        pgd_chat_prompt_free(&pa);
+        pgd_chat_prompt_free(&pb);
+    }
+    pgd_chat_template_free(t);
+}
+
+static void test_spans_never_cover_content(void) {
+    const char *const alt[] = {"user", "assistant", "user", "assistant", "user"};
+    const char *const sys[] = {"system", "user", "assistant", "user"};
+    check_spans_exact(SMOLLM2, NULL, "<|im_start|>", "<|im_end|>", alt, 5);
+    check_spans_exact(SMOLLM2, NULL, "<|im_start|>", "<|im_end|>", sys, 4);
+    check_spans_exact(LLAMA2, NULL, "<s>", "</s>", sys, 4);
+    check_spans_exact(LLAMA2, NULL, "<s>", "</s>", alt, 5);
+    check_spans_exact(LLAMA3, NULL, "<|begin_of_text|>", "<|eot_id|>", sys, 4);
+    check_spans_exact(MISTRAL, NULL, "<s>", "</s>", alt, 5);
+    check_spans_exact(GEMMA3_SNIPPET, NULL, "<bos>", "<eos>", sys, 4);
+    check_spans_exact(ZEPHYR, NULL, "<s>", "</s>", sys, 4);
+    check_spans_exact(PHI3, NULL, "<s>", "<|endoftext|>", sys, 4);
+    check_spans_exact(NULL, "chatml", "", "", sys, 4);
+
+    /* and the exact spans of one ChatML render, written out */
+    pgd_chat_template *t = make(CHATML_PLAIN, NULL, NULL, NULL);
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", "a<|im_end|>b");
+    pgd_chat_prompt p;
+    REQUIRE(pgd_chat_render(t, c.m, c.n, true, &p) == 0);
+    /* "<|im_start|>user\n" [0,17) "a<|im_end|>b" [17,29) "<|im_end|>\n<|im_start|>assistant\n" */
+    CHECK_EQ_STR(p.text.data, "<|im_start|>user\na<|im_end|>b<|im_end|>\n<|im_start|>assistant\n");
+    CHECK_EQ_INT(p.n_special, 2);
+    if (p.n_special == 2) {
+        CHECK_EQ_INT(p.special[0].begin, 0);
+        CHECK_EQ_INT(p.special[0].end, 17);
+        CHECK_EQ_INT(p.special[1].begin, 29);
+        CHECK_EQ_INT(p.special[1].end, p.text.len);
+    }
+    pgd_chat_prompt_free(&p);
+    CHECK(p.text.data == NULL && p.special == NULL && p.n_special == 0);
+    pgd_chat_prompt_free(NULL);
+    pgd_chat_template_free(t);
+}
+
+static void test_parts_concatenation(void) {
+    pgd_chat_template *t = make(LLAMA3, NULL, "<|begin_of_text|>", "<|eot_id|>");
+    REQUIRE(t);
+    pgd_str parts[3] = {{"  Hel", 5}, {"lo w", 4}, {"\xc3\xb6rld \n", 7}};
+    pgd_chat_msg m[2] = {{"user", parts, 3}, {"assistant", NULL, 0}};
+    pgd_chat_prompt p;
+    REQUIRE(pgd_chat_render(t, m, 2, false, &p) == 0);
+    CHECK_EQ_STR(p.text.data, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+                              "Hello w\xc3\xb6rld<|eot_id|>"
+                              "<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|>");
+    pgd_chat_prompt_free(&p);
+    pgd_chat_template_free(t);
+
+    /* parts are joined before anything else: a marker split across parts is still content */
+    t = make(SMOLLM2, NULL, NULL, NULL);
+    REQUIRE(t);
+    pgd_str split[2] = {{"<|im_", 5}, {"end|>", 5}};
+    pgd_chat_msg s[2] = {{"system", NULL, 0}, {"user", split, 2}};
+    REQUIRE(pgd_chat_render(t, s, 2, false, &p) == 0);
+    CHECK_EQ_STR(p.text.data,
+                 "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|><|im_end|>\n");
+    size_t at = strlen("<|im_start|>system\n<|im_end|>\n<|im_start|>user\n");
+    for (size_t i = at; i < at + 10; i++) CHECK(!in_span(&p, i));
+    pgd_chat_prompt_free(&p);
+    pgd_chat_template_free(t);
+}
+
+static void test_python_strip(void) {
+    /* Python's str.isspace(): U+3000, U+00A0, U+0085, U+001C..U+001F, U+2028 are whitespace;
+     * U+200B (zero width space) and U+FEFF are not */
+    pgd_chat_template *t = make(LLAMA3, NULL, "", "");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user",
+        "\xe3\x80\x80\xc2\xa0\x1c\x1f\xc2\x85 hi\xe2\x80\xa8\xe1\x9a\x80\xe2\x81\x9f\v");
+    add(&c, "assistant", "\xe2\x80\x8bx\xef\xbb\xbf");
+    CHECK(renders_as(t, &c, false,
+                     "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\n"
+                     "\xe2\x80\x8bx\xef\xbb\xbf<|eot_id|>"));
+    pgd_chat_template_free(t);
+}
+
+/* A GGUF v3 image in memory: header, then `n_kv` string key/values. */
+static size_t gguf_image(uint8_t *buf, const char *key, const char *val) {
+    size_t o = 0;
+    uint32_t u32;
+    uint64_t u64;
+#define PUT(x) (memcpy(buf + o, &(x), sizeof(x)), o += sizeof(x))
+    memcpy(buf, "GGUF", 4);
+    o = 4;
+    u32 = 3;
+    PUT(u32);
+    u64 = 0;
+    PUT(u64); /* tensors */
+    u64 = key ? 1 : 0;
+    PUT(u64); /* kv */
+    if (key) {
+        u64 = strlen(key);
+        PUT(u64);
+        memcpy(buf + o, key, strlen(key));
+        o += strlen(key);
+        u32 = 8; /* string */
+        PUT(u32);
+        u64 = strlen(val);
+        PUT(u64);
+        memcpy(buf + o, val, strlen(val));
+        o += strlen(val);
+    }
+#undef PUT
+    while (o % 32) buf[o++] = 0;
+    return o;
+}
+
+static void test_from_gguf(void) {
+    static uint8_t img[4096];
+    size_t n = gguf_image(img, "tokenizer.chat_template", MISTRAL);
+    pgd_gguf *g = NULL;
+    int rc = pgd_gguf_open_memory(img, n, &g);
+    if (rc) fprintf(stderr, "  gguf: %s\n", pgd_error_detail());
+    REQUIRE(rc == 0);
+    pgd_chat_template *t = NULL;
+    CHECK_EQ_INT(pgd_chat_template_from_gguf(g, NULL, "<s>", "</s>", &t), 0);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_MISTRAL);
+    pgd_chat_template_free(t);
+    CHECK_EQ_INT(pgd_chat_template_from_gguf(g, "gemma", "<s>", "</s>", &t), 0);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_GEMMA);
+    pgd_chat_template_free(t);
+    pgd_gguf_close(g);
+
+    n = gguf_image(img, NULL, NULL); /* no template */
+    REQUIRE(pgd_gguf_open_memory(img, n, &g) == 0);
+    t = (pgd_chat_template *)1;
+    CHECK_EQ_INT(pgd_chat_template_from_gguf(g, NULL, "<s>", "</s>", &t), PGD_ENOTFOUND);
+    CHECK(t == NULL);
+    CHECK(strstr(pgd_error_detail(), "no chat template") != NULL);
+    CHECK_EQ_INT(pgd_chat_template_from_gguf(g, "phi3", NULL, NULL, &t), 0);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_PHI3);
+    pgd_chat_template_free(t);
+    pgd_gguf_close(g);
+}
+
+int main(void) {
+    RUN(test_family_names);
+    RUN(test_detect_each_family);
+    RUN(test_default_system_extraction);
+    RUN(test_unknown_template);
+    RUN(test_unsupported_variants);
+    RUN(test_render_chatml);
+    RUN(test_render_llama2);
+    RUN(test_render_llama3);
+    RUN(test_render_mistral);
+    RUN(test_render_gemma);
+    RUN(test_render_zephyr_phi3);
+    RUN(test_errors);
+    RUN(test_spans_never_cover_content);
+    RUN(test_parts_concatenation);
+    RUN(test_python_strip);
+    RUN(test_from_gguf);
+    return test_summary();
+}

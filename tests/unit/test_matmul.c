@@ -1,0 +1,645 @@
+/*
+ * tests/unit/test_matmul.c — the CPU matmul (kernels/cpu/matmul.h) against references written
+ * here from the format definitions: weights quantized and dequantized by this file (GGUF block
+ * layouts), activations quantized by this file (the Q8 activation format of matmul.h), dot
+ * products in double. Also: every ISA path bit-identical to the scalar one, results
+ * bit-identical across batch sizes, row positions and thread counts, odd shapes, bad
+ * arguments.
+ *
+ * PGD_BENCH=1 adds a benchmark (GFLOP/s, weight GB/s); default runs time nothing.
+ */
+#include "kernels/cpu/matmul.h"
+
+#include "common/error.h"
+#include "kernels/cpu/quant.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- helpers written from the definitions ------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rng_u64(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static float rng_f(float lo, float hi) { /* uniform in [lo, hi) */
+    return lo + (hi - lo) * (float)((rng_u64() >> 40) * (1.0 / 16777216.0));
+}
+
+/* IEEE binary16 -> binary32, exact. */
+static double ref_f16(uint16_t h) {
+    int sign = h >> 15, exp = (h >> 10) & 31, man = h & 1023;
+    double v;
+    if (exp == 0) v = ldexp((double)man, -24);
+    else if (exp == 31) v = man ? NAN : INFINITY;
+    else v = ldexp((double)(man | 1024), exp - 25);
+    return sign ? -v : v;
+}
+
+/* binary32 -> binary16, round to nearest even (finite, in-range inputs only). */
+static uint16_t ref_to_f16(float f) {
+    double a = fabs((double)f);
+    uint16_t sign = f < 0 ? 0x8000 : 0;
+    if (a == 0) return sign;
+    int e;
+    frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    int exp = e - 1;
+    if (exp < -14) exp = -14; /* subnormal range: quantum 2^-24 */
+    double quantum = ldexp(1.0, exp - 10);
+    double q = nearbyint(a / quantum); /* ties to even */
+    uint32_t bits;
+    if (exp == -14 && q < 1024) bits = (uint32_t)q;
+    else {
+        if (q >= 2048) q /= 2, exp++;
+        bits = (uint32_t)(exp + 15) << 10 | ((uint32_t)q - 1024);
+    }
+    return (uint16_t)(sign | bits);
+}
+
+static void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static uint16_t get16(const uint8_t *p) {
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+typedef struct tinfo {
+    uint32_t type;
+    const char *name;
+    int block;      /* elements per block */
+    int block_size; /* bytes */
+} tinfo;
+
+static const tinfo TYPES[] = {
+    {PGD_TYPE_F32, "F32", 1, 4},    {PGD_TYPE_F16, "F16", 1, 2},
+    {PGD_TYPE_Q8_0, "Q8_0", 32, 34}, {PGD_TYPE_Q4_0, "Q4_0", 32, 18},
+    {PGD_TYPE_Q4_1, "Q4_1", 32, 20}, {PGD_TYPE_Q5_0, "Q5_0", 32, 22},
+    {PGD_TYPE_Q5_1, "Q5_1", 32, 24},
+};
+
+/* Quantizes one block of x (block elements) into dst from the format definition. */
+static void ref_quant_block(uint32_t type, const float *x, uint8_t *dst) {
+    switch (type) {
+    case PGD_TYPE_F32: memcpy(dst, x, 4); return;
+    case PGD_TYPE_F16: put16(dst, ref_to_f16(x[0])); return;
+    default: break;
+    }
+    float amax = 0, vmax = 0, mn = x[0], mx = x[0];
+    for (int i = 0; i < 32; i++) {
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), vmax = x[i];
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
+    }
+    int q[32];
+    float d = 0, m = 0;
+    switch (type) {
+    case PGD_TYPE_Q8_0: {
+        d = amax / 127;
+        for (int i = 0; i < 32; i++) q[i] = d ? (int)lrintf(x[i] / d) : 0;
+        break;
+    }
+    case PGD_TYPE_Q4_0:
+    case PGD_TYPE_Q5_0: {
+        int half = type == PGD_TYPE_Q4_0 ? 8 : 16;
+        d = vmax / -half;
+        for (int i = 0; i < 32; i++) {
+            int v = d ? (int)lrintf(x[i] / d) + half : half;
+            q[i] = v < 0 ? 0 : v > 2 * half - 1 ? 2 * half - 1 : v;
+        }
+        break;
+    }
+    case PGD_TYPE_Q4_1:
+    case PGD_TYPE_Q5_1: {
+        int top = type == PGD_TYPE_Q4_1 ? 15 : 31;
+        d = (mx - mn) / top;
+        m = mn;
+        for (int i = 0; i < 32; i++) {
+            int v = d ? (int)lrintf((x[i] - mn) / d) : 0;
+            q[i] = v < 0 ? 0 : v > top ? top : v;
+        }
+        break;
+    }
+    }
+    put16(dst, ref_to_f16(d));
+    uint8_t *p = dst + 2;
+    if (type == PGD_TYPE_Q8_0) {
+        for (int i = 0; i < 32; i++) p[i] = (uint8_t)(int8_t)q[i];
+        return;
+    }
+    if (type == PGD_TYPE_Q4_1 || type == PGD_TYPE_Q5_1) put16(dst + 2, ref_to_f16(m)), p += 2;
+    if (type == PGD_TYPE_Q5_0 || type == PGD_TYPE_Q5_1) {
+        uint32_t qh = 0;
+        for (int i = 0; i < 32; i++) qh |= (uint32_t)((q[i] >> 4) & 1) << i;
+        for (int i = 0; i < 4; i++) p[i] = (uint8_t)(qh >> (8 * i));
+        p += 4;
+    }
+    for (int j = 0; j < 16; j++) p[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+}
+
+/* Dequantizes one block from the format definition into y (double). */
+static void ref_dequant_block(uint32_t type, const uint8_t *b, double *y) {
+    switch (type) {
+    case PGD_TYPE_F32: {
+        float f;
+        memcpy(&f, b, 4);
+        y[0] = f;
+        return;
+    }
+    case PGD_TYPE_F16: y[0] = ref_f16(get16(b)); return;
+    case PGD_TYPE_Q8_0:
+        for (int i = 0; i < 32; i++) y[i] = ref_f16(get16(b)) * (int8_t)b[2 + i];
+        return;
+    default: break;
+    }
+    double d = ref_f16(get16(b)), m = 0;
+    const uint8_t *p = b + 2;
+    if (type == PGD_TYPE_Q4_1 || type == PGD_TYPE_Q5_1) m = ref_f16(get16(b + 2)), p += 2;
+    uint32_t qh = 0;
+    if (type == PGD_TYPE_Q5_0 || type == PGD_TYPE_Q5_1) {
+        qh = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        p += 4;
+    }
+    for (int i = 0; i < 32; i++) {
+        int q = i < 16 ? (p[i] & 15) : (p[i - 16] >> 4);
+        q |= (int)((qh >> i) & 1) << 4;
+        switch (type) {
+        case PGD_TYPE_Q4_0: y[i] = d * (q - 8); break;
+        case PGD_TYPE_Q5_0: y[i] = d * (q - 16); break;
+        default: y[i] = d * q + m; break; /* Q4_1, Q5_1 */
+        }
+    }
+}
+
+/* The Q8 activation format of matmul.h, written from its definition. */
+static void ref_quant_act(const float *x, int64_t k, int8_t *q, float *d) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        float db = amax / 127.0f;
+        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        for (int i = 0; i < 32; i++) {
+            float prod = x[b * 32 + i] * id;
+            q[b * 32 + i] = (int8_t)rintf(prod); /* default mode: ties to even */
+        }
+        d[b] = db;
+    }
+}
+
+/* A test problem: W [n][k] of type, x [m][k], dequantized copies and double references. */
+typedef struct problem {
+    const tinfo *t;
+    int64_t n, k, m;
+    size_t row_bytes;
+    uint8_t *w;   /* [n][row_bytes] */
+    double *wd;   /* [n][k] dequantized */
+    float *x;     /* [m][k] */
+    double *xd;   /* [m][k] Q8-dequantized (quantized types) or x itself */
+    double *ref;  /* [m][n] Σ wd * xd */
+    double *refx; /* [m][n] Σ wd * x  */
+    double *mag;  /* [m][n] Σ |wd * xd| */
+} problem;
+
+static void problem_free(problem *p) {
+    free(p->w), free(p->wd), free(p->x), free(p->xd), free(p->ref), free(p->refx), free(p->mag);
+    memset(p, 0, sizeof(*p));
+}
+
+/* random_bits: fill quant blocks with random bytes (every bit pattern, e.g. Q8_0's -128) and
+ * random scales instead of quantizing random floats. */
+static int problem_make(problem *p, const tinfo *t, int64_t n, int64_t k, int64_t m,
+                        int random_bits) {
+    memset(p, 0, sizeof(*p));
+    p->t = t, p->n = n, p->k = k, p->m = m;
+    p->row_bytes = (size_t)(k / t->block * t->block_size);
+    p->w = malloc((size_t)n * p->row_bytes);
+    p->wd = malloc(sizeof(double) * (size_t)(n * k));
+    p->x = malloc(sizeof(float) * (size_t)(m * k));
+    p->xd = malloc(sizeof(double) * (size_t)(m * k));
+    p->ref = malloc(sizeof(double) * (size_t)(m * n));
+    p->refx = malloc(sizeof(double) * (size_t)(m * n));
+    p->mag = malloc(sizeof(double) * (size_t)(m * n));
+    if (!p->w || !p->wd || !p->x || !p->xd || !p->ref || !p->refx || !p->mag) return -1;
+    float *row = malloc(sizeof(float) * (size_t)k);
+    if (!row) return -1;
+    for (int64_t j = 0; j < n; j++) {
+        float bias = t->type == PGD_TYPE_Q4_1 || t->type == PGD_TYPE_Q5_1 ? rng_f(-0.5f, 0.5f)
+                                                                           : 0.0f;
+        for (int64_t e = 0; e < k; e++) row[e] = rng_f(-1, 1) + bias;
+        uint8_t *wr = p->w + (size_t)j * p->row_bytes;
+        for (int64_t b = 0; b < k / t->block; b++) {
+            uint8_t *blk = wr + b * t->block_size;
+            ref_quant_block(t->type, row + b * t->block, blk);
+            if (random_bits && t->block == 32) {
+                for (int i = 0; i < t->block_size; i++) blk[i] = (uint8_t)rng_u64();
+                put16(blk, ref_to_f16(rng_f(-0.02f, 0.02f)));
+                if (t->type == PGD_TYPE_Q4_1 || t->type == PGD_TYPE_Q5_1)
+                    put16(blk + 2, ref_to_f16(rng_f(-0.3f, 0.3f)));
+            }
+            ref_dequant_block(t->type, blk, p->wd + j * k + b * t->block);
+        }
+    }
+    free(row);
+    for (int64_t i = 0; i < m * k; i += 32) { /* blocks of varied magnitude */
+        float scale = rng_f(0.25f, 4.0f);
+        for (int64_t e = i; e < i + 32 && e < m * k; e++) p->x[e] = rng_f(-1, 1) * scale;
+    }
+    if (t->block == 32) {
+        int8_t *q = malloc((size_t)k);
+        float *d = malloc(sizeof(float) * (size_t)(k / 32));
+        if (!q || !d) return free(q), free(d), -1;
+        for (int64_t i = 0; i < m; i++) {
+            ref_quant_act(p->x + i * k, k, q, d);
+            for (int64_t e = 0; e < k; e++) p->xd[i * k + e] = (double)d[e / 32] * q[e];
+        }
+        free(q), free(d);
+    } else {
+        for (int64_t i = 0; i < m * k; i++) p->xd[i] = p->x[i];
+    }
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, sx = 0, a = 0;
+            for (int64_t e = 0; e < k; e++) {
+                s += p->wd[j * k + e] * p->xd[i * k + e];
+                sx += p->wd[j * k + e] * p->x[i * k + e];
+                a += fabs(p->wd[j * k + e] * p->xd[i * k + e]);
+            }
+            p->ref[i * n + j] = s, p->refx[i * n + j] = sx, p->mag[i * n + j] = a;
+        }
+    }
+    return 0;
+}
+
+static const pgd_cpu_isa ISAS[] = {PGD_ISA_SCALAR, PGD_ISA_AVX2, PGD_ISA_AVX512};
+
+/* Checks y [m][n] against p's references; returns the number of failures. */
+static int check_result(const problem *p, const float *y, const char *what) {
+    int bad = 0;
+    double e2 = 0, r2 = 0, ex2 = 0, rx2 = 0;
+    /* float accumulation bound: a handful of roundings per lane over k/8 (or nb/8) steps */
+    double steps = p->t->block == 32 ? (double)(p->k / 32) / 8 + 6 : (double)p->k / 8 + 4;
+    double rel = p->t->block == 32 ? 1e-5 : fmax(1e-5, 2 * steps * 0x1p-24);
+    for (int64_t i = 0; i < p->m * p->n; i++) {
+        double err = fabs(y[i] - p->ref[i]);
+        if (!(err <= rel * p->mag[i] + 1e-30)) {
+            if (bad++ < 3)
+                fprintf(stderr, "  %s %s n=%lld k=%lld m=%lld: y[%lld] = %.9g, ref %.9g (|err| %g, "
+                                "mag %g)\n",
+                        what, p->t->name, (long long)p->n, (long long)p->k, (long long)p->m,
+                        (long long)i, y[i], p->ref[i], err, p->mag[i]);
+        }
+        e2 += err * err, r2 += p->ref[i] * p->ref[i];
+        ex2 += (y[i] - p->refx[i]) * (y[i] - p->refx[i]), rx2 += p->refx[i] * p->refx[i];
+    }
+    if (!(sqrt(e2) <= 1e-5 * sqrt(r2) + 1e-30)) {
+        fprintf(stderr, "  %s %s: relative L2 error %g vs the quantized-activation reference\n",
+                what, p->t->name, sqrt(e2 / r2));
+        bad++;
+    }
+    /* looser: against the product with the unquantized activations (over enough outputs for
+     * the L2 ratio to be meaningful: one small dot product may cancel by chance) */
+    if (p->m * p->n >= 16 && !(sqrt(ex2) <= 1e-2 * sqrt(rx2) + 1e-30)) {
+        fprintf(stderr, "  %s %s n=%lld k=%lld m=%lld: relative L2 error %g vs the "
+                        "f32-activation reference\n",
+                what, p->t->name, (long long)p->n, (long long)p->k, (long long)p->m,
+                sqrt(ex2 / rx2));
+        bad++;
+    }
+    return bad;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static pgd_threadpool *pool2, *pool3;
+
+static void test_isa_probe(void) {
+    CHECK(pgd_cpu_isa_supported(PGD_ISA_SCALAR));
+    CHECK(pgd_cpu_isa_supported(pgd_cpu_isa_best()));
+    CHECK(pgd_cpu_isa_best() != PGD_ISA_AUTO);
+    CHECK_EQ_STR(pgd_cpu_isa_name(PGD_ISA_AVX2), "avx2");
+    fprintf(stderr, "  best isa: %s (avx2 %s, avx512 %s)\n", pgd_cpu_isa_name(pgd_cpu_isa_best()),
+            pgd_cpu_isa_supported(PGD_ISA_AVX2) ? "yes" : "no",
+            pgd_cpu_isa_supported(PGD_ISA_AVX512) ? "yes" : "no");
+    CHECK(pgd_matmul_supported(PGD_TYPE_Q4_1));
+    CHECK(!pgd_matmul_supported(PGD_TYPE_Q6_K));
+}
+
+/* The Q8 activation quantizer against the definition, on every path, with edge blocks. */
+static void test_act_quant(void) {
+    const int64_t m = 3, k = 96 * 4;
+    float x[3 * 384];
+    for (int64_t i = 0; i < m * k; i++) x[i] = rng_f(-3, 3);
+    for (int i = 0; i < 32; i++) x[32 + i] = 0.0f;                 /* all-zero block */
+    for (int i = 0; i < 32; i++) x[64 + i] = (float)(i - 16) + 0.5f; /* amax 15.5 */
+    for (int i = 0; i < 31; i++) x[96 + i] = (float)(i - 15) / 32;   /* x * id: halves */
+    x[96 + 31] = 127.0f / 16;                                        /* d = 1/16, id = 16 */
+    for (int i = 0; i < 32; i++) x[128 + i] = i == 7 ? -1e-30f : 0.0f; /* subnormal-ish */
+    int8_t q[384];
+    float d[12];
+    size_t bytes = pgd_q8_act_bytes(m, k);
+    REQUIRE(bytes > 0);
+    void *buf = malloc(bytes + 3);
+    REQUIRE(buf);
+    for (size_t ii = 0; ii < PGD_ARRAY_LEN(ISAS); ii++) {
+        if (!pgd_cpu_isa_supported(ISAS[ii])) continue;
+        pgd_q8_act a;
+        memset(buf, 0x55, bytes + 3);
+        CHECK_EQ_INT(pgd_q8_act_init(&a, (char *)buf + 3, bytes, m, k), 0); /* misaligned */
+        CHECK_EQ_INT(a.nb_pad, 16);
+        CHECK_EQ_INT(pgd_q8_act_quantize(ii == 0 ? NULL : pool2, ISAS[ii], x, &a), 0);
+        int bad = 0;
+        for (int64_t r = 0; r < m; r++) {
+            ref_quant_act(x + r * k, k, q, d);
+            const int8_t *qs = a.qs + r * a.nb_pad * 32, *qt = a.qt + r * a.nb_pad * 32;
+            if (memcmp(q, qs, (size_t)k)) bad++;
+            for (int64_t e = k; e < a.nb_pad * 32; e++) bad += qs[e] != 0;
+            /* the transposed copy: dword c of block l of a group at dword l of vector c */
+            for (int64_t e = 0; e < a.nb_pad * 32; e++) {
+                int64_t g = e / 256, l = e % 256 / 32, c = e % 32 / 4, j = e % 4;
+                bad += qt[256 * g + 32 * c + 4 * l + j] != qs[e];
+            }
+            for (int64_t b = 0; b < a.nb_pad; b++) {
+                float db = b < k / 32 ? d[b] : 0.0f;
+                int32_t sum = 0;
+                for (int i = 0; b < k / 32 && i < 32; i++) sum += q[b * 32 + i];
+                if (memcmp(&db, &a.d[r * a.nb_pad + b], 4) || a.sum[r * a.nb_pad + b] != sum)
+                    bad++;
+                float s = db * (float)sum;
+                if (memcmp(&s, &a.s[r * a.nb_pad + b], 4)) bad++;
+            }
+        }
+        if (bad) fprintf(stderr, "  isa %s: %d mismatches\n", pgd_cpu_isa_name(ISAS[ii]), bad);
+        CHECK_EQ_INT(bad, 0);
+        CHECK_EQ_INT(a.qs[64 + 31], 127);
+        CHECK_EQ_INT(a.qs[96 + 0], -8); /* -7.5: ties to even */
+        CHECK_EQ_INT(a.qs[96 + 2], -6); /* -6.5 */
+        CHECK_EQ_INT(a.qs[96 + 1], -7);
+        CHECK_EQ_INT(a.qs[96 + 31], 127);
+        CHECK_EQ_INT(a.qs[32 + 5], 0);
+    }
+    pgd_q8_act a;
+    CHECK_EQ_INT(pgd_q8_act_init(&a, buf, bytes - 1, m, k), PGD_ERANGE);
+    CHECK_EQ_INT(pgd_q8_act_init(&a, buf, bytes, m, 33), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_q8_act_init(&a, buf, bytes, 0, k), PGD_EINVAL);
+    free(buf);
+}
+
+/* Accuracy against the references, every type, several shapes, every ISA path (bitwise equal
+ * to the scalar path). */
+static void test_accuracy(void) {
+    static const int64_t ks[] = {32, 64, 576, 1536};
+    static const int64_t ms[] = {1, 2, 5, 17};
+    static const int64_t ns[] = {1, 7, 33, 70};
+    int cases = 0;
+    for (size_t ti = 0; ti < PGD_ARRAY_LEN(TYPES); ti++) {
+        for (size_t ki = 0; ki < PGD_ARRAY_LEN(ks); ki++) {
+            for (int rb = 0; rb < 2; rb++) {
+                if (rb && TYPES[ti].block == 1) continue;
+                int64_t k = ks[ki], m = ms[(ki + ti + rb) % 4], n = ns[(ki + 2 * ti + rb) % 4];
+                problem p;
+                REQUIRE(problem_make(&p, &TYPES[ti], n, k, m, rb) == 0);
+                float *y0 = malloc(sizeof(float) * (size_t)(m * n));
+                float *y1 = malloc(sizeof(float) * (size_t)(m * n));
+                REQUIRE(y0 && y1);
+                CHECK_EQ_INT(pgd_matmul_isa(NULL, PGD_ISA_SCALAR, p.t->type, p.w, n, k, p.x, m,
+                                            y0, NULL, 0),
+                             0);
+                CHECK_EQ_INT(check_result(&p, y0, "scalar"), 0);
+                for (size_t ii = 1; ii < PGD_ARRAY_LEN(ISAS); ii++) {
+                    if (!pgd_cpu_isa_supported(ISAS[ii])) continue;
+                    memset(y1, 0xff, sizeof(float) * (size_t)(m * n));
+                    CHECK_EQ_INT(pgd_matmul_isa(pool2, ISAS[ii], p.t->type, p.w, n, k, p.x, m, y1,
+                                                NULL, 0),
+                                 0);
+                    if (memcmp(y0, y1, sizeof(float) * (size_t)(m * n))) {
+                        fprintf(stderr, "  %s %s n=%lld k=%lld m=%lld: differs from scalar\n",
+                                pgd_cpu_isa_name(ISAS[ii]), p.t->name, (long long)n,
+                                (long long)k, (long long)m);
+                        CHECK_EQ_INT(check_result(&p, y1, pgd_cpu_isa_name(ISAS[ii])), 0);
+                        CHECK(0);
+                    }
+                }
+                cases++;
+                free(y0), free(y1);
+                problem_free(&p);
+            }
+        }
+    }
+    CHECK(cases >= 40);
+}
+
+/* F32/F16 with k not a multiple of 8 (the scalar tail inside the SIMD kernels). */
+static void test_float_tails(void) {
+    static const int64_t ks[] = {1, 7, 9, 37, 200};
+    for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t ki = 0; ki < PGD_ARRAY_LEN(ks); ki++) {
+            int64_t k = ks[ki], n = 9, m = (int64_t)ki + 1;
+            problem p;
+            REQUIRE(problem_make(&p, &TYPES[ti], n, k, m, 0) == 0);
+            float y0[9 * 5], y1[9 * 5];
+            CHECK_EQ_INT(pgd_matmul_isa(NULL, PGD_ISA_SCALAR, p.t->type, p.w, n, k, p.x, m, y0,
+                                        NULL, 0),
+                         0);
+            CHECK_EQ_INT(check_result(&p, y0, "scalar"), 0);
+            for (size_t ii = 1; ii < PGD_ARRAY_LEN(ISAS); ii++) {
+                if (!pgd_cpu_isa_supported(ISAS[ii])) continue;
+                CHECK_EQ_INT(pgd_matmul_isa(pool3, ISAS[ii], p.t->type, p.w, n, k, p.x, m, y1,
+                                            NULL, 0),
+                             0);
+                CHECK(memcmp(y0, y1, sizeof(float) * (size_t)(m * n)) == 0);
+            }
+            problem_free(&p);
+        }
+    }
+}
+
+/* Row i gives the same bits alone (m = 1), at any position of a batch of 37, in batches of 2,
+ * 3 and 5, and with 1, 2 or 3 threads; per ISA path. k = 4672 (146 blocks) takes the batched
+ * kernel through more than one chunk of prepared groups. */
+static void determinism_case(int64_t n, int64_t k);
+
+static void test_determinism(void) {
+    determinism_case(77, 576);
+    determinism_case(9, 4672);
+}
+
+static void determinism_case(int64_t n, int64_t k) {
+    const int64_t m = 37;
+    pgd_threadpool *pool1 = NULL;
+    REQUIRE(pgd_threadpool_create(1, &pool1) == 0);
+    pgd_threadpool *pools[] = {NULL, pool1, pool2, pool3};
+    float *xr = malloc(sizeof(float) * (size_t)(m * k)); /* rows rotated by 11 */
+    float *yb = malloc(sizeof(float) * (size_t)(m * n)), *yr = malloc(sizeof(float) * (size_t)(m * n));
+    float *y1 = malloc(sizeof(float) * (size_t)n), *y5 = malloc(sizeof(float) * (size_t)(5 * n));
+    REQUIRE(xr && yb && yr && y1 && y5);
+    for (size_t ti = 0; ti < PGD_ARRAY_LEN(TYPES); ti++) {
+        problem p;
+        REQUIRE(problem_make(&p, &TYPES[ti], n, k, m, 0) == 0);
+        for (int64_t i = 0; i < m; i++)
+            memcpy(xr + ((i + 11) % m) * k, p.x + i * k, sizeof(float) * (size_t)k);
+        for (size_t ii = 0; ii < PGD_ARRAY_LEN(ISAS); ii++) {
+            pgd_cpu_isa isa = ISAS[ii];
+            if (!pgd_cpu_isa_supported(isa)) continue;
+            int bad = 0;
+            REQUIRE(pgd_matmul_isa(NULL, isa, p.t->type, p.w, n, k, p.x, m, yb, NULL, 0) == 0);
+            bad += check_result(&p, yb, pgd_cpu_isa_name(isa));
+            for (size_t pi = 0; pi < PGD_ARRAY_LEN(pools); pi++) {
+                CHECK_EQ_INT(
+                    pgd_matmul_isa(pools[pi], isa, p.t->type, p.w, n, k, xr, m, yr, NULL, 0), 0);
+                for (int64_t i = 0; i < m; i++)
+                    if (memcmp(yb + i * n, yr + ((i + 11) % m) * n, sizeof(float) * (size_t)n))
+                        bad++;
+                for (int64_t i = 0; i < m; i += 3) {
+                    CHECK_EQ_INT(pgd_matmul_isa(pools[pi], isa, p.t->type, p.w, n, k, p.x + i * k,
+                                                1, y1, NULL, 0),
+                                 0);
+                    if (memcmp(yb + i * n, y1, sizeof(float) * (size_t)n)) bad++;
+                }
+                /* batches of 2, 3 and 5 at odd offsets: other kernels and tile splits */
+                for (int64_t bm = 2; bm <= 5; bm++) {
+                    if (bm == 4) continue;
+                    int64_t at = 30 - bm;
+                    CHECK_EQ_INT(pgd_matmul_isa(pools[pi], isa, p.t->type, p.w, n, k,
+                                                p.x + at * k, bm, y5, NULL, 0),
+                                 0);
+                    if (memcmp(yb + at * n, y5, sizeof(float) * (size_t)(bm * n))) bad++;
+                }
+            }
+            if (bad)
+                fprintf(stderr, "  %s %s: %d determinism mismatches\n", p.t->name,
+                        pgd_cpu_isa_name(isa), bad);
+            CHECK_EQ_INT(bad, 0);
+        }
+        problem_free(&p);
+    }
+    free(xr), free(yb), free(yr), free(y1), free(y5);
+    pgd_threadpool_destroy(pool1);
+}
+
+/* Pre-quantized activations shared by several weights; caller scratch; bad arguments. */
+static void test_api(void) {
+    const int64_t n = 40, k = 256, m = 6;
+    problem p;
+    REQUIRE(problem_make(&p, &TYPES[4] /* Q4_1 */, n, k, m, 0) == 0);
+    float y0[40 * 6], y1[40 * 6];
+    size_t sb = pgd_matmul_scratch_bytes(PGD_TYPE_Q4_1, m, k);
+    CHECK(sb == pgd_q8_act_bytes(m, k));
+    CHECK_EQ_INT(pgd_matmul_scratch_bytes(PGD_TYPE_F16, m, k), 0);
+    CHECK(pgd_matmul_scratch_bytes(PGD_TYPE_Q6_K, m, k) == SIZE_MAX);
+    void *scratch = malloc(sb);
+    REQUIRE(scratch);
+    CHECK_EQ_INT(pgd_matmul(pool2, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb), 0);
+    CHECK_EQ_INT(check_result(&p, y0, "auto"), 0);
+    pgd_q8_act a;
+    CHECK_EQ_INT(pgd_q8_act_init(&a, scratch, sb, m, k), 0);
+    CHECK_EQ_INT(pgd_q8_act_quantize(pool2, PGD_ISA_AUTO, p.x, &a), 0);
+    CHECK_EQ_INT(pgd_matmul_q8(pool3, PGD_ISA_AUTO, PGD_TYPE_Q4_1, p.w, n, &a, y1), 0);
+    CHECK(memcmp(y0, y1, sizeof(y0)) == 0);
+    /* errors */
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb - 1),
+                 PGD_ERANGE);
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, 48, p.x, m, y0, NULL, 0), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q6_K, p.w, n, k, p.x, m, y0, NULL, 0),
+                 PGD_EUNSUPPORTED);
+    CHECK_EQ_INT(pgd_matmul(NULL, 9999, p.w, n, k, p.x, m, y0, NULL, 0), PGD_EUNSUPPORTED);
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, 0, p.x, m, y0, NULL, 0), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, k, p.x, -1, y0, NULL, 0), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_matmul_q8(NULL, PGD_ISA_AUTO, PGD_TYPE_F16, p.w, n, &a, y1), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_matmul_isa(NULL, (pgd_cpu_isa)77, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0,
+                                NULL, 0),
+                 PGD_EINVAL);
+    /* empty shapes are no-ops */
+    y0[0] = 42.0f;
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, 0, k, p.x, m, y0, NULL, 0), 0);
+    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, k, p.x, 0, y0, NULL, 0), 0);
+    CHECK(y0[0] == 42.0f);
+    free(scratch);
+    problem_free(&p);
+}
+
+/* ---- benchmark (PGD_BENCH=1) --------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void bench_one(pgd_threadpool *pool, pgd_cpu_isa isa, const tinfo *t, int64_t n,
+                      int64_t k, int64_t m) {
+    size_t row_bytes = (size_t)(k / t->block * t->block_size);
+    uint8_t *w = malloc((size_t)n * row_bytes);
+    float *x = malloc(sizeof(float) * (size_t)(m * k)), *y = malloc(sizeof(float) * (size_t)(m * n));
+    float blockf[32];
+    size_t sb = pgd_matmul_scratch_bytes(t->type, m, k);
+    void *scratch = sb ? malloc(sb) : NULL;
+    if (!w || !x || !y || (sb && !scratch)) goto out;
+    for (int64_t j = 0; j < n * (k / t->block); j++) {
+        for (int i = 0; i < t->block; i++) blockf[i] = rng_f(-1, 1);
+        ref_quant_block(t->type, blockf, w + j * t->block_size);
+    }
+    for (int64_t i = 0; i < m * k; i++) x[i] = rng_f(-1, 1);
+    pgd_matmul_isa(pool, isa, t->type, w, n, k, x, m, y, scratch, sb); /* warm up */
+    double best = 1e30, total = 0;
+    int reps = 0;
+    while (total < 0.5 || reps < 5) {
+        double t0 = now_s();
+        pgd_matmul_isa(pool, isa, t->type, w, n, k, x, m, y, scratch, sb);
+        double dt = now_s() - t0;
+        total += dt, reps++;
+        if (dt < best) best = dt;
+    }
+    printf("bench %-6s %-4s threads=%d k=%-5lld n=%-6lld m=%-3lld  %8.1f us  %7.1f GFLOP/s  "
+           "%6.1f GB/s\n",
+           pgd_cpu_isa_name(isa), t->name, pgd_threadpool_size(pool), (long long)k,
+           (long long)n, (long long)m, best * 1e6, 2.0 * (double)(m * n * k) / best * 1e-9,
+           (double)((size_t)n * row_bytes) / best * 1e-9);
+out:
+    free(w), free(x), free(y), free(scratch);
+}
+
+static void bench(void) {
+    static const int64_t shapes[][2] = {{576, 1536}, {576, 49152}, {1536, 576}};
+    static const int64_t ms[] = {1, 64};
+    static const size_t tis[] = {2, 3, 4, 1}; /* Q8_0, Q4_0, Q4_1, F16 */
+    pgd_threadpool *pools[] = {NULL, pool2};
+    pgd_cpu_isa isas[] = {pgd_cpu_isa_best(), PGD_ISA_AVX2, PGD_ISA_SCALAR};
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (ii > 0 && (isas[ii] == isas[0] || !pgd_cpu_isa_supported(isas[ii]))) continue;
+        for (size_t ti = 0; ti < PGD_ARRAY_LEN(tis); ti++)
+            for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++)
+                for (size_t mi = 0; mi < PGD_ARRAY_LEN(ms); mi++)
+                    for (size_t pi = 0; pi < 2; pi++) {
+                        if (isas[ii] == PGD_ISA_SCALAR && (pi == 0 || tis[ti] != 2)) continue;
+                        bench_one(pools[pi], isas[ii], &TYPES[tis[ti]], shapes[si][1],
+                                  shapes[si][0], ms[mi]);
+                    }
+    }
+}
+
+int main(void) {
+    if (pgd_threadpool_create(2, &pool2) || pgd_threadpool_create(3, &pool3)) {
+        fprintf(stderr, "cannot create thread pools\n");
+        return 1;
+    }
+    RUN(test_isa_probe);
+    RUN(test_act_quant);
+    RUN(test_accuracy);
+    RUN(test_float_tails);
+    RUN(test_determinism);
+    RUN(test_api);
+    const char *b = getenv("PGD_BENCH");
+    if (b && strcmp(b, "1") == 0) bench();
+    pgd_threadpool_destroy(pool2);
+    pgd_threadpool_destroy(pool3);
+    return test_summary();
+}
