@@ -1,6 +1,7 @@
 # pagoda — thin front door over CMake. `make test` is what CI runs (.ci/run).
 #   make build      bootstrap (only what is missing) + configure + build into build/
-#   make test       build, then C unit tests (ctest -L unit) and the pytest suites
+#   make test       build, then C unit tests (ctest -L unit), model tests (ctest -L model) and
+#                   the pytest suites (reference checks and end-to-end CLI tests)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make format     clang-format every C source in place
 BUILD ?= build
@@ -11,7 +12,7 @@ CMAKE_FLAGS += -DPGD_WERROR=ON
 endif
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all bootstrap build test test-unit test-py test-asan model format clean
+.PHONY: all bootstrap build test test-unit test-model test-py test-asan model format clean
 
 all: build
 
@@ -30,10 +31,14 @@ model: bootstrap
 test-unit: build
 	cd $(BUILD) && ctest -L unit --output-on-failure -j$(JOBS)
 
-test-py: build model
-	cd tests && PAGODA_BIN=$(CURDIR)/$(BUILD)/pagoda ../$(PYTEST) -q
+test-model: build model
+	cd $(BUILD) && PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) ctest -L model --output-on-failure
 
-test: test-unit test-py
+test-py: build model
+	cd tests && PAGODA_BIN=$(CURDIR)/$(BUILD)/pagoda PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) \
+	  ../$(PYTEST) -q
+
+test: test-unit test-model test-py
 
 test-asan: bootstrap
 	cmake -S . -B build-asan -DPGD_ASAN=ON -DPGD_UBSAN=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)

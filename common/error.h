@@ -14,6 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
     PGD_OK = 0,
     PGD_ENOMEM = -1,     /* allocation failed */
@@ -57,5 +61,9 @@ void pgd_error_clear(void);
 
 #define PGD_UNUSED(x) ((void)(x))
 #define PGD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include "engine/model.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,11 +227,13 @@ static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uin
     w->data = t->data;
     w->row_bytes = t->nbytes / w->rows;
     bool want_f32 = one_d || (lc->flags & PGD_MODEL_F32);
-    if (want_f32 && t->type == PGD_TYPE_F32) {
+    /* With general.alignment < 4 an F32 tensor may sit at an odd address: copy it then. */
+    bool aligned = ((uintptr_t)t->data & 3) == 0;
+    if (want_f32 && t->type == PGD_TYPE_F32 && aligned) {
         m->weight_bytes += t->nbytes;
         return 0;
     }
-    if (!want_f32 && pgd_model_type_native(t->type)) {
+    if (!want_f32 && pgd_model_type_native(t->type) && (t->type != PGD_TYPE_F32 || aligned)) {
         m->weight_bytes += t->nbytes;
         return 0;
     }

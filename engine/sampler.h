@@ -85,8 +85,8 @@ typedef struct pgd_sample_result {
     int32_t token; /* the chosen id */
     float logprob; /* log_softmax(raw logits)[token]; 0 unless params.logprobs */
     int32_t n_top; /* = params.top_logprobs when logprobs are on (n_vocab if smaller), else 0 */
-    pgd_token_logprob top[PGD_SAMPLER_MAX_TOP_LOGPROBS]; /* [n_top], logprob descending, ties
-                                                            by lower id */
+    /* [n_top] the most probable ids under the same log_softmax, descending, ties by lower id */
+    pgd_token_logprob top[PGD_SAMPLER_MAX_TOP_LOGPROBS];
 } pgd_sample_result;
 
 /* Scratch for sample calls: one per thread is enough. Created for n_vocab; usable by samplers
@@ -111,7 +111,7 @@ int pgd_sampler_accept_prompt(pgd_sampler *s, const int32_t *ids /* [n] */, size
 
 /* Chooses the next token from one row of raw logits (see the order above) and fills *out.
  * Does not record the token: call pgd_sampler_accept once the sequence keeps it.
- * PGD_EINVAL if no logit is finite or larger than -inf. */
+ * PGD_EINVAL if every logit is -inf or NaN (after bias and penalties). */
 int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_sample_result *out);
 
 /* Records an output token (penalties). PGD_EINVAL out of range; PGD_ENOMEM. */

@@ -47,7 +47,9 @@ static char *dup_n(const char *s, size_t n) {
     return p;
 }
 
-static uint64_t hash_bytes(const char *s, size_t len) { return XXH3_64bits(s, len); }
+static uint64_t hash_bytes(const char *s, size_t len) {
+    return XXH3_64bits(s, len);
+}
 
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
@@ -128,9 +130,8 @@ static int32_t check_id(const pgd_tokenizer *tk, int32_t id) {
 
 /* Control tokens whose text marks an end of turn (llama.cpp's list, plus eom). */
 static const char *const k_eot_names[] = {
-    "<|eot_id|>",    "<|im_end|>", "<|end|>",         "<end_of_turn>",
-    "<|endoftext|>", "<EOT>",      "<|end_of_text|>", "_<EOT>",
-    "<｜end▁of▁sentence｜>",      "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>",      "<|end|>", "<end_of_turn>",         "<|endoftext|>",
+    "<EOT>",      "<|end_of_text|>", "_<EOT>",  "<｜end▁of▁sentence｜>", "<end_of_utterance>",
 };
 
 static int cmp_i32(const void *a, const void *b) {
@@ -473,19 +474,45 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* Properties.                                                                               */
 
-pgd_tokenizer_kind pgd_tokenizer_kind_of(const pgd_tokenizer *tk) { return tk->kind; }
-const char *pgd_tokenizer_model(const pgd_tokenizer *tk) { return tk->model_name; }
-const char *pgd_tokenizer_pre(const pgd_tokenizer *tk) { return tk->pre_name; }
-size_t pgd_tokenizer_n_vocab(const pgd_tokenizer *tk) { return tk->n_vocab; }
-int32_t pgd_tokenizer_bos(const pgd_tokenizer *tk) { return tk->bos; }
-int32_t pgd_tokenizer_eos(const pgd_tokenizer *tk) { return tk->eos; }
-int32_t pgd_tokenizer_eot(const pgd_tokenizer *tk) { return tk->eot; }
-int32_t pgd_tokenizer_eom(const pgd_tokenizer *tk) { return tk->eom; }
-int32_t pgd_tokenizer_unk(const pgd_tokenizer *tk) { return tk->unk; }
-int32_t pgd_tokenizer_pad(const pgd_tokenizer *tk) { return tk->pad; }
-bool pgd_tokenizer_add_bos(const pgd_tokenizer *tk) { return tk->add_bos; }
-bool pgd_tokenizer_add_eos(const pgd_tokenizer *tk) { return tk->add_eos; }
-bool pgd_tokenizer_add_space_prefix(const pgd_tokenizer *tk) { return tk->add_space_prefix; }
+pgd_tokenizer_kind pgd_tokenizer_kind_of(const pgd_tokenizer *tk) {
+    return tk->kind;
+}
+const char *pgd_tokenizer_model(const pgd_tokenizer *tk) {
+    return tk->model_name;
+}
+const char *pgd_tokenizer_pre(const pgd_tokenizer *tk) {
+    return tk->pre_name;
+}
+size_t pgd_tokenizer_n_vocab(const pgd_tokenizer *tk) {
+    return tk->n_vocab;
+}
+int32_t pgd_tokenizer_bos(const pgd_tokenizer *tk) {
+    return tk->bos;
+}
+int32_t pgd_tokenizer_eos(const pgd_tokenizer *tk) {
+    return tk->eos;
+}
+int32_t pgd_tokenizer_eot(const pgd_tokenizer *tk) {
+    return tk->eot;
+}
+int32_t pgd_tokenizer_eom(const pgd_tokenizer *tk) {
+    return tk->eom;
+}
+int32_t pgd_tokenizer_unk(const pgd_tokenizer *tk) {
+    return tk->unk;
+}
+int32_t pgd_tokenizer_pad(const pgd_tokenizer *tk) {
+    return tk->pad;
+}
+bool pgd_tokenizer_add_bos(const pgd_tokenizer *tk) {
+    return tk->add_bos;
+}
+bool pgd_tokenizer_add_eos(const pgd_tokenizer *tk) {
+    return tk->add_eos;
+}
+bool pgd_tokenizer_add_space_prefix(const pgd_tokenizer *tk) {
+    return tk->add_space_prefix;
+}
 
 size_t pgd_tokenizer_eog_ids(const pgd_tokenizer *tk, const int32_t **ids) {
     *ids = tk->eog;
@@ -594,8 +621,8 @@ static size_t find_in_spans(const char *text, size_t fb, size_t fe, const pgd_sp
 
 /* Split [0, len) into raw and special-token fragments, llama.cpp style: for each special token,
  * longest first, every raw fragment is searched left to right for it (inside the spans). */
-static int partition(const pgd_tokenizer *tk, const char *text, size_t len,
-                     const pgd_span *spans, size_t n_spans, fragment **out, size_t *n_out) {
+static int partition(const pgd_tokenizer *tk, const char *text, size_t len, const pgd_span *spans,
+                     size_t n_spans, fragment **out, size_t *n_out) {
     size_t cap = 16, n = 1;
     fragment *fr = malloc(cap * sizeof *fr), *nf = NULL;
     size_t ncap = 0;
@@ -615,8 +642,8 @@ static int partition(const pgd_tokenizer *tk, const char *text, size_t len,
         for (size_t i = 0; i < n; i++) {
             fragment f = fr[i];
             for (;;) {
-                size_t at = f.id < 0 ? find_in_spans(text, f.b, f.e, spans, n_spans, s, slen)
-                                     : SIZE_MAX;
+                size_t at =
+                    f.id < 0 ? find_in_spans(text, f.b, f.e, spans, n_spans, s, slen) : SIZE_MAX;
                 if (pgd__tok_grow((void **)&nf, &ncap, m + 3, sizeof *nf)) goto oom;
                 if (at == SIZE_MAX) {
                     nf[m++] = f;
@@ -660,8 +687,9 @@ int pgd_tokenize(const pgd_tokenizer *tk, const char *text, size_t len, const pg
     if (n_special && !special) return pgd_error_set(PGD_EINVAL, "tokenize: NULL spans");
     for (size_t i = 0; i < n_special; i++)
         if (special[i].begin > special[i].end || special[i].end > len)
-            return pgd_error_set(PGD_EINVAL, "tokenize: special span %zu [%zu, %zu) outside the "
-                                             "text (%zu bytes)",
+            return pgd_error_set(PGD_EINVAL,
+                                 "tokenize: special span %zu [%zu, %zu) outside the "
+                                 "text (%zu bytes)",
                                  i, special[i].begin, special[i].end, len);
     if (len == 0) return 0;
 
@@ -687,8 +715,8 @@ int pgd_tokenize(const pgd_tokenizer *tk, const char *text, size_t len, const pg
         if (tk->kind == PGD_TOKENIZER_BPE)
             rc = pgd__bpe_encode(tk, text + f->b, f->e - f->b, &s, out);
         else
-            rc = pgd__spm_encode(tk, text + f->b, f->e - f->b,
-                                 tk->add_space_prefix && prev_special, &s, out);
+            rc = pgd__spm_encode(tk, text + f->b, f->e - f->b, tk->add_space_prefix && prev_special,
+                                 &s, out);
         if (rc) goto fail;
         prev_special = false;
     }

@@ -60,15 +60,15 @@ int pgd_tokenizer_load(const pgd_gguf *g, pgd_tokenizer **out);
 /* The same from plain arrays (tests, tools). Fill it with pgd_tokenizer_desc_init first: every
  * id defaults to -1 (absent) and every flag to -1 (the model's default). */
 typedef struct pgd_tokenizer_desc {
-    const char *model;          /* "gpt2" or "llama" */
-    const char *pre;            /* pre-tokenizer name (gpt2 only); NULL = "default" */
-    size_t n_vocab;             /* > 0 */
-    const char *const *tokens;  /* [n_vocab] token texts (NUL-terminated unless token_lens) */
-    const size_t *token_lens;   /* [n_vocab] byte lengths, or NULL for strlen */
-    const int32_t *types;       /* [n_vocab] PGD_TOKEN_*, or NULL = all normal */
-    const float *scores;        /* [n_vocab] SPM merge scores, or NULL = all 0 */
-    size_t n_merges;            /* gpt2: merges[n_merges], "left right", lowest rank first */
-    const char *const *merges;  /* NUL-terminated */
+    const char *model;         /* "gpt2" or "llama" */
+    const char *pre;           /* pre-tokenizer name (gpt2 only); NULL = "default" */
+    size_t n_vocab;            /* > 0 */
+    const char *const *tokens; /* [n_vocab] token texts (NUL-terminated unless token_lens) */
+    const size_t *token_lens;  /* [n_vocab] byte lengths, or NULL for strlen */
+    const int32_t *types;      /* [n_vocab] PGD_TOKEN_*, or NULL = all normal */
+    const float *scores;       /* [n_vocab] SPM merge scores, or NULL = all 0 */
+    size_t n_merges;           /* gpt2: merges[n_merges], "left right", lowest rank first */
+    const char *const *merges; /* NUL-terminated */
     int32_t bos, eos, eot, eom, unk, pad;
     int add_bos, add_eos, add_space_prefix; /* 1, 0, or -1 for the model's default */
 } pgd_tokenizer_desc;
@@ -125,7 +125,8 @@ typedef struct {
     size_t n, cap;
 } pgd_tokens;
 
-#define PGD_TOKENS_INIT {NULL, 0, 0}
+#define PGD_TOKENS_INIT                                                                            \
+    { NULL, 0, 0 }
 
 int pgd_tokens_push(pgd_tokens *t, int32_t id); /* 0 or PGD_ENOMEM */
 void pgd_tokens_free(pgd_tokens *t);            /* back to empty */

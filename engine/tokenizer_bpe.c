@@ -30,7 +30,9 @@
 /* ---------------------------------------------------------------------------------------- */
 /* The byte-unicode alphabet: printable bytes map to themselves, the other 68 bytes to 256+k. */
 
-static bool printable(uint32_t b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
+static bool printable(uint32_t b) {
+    return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+}
 
 /* The other bytes, in order: 0..32 -> 256..288, 127..160 -> 289..322, 173 -> 323. */
 uint32_t pgd__bpe_byte_cp(uint8_t b) {
@@ -68,16 +70,15 @@ static size_t utf8_put(uint32_t cp, char *out) {
 /* ---------------------------------------------------------------------------------------- */
 /* Pre-tokenizers.                                                                           */
 
-#define RE_GPT2                                                                               \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 /* (?i:'s|...) written with explicit classes: PCRE2's caseless matching would also fold
  * U+017F and U+212A into s and k, which the reference implementations do not. */
 #define RE_CONTRACTIONS_CI "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-#define RE_LLAMA3                                                                             \
+#define RE_LLAMA3                                                                                  \
     RE_CONTRACTIONS_CI "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
                        "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_QWEN2                                                                              \
-    RE_CONTRACTIONS_CI "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"     \
+#define RE_QWEN2                                                                                   \
+    RE_CONTRACTIONS_CI "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"      \
                        "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 typedef struct {
@@ -120,9 +121,9 @@ int pgd__bpe_setup_pretok(pgd_tokenizer *tk) {
     for (size_t i = 0; i < PGD__PRETOK_MAX_REGEX && def->re[i]; i++) {
         int err;
         PCRE2_SIZE erroff;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)def->re[i], PCRE2_ZERO_TERMINATED,
-                                       PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err,
-                                       &erroff, NULL);
+        pcre2_code *re =
+            pcre2_compile((PCRE2_SPTR)def->re[i], PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &erroff, NULL);
         if (!re) {
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(err, msg, sizeof msg);
@@ -248,8 +249,8 @@ static bpair heap_pop(bpair *h, size_t *n) {
     return top;
 }
 
-static void try_pair(const pgd_tokenizer *tk, const bsym *sym, bpair *heap, size_t *nh,
-                     int32_t l, int32_t r) {
+static void try_pair(const pgd_tokenizer *tk, const bsym *sym, bpair *heap, size_t *nh, int32_t l,
+                     int32_t r) {
     if (l < 0 || r < 0) return;
     int32_t lid = sym[l].id, rid = sym[r].id, merged;
     if (lid < 0 || rid < 0) return;
@@ -304,8 +305,8 @@ static int encode_piece(const pgd_tokenizer *tk, const unsigned char *p, size_t 
 /* ---------------------------------------------------------------------------------------- */
 /* Pre-tokenizing.                                                                           */
 
-static int match(const pgd_tokenizer *tk, size_t level, const char *subj, size_t len,
-                 size_t start, pgd__tok_scratch *s, size_t *ms, size_t *me) {
+static int match(const pgd_tokenizer *tk, size_t level, const char *subj, size_t len, size_t start,
+                 pgd__tok_scratch *s, size_t *ms, size_t *me) {
     int rc = pcre2_match(tk->re[level], (PCRE2_SPTR)subj, len, start, 0, s->md, s->mctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !s->jit_stack) {
         s->mctx = pcre2_match_context_create(NULL);

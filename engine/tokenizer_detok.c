@@ -171,7 +171,9 @@ void pgd_detok_init(pgd_detok *d, const pgd_tokenizer *tk, bool special) {
     d->strip_leading_space = tk->kind == PGD_TOKENIZER_SPM && tk->add_space_prefix;
 }
 
-size_t pgd_detok_pending(const pgd_detok *d) { return d->n_pend; }
+size_t pgd_detok_pending(const pgd_detok *d) {
+    return d->n_pend;
+}
 
 static const char k_fffd[3] = {'\xEF', '\xBF', '\xBD'};
 
@@ -184,11 +186,20 @@ static char *feed(pgd_detok *d, const unsigned char *p, size_t n, char *w) {
             unsigned char lo = 0x80, hi = 0xBF;
             if (d->n_pend == 1) {
                 switch (d->pend[0]) {
-                case 0xE0: lo = 0xA0; break;
-                case 0xED: hi = 0x9F; break;
-                case 0xF0: lo = 0x90; break;
-                case 0xF4: hi = 0x8F; break;
-                default: break;
+                case 0xE0:
+                    lo = 0xA0;
+                    break;
+                case 0xED:
+                    hi = 0x9F;
+                    break;
+                case 0xF0:
+                    lo = 0x90;
+                    break;
+                case 0xF4:
+                    hi = 0x8F;
+                    break;
+                default:
+                    break;
                 }
             }
             if (c >= lo && c <= hi) {

@@ -36,11 +36,11 @@ struct pgd_tokenizer {
     char *model_name, *pre_name; /* owned, NUL-terminated */
 
     size_t n_vocab;
-    char *text;          /* token texts back to back: text + text_off[i], length text_off[i+1]-... */
-    uint32_t *text_off;  /* [n_vocab + 1] */
-    uint8_t *types;      /* [n_vocab] PGD_TOKEN_* */
-    float *scores;       /* [n_vocab] */
-    char *piece;         /* decoded bytes of each token (see tokenizer_detok.c) */
+    char *text;         /* token texts back to back: text + text_off[i], length text_off[i+1]-... */
+    uint32_t *text_off; /* [n_vocab + 1] */
+    uint8_t *types;     /* [n_vocab] PGD_TOKEN_* */
+    float *scores;      /* [n_vocab] */
+    char *piece;        /* decoded bytes of each token (see tokenizer_detok.c) */
     uint32_t *piece_off; /* [n_vocab + 1] */
 
     int32_t *vocab_slots; /* open addressing: token text -> id, -1 empty; [vocab_mask + 1] */
@@ -77,7 +77,7 @@ int32_t pgd__tok_lookup(const pgd_tokenizer *tk, const char *s, size_t len);
 
 /* Per-call scratch memory shared by the model encoders. */
 typedef struct {
-    void *sym;  /* symbols (encoder-specific type) */
+    void *sym; /* symbols (encoder-specific type) */
     size_t sym_cap;
     void *heap; /* pair heap (encoder-specific type) */
     size_t heap_cap;

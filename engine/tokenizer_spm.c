@@ -133,7 +133,8 @@ int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool 
         n++;
         off += cl;
     }
-    for (size_t i = 0; i + 1 < n; i++) try_pair(tk, str, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
+    for (size_t i = 0; i + 1 < n; i++)
+        try_pair(tk, str, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
     while (nh) {
         spair t = heap_pop(heap, &nh);
         ssym *l = &sym[t.left], *r = &sym[t.right];

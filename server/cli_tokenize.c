@@ -29,7 +29,8 @@ static void usage_tokenize(FILE *f) {
     fputs("usage: pagoda tokenize --model PATH [--special] [--bos] TEXT\n"
           "  prints the token ids of TEXT as a JSON array; TEXT '-' reads stdin as bytes\n"
           "  --special  recognise control tokens (e.g. <|im_start|>) in the text\n"
-          "  --bos      put the model's bos token first\n",
+          "  --bos      put the model's bos token first\n"
+          "  --         ends the options (for a TEXT that starts with --)\n",
           f);
 }
 
@@ -57,8 +58,9 @@ static int load_tokenizer(const char *path, pgd_tokenizer **tk) {
         return rc;
     }
     rc = pgd_tokenizer_load(g, tk);
-    if (rc) fprintf(stderr, "pagoda: cannot load the tokenizer of '%s': %s\n", path,
-                    pgd_error_detail());
+    if (rc)
+        fprintf(stderr, "pagoda: cannot load the tokenizer of '%s': %s\n", path,
+                pgd_error_detail());
     pgd_gguf_close(g);
     return rc;
 }

@@ -1,7 +1,9 @@
 /*
- * kernels/cpu/matmul.c — the CPU matrix multiply: argument checks, ISA selection, the split of
- * the output over the thread pool, activation quantization, and the scalar reference kernels
- * that every SIMD kernel (matmul_x86.c) must match bit for bit.
+ * kernels/cpu/matmul.c — the CPU matrix multiply: argument checks, ISA and mode selection, and
+ * the PGD_ACT_Q8 mode (and F32/F16 weights): the split of the output over the thread pool,
+ * activation quantization, and the scalar reference kernels that every SIMD kernel
+ * (matmul_x86.c) must match bit for bit. The PGD_ACT_F32 mode of quantized weights lives in
+ * matmul_f32.c (reached through pgd__matmul_fa).
  *
  * Owns: nothing mutable except the cached CPU feature probe (computed once, idempotent).
  * Invariants: the reduction order of matmul_kern.h; each output element is written by exactly
@@ -29,11 +31,11 @@
 #include <cpuid.h>
 #endif
 
-#define MM_ROW_BLOCK 16     /* weight rows per cache block inside a task */
+#define MM_ROW_BLOCK        16 /* weight rows per cache block inside a task */
 #define MM_TASKS_PER_THREAD 4
-#define MM_ALIGN 64
-#define MM_KQM_MIN_M 3 /* batches of at least this many tokens use kqm */
-#define MM_KQM_L1_BYTES 32768
+#define MM_ALIGN            64
+#define MM_KQM_MIN_M        3 /* batches of at least this many tokens use kqm */
+#define MM_KQM_L1_BYTES     32768
 
 /* ---- CPU features ------------------------------------------------------------------------ */
 
@@ -73,9 +75,12 @@ static unsigned cpu_features(void) {
 bool pgd_cpu_isa_supported(pgd_cpu_isa isa) {
     switch (isa) {
     case PGD_ISA_AUTO:
-    case PGD_ISA_SCALAR: return true;
-    case PGD_ISA_AVX2: return pgd__matmul_kernels_avx2() && (cpu_features() & FEAT_AVX2);
-    case PGD_ISA_AVX512: return pgd__matmul_kernels_avx512() && (cpu_features() & FEAT_AVX512);
+    case PGD_ISA_SCALAR:
+        return true;
+    case PGD_ISA_AVX2:
+        return pgd__matmul_kernels_avx2() && (cpu_features() & FEAT_AVX2);
+    case PGD_ISA_AVX512:
+        return pgd__matmul_kernels_avx512() && (cpu_features() & FEAT_AVX512);
     }
     return false;
 }
@@ -88,10 +93,14 @@ pgd_cpu_isa pgd_cpu_isa_best(void) {
 
 const char *pgd_cpu_isa_name(pgd_cpu_isa isa) {
     switch (isa) {
-    case PGD_ISA_AUTO: return "auto";
-    case PGD_ISA_SCALAR: return "scalar";
-    case PGD_ISA_AVX2: return "avx2";
-    case PGD_ISA_AVX512: return "avx512";
+    case PGD_ISA_AUTO:
+        return "auto";
+    case PGD_ISA_SCALAR:
+        return "scalar";
+    case PGD_ISA_AVX2:
+        return "avx2";
+    case PGD_ISA_AVX512:
+        return "avx512";
     }
     return "?";
 }
@@ -142,9 +151,9 @@ kq_scalar(int kt, const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mr, flo
     const size_t bs = kq_block_bytes[kt];
     for (int t = 0; t < mr; t++) {
         const int8_t *xq = x->qs + (t0 + t) * x->nb_pad * PGD_QK; /* [k] */
-        const float *xd = x->d + (t0 + t) * x->nb_pad;    /* [nb] */
-        const float *xs = x->s + (t0 + t) * x->nb_pad;    /* [nb] */
-        const int32_t *xm = x->sum + (t0 + t) * x->nb_pad; /* [nb] */
+        const float *xd = x->d + (t0 + t) * x->nb_pad;            /* [nb] */
+        const float *xs = x->s + (t0 + t) * x->nb_pad;            /* [nb] */
+        const int32_t *xm = x->sum + (t0 + t) * x->nb_pad;        /* [nb] */
         float acc[8] = {0};
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = w + (size_t)b * bs;
@@ -162,8 +171,10 @@ kq_scalar(int kt, const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mr, flo
                 const uint8_t *qs = blk + (kt == PGD__KQ_Q4_0 ? 2 : 4);
                 for (int j = 0; j < PGD_QK / 2; j++)
                     isum += (qs[j] & 15) * q[j] + (qs[j] >> 4) * q[j + PGD_QK / 2];
-                if (kt == PGD__KQ_Q4_0) isum -= 8 * xm[b];
-                else mw = rdf16(blk + 2);
+                if (kt == PGD__KQ_Q4_0)
+                    isum -= 8 * xm[b];
+                else
+                    mw = rdf16(blk + 2);
                 break;
             }
             case PGD__KQ_Q5_0:
@@ -176,23 +187,24 @@ kq_scalar(int kt, const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mr, flo
                     int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
                     isum += lo * q[j] + hi * q[j + PGD_QK / 2];
                 }
-                if (kt == PGD__KQ_Q5_0) isum -= 16 * xm[b];
-                else mw = rdf16(blk + 2);
+                if (kt == PGD__KQ_Q5_0)
+                    isum -= 16 * xm[b];
+                else
+                    mw = rdf16(blk + 2);
                 break;
             }
             }
             float dd = dw * xd[b];
             acc[b & 7] = fmaf(dd, (float)isum, acc[b & 7]);
-            if (kt == PGD__KQ_Q4_1 || kt == PGD__KQ_Q5_1)
-                acc[b & 7] = fmaf(mw, xs[b], acc[b & 7]);
+            if (kt == PGD__KQ_Q4_1 || kt == PGD__KQ_Q5_1) acc[b & 7] = fmaf(mw, xs[b], acc[b & 7]);
         }
         out[t] = pgd__hsum8(acc);
     }
 }
 
-#define KQ_SCALAR(name, kt)                                                                  \
-    static void name(const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mr, float *out) { \
-        kq_scalar(kt, w, x, t0, mr, out);                                                    \
+#define KQ_SCALAR(name, kt)                                                                        \
+    static void name(const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mr, float *out) {      \
+        kq_scalar(kt, w, x, t0, mr, out);                                                          \
     }
 KQ_SCALAR(kq_scalar_q8_0, PGD__KQ_Q8_0)
 KQ_SCALAR(kq_scalar_q4_0, PGD__KQ_Q4_0)
@@ -200,9 +212,9 @@ KQ_SCALAR(kq_scalar_q4_1, PGD__KQ_Q4_1)
 KQ_SCALAR(kq_scalar_q5_0, PGD__KQ_Q5_0)
 KQ_SCALAR(kq_scalar_q5_1, PGD__KQ_Q5_1)
 
-#define KQM_SCALAR(name, kt)                                                                 \
-    static void name(const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mt, float *out) { \
-        for (int t = 0; t < mt; t++) kq_scalar(kt, w, x, t0 + t, 1, out + t);                \
+#define KQM_SCALAR(name, kt)                                                                       \
+    static void name(const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mt, float *out) {      \
+        for (int t = 0; t < mt; t++) kq_scalar(kt, w, x, t0 + t, 1, out + t);                      \
     }
 KQM_SCALAR(kqm_scalar_q8_0, PGD__KQ_Q8_0)
 KQM_SCALAR(kqm_scalar_q4_0, PGD__KQ_Q4_0)
@@ -220,8 +232,10 @@ static void kf_scalar(int f16, const uint8_t *w, size_t row_bytes, int nr,
             float acc[8] = {0};
             for (int64_t e = 0; e < k; e++) {
                 float we;
-                if (f16) we = rdf16(wr + 2 * e);
-                else memcpy(&we, wr + 4 * e, sizeof(we));
+                if (f16)
+                    we = rdf16(wr + 2 * e);
+                else
+                    memcpy(&we, wr + 4 * e, sizeof(we));
                 acc[e & 7] = fmaf(we, xt[e], acc[e & 7]);
             }
             out[t * PGD__NR + r] = pgd__hsum8(acc);
@@ -240,9 +254,12 @@ static const pgd__matmul_kernels *kernels_for(pgd_cpu_isa isa) {
     if (isa == PGD_ISA_AUTO) isa = pgd_cpu_isa_best();
     if (!pgd_cpu_isa_supported(isa)) return NULL;
     switch (isa) {
-    case PGD_ISA_AVX2: return pgd__matmul_kernels_avx2();
-    case PGD_ISA_AVX512: return pgd__matmul_kernels_avx512();
-    default: return &kernels_scalar;
+    case PGD_ISA_AVX2:
+        return pgd__matmul_kernels_avx2();
+    case PGD_ISA_AVX512:
+        return pgd__matmul_kernels_avx512();
+    default:
+        return &kernels_scalar;
     }
 }
 
@@ -252,13 +269,20 @@ static const pgd__matmul_kernels *kernels_for(pgd_cpu_isa isa) {
 static int kq_index(uint32_t wtype) {
     switch (wtype) {
     case PGD_TYPE_F32:
-    case PGD_TYPE_F16: return -1;
-    case PGD_TYPE_Q8_0: return PGD__KQ_Q8_0;
-    case PGD_TYPE_Q4_0: return PGD__KQ_Q4_0;
-    case PGD_TYPE_Q4_1: return PGD__KQ_Q4_1;
-    case PGD_TYPE_Q5_0: return PGD__KQ_Q5_0;
-    case PGD_TYPE_Q5_1: return PGD__KQ_Q5_1;
-    default: return -2;
+    case PGD_TYPE_F16:
+        return -1;
+    case PGD_TYPE_Q8_0:
+        return PGD__KQ_Q8_0;
+    case PGD_TYPE_Q4_0:
+        return PGD__KQ_Q4_0;
+    case PGD_TYPE_Q4_1:
+        return PGD__KQ_Q4_1;
+    case PGD_TYPE_Q5_0:
+        return PGD__KQ_Q5_0;
+    case PGD_TYPE_Q5_1:
+        return PGD__KQ_Q5_1;
+    default:
+        return -2;
     }
 }
 
@@ -284,11 +308,11 @@ size_t pgd_q8_act_bytes(int64_t m, int64_t k) {
 
 int pgd_q8_act_init(pgd_q8_act *a, void *buf, size_t size, int64_t m, int64_t k) {
     size_t need = pgd_q8_act_bytes(m, k);
-    if (!need) return pgd_error_set(PGD_EINVAL, "q8 activations: bad shape m=%lld k=%lld",
-                                    (long long)m, (long long)k);
+    if (!need)
+        return pgd_error_set(PGD_EINVAL, "q8 activations: bad shape m=%lld k=%lld", (long long)m,
+                             (long long)k);
     if (!buf || size < need)
-        return pgd_error_set(PGD_ERANGE, "q8 activations: %zu bytes given, %zu needed", size,
-                             need);
+        return pgd_error_set(PGD_ERANGE, "q8 activations: %zu bytes given, %zu needed", size, need);
     uintptr_t p = ((uintptr_t)buf + MM_ALIGN - 1) & ~(uintptr_t)(MM_ALIGN - 1);
     int64_t nbp = round_up(k / PGD_QK, 8);
     size_t qs = (size_t)round_up(m * nbp * PGD_QK, MM_ALIGN);
@@ -358,9 +382,9 @@ int pgd_q8_act_quantize(pgd_threadpool *pool, pgd_cpu_isa isa, const float *x, p
 
 typedef struct mm_job {
     const pgd__matmul_kernels *kern;
-    int kt;  /* PGD__KQ_* or -1 for F32/F16 */
+    int kt;      /* PGD__KQ_* or -1 for F32/F16 */
     int batched; /* use kqm */
-    int f16; /* F16 weights (kt == -1) */
+    int f16;     /* F16 weights (kt == -1) */
     const uint8_t *w;
     size_t row_bytes;
     int64_t n, k, m;
@@ -390,8 +414,10 @@ static void mm_task(int task, int thread, void *ctx) {
             if (j->kt >= 0) {
                 for (int i = 0; i < nrows; i++) {
                     const uint8_t *w = j->w + (size_t)(rb + i) * j->row_bytes;
-                    if (j->batched) j->kern->kqm[j->kt](w, j->xq, t0, mr, out);
-                    else j->kern->kq[j->kt](w, j->xq, t0, mr, out);
+                    if (j->batched)
+                        j->kern->kqm[j->kt](w, j->xq, t0, mr, out);
+                    else
+                        j->kern->kq[j->kt](w, j->xq, t0, mr, out);
                     for (int t = 0; t < mr; t++) tile[t][i] = out[t];
                 }
             } else {
@@ -436,24 +462,31 @@ static int check_weights(uint32_t wtype, int64_t n, int64_t k, size_t *row_bytes
         return pgd_error_set(PGD_EUNSUPPORTED, "matmul: weight type %s not supported",
                              tr ? tr->name : "unknown");
     }
-    if (n < 0 || k < 1) return pgd_error_set(PGD_EINVAL, "matmul: bad shape n=%lld k=%lld",
-                                             (long long)n, (long long)k);
+    if (n < 0 || k < 1)
+        return pgd_error_set(PGD_EINVAL, "matmul: bad shape n=%lld k=%lld", (long long)n,
+                             (long long)k);
     int64_t bsz = 1, tsz;
     switch (wtype) {
-    case PGD_TYPE_F32: tsz = 4; break;
-    case PGD_TYPE_F16: tsz = 2; break;
-    default: bsz = PGD_QK, tsz = (int64_t)kq_block_bytes[kq_index(wtype)]; break;
+    case PGD_TYPE_F32:
+        tsz = 4;
+        break;
+    case PGD_TYPE_F16:
+        tsz = 2;
+        break;
+    default:
+        bsz = PGD_QK, tsz = (int64_t)kq_block_bytes[kq_index(wtype)];
+        break;
     }
     if (k % bsz)
-        return pgd_error_set(PGD_EINVAL, "matmul: k=%lld is not a multiple of %lld",
-                             (long long)k, (long long)bsz);
+        return pgd_error_set(PGD_EINVAL, "matmul: k=%lld is not a multiple of %lld", (long long)k,
+                             (long long)bsz);
     if (k / bsz > INT64_MAX / tsz) return pgd_error_set(PGD_ERANGE, "matmul: k too large");
     *row_bytes = (size_t)(k / bsz * tsz);
     return 0;
 }
 
-int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w,
-                  int64_t n, const pgd_q8_act *x, float *y) {
+int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n,
+                  const pgd_q8_act *x, float *y) {
     size_t row_bytes;
     int rc = check_weights(wtype, n, x->k, &row_bytes);
     if (rc) return rc;
@@ -463,35 +496,82 @@ int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const v
     const pgd__matmul_kernels *kern = kernels_for(isa);
     if (!kern) return pgd_error_set(PGD_EINVAL, "isa %s not supported", pgd_cpu_isa_name(isa));
     if (n == 0) return 0;
-    mm_job job = {.kern = kern, .kt = kt, .batched = x->m >= MM_KQM_MIN_M, .w = w,
-                  .row_bytes = row_bytes, .n = n, .k = x->k, .m = x->m, .xq = x, .y = y};
+    mm_job job = {.kern = kern,
+                  .kt = kt,
+                  .batched = x->m >= MM_KQM_MIN_M,
+                  .w = w,
+                  .row_bytes = row_bytes,
+                  .n = n,
+                  .k = x->k,
+                  .m = x->m,
+                  .xq = x,
+                  .y = y};
     return mm_run(pool, &job);
 }
 
-size_t pgd_matmul_scratch_bytes(uint32_t wtype, int64_t m, int64_t k) {
+const char *pgd_act_mode_name(pgd_act_mode mode) {
+    switch (mode) {
+    case PGD_ACT_F32:
+        return "f32";
+    case PGD_ACT_Q8:
+        return "q8";
+    }
+    return "?";
+}
+
+static const pgd__fa_kernels *fa_kernels_for(pgd_cpu_isa isa) {
+    if (isa == PGD_ISA_AUTO) isa = pgd_cpu_isa_best();
+    if (!pgd_cpu_isa_supported(isa)) return NULL;
+    switch (isa) {
+    case PGD_ISA_AVX2:
+        return pgd__fa_kernels_avx2();
+    case PGD_ISA_AVX512:
+        return pgd__fa_kernels_avx512();
+    default:
+        return pgd__fa_kernels_scalar();
+    }
+}
+
+size_t pgd_matmul_scratch_bytes_mode(pgd_act_mode mode, uint32_t wtype, int64_t m, int64_t k) {
     int kt = kq_index(wtype);
-    if (kt == -2 || m < 0 || k < 1) return SIZE_MAX;
-    if (kt == -1 || m == 0) return 0;
+    if (kt == -2 || m < 0 || k < 1 || (mode != PGD_ACT_F32 && mode != PGD_ACT_Q8)) return SIZE_MAX;
+    if (kt == -1 || m == 0 || mode == PGD_ACT_F32) return 0;
     size_t b = pgd_q8_act_bytes(m, k);
     return b ? b : SIZE_MAX;
 }
 
-int pgd_matmul_isa(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w,
-                   int64_t n, int64_t k, const float *x, int64_t m, float *y, void *scratch,
-                   size_t scratch_size) {
+size_t pgd_matmul_scratch_bytes(uint32_t wtype, int64_t m, int64_t k) {
+    return pgd_matmul_scratch_bytes_mode(PGD_ACT_F32, wtype, m, k);
+}
+
+int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode, uint32_t wtype,
+                        const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y,
+                        void *scratch, size_t scratch_size) {
     size_t row_bytes;
     int rc = check_weights(wtype, n, k, &row_bytes);
     if (rc) return rc;
     if (m < 0) return pgd_error_set(PGD_EINVAL, "matmul: m=%lld", (long long)m);
+    if (mode != PGD_ACT_F32 && mode != PGD_ACT_Q8)
+        return pgd_error_set(PGD_EINVAL, "matmul: activation mode %d", (int)mode);
     const pgd__matmul_kernels *kern = kernels_for(isa);
     if (!kern) return pgd_error_set(PGD_EINVAL, "isa %s not supported", pgd_cpu_isa_name(isa));
     if (n == 0 || m == 0) return 0;
     int kt = kq_index(wtype);
     if (kt == -1) {
-        mm_job job = {.kern = kern, .kt = -1, .f16 = wtype == PGD_TYPE_F16, .w = w,
-                      .row_bytes = row_bytes, .n = n, .k = k, .m = m, .xf = x, .y = y};
+        mm_job job = {.kern = kern,
+                      .kt = -1,
+                      .f16 = wtype == PGD_TYPE_F16,
+                      .w = w,
+                      .row_bytes = row_bytes,
+                      .n = n,
+                      .k = k,
+                      .m = m,
+                      .xf = x,
+                      .y = y};
         return mm_run(pool, &job);
     }
+    if (mode == PGD_ACT_F32)
+        return pgd__matmul_fa(pool, fa_kernels_for(isa), kt, w, row_bytes, n, k, x, m, y);
 
     void *owned = NULL;
     size_t need = pgd_q8_act_bytes(m, k);
@@ -506,15 +586,38 @@ int pgd_matmul_isa(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const 
     if (rc) goto fail;
     rc = quantize_with(pool, kern, x, &a);
     if (rc) goto fail;
-    mm_job job = {.kern = kern, .kt = kt, .batched = m >= MM_KQM_MIN_M, .w = w,
-                  .row_bytes = row_bytes, .n = n, .k = k, .m = m, .xq = &a, .y = y};
+    mm_job job = {.kern = kern,
+                  .kt = kt,
+                  .batched = m >= MM_KQM_MIN_M,
+                  .w = w,
+                  .row_bytes = row_bytes,
+                  .n = n,
+                  .k = k,
+                  .m = m,
+                  .xq = &a,
+                  .y = y};
     rc = mm_run(pool, &job);
 fail:
     free(owned);
     return rc;
 }
 
+int pgd_matmul_mode(pgd_threadpool *pool, pgd_act_mode mode, uint32_t wtype, const void *w,
+                    int64_t n, int64_t k, const float *x, int64_t m, float *y, void *scratch,
+                    size_t scratch_size) {
+    return pgd_matmul_isa_mode(pool, PGD_ISA_AUTO, mode, wtype, w, n, k, x, m, y, scratch,
+                               scratch_size);
+}
+
+int pgd_matmul_isa(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n,
+                   int64_t k, const float *x, int64_t m, float *y, void *scratch,
+                   size_t scratch_size) {
+    return pgd_matmul_isa_mode(pool, isa, PGD_ACT_F32, wtype, w, n, k, x, m, y, scratch,
+                               scratch_size);
+}
+
 int pgd_matmul(pgd_threadpool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
                const float *x, int64_t m, float *y, void *scratch, size_t scratch_size) {
-    return pgd_matmul_isa(pool, PGD_ISA_AUTO, wtype, w, n, k, x, m, y, scratch, scratch_size);
+    return pgd_matmul_isa_mode(pool, PGD_ISA_AUTO, PGD_ACT_F32, wtype, w, n, k, x, m, y, scratch,
+                               scratch_size);
 }

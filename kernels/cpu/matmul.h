@@ -2,20 +2,27 @@
  * kernels/cpu/matmul.h — y[m][n] = x[m][k] · W[n][k]^T on the CPU, W row-major in a GGUF type.
  *
  * Weight types: F32, F16 (f32 FMA dot products on the f32 activations), Q8_0, Q4_0, Q4_1,
- * Q5_0, Q5_1 (activations quantized once per row to Q8 blocks of 32, then exact integer dot
- * products per block, accumulated in float per block).
+ * Q5_0, Q5_1. Quantized weights stay in their GGUF blocks in memory; two activation modes:
+ *   PGD_ACT_F32 (the default): f32 activations; each weight block is dequantized on the fly
+ *     (in registers, or once per chunk into an f32 tile shared by many tokens) to the exact
+ *     f32 value d·q (+ m) and multiplied with x by f32 FMA. As accurate as multiplying by the
+ *     f32-dequantized matrix (relative error ~1e-6).
+ *   PGD_ACT_Q8 (opt-in, faster on prefill): activations quantized once per row to Q8 blocks of
+ *     32, then exact integer dot products per block, accumulated in float per block. Costs
+ *     accuracy (the logits of small models move by up to ~1e-1 relative).
+ * F32/F16 weights always use f32 activations (the mode does not apply to them).
  *
- * Determinism: every y[i][j] is a fixed function of (x row i, W row j) alone: the reduction
- * order over k is defined once (kernels/cpu/matmul_kern.h) and every code path — scalar or
- * SIMD, any m, any position of row i in the batch, any tile shape, any thread count — follows
- * it, so results are bit-identical across all of them (the tests check this). The SIMD paths
- * also match the scalar reference bit for bit.
+ * Determinism: every y[i][j] is a fixed function of (x row i, W row j, mode) alone: the
+ * reduction order over k is defined once per mode (kernels/cpu/matmul_kern.h) and every code
+ * path — scalar or SIMD, any m, any position of row i in the batch, any tile shape, any thread
+ * count — follows it, so results are bit-identical across all of them (the tests check this).
+ * The SIMD paths also match the scalar reference bit for bit.
  *
  * Q8 activation format (pgd_q8_act, not an on-disk format): per block of 32 values x_e,
  *   amax = max_e |x_e|,  d = amax / 127.0f,  id = (d != 0) ? 1.0f / d : 0,
  *   q_e = round_half_even(x_e * id)   (all float32 operations),
  *   sum = Σ q_e,  s = d * (float)sum.
- * Non-finite activations give unspecified (but memory-safe) results.
+ * Non-finite activations or weights give unspecified (but memory-safe) results.
  *
  * Threading: pure functions over caller-owned buffers. Work is split over output rows (n) on
  * the given pool (NULL: the calling thread only); the pool's one-run-at-a-time rule applies.
@@ -43,6 +50,15 @@ pgd_cpu_isa pgd_cpu_isa_best(void);
 bool pgd_cpu_isa_supported(pgd_cpu_isa isa);
 /* "scalar", "avx2", "avx512"; "auto" for AUTO; "?" otherwise. */
 const char *pgd_cpu_isa_name(pgd_cpu_isa isa);
+
+/* Activation precision of the quantized-weight multiply (see the top of this file). */
+typedef enum pgd_act_mode {
+    PGD_ACT_F32 = 0, /* f32 activations, weights dequantized on the fly (default) */
+    PGD_ACT_Q8 = 1,  /* activations quantized to Q8 blocks, integer dot products */
+} pgd_act_mode;
+
+/* "f32", "q8"; "?" otherwise. */
+const char *pgd_act_mode_name(pgd_act_mode mode);
 
 /* Whether pgd_matmul accepts weights of this GGUF type id. */
 bool pgd_matmul_supported(uint32_t wtype);
@@ -78,21 +94,31 @@ int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype,
                   const void *w /* [n][k] of wtype */, int64_t n, const pgd_q8_act *x,
                   float *y /* [m][n] */);
 
-/* Scratch bytes pgd_matmul needs (the Q8 activations for quantized types; 0 for F32/F16);
- * SIZE_MAX for an unsupported type or bad shape. */
-size_t pgd_matmul_scratch_bytes(uint32_t wtype, int64_t m, int64_t k);
+/* Scratch bytes pgd_matmul_mode needs: the Q8 activations for quantized types in PGD_ACT_Q8
+ * mode; 0 for F32/F16 weights and for PGD_ACT_F32 (its tiles live on the stack). SIZE_MAX for
+ * an unsupported type or mode, or a bad shape. */
+size_t pgd_matmul_scratch_bytes_mode(pgd_act_mode mode, uint32_t wtype, int64_t m, int64_t k);
 
-/* y[m][n] = x[m][k] · W[n][k]^T with W of type wtype. scratch may be NULL (then it is
- * allocated and freed inside); else it holds scratch_size >= pgd_matmul_scratch_bytes bytes.
- * k must be a multiple of the type's block size. y must not overlap x, w or scratch.
- * Returns 0, PGD_EUNSUPPORTED (type), PGD_EINVAL (shape, isa), PGD_ERANGE (scratch too
- * small), PGD_ENOMEM. */
+/* y[m][n] = x[m][k] · W[n][k]^T with W of type wtype, activations in `mode`. scratch may be
+ * NULL (then what is needed is allocated and freed inside); else it holds scratch_size >=
+ * pgd_matmul_scratch_bytes_mode bytes. k must be a multiple of the type's block size. y must
+ * not overlap x, w or scratch. Returns 0, PGD_EUNSUPPORTED (type), PGD_EINVAL (shape, isa,
+ * mode), PGD_ERANGE (scratch too small), PGD_ENOMEM. */
+int pgd_matmul_mode(pgd_threadpool *pool, pgd_act_mode mode, uint32_t wtype, const void *w,
+                    int64_t n, int64_t k, const float *x, int64_t m, float *y, void *scratch,
+                    size_t scratch_size);
+
+/* pgd_matmul_mode on an explicit instruction-set path (tests, benchmarks). */
+int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode, uint32_t wtype,
+                        const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y,
+                        void *scratch, size_t scratch_size);
+
+/* The same three in the default mode (PGD_ACT_F32). */
+size_t pgd_matmul_scratch_bytes(uint32_t wtype, int64_t m, int64_t k);
 int pgd_matmul(pgd_threadpool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
                const float *x, int64_t m, float *y, void *scratch, size_t scratch_size);
-
-/* pgd_matmul on an explicit instruction-set path (tests, benchmarks). */
-int pgd_matmul_isa(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w,
-                   int64_t n, int64_t k, const float *x, int64_t m, float *y, void *scratch,
+int pgd_matmul_isa(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n,
+                   int64_t k, const float *x, int64_t m, float *y, void *scratch,
                    size_t scratch_size);
 
 #endif

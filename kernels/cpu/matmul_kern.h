@@ -5,7 +5,7 @@
  * THE REDUCTION ORDER (every path must follow it exactly; this is what makes results
  * bit-identical across ISA paths, batch sizes, tiles and thread counts):
  *
- * Quantized weights (block b = 0 .. nb-1 of 32 elements, x in pgd_q8_act form):
+ * Quantized weights, PGD_ACT_Q8 (block b = 0 .. nb-1 of 32 elements, x in pgd_q8_act form):
  *   isum_b = Σ_e qw_e · qx_e − off · sum_b      exact int32; qw_e is the stored integer
  *            (Q8_0: int8; Q4_x: nibble 0..15; Q5_x: 5-bit 0..31), off = 8 (Q4_0),
  *            16 (Q5_0), 0 (others), sum_b = Σ qx_e of the activation block
@@ -13,9 +13,20 @@
  *   acc[b % 8] = fmaf(dd_b, (float)isum_b, acc[b % 8])
  *   Q4_1/Q5_1 only: acc[b % 8] = fmaf(mw_b, sx_b, acc[b % 8])   (mw_b = f16 min, sx_b = s)
  *   y = hsum8(acc), acc[] starting at +0.0f
+ * Quantized weights, PGD_ACT_F32 (element e = 0 .. k-1 in block b = e / 32, x in f32):
+ *   w_e = dw_b * (float)(q_e - off)        Q8_0 (int8 q, off 0), Q4_0 (off 8), Q5_0 (off 16)
+ *   w_e = fmaf(dw_b, (float)q_e, mw_b)     Q4_1, Q5_1 (mw_b = f16 min)
+ *         (dw_b * q is exact in float: an 11-bit significand times at most 8 bits, so w_e is
+ *         the correctly rounded d*q (+ m), whatever instruction computes it: vmulps, vfmadd,
+ *         or a permute of a 16/32-entry table built with the same operation)
+ *   acc[e % 32] = fmaf(w_e, x_e, acc[e % 32])   e ascending, acc[] starting at +0.0f
+ *   y = hsum32(acc)
+ *   (32 independent lanes: one FMA per lane per block, so a decode kernel never waits on an
+ *   FMA latency chain; the lane is the element's position in its block.)
  * F32/F16 weights (element e = 0 .. k-1, x in f32):
  *   acc[e % 8] = fmaf(w_e, x_e, acc[e % 8]);  y = hsum8(acc)
  * hsum8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+ * hsum32(a) = hsum8(h), h[i] = (a[i] + a[i + 16]) + (a[i + 8] + a[i + 24])  for i < 8
  *
  * Threading: kernels are pure functions of their arguments.
  */
@@ -30,10 +41,10 @@
 /* Quantized weight formats the integer kernels handle, in table order. */
 enum { PGD__KQ_Q8_0, PGD__KQ_Q4_0, PGD__KQ_Q4_1, PGD__KQ_Q5_0, PGD__KQ_Q5_1, PGD__KQ_COUNT };
 
-#define PGD__QMR 2 /* most tokens per kq call (natural layout, small batches) */
-#define PGD__MT 32 /* most tokens per kqm call (transposed layout, batches) */
-#define PGD__FMR 4 /* most tokens per F32/F16 kernel call */
-#define PGD__NR 4  /* most weight rows per F32/F16 kernel call */
+#define PGD__QMR 2  /* most tokens per kq call (natural layout, small batches) */
+#define PGD__MT  32 /* most tokens per kqm call (transposed layout, batches) */
+#define PGD__FMR 4  /* most tokens per F32/F16 kernel call */
+#define PGD__NR  4  /* most weight rows per F32/F16 kernel call */
 
 /* Quantizes one row x[k] (k % 32 == 0) into qs[k], d/s/sum[k/32] (the format in matmul.h,
  * natural layout; matmul.c pads and builds the transposed copy). */
@@ -70,5 +81,56 @@ const pgd__matmul_kernels *pgd__matmul_kernels_avx512(void);
 static inline float pgd__hsum8(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
+
+static inline float pgd__hsum32(const float a[32]) {
+    float h[8];
+    for (int i = 0; i < 8; i++) h[i] = (a[i] + a[i + 16]) + (a[i + 8] + a[i + 24]);
+    return pgd__hsum8(h);
+}
+
+/* ---- PGD_ACT_F32 kernels (matmul_f32.c drives them) ---------------------------------------
+ * Decode (m <= PGD__FA_MR): kd dequantizes each block in registers and FMAs it with every
+ * token's x. Prefill: the weights are cut into panels of PGD__FA_PR rows x PGD__FA_KC
+ * elements, each dequantized once (deq) into an f32 tile that kp multiplies with up to
+ * PGD__FA_PT tokens, carrying the 32 accumulator lanes of every (token, row) in `part` between
+ * chunks. Both follow the PGD_ACT_F32 order above, so they give the same bits. */
+#define PGD__FA_MR 2    /* most tokens per kd call */
+#define PGD__FA_PR 4    /* weight rows per prefill panel */
+#define PGD__FA_PT 48   /* most tokens per kp call */
+#define PGD__FA_KC 1024 /* elements per prefill chunk (a multiple of 32) */
+
+/* out[t] = y of (W row w: k / 32 blocks, x row t at x + t * k) for t < mr <= PGD__FA_MR. */
+typedef void (*pgd__kd_fn)(const uint8_t *w, const float *x /* [mr][k] */, int64_t k, int mr,
+                           float *out /* [mr] */);
+
+/* dst[nb * 32] = w_e of nb blocks (the PGD_ACT_F32 definition). */
+typedef void (*pgd__deq_fn)(const uint8_t *w, int64_t nb, float *dst /* [nb * 32] */);
+
+/* For t < mt <= PGD__FA_PT, every panel row r < PGD__FA_PR, elements e < kc (kc % 32 == 0):
+ *   part[t][r][e % 32] = fmaf(wd[r * ldw + e], x[t * ldx + e], part[t][r][e % 32]), e ascending.
+ * wd is 64-byte aligned, ldw % 16 == 0, all PGD__FA_PR rows initialized; x any alignment. */
+typedef void (*pgd__kp_fn)(const float *wd /* [PGD__FA_PR][ldw] */, int64_t ldw,
+                           const float *x /* [mt][ldx] */, int64_t ldx, int mt, int64_t kc,
+                           float *part /* [mt][PGD__FA_PR][32] */);
+
+typedef struct pgd__fa_kernels {
+    pgd__kd_fn kd[PGD__KQ_COUNT];
+    pgd__deq_fn deq[PGD__KQ_COUNT];
+    pgd__kp_fn kp;
+} pgd__fa_kernels;
+
+/* The x86 SIMD sets (matmul_x86_f32.c); NULL when not built for x86-64. No CPU check. */
+const pgd__fa_kernels *pgd__fa_kernels_avx2(void);
+const pgd__fa_kernels *pgd__fa_kernels_avx512(void);
+
+/* y[m][n] in PGD_ACT_F32 mode with the given kernel set (matmul_f32.c). kt: PGD__KQ_*;
+ * w: n rows of row_bytes; shapes already checked (n, m >= 1, k % 32 == 0). 0 or the pool's
+ * error. */
+int pgd__matmul_fa(pgd_threadpool *pool, const pgd__fa_kernels *kern, int kt,
+                   const uint8_t *w /* [n][row_bytes] */, size_t row_bytes, int64_t n, int64_t k,
+                   const float *x /* [m][k] */, int64_t m, float *y /* [m][n] */);
+
+/* The scalar reference set (matmul_f32.c). */
+const pgd__fa_kernels *pgd__fa_kernels_scalar(void);
 
 #endif

@@ -21,11 +21,12 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define AVX2_TARGET   __attribute__((target("avx2,fma,f16c")))
+#define MM_ROUND_EVEN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 #define MM_TARGET AVX2_TARGET
 #define MM_(name) name##_avx2
-#define MM_VNNI 0
+#define MM_VNNI   0
 #include "kernels/cpu/matmul_x86.inc"
 #undef MM_TARGET
 #undef MM_
@@ -33,7 +34,7 @@
 
 #define MM_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define MM_(name) name##_avx512
-#define MM_VNNI 1
+#define MM_VNNI   1
 #include "kernels/cpu/matmul_x86.inc"
 #undef MM_TARGET
 #undef MM_
@@ -41,8 +42,8 @@
 
 /* F32/F16 weights: mr tokens x nr rows, one 8-lane accumulator per (token, row). */
 AVX2_TARGET static inline __attribute__((always_inline)) void
-kf_body(int f16, int mr, int nr, const uint8_t *w, size_t row_bytes,
-             const float *x /* [mr][k] */, int64_t k, float *out /* [mr][PGD__NR] */) {
+kf_body(int f16, int mr, int nr, const uint8_t *w, size_t row_bytes, const float *x /* [mr][k] */,
+        int64_t k, float *out /* [mr][PGD__NR] */) {
     __m256 acc[PGD__FMR][PGD__NR];
     for (int t = 0; t < mr; t++)
         for (int r = 0; r < nr; r++) acc[t][r] = _mm256_setzero_ps();
@@ -84,11 +85,13 @@ kf_body(int f16, int mr, int nr, const uint8_t *w, size_t row_bytes,
 }
 
 /* One function per tile shape (mr, nr) in {1, 2, 4} x {1, 2, 4} as used below. */
-#define KF_FN(MR, NR)                                                                        \
-    AVX2_TARGET __attribute__((noinline)) static void kf_##MR##x##NR(                        \
-        int f16, const uint8_t *w, size_t row_bytes, const float *x, int64_t k, float *out) { \
-        if (f16) kf_body(1, MR, NR, w, row_bytes, x, k, out);                                \
-        else kf_body(0, MR, NR, w, row_bytes, x, k, out);                                    \
+#define KF_FN(MR, NR)                                                                              \
+    AVX2_TARGET __attribute__((noinline)) static void kf_##MR##x##NR(                              \
+        int f16, const uint8_t *w, size_t row_bytes, const float *x, int64_t k, float *out) {      \
+        if (f16)                                                                                   \
+            kf_body(1, MR, NR, w, row_bytes, x, k, out);                                           \
+        else                                                                                       \
+            kf_body(0, MR, NR, w, row_bytes, x, k, out);                                           \
     }
 KF_FN(1, 1)
 KF_FN(1, 4)
@@ -100,20 +103,26 @@ KF_FN(4, 2)
 
 /* Any mr <= 4 tokens x nr <= 4 rows, cut into the tile shapes above (same bits per element
  * whatever the cut). */
-static void kf_avx2(int f16, const uint8_t *w, size_t row_bytes, int nr, const float *x,
-                    int64_t k, int mr, float *out) {
+static void kf_avx2(int f16, const uint8_t *w, size_t row_bytes, int nr, const float *x, int64_t k,
+                    int mr, float *out) {
     for (int t = 0; t < mr;) {
         const int tm = mr - t >= 4 ? 4 : mr - t >= 2 ? 2 : 1;
         for (int r = 0; r < nr;) {
             const uint8_t *wr = w + (size_t)r * row_bytes;
             const float *xt = x + t * k;
             float *o = out + t * PGD__NR + r;
-            if (tm == 4 && nr - r >= 2) kf_4x2(f16, wr, row_bytes, xt, k, o), r += 2;
-            else if (tm == 4) kf_4x1(f16, wr, row_bytes, xt, k, o), r += 1;
-            else if (tm == 2 && nr - r >= 2) kf_2x2(f16, wr, row_bytes, xt, k, o), r += 2;
-            else if (tm == 2) kf_2x1(f16, wr, row_bytes, xt, k, o), r += 1;
-            else if (nr - r >= 4) kf_1x4(f16, wr, row_bytes, xt, k, o), r += 4;
-            else kf_1x1(f16, wr, row_bytes, xt, k, o), r += 1;
+            if (tm == 4 && nr - r >= 2)
+                kf_4x2(f16, wr, row_bytes, xt, k, o), r += 2;
+            else if (tm == 4)
+                kf_4x1(f16, wr, row_bytes, xt, k, o), r += 1;
+            else if (tm == 2 && nr - r >= 2)
+                kf_2x2(f16, wr, row_bytes, xt, k, o), r += 2;
+            else if (tm == 2)
+                kf_2x1(f16, wr, row_bytes, xt, k, o), r += 1;
+            else if (nr - r >= 4)
+                kf_1x4(f16, wr, row_bytes, xt, k, o), r += 4;
+            else
+                kf_1x1(f16, wr, row_bytes, xt, k, o), r += 1;
         }
         t += tm;
     }
@@ -122,7 +131,7 @@ static void kf_avx2(int f16, const uint8_t *w, size_t row_bytes, int nr, const f
 /* Quantizes x[k] to the Q8 activation format (bit-identical to quant_row_scalar for finite
  * input: same amax, same float ops, round-half-even). */
 AVX2_TARGET static void quant_row_avx2(const float *x, int64_t k, int8_t *qs, float *d, float *s,
-                                     int32_t *sum) {
+                                       int32_t *sum) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < k / PGD_QK; b++) {
@@ -130,8 +139,7 @@ AVX2_TARGET static void quant_row_avx2(const float *x, int64_t k, int8_t *qs, fl
         __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
         __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
         __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1));
-        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_andnot_ps(sign, v2),
-                                           _mm256_andnot_ps(sign, v3)));
+        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -139,11 +147,10 @@ AVX2_TARGET static void quant_row_avx2(const float *x, int64_t k, int8_t *qs, fl
         const float db = amax / 127.0f;
         const float id = db != 0.0f ? 1.0f / db : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
-        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rnd));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rnd));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rnd));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), rnd));
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), MM_ROUND_EVEN));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), MM_ROUND_EVEN));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), MM_ROUND_EVEN));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), MM_ROUND_EVEN));
         __m256i t = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
         __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
         t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4e));

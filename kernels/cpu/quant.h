@@ -15,6 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pgd_type {
     PGD_TYPE_F32 = 0,
     PGD_TYPE_F16 = 1,
@@ -113,5 +117,9 @@ typedef struct {
     uint8_t qh[PGD_QK_K / 8];
     uint8_t qs[PGD_QK_K / 2];
 } pgd_block_q5_K; /* 176 B */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -40,8 +40,8 @@
 #include <unistd.h>
 
 #define TP_MAX_THREADS 1024
-#define TP_SPIN_NS 100000 /* how long an idle thread spins before blocking */
-#define TP_SPIN_CHECK 64  /* pause iterations between clock reads */
+#define TP_SPIN_NS     100000 /* how long an idle thread spins before blocking */
+#define TP_SPIN_CHECK  64     /* pause iterations between clock reads */
 
 struct tp_worker {
     pgd_threadpool *pool;
@@ -59,13 +59,13 @@ struct pgd_threadpool {
     _Atomic(void *) ctx;
     atomic_int n_tasks;
 
-    alignas(64) atomic_uint gen;          /* generation of the published job */
-    atomic_int stop;                      /* destroy requested */
+    alignas(64) atomic_uint gen;              /* generation of the published job */
+    atomic_int stop;                          /* destroy requested */
     alignas(64) atomic_uint_least64_t ticket; /* (gen << 32) | next unclaimed task */
-    alignas(64) atomic_int done;          /* tasks of the current job finished */
-    alignas(64) atomic_int busy;          /* a run is in progress */
-    atomic_int n_sleeping;                /* workers blocked on wake_cv */
-    atomic_int caller_sleeping;           /* the caller is blocked on done_cv */
+    alignas(64) atomic_int done;              /* tasks of the current job finished */
+    alignas(64) atomic_int busy;              /* a run is in progress */
+    atomic_int n_sleeping;                    /* workers blocked on wake_cv */
+    atomic_int caller_sleeping;               /* the caller is blocked on done_cv */
 
     pthread_mutex_t mu;
     pthread_cond_t wake_cv; /* workers: a new generation or stop */
@@ -110,13 +110,13 @@ static void tp_work(pgd_threadpool *pool, uint32_t g, int thread) {
     uint64_t t = atomic_load_explicit(&pool->ticket, memory_order_relaxed);
     for (;;) {
         if ((uint32_t)(t >> 32) != g || (uint32_t)t >= n) return;
-        if (!atomic_compare_exchange_weak_explicit(&pool->ticket, &t, t + 1,
-                                                   memory_order_acquire, memory_order_relaxed))
+        if (!atomic_compare_exchange_weak_explicit(&pool->ticket, &t, t + 1, memory_order_acquire,
+                                                   memory_order_relaxed))
             continue; /* t was reloaded */
         fn((int)(uint32_t)t, thread, ctx);
         /* seq_cst: Dekker with caller_sleeping */
-        if (atomic_fetch_add(&pool->done, 1) + 1 == (int)n &&
-            thread != 0 && atomic_load(&pool->caller_sleeping)) {
+        if (atomic_fetch_add(&pool->done, 1) + 1 == (int)n && thread != 0 &&
+            atomic_load(&pool->caller_sleeping)) {
             pthread_mutex_lock(&pool->mu);
             pthread_cond_signal(&pool->done_cv);
             pthread_mutex_unlock(&pool->mu);
@@ -134,8 +134,10 @@ static uint32_t tp_wait_job(pgd_threadpool *pool, uint32_t seen) {
         cpu_relax();
         if (i % TP_SPIN_CHECK == 0) {
             int64_t t = now_ns();
-            if (!deadline) deadline = t + TP_SPIN_NS;
-            else if (t >= deadline) break;
+            if (!deadline)
+                deadline = t + TP_SPIN_NS;
+            else if (t >= deadline)
+                break;
         }
     }
     pthread_mutex_lock(&pool->mu);

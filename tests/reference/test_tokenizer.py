@@ -7,9 +7,17 @@ text stays plain text), the strings marked "special" equal the expected ids with
 parsing on, and decoding pagoda's ids gives back the exact bytes. Texts go through stdin, so
 NUL bytes, leading dashes and trailing newlines are tested as they are. The pagoda calls run
 in parallel once per session; the parametrized tests only compare.
+
+The pre-tokenizers (GPT-2, Llama-3, Qwen2, SmolLM) are also checked on a synthetic "pairs"
+vocabulary where every piece boundary shows in the ids (metadata-only GGUF files written with
+gguf-py, see gen_tokenizer_expected.write_vocab_variants), against llama.cpp's ids for the same
+files; the corpus strings go ten at a time there, joined by newlines. The same texts check the
+SentencePiece-style path on a small SentencePiece BPE vocabulary with byte fallback (stored in
+tokenizer_expected.json) against the ids of the sentencepiece package itself.
 """
 import concurrent.futures
 import hashlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -24,6 +32,22 @@ EXP = {c["name"]: c for c in EXPECTED["cases"]}
 NAMES = [c["name"] for c in CORPUS]
 SPECIAL_NAMES = [c["name"] for c in CORPUS if c.get("special")]
 TEXT = {c["name"]: c["text"] for c in CORPUS}
+VARIANTS = EXPECTED["variants"]
+SPM = EXPECTED["spm"]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_tokenizer_expected",
+                                                  HERE / "gen_tokenizer_expected.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def pmap(fn, items):
+    workers = min(8, (os.cpu_count() or 2) * 2)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(fn, items))
 
 
 def run(pagoda_bin, args, data):
@@ -53,9 +77,7 @@ def results(pagoda_bin, model_path):
                 json.dumps(out["ids_special"]).encode())
         return c["name"], out
 
-    workers = min(8, (os.cpu_count() or 2) * 2)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
-        return dict(ex.map(one, CORPUS))
+    return dict(pmap(one, CORPUS))
 
 
 def test_corpus_and_expected_in_sync():
@@ -92,6 +114,86 @@ def test_special_parsing_changes_something():
     """The special cases are not vacuous: most of them parse differently with special on."""
     differ = sum(EXP[n]["ids"] != EXP[n]["ids_special"] for n in SPECIAL_NAMES)
     assert differ >= len(SPECIAL_NAMES) // 2
+
+
+@pytest.fixture(scope="session")
+def variant_results(pagoda_bin, model_path, tmp_path_factory):
+    """pre -> pagoda's ids for each variant text, on the pairs vocabulary with that `pre`."""
+    pytest.importorskip("gguf")
+    if pathlib.Path(model_path).name != EXPECTED["model"]["file"]:
+        pytest.skip(f"expected ids are for {EXPECTED['model']['file']}, not {model_path}")
+    gen = _generator()
+    texts = gen.variant_texts(CORPUS)
+    got = [hashlib.sha256(t.encode("utf-8")).hexdigest()[:16] for t in texts]
+    assert got == EXPECTED["variants_text_sha256"], "regenerate tokenizer_expected.json"
+    tmp = tmp_path_factory.mktemp("vocab")
+    paths = {pre: tmp / f"vocab-{pre}.gguf" for pre in VARIANTS}
+    gen.write_vocab_variants(model_path, paths)
+    jobs = [(pre, i) for pre in VARIANTS for i in range(len(texts))]
+
+    def one(job):
+        pre, i = job
+        out = run(pagoda_bin, ["tokenize", "--model", str(paths[pre]), "-"],
+                  texts[i].encode("utf-8"))
+        return job, json.loads(out)
+
+    res = {pre: [None] * len(texts) for pre in VARIANTS}
+    for (pre, i), ids in pmap(one, jobs):
+        res[pre][i] = ids
+    return res, texts
+
+
+@pytest.mark.parametrize("pre", sorted(VARIANTS))
+def test_pretokenizer_variants_match_llama_cpp(variant_results, pre):
+    res, texts = variant_results
+    bad = [i for i, want in enumerate(VARIANTS[pre]) if res[pre][i] != want]
+    assert not bad, f"{pre}: {len(bad)} texts differ, e.g. {[texts[i][:80] for i in bad[:3]]}"
+
+
+def test_variants_are_not_vacuous():
+    """The pre-tokenizers give different ids on the pairs vocabulary (each pair differs)."""
+    pres = sorted(VARIANTS)
+    assert len(pres) >= 4
+    for a in pres:
+        for b in pres:
+            if a < b:
+                assert VARIANTS[a] != VARIANTS[b], (a, b)
+
+
+@pytest.fixture(scope="session")
+def spm_results(pagoda_bin, tmp_path_factory):
+    """pagoda's ids and decoded bytes for each variant text on the SentencePiece vocabulary."""
+    pytest.importorskip("gguf")
+    gen = _generator()
+    texts = gen.variant_texts(CORPUS)
+    path = tmp_path_factory.mktemp("spm") / "spm.gguf"
+    gen.write_spm_gguf(path, SPM["vocab"])
+
+    def one(t):
+        ids = json.loads(run(pagoda_bin, ["tokenize", "--model", str(path), "-"],
+                             t.encode("utf-8")))
+        dec = run(pagoda_bin, ["detokenize", "--model", str(path), "-"], json.dumps(ids).encode())
+        return ids, dec
+
+    return pmap(one, texts), texts
+
+
+def test_spm_matches_sentencepiece(spm_results):
+    res, texts = spm_results
+    assert len(res) == len(SPM["ids"])
+    bad = [i for i, (ids, _) in enumerate(res) if ids != SPM["ids"][i]]
+    assert not bad, f"{len(bad)} texts differ, e.g. {[texts[i][:80] for i in bad[:3]]}"
+    # Not vacuous: byte fallback and multi-character pieces both occur.
+    types = SPM["vocab"]["types"]
+    flat = [t for ids in SPM["ids"] for t in ids]
+    assert any(types[t] == 6 for t in flat)
+    assert any(len(SPM["vocab"]["tokens"][t]) > 2 for t in flat)
+
+
+def test_spm_roundtrip(spm_results):
+    res, texts = spm_results
+    bad = [i for i, (_, dec) in enumerate(res) if dec != texts[i].encode("utf-8")]
+    assert not bad, f"{len(bad)} texts do not round-trip, e.g. {[texts[i][:80] for i in bad[:3]]}"
 
 
 # ---- the CLI's contract ----------------------------------------------------------------------

@@ -4,6 +4,7 @@
  * it; the byte-unicode alphabet is rebuilt here with GPT-2's original algorithm
  * (bytes_to_unicode), not with pagoda's closed form.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,16 +70,16 @@ static int tok_check(const pgd_tokenizer *tk, const char *text, size_t len, cons
     return ok;
 }
 
-#define TOK(tk, s, ...)                                                                    \
-    do {                                                                                   \
-        static const int32_t want_[] = {__VA_ARGS__};                                      \
-        CHECK(tok_check(tk, s, sizeof(s) - 1, NULL, 0, want_, PGD_ARRAY_LEN(want_)));      \
+#define TOK(tk, s, ...)                                                                            \
+    do {                                                                                           \
+        static const int32_t want_[] = {__VA_ARGS__};                                              \
+        CHECK(tok_check(tk, s, sizeof(s) - 1, NULL, 0, want_, PGD_ARRAY_LEN(want_)));              \
     } while (0)
 
-#define TOK_SP(tk, s, sp, nsp, ...)                                                        \
-    do {                                                                                   \
-        static const int32_t want_[] = {__VA_ARGS__};                                      \
-        CHECK(tok_check(tk, s, sizeof(s) - 1, sp, nsp, want_, PGD_ARRAY_LEN(want_)));      \
+#define TOK_SP(tk, s, sp, nsp, ...)                                                                \
+    do {                                                                                           \
+        static const int32_t want_[] = {__VA_ARGS__};                                              \
+        CHECK(tok_check(tk, s, sizeof(s) - 1, sp, nsp, want_, PGD_ARRAY_LEN(want_)));              \
     } while (0)
 
 /* ---- a tiny byte-level BPE ---------------------------------------------------------------
@@ -86,33 +87,33 @@ static int tok_check(const pgd_tokenizer *tk, const char *text, size_t len, cons
  * ids 256.. : merge results, in merge order; then special tokens. */
 
 enum {
-    T_GT = 256,   /* "Ġt"    r0 Ġ + t   */
-    T_HE,         /* "he"    r1 h + e   */
-    T_LL,         /* "ll"    r2 l + l   */
-    T_GTHE,       /* "Ġthe"  r3 Ġt + he */
-    T_HELL,       /* "hell"  r4 he + ll */
-    T_HELLO,      /* "hello" r5 hell + o */
-    T_LO,         /* "lo"    r6 l + o   */
-    T_GHELLO,     /* "Ġhello" r7 Ġ + hello */
-    T_12,         /* "12"    r8 1 + 2   */
-    T_APOS_S,     /* "'s"    r9 ' + s   */
-    T_GG,         /* "ĠĠ"    r10 Ġ + Ġ  */
-    T_EACUTE,     /* "Ã©" (é = C3 A9) r11 */
-    T_AA,         /* "aa"    r12 a + a  */
-    T_AAAA,       /* "aaaa"  r13 aa + aa */
-    T_IM_END,     /* "<|im_end|>"   control */
-    T_IM_START,   /* "<|im_start|>" control */
-    T_TOOL,       /* "<tool>"       user-defined */
-    T_IM_PREFIX,  /* "<|im"         user-defined (shorter than <|im_end|>) */
-    T_UNUSED,     /* "zz" unused */
-    T_GWORLD,     /* "Ġworld" normal, unreachable by merges */
+    T_GT = 256,  /* "Ġt"    r0 Ġ + t   */
+    T_HE,        /* "he"    r1 h + e   */
+    T_LL,        /* "ll"    r2 l + l   */
+    T_GTHE,      /* "Ġthe"  r3 Ġt + he */
+    T_HELL,      /* "hell"  r4 he + ll */
+    T_HELLO,     /* "hello" r5 hell + o */
+    T_LO,        /* "lo"    r6 l + o   */
+    T_GHELLO,    /* "Ġhello" r7 Ġ + hello */
+    T_12,        /* "12"    r8 1 + 2   */
+    T_APOS_S,    /* "'s"    r9 ' + s   */
+    T_GG,        /* "ĠĠ"    r10 Ġ + Ġ  */
+    T_EACUTE,    /* "Ã©" (é = C3 A9) r11 */
+    T_AA,        /* "aa"    r12 a + a  */
+    T_AAAA,      /* "aaaa"  r13 aa + aa */
+    T_IM_END,    /* "<|im_end|>"   control */
+    T_IM_START,  /* "<|im_start|>" control */
+    T_TOOL,      /* "<tool>"       user-defined */
+    T_IM_PREFIX, /* "<|im"         user-defined (shorter than <|im_end|>) */
+    T_UNUSED,    /* "zz" unused */
+    T_GWORLD,    /* "Ġworld" normal, unreachable by merges */
     N_BPE
 };
 
+/* Merge rank = index. The last one, "x y", names no token ("xy"): it must be ignored. */
 static const char *const k_merges[] = {
-    "Ġ t", "h e", "l l", "Ġt he", "he ll", "hell o", "l o", "Ġ hello",
-    "1 2", "' s", "Ġ Ġ", "Ã ©", "a a", "aa aa",
-    "x y", /* "xy" is not a token: this merge must be ignored */
+    "Ġ t", "h e", "l l", "Ġt he", "he ll", "hell o", "l o", "Ġ hello", //
+    "1 2", "' s", "Ġ Ġ", "Ã ©",   "a a",   "aa aa",  "x y",            //
 };
 
 static char g_bytes_text[256][4];
@@ -128,8 +129,8 @@ static pgd_tokenizer *make_bpe(const char *pre) {
         g_bpe_types[b] = PGD_TOKEN_NORMAL;
     }
     static const char *const extra[] = {
-        "Ġt", "he", "ll", "Ġthe", "hell", "hello", "lo", "Ġhello", "12", "'s", "ĠĠ", "Ã©",
-        "aa", "aaaa", "<|im_end|>", "<|im_start|>", "<tool>", "<|im", "zz", "Ġworld",
+        "Ġt", "he", "ll", "Ġthe", "hell",       "hello",        "lo",     "Ġhello", "12", "'s",
+        "ĠĠ", "Ã©", "aa", "aaaa", "<|im_end|>", "<|im_start|>", "<tool>", "<|im",   "zz", "Ġworld",
     };
     for (int i = T_GT; i < N_BPE; i++) {
         g_bpe_tokens[i] = extra[i - T_GT];
@@ -157,7 +158,7 @@ static pgd_tokenizer *make_bpe(const char *pre) {
 
 static void test_byte_unicode_alphabet(void) {
     build_b2u();
-    CHECK_EQ_INT(g_b2u[' '], 0x120); /* Ġ */
+    CHECK_EQ_INT(g_b2u[' '], 0x120);  /* Ġ */
     CHECK_EQ_INT(g_b2u['\n'], 0x10A); /* Ċ */
     CHECK_EQ_INT(g_b2u['A'], 'A');
     CHECK_EQ_INT(g_b2u[0x7F], 0x121);
@@ -203,7 +204,10 @@ static void test_bpe_merges(void) {
     /* é is C3 A9: "Ã" + "©" merge (r11). */
     TOK(tk, "caf\xC3\xA9", 'c', 'a', 'f', T_EACUTE);
     /* Invalid UTF-8 is still encoded byte by byte. */
-    TOK(tk, "a\xFF" "b\xC3", 'a', 0xFF, 'b', 0xC3);
+    TOK(tk,
+        "a\xFF"
+        "b\xC3",
+        'a', 0xFF, 'b', 0xC3);
     /* NUL is an ordinary byte. */
     TOK(tk, "a\0b", 'a', 0, 'b');
     /* "x y" is in the merge list but "xy" is not a token: no merge. */
@@ -282,16 +286,15 @@ static void test_special_spans(void) {
     static const char txt[] = "hi<|im_end|>there"; /* <|im_end|> is bytes [2, 12) */
     size_t len = sizeof txt - 1;
     /* Plain: "hi" "<|" "im" "_" "end" "|>" "there"; only h+e merges inside "there". */
-    TOK(tk, txt, 'h', 'i', '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>', 't', T_HE, 'r',
-        'e');
+    TOK(tk, txt, 'h', 'i', '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>', 't', T_HE, 'r', 'e');
     pgd_span all = {0, len};
     TOK_SP(tk, txt, &all, 1, 'h', 'i', T_IM_END, 't', T_HE, 'r', 'e');
     pgd_span exact = {2, 12};
     TOK_SP(tk, txt, &exact, 1, 'h', 'i', T_IM_END, 't', T_HE, 'r', 'e');
     /* A span covering only part of the token (not its '<'): plain text. */
     pgd_span part = {3, 17};
-    TOK_SP(tk, txt, &part, 1, 'h', 'i', '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>', 't',
-           T_HE, 'r', 'e');
+    TOK_SP(tk, txt, &part, 1, 'h', 'i', '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>', 't', T_HE,
+           'r', 'e');
     /* Two adjacent spans that together cover it: not inside ONE span, so plain ... except
      * that the shorter user-defined "<|im" lies inside the first one. */
     pgd_span two[2] = {{7, 17}, {0, 7}}; /* unsorted on purpose */
@@ -390,8 +393,8 @@ static void test_pieces_and_detokenize(void) {
     CHECK_EQ_STR(b.data, "\xC3\xA9");
     pgd_buf_reset(&b);
 
-    static const int32_t ids[] = {T_IM_START, 'c', 'a', 'f', T_EACUTE, T_GTHE, T_GG, '\n',
-                                  T_IM_END};
+    static const int32_t ids[] = {T_IM_START, 'c',  'a',  'f',     T_EACUTE,
+                                  T_GTHE,     T_GG, '\n', T_IM_END};
     CHECK(pgd_detokenize(tk, ids, PGD_ARRAY_LEN(ids), false, &b) == 0);
     CHECK_EQ_STR(b.data, "caf\xC3\xA9 the  \n");
     pgd_buf_reset(&b);
@@ -426,8 +429,11 @@ static void test_pieces_and_detokenize(void) {
 static int utf8_valid(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        size_t l = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
-                             : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        size_t l = c < 0x80                   ? 1
+                   : (c >= 0xC2 && c <= 0xDF) ? 2
+                   : (c >= 0xE0 && c <= 0xEF) ? 3
+                   : (c >= 0xF0 && c <= 0xF4) ? 4
+                                              : 0;
         if (!l || i + l > n) return 0;
         for (size_t k = 1; k < l; k++)
             if (((unsigned char)s[i + k] & 0xC0) != 0x80) return 0;
@@ -503,15 +509,24 @@ static void test_incremental_detok(void) {
     CHECK(stream_check(tk, "h\xC3\xA9llo", 6, "h\xC3\xA9llo"));
     CHECK(stream_check(tk, "\xF0\x9F\x8E\x89!", 5, "\xF0\x9F\x8E\x89!"));
     CHECK(stream_check(tk, "\xFF", 1, FFFD));
-    CHECK(stream_check(tk, "a\xFF" "b", 3, "a" FFFD "b"));
-    CHECK(stream_check(tk, "\xE6\x97" "a", 3, FFFD "a"));         /* truncated 3-byte char */
-    CHECK(stream_check(tk, "\xE6\x97", 2, FFFD));                 /* flushed at the end */
-    CHECK(stream_check(tk, "\xED\xA0\x80", 3, FFFD FFFD FFFD));   /* a surrogate */
-    CHECK(stream_check(tk, "\xC0\xAF", 2, FFFD FFFD));            /* overlong */
-    CHECK(stream_check(tk, "\xE0\x80\x80", 3, FFFD FFFD FFFD));   /* overlong 3-byte */
+    CHECK(stream_check(tk,
+                       "a\xFF"
+                       "b",
+                       3, "a" FFFD "b"));
+    CHECK(stream_check(tk,
+                       "\xE6\x97"
+                       "a",
+                       3, FFFD "a"));                                    /* truncated 3-byte char */
+    CHECK(stream_check(tk, "\xE6\x97", 2, FFFD));                        /* flushed at the end */
+    CHECK(stream_check(tk, "\xED\xA0\x80", 3, FFFD FFFD FFFD));          /* a surrogate */
+    CHECK(stream_check(tk, "\xC0\xAF", 2, FFFD FFFD));                   /* overlong */
+    CHECK(stream_check(tk, "\xE0\x80\x80", 3, FFFD FFFD FFFD));          /* overlong 3-byte */
     CHECK(stream_check(tk, "\xF4\x90\x80\x80", 4, FFFD FFFD FFFD FFFD)); /* > U+10FFFF */
-    CHECK(stream_check(tk, "\xF0\x9F\x8E" "a", 4, FFFD "a"));
-    CHECK(stream_check(tk, "\x80\x80", 2, FFFD FFFD));            /* stray continuations */
+    CHECK(stream_check(tk,
+                       "\xF0\x9F\x8E"
+                       "a",
+                       4, FFFD "a"));
+    CHECK(stream_check(tk, "\x80\x80", 2, FFFD FFFD)); /* stray continuations */
     CHECK(stream_check(tk, "\xC3\xC3\xA9", 3, FFFD "\xC3\xA9"));
     CHECK(stream_check(tk, "\xF5", 1, FFFD));
     pgd_tokenizer_free(tk);
@@ -564,9 +579,9 @@ static pgd_tokenizer *make_spm(bool byte_tokens) {
     static const struct {
         const char *t;
         float s;
-    } normal[] = {{"▁", -10}, {"h", -10},    {"e", -10},    {"l", -10},   {"o", -10},
-                  {"i", -10}, {"hi", -8}, {"he", -3},    {"ll", -2},    {"lo", -1},   {"hell", -4},
-                  {"▁hell", -6}, {"▁hi", -5}, {"▁▁", -7}, {"ab", 0}};
+    } normal[] = {{"▁", -10},   {"h", -10},    {"e", -10},  {"l", -10}, {"o", -10},
+                  {"i", -10},   {"hi", -8},    {"he", -3},  {"ll", -2}, {"lo", -1},
+                  {"hell", -4}, {"▁hell", -6}, {"▁hi", -5}, {"▁▁", -7}, {"ab", 0}};
     for (int i = S_SP; i < N_SPM; i++) {
         g_spm_tokens[i] = normal[i - S_SP].t;
         g_spm_scores[i] = normal[i - S_SP].s;
@@ -643,8 +658,8 @@ static void test_spm(void) {
     CHECK_EQ_STR(b.data, "hell \xC3\xA9");
     pgd_buf_reset(&b);
     /* Round trips through the encoder. */
-    static const char *const rts[] = {"hello world", "  two lead", "tail  ", "h\xC3\xA9 \xE6\x97\xA5",
-                                      "a\tb\nc"};
+    static const char *const rts[] = {"hello world", "  two lead", "tail  ",
+                                      "h\xC3\xA9 \xE6\x97\xA5", "a\tb\nc"};
     for (size_t i = 0; i < PGD_ARRAY_LEN(rts); i++) {
         CHECK(pgd_tokenize(tk, rts[i], strlen(rts[i]), NULL, 0, &t) == 0);
         CHECK(pgd_detokenize(tk, t.ids, t.n, false, &b) == 0);
@@ -678,8 +693,12 @@ static void wput(wbuf *w, const void *d, size_t n) {
     memcpy(w->p + w->n, d, n);
     w->n += n;
 }
-static void w32(wbuf *w, uint32_t v) { wput(w, &v, 4); }
-static void w64(wbuf *w, uint64_t v) { wput(w, &v, 8); }
+static void w32(wbuf *w, uint32_t v) {
+    wput(w, &v, 4);
+}
+static void w64(wbuf *w, uint64_t v) {
+    wput(w, &v, 8);
+}
 static void wstr(wbuf *w, const char *s) {
     w64(w, strlen(s));
     wput(w, s, strlen(s));
@@ -764,6 +783,57 @@ static void test_load_from_gguf(void) {
     free(e.p);
 }
 
+/* ---- concurrent use ----------------------------------------------------------------------- */
+
+typedef struct {
+    const pgd_tokenizer *tk;
+    int bad;
+} thread_arg;
+
+static const char *const k_thread_texts[] = {
+    " the hello world 123",
+    "hi<|im_end|>there",
+    "caf\xC3\xA9 it's  x   ",
+    "lll llo \xFF\xFE",
+};
+
+static void *thread_main(void *p) {
+    thread_arg *a = p;
+    for (int round = 0; round < 200; round++) {
+        for (size_t k = 0; k < PGD_ARRAY_LEN(k_thread_texts); k++) {
+            const char *t = k_thread_texts[k];
+            size_t len = strlen(t);
+            pgd_span all = {0, len};
+            pgd_tokens ids = PGD_TOKENS_INIT;
+            pgd_buf out = PGD_BUF_INIT;
+            if (pgd_tokenize(a->tk, t, len, &all, 1, &ids) ||
+                pgd_detokenize(a->tk, ids.ids, ids.n, true, &out) || out.len != len ||
+                memcmp(out.data, t, len) != 0)
+                a->bad++;
+            pgd_tokens_free(&ids);
+            pgd_buf_free(&out);
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_use(void) {
+    /* One tokenizer, four threads, each round trip must come back exact (special on). */
+    pgd_tokenizer *tk = make_bpe("smollm");
+    REQUIRE(tk);
+    pthread_t th[4];
+    thread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thread_arg){tk, 0};
+        REQUIRE(pthread_create(&th[i], NULL, thread_main, &args[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(args[i].bad, 0);
+    }
+    pgd_tokenizer_free(tk);
+}
+
 int main(void) {
     RUN(test_byte_unicode_alphabet);
     RUN(test_bpe_merges);
@@ -775,5 +845,6 @@ int main(void) {
     RUN(test_incremental_detok);
     RUN(test_spm);
     RUN(test_load_from_gguf);
+    RUN(test_concurrent_use);
     return test_summary();
 }

@@ -1,0 +1,216 @@
+/*
+ * kernels/cpu/matmul_f32.c — the PGD_ACT_F32 mode of the CPU matmul for quantized weights:
+ * the work split over the thread pool, the prefill tiling, and the scalar reference kernels
+ * that the SIMD kernels (matmul_x86_f32.c) must match bit for bit.
+ *
+ * Owns: nothing (pure functions; the per-task tiles live on the task's stack).
+ * Invariants: the PGD_ACT_F32 reduction order of matmul_kern.h: every weight element is
+ * dequantized to the same f32 value on every path, and lane e % 32 of (token, row) receives
+ * fmaf(w_e, x_e, lane) for e ascending, whatever the kernel, tile or chunk, so y does not
+ * depend on m, on the token's position, on the panel cut or on the pool size. Each output
+ * element is written by exactly one task.
+ * Work split: the n output rows are cut into tasks of consecutive rows (a multiple of
+ * PGD__FA_PR each, so panels never straddle tasks). Decode (m <= PGD__FA_MR): one kd call per
+ * weight row, blocks dequantized in registers, read once for all tokens. Prefill: per panel of
+ * PGD__FA_PR rows, per tile of up to PGD__FA_PT tokens, per chunk of PGD__FA_KC elements: the
+ * panel chunk is dequantized once into wd and kp multiplies it with every token of the tile,
+ * the 32 lanes of each (token, row) carried in `part` from chunk to chunk.
+ * Threading: see matmul.h.
+ */
+#include "kernels/cpu/matmul_kern.h"
+
+#include "kernels/cpu/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FA_TASKS_PER_THREAD 4
+
+static const size_t fa_block_bytes[PGD__KQ_COUNT] = {34, 18, 20, 22, 24};
+
+/* ---- scalar reference kernels ------------------------------------------------------------ */
+
+static inline float rdf16(const uint8_t *p) {
+    return pgd_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+/* The 32 weights w_e of one block of type kt, as defined in matmul_kern.h. */
+static inline __attribute__((always_inline)) void deq_block_scalar(int kt, const uint8_t *blk,
+                                                                     float *o /* [32] */) {
+    const float d = rdf16(blk);
+    switch (kt) {
+    case PGD__KQ_Q8_0:
+        for (int e = 0; e < PGD_QK; e++) o[e] = d * (float)(int8_t)blk[2 + e];
+        break;
+    case PGD__KQ_Q4_0:
+        for (int j = 0; j < PGD_QK / 2; j++) {
+            o[j] = d * (float)((blk[2 + j] & 15) - 8);
+            o[j + 16] = d * (float)((blk[2 + j] >> 4) - 8);
+        }
+        break;
+    case PGD__KQ_Q4_1: {
+        const float m = rdf16(blk + 2);
+        for (int j = 0; j < PGD_QK / 2; j++) {
+            o[j] = fmaf(d, (float)(blk[4 + j] & 15), m);
+            o[j + 16] = fmaf(d, (float)(blk[4 + j] >> 4), m);
+        }
+        break;
+    }
+    case PGD__KQ_Q5_0:
+    case PGD__KQ_Q5_1: {
+        const int min = kt == PGD__KQ_Q5_1;
+        const uint8_t *p = blk + (min ? 4 : 2);
+        const uint32_t qh = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                            (uint32_t)p[3] << 24;
+        const float m = min ? rdf16(blk + 2) : 0.0f;
+        for (int j = 0; j < PGD_QK / 2; j++) {
+            int lo = (p[4 + j] & 15) | (int)((qh >> j) & 1) << 4;
+            int hi = (p[4 + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            if (min) {
+                o[j] = fmaf(d, (float)lo, m);
+                o[j + 16] = fmaf(d, (float)hi, m);
+            } else {
+                o[j] = d * (float)(lo - 16);
+                o[j + 16] = d * (float)(hi - 16);
+            }
+        }
+        break;
+    }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+kd_scalar(int kt, const uint8_t *w, const float *x /* [mr][k] */, int64_t k, int mr,
+          float *out /* [mr] */) {
+    const size_t bs = fa_block_bytes[kt];
+    float acc[PGD__FA_MR][32] = {{0}};
+    for (int64_t b = 0; b < k / PGD_QK; b++) {
+        float wb[32];
+        deq_block_scalar(kt, w + (size_t)b * bs, wb);
+        for (int t = 0; t < mr; t++)
+            for (int e = 0; e < PGD_QK; e++)
+                acc[t][e] = fmaf(wb[e], x[t * k + b * PGD_QK + e], acc[t][e]);
+    }
+    for (int t = 0; t < mr; t++) out[t] = pgd__hsum32(acc[t]);
+}
+
+static inline __attribute__((always_inline)) void deq_scalar(int kt, const uint8_t *w, int64_t nb,
+                                                             float *dst /* [nb * 32] */) {
+    for (int64_t b = 0; b < nb; b++)
+        deq_block_scalar(kt, w + (size_t)b * fa_block_bytes[kt], dst + b * PGD_QK);
+}
+
+#define FA_SCALAR(sfx, kt)                                                                         \
+    static void kd_scalar_##sfx(const uint8_t *w, const float *x, int64_t k, int mr, float *out) { \
+        kd_scalar(kt, w, x, k, mr, out);                                                           \
+    }                                                                                              \
+    static void deq_scalar_##sfx(const uint8_t *w, int64_t nb, float *dst) {                       \
+        deq_scalar(kt, w, nb, dst);                                                                \
+    }
+FA_SCALAR(q8_0, PGD__KQ_Q8_0)
+FA_SCALAR(q4_0, PGD__KQ_Q4_0)
+FA_SCALAR(q4_1, PGD__KQ_Q4_1)
+FA_SCALAR(q5_0, PGD__KQ_Q5_0)
+FA_SCALAR(q5_1, PGD__KQ_Q5_1)
+#undef FA_SCALAR
+
+static void kp_scalar(const float *wd /* [PGD__FA_PR][ldw] */, int64_t ldw,
+                      const float *x /* [mt][ldx] */, int64_t ldx, int mt, int64_t kc,
+                      float *part /* [mt][PGD__FA_PR][32] */) {
+    for (int t = 0; t < mt; t++)
+        for (int r = 0; r < PGD__FA_PR; r++) {
+            float *acc = part + ((size_t)t * PGD__FA_PR + (size_t)r) * 32;
+            for (int64_t e = 0; e < kc; e++)
+                acc[e % 32] = fmaf(wd[r * ldw + e], x[t * ldx + e], acc[e % 32]);
+        }
+}
+
+static const pgd__fa_kernels fa_kernels_scalar = {
+    {kd_scalar_q8_0, kd_scalar_q4_0, kd_scalar_q4_1, kd_scalar_q5_0, kd_scalar_q5_1},
+    {deq_scalar_q8_0, deq_scalar_q4_0, deq_scalar_q4_1, deq_scalar_q5_0, deq_scalar_q5_1},
+    kp_scalar,
+};
+
+const pgd__fa_kernels *pgd__fa_kernels_scalar(void) {
+    return &fa_kernels_scalar;
+}
+
+/* ---- the multiply ------------------------------------------------------------------------ */
+
+typedef struct fa_job {
+    const pgd__fa_kernels *kern;
+    int kt;
+    const uint8_t *w; /* [n][row_bytes] */
+    size_t row_bytes;
+    int64_t n, k, m;
+    const float *x; /* [m][k] */
+    float *y;       /* [m][n] */
+    int64_t rows_per_task;
+} fa_job;
+
+static void fa_decode(const fa_job *j, int64_t r0, int64_t r1) {
+    const pgd__kd_fn kd = j->kern->kd[j->kt];
+    for (int64_t i = r0; i < r1; i++) {
+        float out[PGD__FA_MR];
+        kd(j->w + (size_t)i * j->row_bytes, j->x, j->k, (int)j->m, out);
+        for (int64_t t = 0; t < j->m; t++) j->y[t * j->n + i] = out[t];
+    }
+}
+
+static void fa_prefill(const fa_job *j, int64_t r0, int64_t r1) {
+    const pgd__deq_fn deq = j->kern->deq[j->kt];
+    const size_t bs = fa_block_bytes[j->kt];
+    _Alignas(64) float wd[PGD__FA_PR][PGD__FA_KC];         /* the panel chunk, dequantized */
+    _Alignas(64) float part[PGD__FA_PT][PGD__FA_PR][32]; /* lanes of (token, row) */
+    /* token tiles of even sizes: m = 64 runs as 2 x 32, not 48 + 16 */
+    const int64_t n_tiles = (j->m + PGD__FA_PT - 1) / PGD__FA_PT;
+    const int64_t tile = (j->m + n_tiles - 1) / n_tiles;
+    for (int64_t rb = r0; rb < r1; rb += PGD__FA_PR) {
+        const int nr = r1 - rb < PGD__FA_PR ? (int)(r1 - rb) : PGD__FA_PR;
+        if (nr < PGD__FA_PR) /* rows past the end: zeros, computed and dropped */
+            memset(wd[nr], 0, sizeof(float) * PGD__FA_KC * (size_t)(PGD__FA_PR - nr));
+        for (int64_t t0 = 0; t0 < j->m; t0 += tile) {
+            const int mt = j->m - t0 < tile ? (int)(j->m - t0) : (int)tile;
+            memset(part, 0, sizeof(float) * PGD__FA_PR * 32 * (size_t)mt);
+            for (int64_t c0 = 0; c0 < j->k; c0 += PGD__FA_KC) {
+                const int64_t kc = j->k - c0 < PGD__FA_KC ? j->k - c0 : PGD__FA_KC;
+                for (int r = 0; r < nr; r++)
+                    deq(j->w + (size_t)(rb + r) * j->row_bytes + (size_t)(c0 / PGD_QK) * bs,
+                        kc / PGD_QK, wd[r]);
+                j->kern->kp(&wd[0][0], PGD__FA_KC, j->x + t0 * j->k + c0, j->k, mt, kc,
+                            &part[0][0][0]);
+            }
+            for (int t = 0; t < mt; t++)
+                for (int r = 0; r < nr; r++) j->y[(t0 + t) * j->n + rb + r] = pgd__hsum32(part[t][r]);
+        }
+    }
+}
+
+static void fa_task(int task, int thread, void *ctx) {
+    const fa_job *j = ctx;
+    int64_t r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
+    if (r1 > j->n) r1 = j->n;
+    if (j->m <= PGD__FA_MR)
+        fa_decode(j, r0, r1);
+    else
+        fa_prefill(j, r0, r1);
+}
+
+int pgd__matmul_fa(pgd_threadpool *pool, const pgd__fa_kernels *kern, int kt, const uint8_t *w,
+                   size_t row_bytes, int64_t n, int64_t k, const float *x, int64_t m, float *y) {
+    fa_job job = {kern, kt, w, row_bytes, n, k, m, x, y, n};
+    const int threads = pgd_threadpool_size(pool);
+    if (threads > 1) {
+        int64_t rpt = (n + (int64_t)threads * FA_TASKS_PER_THREAD - 1) /
+                      ((int64_t)threads * FA_TASKS_PER_THREAD);
+        if (rpt < 8) rpt = 8;
+        job.rows_per_task = (rpt + PGD__FA_PR - 1) / PGD__FA_PR * PGD__FA_PR;
+    }
+    const int64_t n_tasks = (n + job.rows_per_task - 1) / job.rows_per_task;
+    if (n_tasks == 1) {
+        fa_task(0, 0, &job);
+        return 0;
+    }
+    return pgd_threadpool_run(pool, (int)n_tasks, fa_task, &job);
+}

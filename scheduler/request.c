@@ -1,0 +1,165 @@
+/*
+ * scheduler/request.c — request validation and deep copies (see request.h).
+ *
+ * Owns nothing shared; every function is pure and may run on any thread.
+ */
+#include "scheduler/request.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+
+void pgd_request_init(pgd_request *r) {
+    memset(r, 0, sizeof *r);
+    pgd_seq_params_default(&r->params);
+    r->n = 1;
+    r->weight = 1.0f;
+}
+
+const char *pgd_finish_reason_str(pgd_finish_reason r) {
+    switch (r) {
+    case PGD_REASON_STOP:
+        return "stop";
+    case PGD_REASON_LENGTH:
+        return "length";
+    case PGD_REASON_ABORT:
+        return "abort";
+    default:
+        return "";
+    }
+}
+
+uint64_t pgd__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Tokens the KV cache holds for one sequence, plus one: the last sampled token is never
+ * computed, so a sequence of L tokens needs L - 1 slots. */
+static uint64_t seq_token_cap(const pgd__req_limits *lim) {
+    uint64_t pool = (uint64_t)lim->usable_blocks * lim->block_size + 1;
+    return pool < lim->n_ctx ? pool : lim->n_ctx;
+}
+
+int pgd__request_check(const pgd_request *r, const pgd__req_limits *lim) {
+    if (!r->prompt || r->n_prompt == 0) return pgd_error_set(PGD_EINVAL, "the prompt is empty");
+    if (r->n_prompt >= lim->n_ctx)
+        return pgd_error_set(PGD_EINVAL,
+                             "the prompt has %u tokens; this model's context holds %u (prompt "
+                             "and output together)",
+                             r->n_prompt, lim->n_ctx);
+    for (uint32_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || (uint32_t)r->prompt[i] >= lim->n_vocab)
+            return pgd_error_set(PGD_EINVAL, "prompt token %d at %u is out of range [0, %u)",
+                                 r->prompt[i], i, lim->n_vocab);
+    uint32_t n = r->n ? r->n : 1;
+    if (n > lim->max_n)
+        return pgd_error_set(PGD_EINVAL, "n = %u choices; at most %u are allowed", n, lim->max_n);
+    const char *param = NULL;
+    int rc = pgd_sampling_params_validate(&r->params.sampling, (int32_t)lim->n_vocab, &param);
+    if (rc) return rc;
+    if (r->params.n_stop < 0 || r->params.n_stop > PGD_STOP_MAX_STRINGS ||
+        (r->params.n_stop > 0 && !r->params.stop))
+        return pgd_error_set(PGD_EINVAL, "stop: at most %d strings", PGD_STOP_MAX_STRINGS);
+    for (int i = 0; i < r->params.n_stop; i++)
+        if (!r->params.stop[i].ptr || r->params.stop[i].len == 0 ||
+            r->params.stop[i].len > PGD_STOP_MAX_LEN)
+            return pgd_error_set(PGD_EINVAL, "stop string %d must have 1 to %d bytes", i,
+                                 PGD_STOP_MAX_LEN);
+    if (r->params.n_stop_ids < 0 ||
+        (uint32_t)r->params.n_stop_ids + lim->n_eog > PGD_FINISH_MAX_EOS ||
+        (r->params.n_stop_ids > 0 && !r->params.stop_ids))
+        return pgd_error_set(PGD_EINVAL, "stop_token_ids: at most %u ids",
+                             PGD_FINISH_MAX_EOS - lim->n_eog);
+    for (int i = 0; i < r->params.n_stop_ids; i++)
+        if (r->params.stop_ids[i] < 0 || (uint32_t)r->params.stop_ids[i] >= lim->n_vocab)
+            return pgd_error_set(PGD_EINVAL, "stop token id %d is out of range",
+                                 r->params.stop_ids[i]);
+    /* One sequence must fit in the KV cache on its own, or it could never finish. */
+    uint64_t cap = seq_token_cap(lim);
+    if (r->params.max_tokens > 0) {
+        uint64_t total = (uint64_t)r->n_prompt + (uint64_t)r->params.max_tokens;
+        if (total > lim->n_ctx) total = lim->n_ctx; /* the context ends it first */
+        if (total > cap)
+            return pgd_error_set(PGD_EINVAL,
+                                 "the prompt (%u tokens) and max_tokens (%lld) need %llu KV slots "
+                                 "but the KV cache holds %llu (%u blocks of %u tokens); lower "
+                                 "max_tokens or shorten the prompt",
+                                 r->n_prompt, (long long)r->params.max_tokens,
+                                 (unsigned long long)(total - 1), (unsigned long long)(cap - 1),
+                                 lim->usable_blocks, lim->block_size);
+    } else if (r->n_prompt + 1ull > cap) {
+        return pgd_error_set(PGD_EINVAL,
+                             "the prompt (%u tokens) does not fit in the KV cache (%u blocks of "
+                             "%u tokens)",
+                             r->n_prompt, lim->usable_blocks, lim->block_size);
+    }
+    return 0;
+}
+
+void pgd__request_free(pgd__req_spec *s) {
+    if (!s) return;
+    free(s->prompt);
+    free(s->stops);
+    free(s->stop_bytes);
+    free(s->stop_ids);
+    free(s->biases);
+    free(s);
+}
+
+int pgd__request_dup(const pgd_request *r, const pgd__req_limits *lim, pgd__req_spec **out) {
+    *out = NULL;
+    pgd__req_spec *s = calloc(1, sizeof *s);
+    if (!s) return PGD_ENOMEM;
+    s->n_prompt = r->n_prompt;
+    s->params = r->params;
+    s->n = r->n ? r->n : 1;
+    s->tenant = r->tenant;
+    s->weight = r->weight > 0 ? r->weight : 1.0f;
+    s->priority = r->priority;
+    s->user = r->user;
+    s->params.stop = NULL;
+    s->params.stop_ids = NULL;
+    s->params.sampling.logit_bias = NULL;
+    if (!(s->prompt = malloc((size_t)r->n_prompt * sizeof *s->prompt))) goto fail;
+    memcpy(s->prompt, r->prompt, (size_t)r->n_prompt * sizeof *s->prompt);
+    if (r->params.n_stop > 0) {
+        size_t total = 0;
+        for (int i = 0; i < r->params.n_stop; i++) total += r->params.stop[i].len;
+        s->stops = malloc((size_t)r->params.n_stop * sizeof *s->stops);
+        s->stop_bytes = malloc(total ? total : 1);
+        if (!s->stops || !s->stop_bytes) goto fail;
+        size_t off = 0;
+        for (int i = 0; i < r->params.n_stop; i++) {
+            memcpy(s->stop_bytes + off, r->params.stop[i].ptr, r->params.stop[i].len);
+            s->stops[i] = (pgd_str){s->stop_bytes + off, r->params.stop[i].len};
+            off += r->params.stop[i].len;
+        }
+        s->params.stop = s->stops;
+    }
+    if (r->params.n_stop_ids > 0) {
+        size_t bytes = (size_t)r->params.n_stop_ids * sizeof *s->stop_ids;
+        if (!(s->stop_ids = malloc(bytes))) goto fail;
+        memcpy(s->stop_ids, r->params.stop_ids, bytes);
+        s->params.stop_ids = s->stop_ids;
+    }
+    if (r->params.sampling.n_logit_bias > 0) {
+        size_t bytes = r->params.sampling.n_logit_bias * sizeof *s->biases;
+        if (!(s->biases = malloc(bytes))) goto fail;
+        memcpy(s->biases, r->params.sampling.logit_bias, bytes);
+        s->params.sampling.logit_bias = s->biases;
+    }
+    /* "Up to the context" means up to what the context and the KV cache allow: a lone
+     * sequence must always be able to finish. */
+    uint64_t cap = seq_token_cap(lim);
+    if (s->params.max_tokens <= 0 || (uint64_t)r->n_prompt + (uint64_t)s->params.max_tokens > cap)
+        s->params.max_tokens = (int64_t)(cap > r->n_prompt ? cap - r->n_prompt : 1);
+    *out = s;
+    return 0;
+fail:
+    pgd__request_free(s);
+    return pgd_error_set(PGD_ENOMEM, "out of memory copying a request");
+}

@@ -1,0 +1,153 @@
+/*
+ * scheduler/request.h — what goes into the scheduler and what comes out of it: a request
+ * (prompt ids, sampling and stop parameters, n choices, tenant, weight, priority), the events
+ * the scheduler posts for it (token deltas with text and logprobs, a finish with its reason and
+ * usage, errors) and the engine's statistics.
+ *
+ * A request is validated and deep-copied on the submitting thread (pgd__request_check,
+ * pgd__request_dup) so the scheduler thread only ever sees its own copy; a copy (pgd__req_spec)
+ * is owned by whoever holds it last and freed with pgd__request_free.
+ *
+ * Event contract, per request: every choice i in [0, n) gets zero or more TOKEN events, in
+ * order, then exactly one FINISH event (reason stop, length or abort) — or the whole request
+ * ends with one ERROR event instead. The request's last event has `done` set and carries the
+ * request's usage; nothing follows it.
+ *
+ * Threading: the functions here are pure (no shared state) and may run on any thread.
+ */
+#ifndef PGD_SCHEDULER_REQUEST_H
+#define PGD_SCHEDULER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/llm.h"
+
+#define PGD_REQUEST_MAX_N 128 /* most choices one request may ask for */
+
+typedef struct pgd_request {
+    const int32_t *prompt; /* [n_prompt] token ids (copied at submit) */
+    uint32_t n_prompt;
+    pgd_seq_params params; /* copied deep at submit (stop strings, stop ids, logit bias); the
+                              sampling seed of choice i is params.sampling.seed + i */
+    uint32_t n;            /* choices sharing the prompt's KV blocks; 0 means 1 */
+    uint64_t tenant;       /* fair-share group (admission), e.g. the API key's tenant */
+    float weight;          /* the tenant's share weight; <= 0 means 1 */
+    int32_t priority;      /* higher is more important (admitted first, preempted last) */
+    void *user;            /* opaque, returned in every event */
+} pgd_request;
+
+/* Zero everything, default seq params (pgd_seq_params_default), n = 1, weight = 1. */
+void pgd_request_init(pgd_request *r);
+
+typedef enum pgd_event_kind {
+    PGD_EVENT_TOKEN = 1,  /* one sampled token of one choice, with its text delta */
+    PGD_EVENT_FINISH = 2, /* one choice ended */
+    PGD_EVENT_ERROR = 3,  /* the request failed; it is over (done is set) */
+} pgd_event_kind;
+
+typedef enum pgd_finish_reason {
+    PGD_REASON_NONE = 0,
+    PGD_REASON_STOP,   /* an end id or a stop string */
+    PGD_REASON_LENGTH, /* max_tokens, the context or the KV cache's capacity */
+    PGD_REASON_ABORT,  /* pgd_engine_abort / pgd_sched_abort, or shutdown */
+} pgd_finish_reason;
+
+/* "stop", "length", "abort" ("" for NONE). */
+const char *pgd_finish_reason_str(pgd_finish_reason r);
+
+typedef struct pgd_usage {
+    uint32_t prompt_tokens;
+    uint32_t completion_tokens; /* summed over the choices */
+    uint32_t cached_tokens;     /* prompt tokens served by the prefix cache at admission */
+} pgd_usage;
+
+/* One event. Pointers inside are valid only during the callback that receives it. */
+typedef struct pgd_event {
+    pgd_event_kind kind;
+    uint64_t id;    /* the request's id */
+    void *user;     /* the request's user pointer */
+    uint32_t index; /* choice (TOKEN, FINISH) */
+    uint64_t t_ns;  /* CLOCK_MONOTONIC time the scheduler produced it */
+    /* TOKEN */
+    int32_t token;
+    const char *text; /* NUL-terminated delta; may be empty (text held back: an incomplete UTF-8
+                         character or a possible stop string; an end id has no text) */
+    size_t text_len;
+    const pgd_sample_result *logprobs; /* NULL unless params.sampling.logprobs */
+    /* FINISH */
+    pgd_finish_reason reason;
+    uint32_t n_output; /* this choice's output tokens (an end id counts) */
+    /* FINISH, ERROR */
+    bool done;       /* the request's last event */
+    pgd_usage usage; /* the request's usage; complete when done */
+    /* ERROR */
+    int error;           /* PGD_E* */
+    const char *message; /* why */
+} pgd_event;
+
+typedef void (*pgd_event_fn)(const pgd_event *ev, void *ud);
+
+/* A snapshot of the scheduler's state and counters (for metrics). */
+typedef struct pgd_engine_stats {
+    uint32_t n_requests;          /* requests not finished (waiting or running) */
+    uint32_t n_running;           /* sequences (choices) holding KV blocks */
+    uint32_t n_waiting;           /* sequences waiting: new and preempted */
+    uint32_t n_preempted_waiting; /* of which preempted, waiting to resume */
+    uint32_t kv_blocks;           /* usable KV blocks */
+    uint32_t kv_blocks_used;      /* referenced by a running sequence */
+    uint32_t kv_blocks_cached;    /* carrying a prefix-cache key (used or evictable) */
+    double kv_usage;              /* kv_blocks_used / kv_blocks */
+    uint64_t n_steps;             /* forward passes run */
+    uint64_t n_submitted, n_finished, n_aborted, n_errors, n_refused;
+    uint64_t n_preemptions;                          /* sequences preempted (recompute) */
+    uint64_t prefix_query_tokens, prefix_hit_tokens; /* prefix cache, in tokens */
+    uint64_t prompt_tokens;                          /* prompt tokens of admitted requests */
+    uint64_t generation_tokens;                      /* tokens sampled */
+    uint64_t computed_tokens;        /* tokens run through the forward pass (all kinds) */
+    uint64_t prompt_computed_tokens; /* of which prompt positions (first time or recompute) */
+} pgd_engine_stats;
+
+/* ---- internal: validated deep copies ------------------------------------------------------ */
+
+/* What a request is checked against. */
+typedef struct pgd__req_limits {
+    uint32_t n_ctx;         /* the model's context (prompt + output) */
+    uint32_t n_vocab;       /* valid ids are [0, n_vocab) */
+    uint32_t block_size;    /* KV block size */
+    uint32_t usable_blocks; /* KV blocks one sequence may hold at most */
+    uint32_t max_n;         /* most choices */
+    uint32_t n_eog;         /* end-of-generation ids the tokenizer adds to every sequence */
+} pgd__req_limits;
+
+/* A request's own copy. params' pointers point into this object. */
+typedef struct pgd__req_spec {
+    int32_t *prompt; /* [n_prompt] */
+    uint32_t n_prompt;
+    pgd_seq_params params; /* max_tokens > 0 always (see pgd__request_dup) */
+    uint32_t n;
+    uint64_t tenant;
+    float weight; /* > 0 */
+    int32_t priority;
+    void *user;
+    pgd_str *stops;         /* [params.n_stop] views into stop_bytes */
+    char *stop_bytes;       /* all stop strings back to back */
+    int32_t *stop_ids;      /* [params.n_stop_ids] */
+    pgd_logit_bias *biases; /* [params.sampling.n_logit_bias] */
+} pgd__req_spec;
+
+/* 0, or PGD_EINVAL with a detail (pgd_error_set, the caller's thread) saying what is wrong:
+ * an empty or too long prompt, an id out of range, bad sampling parameters, too many stop
+ * strings, n out of range, or prompt + max_tokens that can never fit in the KV cache. */
+int pgd__request_check(const pgd_request *r, const pgd__req_limits *lim);
+
+/* A deep copy of a checked request; max_tokens <= 0 ("up to the context") becomes the most
+ * the context and the KV cache allow. 0 or PGD_ENOMEM. */
+int pgd__request_dup(const pgd_request *r, const pgd__req_limits *lim, pgd__req_spec **out);
+void pgd__request_free(pgd__req_spec *s); /* NULL is fine */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t pgd__now_ns(void);
+
+#endif

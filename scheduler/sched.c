@@ -1,0 +1,969 @@
+/*
+ * scheduler/sched.c — request lifecycle and the per-step plan (see sched.h for the step, the
+ * states and the invariants).
+ *
+ * Data: every live request (sreq) is in an id hash map and owns an array of choices (sseq).
+ * A choice is on at most one intrusive list: its tenant's waiting list or the running list,
+ * both kept sorted by rank = (priority descending, arrival ascending, choice index ascending).
+ * The head of a list is the most important; the tail of the running list is the preemption
+ * victim. A choice's pgd_seq exists from its first admission (choice 0) or fork (the others)
+ * until it finishes; while waiting or preempted it holds no KV blocks.
+ *
+ * Planning reserves blocks: `reserved` is what the planned items' pgd_llm_step will take from
+ * the free list (pgd_block_table_blocks_needed, which pgd_llm_step itself uses), so the step
+ * cannot run out of blocks; if it ever does (PGD_ENOBLOCKS) the lowest-ranked planned sequence
+ * is preempted and the step retried.
+ *
+ * Threading: one thread (see sched.h).
+ */
+#include "scheduler/sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+typedef struct sreq sreq;
+typedef struct sseq sseq;
+
+struct sseq {
+    sreq *req;
+    uint32_t index;
+    pgd_seq_state state;
+    pgd_seq *seq; /* NULL until first admitted (choice 0) or forked */
+    sseq *prev, *next;
+    int32_t item; /* slot in the current plan, -1 when not planned */
+};
+
+typedef struct slist {
+    sseq *head, *tail;
+    uint32_t n;
+} slist;
+
+typedef struct tenant {
+    uint64_t id;
+    double vtime;      /* tokens computed for it / weight, caught up when it becomes active */
+    uint32_t n_active; /* its sequences waiting or running */
+    slist wait;
+} tenant;
+
+struct sreq {
+    uint64_t id;
+    pgd__req_spec *spec;
+    tenant *t;
+    uint64_t arrival;
+    uint32_t n, n_live; /* choices; those not finished */
+    bool fork_pending;  /* n > 1 and the other choices are not forked yet */
+    bool admitted;      /* choice 0 was admitted once */
+    bool resolved;      /* left the "waiting for first admission" count */
+    uint32_t cached_tokens, completion_tokens;
+    sreq *hnext;
+    sseq ch[]; /* [n] */
+};
+
+struct pgd_sched {
+    pgd_llm *llm;
+    pgd_kvpool *pool;
+    pgd_sched_config cfg;
+    pgd_event_fn emit;
+    void *ud;
+    uint32_t bs, usable, n_pool_blocks;
+    tenant **tenants;
+    uint32_t n_tenants, cap_tenants;
+    slist run;
+    uint32_t n_seats; /* running sequences + choices their pending forks will add */
+    uint32_t n_waiting, n_preempted_waiting, n_new_waiting;
+    sreq **map; /* [map_mask + 1] chains */
+    uint32_t map_mask, n_reqs;
+    uint64_t next_arrival, n_resolved;
+    /* the plan (capacity 2 * S: each preempted planned item leaves a hole) */
+    pgd_step_item *items;
+    sseq **item_q;
+    uint32_t *item_need;
+    uint32_t n_items, n_planned, cap_items;
+    uint32_t budget, reserved;
+    bool preempted;
+    uint32_t n_admitted_step, n_preempted_step, n_forked_step;
+    uint64_t now_ns;
+    pgd_sched_item_info *info; /* [cap_items] the latest step's log */
+    uint32_t n_info, last_tokens, last_items;
+    uint32_t *refs; /* [n_pool_blocks] checker scratch */
+    pgd_engine_stats st;
+};
+
+static uint32_t ceil_div(uint64_t a, uint32_t b) {
+    return (uint32_t)((a + b - 1) / b);
+}
+
+void pgd_sched_config_default(pgd_sched_config *c) {
+    memset(c, 0, sizeof *c);
+    c->watermark_blocks = UINT32_MAX;
+}
+
+/* ---- lists ------------------------------------------------------------------------------- */
+
+/* Rank: whether a comes before b (more important). */
+static bool before(const sseq *a, const sseq *b) {
+    int32_t pa = a->req->spec->priority, pb = b->req->spec->priority;
+    if (pa != pb) return pa > pb;
+    if (a->req->arrival != b->req->arrival) return a->req->arrival < b->req->arrival;
+    return a->index < b->index;
+}
+
+/* Insert in rank order; newcomers usually belong at the tail, so search from there. */
+static void slist_insert(slist *l, sseq *q) {
+    sseq *p = l->tail;
+    while (p && before(q, p)) p = p->prev;
+    q->prev = p;
+    q->next = p ? p->next : l->head;
+    if (q->next)
+        q->next->prev = q;
+    else
+        l->tail = q;
+    if (p)
+        p->next = q;
+    else
+        l->head = q;
+    l->n++;
+}
+
+static void slist_remove(slist *l, sseq *q) {
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        l->head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    else
+        l->tail = q->prev;
+    q->prev = q->next = NULL;
+    l->n--;
+}
+
+static uint32_t seats_of(const sseq *q) {
+    return q->index == 0 && q->req->fork_pending ? q->req->n : 1;
+}
+
+static void run_insert(pgd_sched *S, sseq *q) {
+    slist_insert(&S->run, q);
+    S->n_seats += seats_of(q);
+    q->state = PGD_SEQ_RUNNING;
+}
+
+static void run_remove(pgd_sched *S, sseq *q) {
+    slist_remove(&S->run, q);
+    S->n_seats -= seats_of(q);
+}
+
+static void wait_insert(pgd_sched *S, sseq *q, pgd_seq_state st) {
+    slist_insert(&q->req->t->wait, q);
+    S->n_waiting++;
+    if (st == PGD_SEQ_PREEMPTED) S->n_preempted_waiting++;
+    q->state = st;
+}
+
+static void wait_remove(pgd_sched *S, sseq *q) {
+    slist_remove(&q->req->t->wait, q);
+    S->n_waiting--;
+    if (q->state == PGD_SEQ_PREEMPTED) S->n_preempted_waiting--;
+}
+
+/* ---- tenants ------------------------------------------------------------------------------ */
+
+static tenant *tenant_get(pgd_sched *S, uint64_t id) {
+    for (uint32_t i = 0; i < S->n_tenants; i++)
+        if (S->tenants[i]->id == id) return S->tenants[i];
+    if (S->n_tenants == S->cap_tenants) {
+        uint32_t cap = S->cap_tenants ? S->cap_tenants * 2 : 8;
+        tenant **p = realloc(S->tenants, cap * sizeof *p);
+        if (!p) return NULL;
+        S->tenants = p;
+        S->cap_tenants = cap;
+    }
+    tenant *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->id = id;
+    S->tenants[S->n_tenants++] = t;
+    return t;
+}
+
+/* A tenant that becomes active starts at the lowest counter among the active ones, so idle
+ * time is not banked as credit. */
+static void tenant_activate(pgd_sched *S, tenant *t) {
+    if (t->n_active++ > 0) return;
+    bool any = false;
+    double lo = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        tenant *o = S->tenants[i];
+        if (o == t || o->n_active == 0) continue;
+        if (!any || o->vtime < lo) lo = o->vtime;
+        any = true;
+    }
+    if (any && t->vtime < lo) t->vtime = lo;
+}
+
+/* The tenant whose waiting head is admitted next: lowest counter, then earliest head. */
+static tenant *pick_tenant(const pgd_sched *S) {
+    tenant *best = NULL;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        tenant *t = S->tenants[i];
+        if (!t->wait.n) continue;
+        if (!best || t->vtime < best->vtime ||
+            (t->vtime == best->vtime && before(t->wait.head, best->wait.head)))
+            best = t;
+    }
+    return best;
+}
+
+/* ---- id map ------------------------------------------------------------------------------- */
+
+static uint32_t hash_id(const pgd_sched *S, uint64_t id) {
+    uint64_t x = id * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 32) & S->map_mask;
+}
+
+static sreq *map_find(const pgd_sched *S, uint64_t id) {
+    for (sreq *r = S->map[hash_id(S, id)]; r; r = r->hnext)
+        if (r->id == id) return r;
+    return NULL;
+}
+
+static int map_insert(pgd_sched *S, sreq *r) {
+    if (S->n_reqs + 1 > S->map_mask + 1) {
+        uint32_t cap = (S->map_mask + 1) * 2;
+        sreq **m = calloc(cap, sizeof *m);
+        if (!m) return PGD_ENOMEM;
+        sreq **old = S->map;
+        uint32_t old_cap = S->map_mask + 1;
+        S->map = m;
+        S->map_mask = cap - 1;
+        for (uint32_t i = 0; i < old_cap; i++)
+            for (sreq *p = old[i], *next; p; p = next) {
+                next = p->hnext;
+                uint32_t h = hash_id(S, p->id);
+                p->hnext = m[h];
+                m[h] = p;
+            }
+        free(old);
+    }
+    uint32_t h = hash_id(S, r->id);
+    r->hnext = S->map[h];
+    S->map[h] = r;
+    S->n_reqs++;
+    return 0;
+}
+
+static void map_remove(pgd_sched *S, sreq *r) {
+    for (sreq **pp = &S->map[hash_id(S, r->id)]; *pp; pp = &(*pp)->hnext)
+        if (*pp == r) {
+            *pp = r->hnext;
+            S->n_reqs--;
+            return;
+        }
+}
+
+/* ---- create / destroy --------------------------------------------------------------------- */
+
+static bool backend_is_gpu(const pgd_llm *llm) {
+    const char *name = llm->backend && llm->backend->ops ? llm->backend->ops->name : NULL;
+    return name && (strstr(name, "cuda") || strstr(name, "gpu"));
+}
+
+static void resolve_config(const pgd_llm *llm, const pgd_sched_config *in, pgd_sched_config *c) {
+    *c = *in;
+    bool gpu = backend_is_gpu(llm);
+    if (!c->max_num_batched_tokens) c->max_num_batched_tokens = gpu ? 8192 : 512;
+    if (c->max_num_batched_tokens > llm->opt.max_batch_tokens)
+        c->max_num_batched_tokens = llm->opt.max_batch_tokens;
+    if (!c->max_num_seqs) c->max_num_seqs = gpu ? 256 : 64;
+    if (c->max_num_seqs > c->max_num_batched_tokens) c->max_num_seqs = c->max_num_batched_tokens;
+    if (!c->max_waiting) c->max_waiting = 1024;
+    uint32_t usable = pgd_kvpool_num_blocks(llm->pool) - 1;
+    if (c->watermark_blocks == UINT32_MAX) c->watermark_blocks = usable / 100;
+}
+
+void pgd_sched_limits(const pgd_llm *llm, const pgd_sched_config *c, pgd__req_limits *out) {
+    const int32_t *eog;
+    out->n_ctx = llm->n_ctx;
+    out->n_vocab = llm->n_vocab;
+    out->block_size = pgd_kvpool_block_size(llm->pool);
+    out->usable_blocks = pgd_kvpool_num_blocks(llm->pool) - 1;
+    out->max_n = c->max_num_seqs < PGD_REQUEST_MAX_N ? c->max_num_seqs : PGD_REQUEST_MAX_N;
+    out->n_eog = (uint32_t)pgd_tokenizer_eog_ids(llm->tok, &eog);
+}
+
+int pgd_sched_create(pgd_llm *llm, const pgd_sched_config *cfg, pgd_event_fn emit, void *ud,
+                     pgd_sched **out) {
+    *out = NULL;
+    pgd_sched *S = calloc(1, sizeof *S);
+    if (!S) return PGD_ENOMEM;
+    S->llm = llm;
+    S->pool = llm->pool;
+    resolve_config(llm, cfg, &S->cfg);
+    S->emit = emit;
+    S->ud = ud;
+    S->bs = pgd_kvpool_block_size(S->pool);
+    S->n_pool_blocks = pgd_kvpool_num_blocks(S->pool);
+    S->usable = S->n_pool_blocks - 1;
+    S->map_mask = 63;
+    S->map = calloc(S->map_mask + 1, sizeof *S->map);
+    S->cap_items = 2 * S->cfg.max_num_seqs;
+    S->items = calloc(S->cap_items, sizeof *S->items);
+    S->item_q = calloc(S->cap_items, sizeof *S->item_q);
+    S->item_need = calloc(S->cap_items, sizeof *S->item_need);
+    S->info = calloc(S->cap_items, sizeof *S->info);
+    S->refs = calloc(S->n_pool_blocks, sizeof *S->refs);
+    S->next_arrival = 1;
+    if (!S->map || !S->items || !S->item_q || !S->item_need || !S->info || !S->refs) {
+        pgd_sched_destroy(S);
+        return PGD_ENOMEM;
+    }
+    *out = S;
+    return 0;
+}
+
+static void free_req(sreq *r) {
+    for (uint32_t i = 0; i < r->n; i++) pgd_seq_destroy(r->ch[i].seq);
+    pgd__request_free(r->spec);
+    free(r);
+}
+
+void pgd_sched_destroy(pgd_sched *S) {
+    if (!S) return;
+    for (uint32_t i = 0; S->map && i <= S->map_mask; i++)
+        for (sreq *r = S->map[i], *next; r; r = next) {
+            next = r->hnext;
+            free_req(r);
+        }
+    for (uint32_t i = 0; i < S->n_tenants; i++) free(S->tenants[i]);
+    free(S->tenants);
+    free(S->map);
+    free(S->items);
+    free(S->item_q);
+    free(S->item_need);
+    free(S->info);
+    free(S->refs);
+    free(S);
+}
+
+const pgd_sched_config *pgd_sched_get_config(const pgd_sched *S) {
+    return &S->cfg;
+}
+
+/* ---- events and retirement ---------------------------------------------------------------- */
+
+static void base_event(pgd_sched *S, pgd_event *ev, pgd_event_kind kind, const sreq *r) {
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->id = r->id;
+    ev->user = r->spec->user;
+    ev->t_ns = S->now_ns ? S->now_ns : pgd__now_ns();
+    ev->usage.prompt_tokens = r->spec->n_prompt;
+    ev->usage.completion_tokens = r->completion_tokens;
+    ev->usage.cached_tokens = r->cached_tokens;
+}
+
+static void emit_token(pgd_sched *S, sseq *q) {
+    pgd_seq *s = q->seq;
+    pgd_event ev;
+    base_event(S, &ev, PGD_EVENT_TOKEN, q->req);
+    ev.index = q->index;
+    ev.token = s->last.token;
+    ev.text = s->delta.len ? s->delta.data : "";
+    ev.text_len = s->delta.len;
+    ev.logprobs = q->req->spec->params.sampling.logprobs ? &s->last : NULL;
+    if (S->emit) S->emit(&ev, S->ud);
+    pgd_buf_reset(&s->delta);
+}
+
+/* The request leaves the "waiting for its first admission" count (once). */
+static void resolve(pgd_sched *S, sreq *r) {
+    if (r->resolved) return;
+    r->resolved = true;
+    S->n_resolved++;
+    S->n_new_waiting--;
+}
+
+/* Take choice q off its list and free its sequence (its blocks go back to the pool). */
+static void detach(pgd_sched *S, sseq *q) {
+    switch (q->state) {
+    case PGD_SEQ_RUNNING:
+        run_remove(S, q);
+        q->req->t->n_active--;
+        break;
+    case PGD_SEQ_WAITING:
+    case PGD_SEQ_PREEMPTED:
+        wait_remove(S, q);
+        q->req->t->n_active--;
+        break;
+    default:
+        break;
+    }
+    pgd_seq_destroy(q->seq);
+    q->seq = NULL;
+    q->item = -1;
+}
+
+static bool live(const sseq *q) {
+    return q->state != PGD_SEQ_FINISHED && q->state != PGD_SEQ_ABORTED;
+}
+
+/* Choice q ends with `reason`: FINISH event (done on the request's last), memory freed. */
+static void retire(pgd_sched *S, sseq *q, pgd_finish_reason reason) {
+    sreq *r = q->req;
+    uint32_t n_out = q->seq ? (uint32_t)(q->seq->tokens.n - q->seq->n_prompt) : 0;
+    detach(S, q);
+    q->state = reason == PGD_REASON_ABORT ? PGD_SEQ_ABORTED : PGD_SEQ_FINISHED;
+    r->completion_tokens += n_out;
+    r->n_live--;
+    pgd_event ev;
+    base_event(S, &ev, PGD_EVENT_FINISH, r);
+    ev.index = q->index;
+    ev.reason = reason;
+    ev.n_output = n_out;
+    ev.done = r->n_live == 0;
+    if (S->emit) S->emit(&ev, S->ud);
+    if (r->n_live == 0) {
+        resolve(S, r);
+        map_remove(S, r);
+        free_req(r);
+    }
+}
+
+/* The whole request fails: one ERROR event (done), everything freed. */
+static void fail_request(pgd_sched *S, sreq *r, int code, const char *msg) {
+    for (uint32_t i = 0; i < r->n; i++)
+        if (live(&r->ch[i])) {
+            sseq *q = &r->ch[i];
+            r->completion_tokens += q->seq ? (uint32_t)(q->seq->tokens.n - q->seq->n_prompt) : 0;
+            detach(S, q);
+            q->state = PGD_SEQ_ABORTED;
+        }
+    r->n_live = 0;
+    pgd_event ev;
+    base_event(S, &ev, PGD_EVENT_ERROR, r);
+    ev.done = true;
+    ev.error = code;
+    ev.message = msg && *msg ? msg : pgd_strerror(code);
+    S->st.n_errors++;
+    if (S->emit) S->emit(&ev, S->ud);
+    resolve(S, r);
+    map_remove(S, r);
+    free_req(r);
+}
+
+/* ---- submit / abort ----------------------------------------------------------------------- */
+
+int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
+    int rc;
+    sreq *r = NULL;
+    if (map_find(S, id)) {
+        rc = pgd_error_set(PGD_EINVAL, "request id %llu is in use", (unsigned long long)id);
+        goto refuse;
+    }
+    if (S->n_new_waiting >= S->cfg.max_waiting) {
+        rc = pgd_error_set(PGD_EFULL, "too many requests waiting (%u); try again later",
+                           S->n_new_waiting);
+        goto refuse;
+    }
+    tenant *t = tenant_get(S, spec->tenant);
+    r = calloc(1, sizeof *r + spec->n * sizeof(sseq));
+    if (!t || !r) {
+        rc = pgd_error_set(PGD_ENOMEM, "out of memory queueing a request");
+        goto refuse;
+    }
+    r->id = id;
+    r->spec = spec;
+    r->t = t;
+    r->arrival = S->next_arrival++;
+    r->n = r->n_live = spec->n;
+    r->fork_pending = spec->n > 1;
+    for (uint32_t i = 0; i < r->n; i++) r->ch[i] = (sseq){.req = r, .index = i, .item = -1};
+    if ((rc = map_insert(S, r))) goto refuse;
+    tenant_activate(S, t);
+    wait_insert(S, &r->ch[0], PGD_SEQ_WAITING);
+    S->n_new_waiting++;
+    S->st.n_submitted++;
+    return 0;
+refuse:
+    free(r);
+    pgd__request_free(spec);
+    S->n_resolved++;
+    S->st.n_refused++;
+    return rc;
+}
+
+int pgd_sched_submit(pgd_sched *S, uint64_t id, const pgd_request *req) {
+    pgd__req_limits lim;
+    pgd__req_spec *spec;
+    pgd_sched_limits(S->llm, &S->cfg, &lim);
+    int rc = pgd__request_check(req, &lim);
+    if (!rc) rc = pgd__request_dup(req, &lim, &spec);
+    if (rc) {
+        S->n_resolved++;
+        S->st.n_refused++;
+        return rc;
+    }
+    return pgd_sched_submit_spec(S, id, spec);
+}
+
+int pgd_sched_abort(pgd_sched *S, uint64_t id) {
+    sreq *r = map_find(S, id);
+    if (!r) return PGD_ENOTFOUND;
+    S->st.n_aborted++;
+    /* Retire every live choice; the last retirement frees r. */
+    uint32_t n = r->n;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!live(&r->ch[i])) continue;
+        bool last = r->n_live == 1;
+        retire(S, &r->ch[i], PGD_REASON_ABORT);
+        if (last) break;
+    }
+    return 0;
+}
+
+void pgd_sched_abort_all(pgd_sched *S) {
+    for (uint32_t i = 0; i <= S->map_mask; i++)
+        while (S->map[i]) pgd_sched_abort(S, S->map[i]->id);
+}
+
+bool pgd_sched_has_work(const pgd_sched *S) {
+    return S->run.n > 0 || S->n_waiting > 0;
+}
+
+uint64_t pgd_sched_n_resolved(const pgd_sched *S) {
+    return S->n_resolved;
+}
+
+pgd_seq_state pgd_sched_seq_state(const pgd_sched *S, uint64_t id, uint32_t index) {
+    const sreq *r = map_find(S, id);
+    if (!r || index >= r->n) return PGD_SEQ_FINISHED;
+    return r->ch[index].state;
+}
+
+/* ---- planning ----------------------------------------------------------------------------- */
+
+static uint32_t avail_blocks(const pgd_sched *S) {
+    uint32_t f = pgd_kvpool_num_free(S->pool);
+    return f > S->reserved ? f - S->reserved : 0;
+}
+
+/* Blocks pgd_llm_step takes from the free list to compute n more tokens of s. */
+static uint32_t need_for(const pgd_seq *s, uint32_t n) {
+    uint32_t end = s->n_computed + n;
+    return end > s->bt.n_tokens ? pgd_block_table_blocks_needed(&s->bt, end - s->bt.n_tokens) : 0;
+}
+
+/* Tokens q may compute now: all pending ones, except that choice 0 of a request still to be
+ * forked stops before the last prompt token (each choice computes that one itself). */
+static uint32_t pending_limit(const sseq *q) {
+    const pgd_seq *s = q->seq;
+    if (q->index == 0 && q->req->fork_pending) {
+        uint32_t lim = s->n_prompt - 1;
+        return lim > s->n_computed ? lim - s->n_computed : 0;
+    }
+    return pgd_seq_pending(s);
+}
+
+/* The most tokens <= want of s whose blocks fit in avail. */
+static uint32_t fit_tokens(const pgd_seq *s, uint32_t want, uint32_t avail) {
+    if (need_for(s, want) <= avail) return want;
+    uint32_t lo = 0, hi = want; /* need(lo) fits, need(hi) does not */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (need_for(s, mid) <= avail)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void plan_item(pgd_sched *S, sseq *q, uint32_t n) {
+    PGD_ASSERT(S->n_items < S->cap_items && q->item < 0 && n > 0 && n <= S->budget);
+    uint32_t k = S->n_items++, need = need_for(q->seq, n);
+    S->items[k] = (pgd_step_item){.seq = q->seq, .n_tokens = n};
+    S->item_q[k] = q;
+    S->item_need[k] = need;
+    q->item = (int32_t)k;
+    S->budget -= n;
+    S->reserved += need;
+    S->n_planned++;
+}
+
+static void unplan(pgd_sched *S, sseq *q) {
+    if (q->item < 0) return;
+    uint32_t k = (uint32_t)q->item;
+    S->budget += S->items[k].n_tokens;
+    S->reserved -= S->item_need[k];
+    S->item_q[k] = NULL;
+    S->n_planned--;
+    q->item = -1;
+}
+
+/* Preemption by recompute: blocks back, requeued (ahead of newer requests of its tenant) with
+ * its tokens, sampler and text state intact. */
+static void preempt(pgd_sched *S, sseq *q) {
+    unplan(S, q);
+    run_remove(S, q);
+    pgd_seq_reset_kv(q->seq);
+    wait_insert(S, q, PGD_SEQ_PREEMPTED);
+    S->st.n_preemptions++;
+    S->n_preempted_step++;
+    S->preempted = true;
+}
+
+/* Plan up to `want` tokens of running q (fewer if only fewer fit). When not even one token
+ * fits, preempt the lowest-ranked running sequence and retry. false when q itself was
+ * preempted (it was then the lowest ranked: every later sequence is gone too). */
+static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
+    for (;;) {
+        uint32_t n = fit_tokens(q->seq, want, avail_blocks(S));
+        if (n > 0) {
+            plan_item(S, q, n);
+            return true;
+        }
+        sseq *victim = S->run.tail;
+        preempt(S, victim);
+        if (victim == q) return false;
+    }
+}
+
+/* Choices 1..n-1 of r share choice 0's blocks (every prompt token but the last is computed). */
+static int fork_choices(pgd_sched *S, sreq *r) {
+    pgd_seq *src = r->ch[0].seq;
+    r->fork_pending = false;
+    S->n_seats -= r->n - 1; /* choice 0 held the seats of the whole request */
+    for (uint32_t i = 1; i < r->n; i++) {
+        sseq *c = &r->ch[i];
+        pgd_seq_params p = r->spec->params;
+        p.sampling.seed += i;
+        int rc = pgd_seq_create(S->llm, r->spec->prompt, r->spec->n_prompt, &p, &c->seq);
+        if (!rc) rc = pgd_block_table_fork(&c->seq->bt, &src->bt);
+        if (rc) {
+            fail_request(S, r, rc, pgd_error_detail());
+            return rc;
+        }
+        /* The fork shares tokens [0, n_computed) of the prompt: same KV, same position. */
+        c->seq->n_computed = src->n_computed;
+        c->seq->n_cached_prompt = src->n_cached_prompt;
+        r->t->n_active++;
+        run_insert(S, c);
+    }
+    S->n_forked_step++;
+    return 0;
+}
+
+static bool fork_ready(const sseq *q) {
+    return q->index == 0 && q->req->fork_pending && q->seq &&
+           q->seq->n_computed + 1 >= q->seq->n_prompt && q->seq->bt.n_tokens == q->seq->n_computed;
+}
+
+/* Prefix-cache hits attach_prefix would take for s (tokens) and how many of those blocks sit on
+ * the free list now (attaching takes them off it). Mirrors pgd_block_table_attach_prefix. */
+static uint32_t probe_prefix(const pgd_sched *S, const pgd_seq *s, uint32_t *free_hits) {
+    *free_hits = 0;
+    if (!pgd_kvpool_caching(S->pool)) return 0;
+    uint32_t max = ((uint32_t)s->tokens.n - 1) / S->bs, hits = 0;
+    int32_t parent = 0;
+    while (hits < max) {
+        int32_t id =
+            pgd_kvpool_lookup(S->pool, parent, s->bt.salt, s->tokens.ids + (size_t)hits * S->bs);
+        if (!id) break;
+        if (pgd_kvpool_refcount(S->pool, id) == 0) (*free_hits)++;
+        parent = id;
+        hits++;
+    }
+    return hits * S->bs;
+}
+
+/* Step phase 4: admissions in tenant-fair order while budget, seats and blocks allow. */
+static void admit(pgd_sched *S) {
+    if (S->preempted) return;
+    uint32_t S_max = S->cfg.max_num_seqs;
+    while (S->budget > 0 && S->n_planned < S_max) {
+        tenant *t = pick_tenant(S);
+        if (!t) break;
+        sseq *q = t->wait.head;
+        sreq *r = q->req;
+        if (S->n_seats + seats_of(q) > S_max) break;
+        if (!q->seq) {
+            int rc = pgd_seq_create(S->llm, r->spec->prompt, r->spec->n_prompt, &r->spec->params,
+                                    &q->seq);
+            if (rc) {
+                fail_request(S, r, rc, pgd_error_detail());
+                continue;
+            }
+        }
+        pgd_seq *s = q->seq;
+        uint32_t free_hits, hit = probe_prefix(S, s, &free_hits);
+        uint32_t limit =
+            q->index == 0 && r->fork_pending ? s->n_prompt - 1 - hit : (uint32_t)s->tokens.n - hit;
+        uint32_t take = limit < S->budget ? limit : S->budget;
+        uint32_t blocks = ceil_div((uint64_t)hit + take, S->bs) - hit / S->bs + free_hits;
+        uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0;
+        if ((uint64_t)blocks + wm > avail_blocks(S)) break; /* head-of-line: wait for room */
+        wait_remove(S, q);
+        int rc = pgd_seq_attach_prefix(s);
+        if (rc) {
+            q->state = PGD_SEQ_DORMANT; /* off every list */
+            r->t->n_active--;
+            fail_request(S, r, rc, pgd_error_detail());
+            continue;
+        }
+        PGD_ASSERT(s->n_computed == hit);
+        run_insert(S, q);
+        if (!r->admitted) {
+            r->admitted = true;
+            r->cached_tokens = hit;
+            S->st.prompt_tokens += r->spec->n_prompt;
+            resolve(S, r);
+        }
+        S->n_admitted_step++;
+        if (take) plan_item(S, q, take);
+        if (fork_ready(q)) {
+            if (fork_choices(S, r)) continue;
+            for (uint32_t i = 0; i < r->n && S->budget > 0 && S->n_planned < S_max; i++) {
+                sseq *c = &r->ch[i];
+                if (c->item >= 0 || c->state != PGD_SEQ_RUNNING) continue;
+                if (fit_tokens(c->seq, 1, avail_blocks(S))) plan_item(S, c, 1);
+            }
+        }
+    }
+}
+
+/* Drop the holes preempted items left; fix the items' back-pointers. */
+static void compact_plan(pgd_sched *S) {
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < S->n_items; k++) {
+        sseq *q = S->item_q[k];
+        if (!q) continue;
+        S->items[m] = S->items[k];
+        S->item_q[m] = q;
+        S->item_need[m] = S->item_need[k];
+        q->item = (int32_t)m++;
+    }
+    S->n_items = m;
+    PGD_ASSERT(m == S->n_planned);
+}
+
+/* ---- the step ------------------------------------------------------------------------------ */
+
+static void fail_planned(pgd_sched *S, int rc) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "the forward pass failed: %s", pgd_error_detail());
+    for (uint32_t k = 0; k < S->n_items; k++) {
+        sseq *q = S->item_q[k];
+        if (!q) continue;
+        sreq *r = q->req;
+        for (uint32_t j = k; j < S->n_items; j++)
+            if (S->item_q[j] && S->item_q[j]->req == r) {
+                S->item_q[j]->item = -1;
+                S->item_q[j] = NULL;
+            }
+        fail_request(S, r, rc, msg);
+    }
+    S->n_items = S->n_planned = 0;
+}
+
+int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
+    const uint32_t B = S->cfg.max_num_batched_tokens, S_max = S->cfg.max_num_seqs;
+    S->budget = B;
+    S->reserved = 0;
+    S->n_items = S->n_planned = 0;
+    S->preempted = false;
+    S->n_admitted_step = S->n_preempted_step = S->n_forked_step = 0;
+    S->n_info = S->last_tokens = S->last_items = 0;
+    S->now_ns = 0;
+
+    /* 1. forks whose shared prompt is ready */
+    for (sseq *q = S->run.head, *next; q; q = next) {
+        next = q->next;
+        if (fork_ready(q)) fork_choices(S, q->req);
+    }
+    /* 2. decodes, in rank order */
+    for (sseq *q = S->run.head; q && S->budget > 0 && S->n_planned < S_max; q = q->next)
+        if (q->item < 0 && pending_limit(q) == 1 && !plan_running(S, q, 1)) break;
+    /* 3. chunks of pending prompts (and recomputes), in rank order */
+    for (sseq *q = S->run.head; q && S->budget > 0 && S->n_planned < S_max; q = q->next) {
+        uint32_t lim = pending_limit(q);
+        if (q->item >= 0 || lim < 2) continue;
+        if (!plan_running(S, q, lim < S->budget ? lim : S->budget)) break;
+    }
+    /* 4. admissions */
+    admit(S);
+
+    /* 5. run */
+    int rc = 0;
+    for (;;) {
+        compact_plan(S);
+        if (!S->n_items) break;
+        rc = pgd_llm_step(S->llm, S->items, S->n_items);
+        if (rc != PGD_ENOBLOCKS) break;
+        /* Planning reserves every block, so this is not expected; stay safe regardless. */
+        sseq *victim = S->run.tail;
+        while (victim && victim->item < 0) victim = victim->prev;
+        PGD_ASSERT(victim);
+        preempt(S, victim);
+        rc = 0;
+    }
+    S->now_ns = pgd__now_ns();
+    if (rc) {
+        fail_planned(S, rc);
+        S->now_ns = 0;
+        return rc;
+    }
+    if (S->n_items) S->st.n_steps++;
+
+    /* 6. events, counters, retirement */
+    S->last_items = S->n_items;
+    for (uint32_t k = 0; k < S->n_items; k++) {
+        sseq *q = S->item_q[k];
+        pgd_seq *s = q->seq;
+        uint32_t n = S->items[k].n_tokens, before_n = s->n_computed - n;
+        sreq *r = q->req;
+        S->info[S->n_info++] = (pgd_sched_item_info){.id = r->id,
+                                                     .index = q->index,
+                                                     .n_tokens = n,
+                                                     .n_computed = before_n,
+                                                     .n_prompt = s->n_prompt,
+                                                     .decode = n == 1 && s->sampled,
+                                                     .sampled = s->sampled};
+        S->last_tokens += n;
+        S->st.computed_tokens += n;
+        if (before_n < s->n_prompt)
+            S->st.prompt_computed_tokens += n < s->n_prompt - before_n ? n : s->n_prompt - before_n;
+        r->t->vtime += (double)n / r->spec->weight;
+        q->item = -1;
+        S->item_q[k] = NULL;
+        if (s->sampled) {
+            S->st.generation_tokens++;
+            emit_token(S, q);
+        }
+        if (s->finish != PGD_FINISH_NONE) {
+            S->st.n_finished += r->n_live == 1;
+            retire(S, q, s->finish == PGD_FINISH_STOP ? PGD_REASON_STOP : PGD_REASON_LENGTH);
+        }
+    }
+    S->n_items = S->n_planned = 0;
+    S->now_ns = 0;
+    if (info) {
+        info->n_items = S->last_items;
+        info->n_tokens = S->last_tokens;
+        info->n_admitted = S->n_admitted_step;
+        info->n_preempted = S->n_preempted_step;
+        info->n_forked = S->n_forked_step;
+        info->budget_tokens = B;
+        info->budget_seqs = S_max;
+        info->items = S->info;
+    }
+    return S->cfg.check_invariants ? pgd_sched_check(S) : 0;
+}
+
+/* ---- stats and checks --------------------------------------------------------------------- */
+
+void pgd_sched_get_stats(const pgd_sched *S, pgd_engine_stats *out) {
+    *out = S->st;
+    pgd_kvpool_stats ps;
+    pgd_kvpool_get_stats(S->pool, &ps);
+    out->n_requests = S->n_reqs;
+    out->n_running = S->run.n;
+    out->n_waiting = S->n_waiting;
+    out->n_preempted_waiting = S->n_preempted_waiting;
+    out->kv_blocks = ps.n_blocks;
+    out->kv_blocks_used = ps.n_used;
+    out->kv_blocks_cached = ps.n_cached;
+    out->kv_usage = ps.n_blocks ? (double)ps.n_used / ps.n_blocks : 0;
+    out->prefix_query_tokens = ps.query_tokens;
+    out->prefix_hit_tokens = ps.hit_tokens;
+}
+
+#define CHECK_OR_FAIL(cond, ...)                                                                   \
+    do {                                                                                           \
+        if (!(cond)) return pgd_error_set(PGD_EINVAL, __VA_ARGS__);                                \
+    } while (0)
+
+static int check_list(const slist *l, pgd_seq_state a, pgd_seq_state b, uint32_t *n_preempted) {
+    uint32_t n = 0;
+    for (const sseq *q = l->head; q; q = q->next) {
+        n++;
+        CHECK_OR_FAIL(q->state == a || q->state == b,
+                      "sched: request %llu choice %u in state %d "
+                      "on the wrong list",
+                      (unsigned long long)q->req->id, q->index, q->state);
+        CHECK_OR_FAIL(q->next ? q->next->prev == q : l->tail == q, "sched: broken list links");
+        CHECK_OR_FAIL(!q->next || before(q, q->next), "sched: list out of rank order");
+        if (n_preempted && q->state == PGD_SEQ_PREEMPTED) (*n_preempted)++;
+    }
+    CHECK_OR_FAIL(n == l->n, "sched: list holds %u, counted %u", n, l->n);
+    return 0;
+}
+
+int pgd_sched_check(const pgd_sched *S) {
+    int rc = pgd_kvpool_check(S->pool);
+    if (rc) return rc;
+    CHECK_OR_FAIL(S->last_tokens <= S->cfg.max_num_batched_tokens,
+                  "sched: step of %u tokens over the budget %u", S->last_tokens,
+                  S->cfg.max_num_batched_tokens);
+    CHECK_OR_FAIL(S->last_items <= S->cfg.max_num_seqs, "sched: step of %u sequences over %u",
+                  S->last_items, S->cfg.max_num_seqs);
+    /* running: sorted, each holds its blocks; count references */
+    if ((rc = check_list(&S->run, PGD_SEQ_RUNNING, PGD_SEQ_RUNNING, NULL))) return rc;
+    memset(S->refs, 0, S->n_pool_blocks * sizeof *S->refs);
+    uint32_t seats = 0;
+    for (const sseq *q = S->run.head; q; q = q->next) {
+        const pgd_seq *s = q->seq;
+        CHECK_OR_FAIL(s, "sched: running choice without a sequence");
+        if ((rc = pgd_block_table_check(&s->bt))) return rc;
+        CHECK_OR_FAIL(s->n_computed == s->bt.n_tokens && s->n_computed < s->tokens.n,
+                      "sched: request %llu: %u computed, %u slots, %zu tokens",
+                      (unsigned long long)q->req->id, s->n_computed, s->bt.n_tokens, s->tokens.n);
+        CHECK_OR_FAIL(s->finish == PGD_FINISH_NONE, "sched: a finished sequence is running");
+        for (uint32_t i = 0; i < s->bt.n_blocks; i++) S->refs[s->bt.blocks[i]]++;
+        seats += seats_of(q);
+    }
+    CHECK_OR_FAIL(seats == S->n_seats && seats <= S->cfg.max_num_seqs,
+                  "sched: %u seats (counted %u, limit %u)", S->n_seats, seats, S->cfg.max_num_seqs);
+    for (uint32_t b = 1; b < S->n_pool_blocks; b++)
+        CHECK_OR_FAIL(S->refs[b] == pgd_kvpool_refcount(S->pool, (int32_t)b),
+                      "sched: block %u has ref count %u but %u running tables hold it", b,
+                      pgd_kvpool_refcount(S->pool, (int32_t)b), S->refs[b]);
+    /* waiting: sorted per tenant, no blocks held; tenants' active counts */
+    uint32_t n_wait = 0, n_pre = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        const tenant *t = S->tenants[i];
+        if ((rc = check_list(&t->wait, PGD_SEQ_WAITING, PGD_SEQ_PREEMPTED, &n_pre))) return rc;
+        n_wait += t->wait.n;
+        uint32_t n_run = 0;
+        for (const sseq *q = t->wait.head; q; q = q->next)
+            CHECK_OR_FAIL(!q->seq || (q->seq->bt.n_blocks == 0 && q->seq->n_computed == 0),
+                          "sched: a waiting sequence holds KV blocks");
+        for (const sseq *q = S->run.head; q; q = q->next) n_run += q->req->t == t;
+        CHECK_OR_FAIL(t->n_active == n_run + t->wait.n, "sched: tenant %llu: %u active, counted %u",
+                      (unsigned long long)t->id, t->n_active, n_run + t->wait.n);
+    }
+    CHECK_OR_FAIL(n_wait == S->n_waiting && n_pre == S->n_preempted_waiting,
+                  "sched: %u waiting (%u preempted), counted %u (%u)", S->n_waiting,
+                  S->n_preempted_waiting, n_wait, n_pre);
+    /* requests: live counts, every live choice on the list its state names */
+    uint32_t n_reqs = 0, n_new = 0;
+    for (uint32_t i = 0; i <= S->map_mask; i++)
+        for (const sreq *r = S->map[i]; r; r = r->hnext) {
+            n_reqs++;
+            n_new += !r->resolved;
+            uint32_t n_live = 0;
+            for (uint32_t c = 0; c < r->n; c++) {
+                const sseq *q = &r->ch[c];
+                n_live += live(q);
+                CHECK_OR_FAIL(q->state != PGD_SEQ_DORMANT || (c > 0 && r->fork_pending),
+                              "sched: request %llu choice %u dormant after the fork",
+                              (unsigned long long)r->id, c);
+            }
+            CHECK_OR_FAIL(n_live == r->n_live && n_live > 0, "sched: request %llu live %u/%u",
+                          (unsigned long long)r->id, r->n_live, n_live);
+        }
+    CHECK_OR_FAIL(n_reqs == S->n_reqs && n_new == S->n_new_waiting,
+                  "sched: %u requests (%u new), counted %u (%u)", S->n_reqs, S->n_new_waiting,
+                  n_reqs, n_new);
+    return 0;
+}

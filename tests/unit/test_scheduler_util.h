@@ -1,0 +1,157 @@
+/*
+ * tests/unit/test_scheduler_util.h — shared helpers of the scheduler tests: an event recorder
+ * that also checks the event contract (TOKEN events of a choice, then exactly one FINISH per
+ * choice or one ERROR per request; nothing after `done`; n_output matching the tokens seen),
+ * and prompt generators. Header-only (static functions), included by test_scheduler*.c and
+ * tests/model/test_scheduler_model.c.
+ *
+ * Threading: a recorder is filled by one thread at a time (the thread that drains events).
+ */
+#ifndef PGD_TESTS_SCHEDULER_UTIL_H
+#define PGD_TESTS_SCHEDULER_UTIL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "scheduler/request.h"
+
+#define REC_MAX_N 8
+
+typedef struct rec_choice {
+    int32_t *tok;
+    uint32_t n, cap;
+    pgd_buf text;
+    int n_finish;
+    pgd_finish_reason reason;
+    uint32_t n_output;
+    uint64_t first_ns, last_ns;
+} rec_choice;
+
+typedef struct rec_req {
+    bool seen;
+    uint32_t n_done, n_error;
+    int error;
+    char message[256];
+    pgd_usage usage;
+    uint64_t first_token_step; /* recorder step when its first token arrived (UINT64_MAX: none) */
+    uint64_t n_events;
+    rec_choice ch[REC_MAX_N];
+} rec_req;
+
+typedef struct recorder {
+    rec_req *r; /* indexed by request id */
+    size_t cap;
+    uint64_t step; /* set by the test before each step */
+    uint64_t n_events, n_tokens, n_finish, n_done, n_error;
+    int violations;
+    char why[256];
+} recorder;
+
+static void rec_violation(recorder *rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (!rc->violations) vsnprintf(rc->why, sizeof rc->why, fmt, ap);
+    va_end(ap);
+    rc->violations++;
+}
+
+static rec_req *rec_get(recorder *rc, uint64_t id) {
+    if (id >= rc->cap) {
+        size_t cap = rc->cap ? rc->cap : 64;
+        while (cap <= id) cap *= 2;
+        rec_req *p = realloc(rc->r, cap * sizeof *p);
+        if (!p) abort();
+        memset(p + rc->cap, 0, (cap - rc->cap) * sizeof *p);
+        for (size_t i = rc->cap; i < cap; i++) p[i].first_token_step = UINT64_MAX;
+        rc->r = p;
+        rc->cap = cap;
+    }
+    return &rc->r[id];
+}
+
+static void rec_event(const pgd_event *ev, void *ud) {
+    recorder *rc = ud;
+    rec_req *q = rec_get(rc, ev->id);
+    rc->n_events++;
+    q->n_events++;
+    q->seen = true;
+    if (q->n_done) rec_violation(rc, "request %llu: event after done", (unsigned long long)ev->id);
+    if (ev->kind != PGD_EVENT_ERROR && ev->index >= REC_MAX_N) {
+        rec_violation(rc, "request %llu: choice %u", (unsigned long long)ev->id, ev->index);
+        return;
+    }
+    rec_choice *c = &q->ch[ev->index < REC_MAX_N ? ev->index : 0];
+    switch (ev->kind) {
+    case PGD_EVENT_TOKEN:
+        rc->n_tokens++;
+        if (c->n_finish)
+            rec_violation(rc, "request %llu choice %u: token after finish",
+                          (unsigned long long)ev->id, ev->index);
+        if (c->n == c->cap) {
+            c->cap = c->cap ? c->cap * 2 : 16;
+            c->tok = realloc(c->tok, c->cap * sizeof *c->tok);
+            if (!c->tok) abort();
+        }
+        c->tok[c->n++] = ev->token;
+        if (ev->text_len) pgd_buf_append(&c->text, ev->text, ev->text_len);
+        if (ev->text[ev->text_len] != '\0')
+            rec_violation(rc, "request %llu: text not NUL-terminated", (unsigned long long)ev->id);
+        if (!c->first_ns) c->first_ns = ev->t_ns;
+        c->last_ns = ev->t_ns;
+        if (q->first_token_step == UINT64_MAX) q->first_token_step = rc->step;
+        break;
+    case PGD_EVENT_FINISH:
+        rc->n_finish++;
+        if (c->n_finish++)
+            rec_violation(rc, "request %llu choice %u: two finishes", (unsigned long long)ev->id,
+                          ev->index);
+        c->reason = ev->reason;
+        c->n_output = ev->n_output;
+        if (ev->n_output != c->n)
+            rec_violation(rc, "request %llu choice %u: n_output %u but %u tokens seen",
+                          (unsigned long long)ev->id, ev->index, ev->n_output, c->n);
+        break;
+    case PGD_EVENT_ERROR:
+        rc->n_error++;
+        q->n_error++;
+        q->error = ev->error;
+        snprintf(q->message, sizeof q->message, "%s", ev->message ? ev->message : "");
+        if (!ev->done)
+            rec_violation(rc, "request %llu: error without done", (unsigned long long)ev->id);
+        break;
+    }
+    if (ev->done) {
+        rc->n_done++;
+        q->n_done++;
+        q->usage = ev->usage;
+    }
+}
+
+static void rec_free(recorder *rc) {
+    for (size_t i = 0; i < rc->cap; i++)
+        for (int c = 0; c < REC_MAX_N; c++) {
+            free(rc->r[i].ch[c].tok);
+            pgd_buf_free(&rc->r[i].ch[c].text);
+        }
+    free(rc->r);
+    memset(rc, 0, sizeof *rc);
+}
+
+/* Random token ids in [lo, lo + span), from a seed. */
+static void make_tokens(uint64_t seed, int32_t *out, uint32_t n, int32_t lo, uint32_t span) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    for (uint32_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        out[i] = lo + (int32_t)(x % span);
+    }
+}
+
+static bool same_tokens(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb) {
+    return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+#endif
