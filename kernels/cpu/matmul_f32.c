@@ -26,6 +26,7 @@
 #include <string.h>
 
 #define FA_TASKS_PER_THREAD 4
+#define FA_ROW_BLOCK        16 /* output rows staged in a tile before they go to y */
 
 static const size_t fa_block_bytes[PGD__KQ_COUNT] = {34, 18, 20, 22, 24};
 
@@ -117,12 +118,15 @@ FA_SCALAR(q5_1, PGD__KQ_Q5_1)
 
 static void kp_scalar(const float *wd /* [PGD__FA_PR][ldw] */, int64_t ldw,
                       const float *x /* [mt][ldx] */, int64_t ldx, int mt, int64_t kc,
-                      float *part /* [mt][PGD__FA_PR][32] */) {
+                      float *part /* [mt][PGD__FA_PR][32] */, int first,
+                      float *y /* [mt][ldy] or NULL */, int64_t ldy, int nr) {
     for (int t = 0; t < mt; t++)
         for (int r = 0; r < PGD__FA_PR; r++) {
             float *acc = part + ((size_t)t * PGD__FA_PR + (size_t)r) * 32;
+            if (first) memset(acc, 0, sizeof(float) * 32);
             for (int64_t e = 0; e < kc; e++)
                 acc[e % 32] = fmaf(wd[r * ldw + e], x[t * ldx + e], acc[e % 32]);
+            if (y && r < nr) y[t * ldy + r] = pgd__hsum32(acc);
         }
 }
 
@@ -130,6 +134,7 @@ static const pgd__fa_kernels fa_kernels_scalar = {
     {kd_scalar_q8_0, kd_scalar_q4_0, kd_scalar_q4_1, kd_scalar_q5_0, kd_scalar_q5_1},
     {deq_scalar_q8_0, deq_scalar_q4_0, deq_scalar_q4_1, deq_scalar_q5_0, deq_scalar_q5_1},
     kp_scalar,
+    1,
 };
 
 const pgd__fa_kernels *pgd__fa_kernels_scalar(void) {
@@ -161,28 +166,48 @@ static void fa_decode(const fa_job *j, int64_t r0, int64_t r1) {
 static void fa_prefill(const fa_job *j, int64_t r0, int64_t r1) {
     const pgd__deq_fn deq = j->kern->deq[j->kt];
     const size_t bs = fa_block_bytes[j->kt];
-    _Alignas(64) float wd[PGD__FA_PR][PGD__FA_KC];         /* the panel chunk, dequantized */
+    _Alignas(64) float wd[PGD__FA_PR][PGD__FA_KC];       /* the panel chunk, dequantized */
     _Alignas(64) float part[PGD__FA_PT][PGD__FA_PR][32]; /* lanes of (token, row) */
-    /* token tiles of even sizes: m = 64 runs as 2 x 32, not 48 + 16 */
-    const int64_t n_tiles = (j->m + PGD__FA_PT - 1) / PGD__FA_PT;
-    const int64_t tile = (j->m + n_tiles - 1) / n_tiles;
-    for (int64_t rb = r0; rb < r1; rb += PGD__FA_PR) {
-        const int nr = r1 - rb < PGD__FA_PR ? (int)(r1 - rb) : PGD__FA_PR;
-        if (nr < PGD__FA_PR) /* rows past the end: zeros, computed and dropped */
-            memset(wd[nr], 0, sizeof(float) * PGD__FA_KC * (size_t)(PGD__FA_PR - nr));
+    _Alignas(64) float yt[PGD__FA_PT][FA_ROW_BLOCK];     /* y[t0 + t][rb + i] */
+    /* token tiles of about even sizes in multiples of the kernel's register tile: m = 64 runs
+     * as 36 + 28 on AVX-512 (tile 6), not 48 + 16 */
+    const int64_t unit = j->kern->kp_tokens, n_tiles = (j->m + PGD__FA_PT - 1) / PGD__FA_PT;
+    int64_t tile = ((j->m + n_tiles - 1) / n_tiles + unit - 1) / unit * unit;
+    if (tile > PGD__FA_PT) tile = PGD__FA_PT;
+    int zeroed = PGD__FA_PR; /* wd rows from here on hold zeros */
+    for (int64_t rb = r0; rb < r1; rb += FA_ROW_BLOCK) {
+        const int nrb = r1 - rb < FA_ROW_BLOCK ? (int)(r1 - rb) : FA_ROW_BLOCK;
         for (int64_t t0 = 0; t0 < j->m; t0 += tile) {
             const int mt = j->m - t0 < tile ? (int)(j->m - t0) : (int)tile;
-            memset(part, 0, sizeof(float) * PGD__FA_PR * 32 * (size_t)mt);
-            for (int64_t c0 = 0; c0 < j->k; c0 += PGD__FA_KC) {
-                const int64_t kc = j->k - c0 < PGD__FA_KC ? j->k - c0 : PGD__FA_KC;
-                for (int r = 0; r < nr; r++)
-                    deq(j->w + (size_t)(rb + r) * j->row_bytes + (size_t)(c0 / PGD_QK) * bs,
-                        kc / PGD_QK, wd[r]);
-                j->kern->kp(&wd[0][0], PGD__FA_KC, j->x + t0 * j->k + c0, j->k, mt, kc,
-                            &part[0][0][0]);
+            for (int p0 = 0; p0 < nrb; p0 += PGD__FA_PR) {
+                const int nr = nrb - p0 < PGD__FA_PR ? nrb - p0 : PGD__FA_PR;
+                if (nr < zeroed) { /* rows past the end: zeros, computed and dropped */
+                    memset(wd[nr], 0, sizeof(float) * PGD__FA_KC * (size_t)(PGD__FA_PR - nr));
+                    zeroed = nr;
+                }
+                for (int64_t c0 = 0; c0 < j->k; c0 += PGD__FA_KC) {
+                    const int64_t kc = j->k - c0 < PGD__FA_KC ? j->k - c0 : PGD__FA_KC;
+                    const uint8_t *wc = j->w + (size_t)(rb + p0) * j->row_bytes +
+                                        (size_t)(c0 / PGD_QK) * bs; /* [nr][row_bytes] */
+                    for (int r = 0; r < nr; r++) deq(wc + (size_t)r * j->row_bytes, kc / PGD_QK, wd[r]);
+                    if (t0 == 0 && rb + p0 + 2 * PGD__FA_PR <= r1) {
+                        /* the next panel's chunk into cache while this one is multiplied:
+                         * weights beyond L2 otherwise stall the next deq */
+                        const uint8_t *nx = wc + (size_t)PGD__FA_PR * j->row_bytes;
+                        const size_t cb = (size_t)(kc / PGD_QK) * bs;
+                        for (int r = 0; r < PGD__FA_PR; r++)
+                            for (size_t o = 0; o < cb; o += 64)
+                                __builtin_prefetch(nx + (size_t)r * j->row_bytes + o, 0, 3);
+                    }
+                    j->kern->kp(&wd[0][0], PGD__FA_KC, j->x + t0 * j->k + c0, j->k, mt, kc,
+                                &part[0][0][0], c0 == 0, c0 + kc == j->k ? &yt[0][p0] : NULL,
+                                FA_ROW_BLOCK, nr);
+                }
             }
+            /* whole row segments: y lines are written once, even when n * 4 is a multiple of
+             * the cache's set stride */
             for (int t = 0; t < mt; t++)
-                for (int r = 0; r < nr; r++) j->y[(t0 + t) * j->n + rb + r] = pgd__hsum32(part[t][r]);
+                memcpy(j->y + (t0 + t) * j->n + rb, yt[t], sizeof(float) * (size_t)nrb);
         }
     }
 }

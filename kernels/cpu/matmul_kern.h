@@ -106,17 +106,22 @@ typedef void (*pgd__kd_fn)(const uint8_t *w, const float *x /* [mr][k] */, int64
 /* dst[nb * 32] = w_e of nb blocks (the PGD_ACT_F32 definition). */
 typedef void (*pgd__deq_fn)(const uint8_t *w, int64_t nb, float *dst /* [nb * 32] */);
 
-/* For t < mt <= PGD__FA_PT, every panel row r < PGD__FA_PR, elements e < kc (kc % 32 == 0):
- *   part[t][r][e % 32] = fmaf(wd[r * ldw + e], x[t * ldx + e], part[t][r][e % 32]), e ascending.
- * wd is 64-byte aligned, ldw % 16 == 0, all PGD__FA_PR rows initialized; x any alignment. */
+/* For t < mt <= PGD__FA_PT, every panel row r < PGD__FA_PR, elements e < kc (kc % 32 == 0),
+ * with lanes L[t][r][32] starting as +0 (first) or part[t][r][]:
+ *   L[t][r][e % 32] = fmaf(wd[r * ldw + e], x[t * ldx + e], L[t][r][e % 32]), e ascending;
+ * then y == NULL: part[t][r][] = L[t][r][] (more chunks follow); else (the last chunk):
+ * y[t * ldy + r] = hsum32(L[t][r]) for r < nr, part left unspecified.
+ * wd is 64-byte aligned, ldw % 16 == 0, all PGD__FA_PR rows finite; x any alignment. */
 typedef void (*pgd__kp_fn)(const float *wd /* [PGD__FA_PR][ldw] */, int64_t ldw,
                            const float *x /* [mt][ldx] */, int64_t ldx, int mt, int64_t kc,
-                           float *part /* [mt][PGD__FA_PR][32] */);
+                           float *part /* [mt][PGD__FA_PR][32] */, int first,
+                           float *y /* [mt][ldy] or NULL */, int64_t ldy, int nr);
 
 typedef struct pgd__fa_kernels {
     pgd__kd_fn kd[PGD__KQ_COUNT];
     pgd__deq_fn deq[PGD__KQ_COUNT];
     pgd__kp_fn kp;
+    int kp_tokens; /* kp's register tile (tokens): token tiles are cut in multiples of it */
 } pgd__fa_kernels;
 
 /* The x86 SIMD sets (matmul_x86_f32.c); NULL when not built for x86-64. No CPU check. */

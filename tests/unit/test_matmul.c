@@ -2,11 +2,13 @@
  * tests/unit/test_matmul.c — the CPU matmul (kernels/cpu/matmul.h) against references written
  * here from the format definitions: weights quantized and dequantized by this file (GGUF block
  * layouts), activations quantized by this file (the Q8 activation format of matmul.h), dot
- * products in double. Also: every ISA path bit-identical to the scalar one, results
- * bit-identical across batch sizes, row positions and thread counts, odd shapes, bad
- * arguments.
+ * products in double. Both activation modes: PGD_ACT_F32 (the default) against the product
+ * of the dequantized weights with the f32 activations (relative error <= 1e-5), PGD_ACT_Q8
+ * against the product with the Q8-dequantized activations. Also: every ISA path bit-identical
+ * to the scalar one, results bit-identical across batch sizes, row positions, token tiles,
+ * k chunks and thread counts, odd shapes, bad arguments.
  *
- * PGD_BENCH=1 adds a benchmark (GFLOP/s, weight GB/s); default runs time nothing.
+ * PGD_BENCH=1 adds a benchmark (GFLOP/s, weight GB/s; both modes); default runs time nothing.
  */
 #include "kernels/cpu/matmul.h"
 
@@ -225,10 +227,12 @@ typedef struct problem {
     double *ref;  /* [m][n] Σ wd * xd */
     double *refx; /* [m][n] Σ wd * x  */
     double *mag;  /* [m][n] Σ |wd * xd| */
+    double *magx; /* [m][n] Σ |wd * x| */
 } problem;
 
 static void problem_free(problem *p) {
     free(p->w), free(p->wd), free(p->x), free(p->xd), free(p->ref), free(p->refx), free(p->mag);
+    free(p->magx);
     memset(p, 0, sizeof(*p));
 }
 
@@ -246,7 +250,8 @@ static int problem_make(problem *p, const tinfo *t, int64_t n, int64_t k, int64_
     p->ref = malloc(sizeof(double) * (size_t)(m * n));
     p->refx = malloc(sizeof(double) * (size_t)(m * n));
     p->mag = malloc(sizeof(double) * (size_t)(m * n));
-    if (!p->w || !p->wd || !p->x || !p->xd || !p->ref || !p->refx || !p->mag) return -1;
+    p->magx = malloc(sizeof(double) * (size_t)(m * n));
+    if (!p->w || !p->wd || !p->x || !p->xd || !p->ref || !p->refx || !p->mag || !p->magx) return -1;
     float *row = malloc(sizeof(float) * (size_t)k);
     if (!row) return -1;
     for (int64_t j = 0; j < n; j++) {
@@ -285,13 +290,15 @@ static int problem_make(problem *p, const tinfo *t, int64_t n, int64_t k, int64_
     }
     for (int64_t i = 0; i < m; i++) {
         for (int64_t j = 0; j < n; j++) {
-            double s = 0, sx = 0, a = 0;
+            double s = 0, sx = 0, a = 0, ax = 0;
             for (int64_t e = 0; e < k; e++) {
                 s += p->wd[j * k + e] * p->xd[i * k + e];
                 sx += p->wd[j * k + e] * p->x[i * k + e];
                 a += fabs(p->wd[j * k + e] * p->xd[i * k + e]);
+                ax += fabs(p->wd[j * k + e] * p->x[i * k + e]);
             }
             p->ref[i * n + j] = s, p->refx[i * n + j] = sx, p->mag[i * n + j] = a;
+            p->magx[i * n + j] = ax;
         }
     }
     return 0;
@@ -299,7 +306,43 @@ static int problem_make(problem *p, const tinfo *t, int64_t n, int64_t k, int64_
 
 static const pgd_cpu_isa ISAS[] = {PGD_ISA_SCALAR, PGD_ISA_AVX2, PGD_ISA_AVX512};
 
-/* Checks y [m][n] against p's references; returns the number of failures. */
+/* y[m][n] = x[m][k] · W^T for p's weights in `mode` (scratch allocated inside). */
+static int mm(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode, const problem *p,
+              const float *x, int64_t m, float *y) {
+    return pgd_matmul_isa_mode(pool, isa, mode, p->t->type, p->w, p->n, p->k, x, m, y, NULL, 0);
+}
+
+/* PGD_ACT_F32 mode: y [m][n] against Σ wd * x in double (the dequantized weights times the
+ * f32 activations). Per element |err| <= rel * Σ |wd * x| with rel = 1e-5 (the f32 sums round
+ * about k/32 + 6 times per lane, (k/32 + 7) * 2^-24 < 1e-5 for k < 5000), and the relative L2
+ * error <= 1e-5. quiet: count failures without printing. Returns the number of failures. */
+static int check_result_f32(const problem *p, const float *y, const char *what, int quiet) {
+    int bad = 0;
+    double e2 = 0, r2 = 0;
+    const double rel = fmax(1e-5, (double)(p->k / 32 + 7) * 0x1p-24);
+    for (int64_t i = 0; i < p->m * p->n; i++) {
+        double err = fabs(y[i] - p->refx[i]);
+        if (!(err <= rel * p->magx[i] + 1e-30)) {
+            if (!quiet && bad < 3)
+                fprintf(stderr,
+                        "  f32 %s %s n=%lld k=%lld m=%lld: y[%lld] = %.9g, ref %.9g (|err| %g, "
+                        "mag %g)\n",
+                        what, p->t->name, (long long)p->n, (long long)p->k, (long long)p->m,
+                        (long long)i, y[i], p->refx[i], err, p->magx[i]);
+            bad++;
+        }
+        e2 += err * err, r2 += p->refx[i] * p->refx[i];
+    }
+    if (!(sqrt(e2) <= 1e-5 * sqrt(r2) + 1e-30)) {
+        if (!quiet)
+            fprintf(stderr, "  f32 %s %s: relative L2 error %g vs the f32-activation reference\n",
+                    what, p->t->name, sqrt(e2 / r2));
+        bad++;
+    }
+    return bad;
+}
+
+/* PGD_ACT_Q8 mode: y [m][n] against p's references; returns the number of failures. */
 static int check_result(const problem *p, const float *y, const char *what) {
     int bad = 0;
     double e2 = 0, r2 = 0, ex2 = 0, rx2 = 0;
@@ -346,13 +389,14 @@ static void test_isa_probe(void) {
     CHECK(pgd_cpu_isa_supported(pgd_cpu_isa_best()));
     CHECK(pgd_cpu_isa_best() != PGD_ISA_AUTO);
     CHECK_EQ_STR(pgd_cpu_isa_name(PGD_ISA_AVX2), "avx2");
+    CHECK_EQ_STR(pgd_act_mode_name(PGD_ACT_F32), "f32");
+    CHECK_EQ_STR(pgd_act_mode_name(PGD_ACT_Q8), "q8");
     fprintf(stderr, "  best isa: %s (avx2 %s, avx512 %s)\n", pgd_cpu_isa_name(pgd_cpu_isa_best()),
             pgd_cpu_isa_supported(PGD_ISA_AVX2) ? "yes" : "no",
             pgd_cpu_isa_supported(PGD_ISA_AVX512) ? "yes" : "no");
     CHECK(pgd_matmul_supported(PGD_TYPE_Q4_1));
     CHECK(!pgd_matmul_supported(PGD_TYPE_Q6_K));
 }
-
 /* The Q8 activation quantizer against the definition, on every path, with edge blocks. */
 static void test_act_quant(void) {
     const int64_t m = 3, k = 96 * 4;
@@ -412,10 +456,10 @@ static void test_act_quant(void) {
     free(buf);
 }
 
-/* Accuracy against the references: every type, k and m (the small-batch and the batched
- * kernels), quantized-from-floats and random-bit weights, every ISA path (bitwise equal to
- * the scalar path). */
-static void test_accuracy(void) {
+/* PGD_ACT_Q8 accuracy against the references: every type, k and m (the small-batch and the
+ * batched kernels), quantized-from-floats and random-bit weights, every ISA path (bitwise
+ * equal to the scalar path). */
+static void test_q8_accuracy(void) {
     static const int64_t ks[] = {32, 64, 576, 1536};
     static const int64_t ms[] = {1, 2, 5, 17};
     static const int64_t ns[] = {1, 7, 33, 70};
@@ -431,16 +475,12 @@ static void test_accuracy(void) {
                 float *y0 = malloc(sizeof(float) * (size_t)(m * n));
                 float *y1 = malloc(sizeof(float) * (size_t)(m * n));
                 REQUIRE(y0 && y1);
-                CHECK_EQ_INT(
-                    pgd_matmul_isa(NULL, PGD_ISA_SCALAR, p.t->type, p.w, n, k, p.x, m, y0, NULL, 0),
-                    0);
+                CHECK_EQ_INT(mm(NULL, PGD_ISA_SCALAR, PGD_ACT_Q8, &p, p.x, m, y0), 0);
                 CHECK_EQ_INT(check_result(&p, y0, "scalar"), 0);
                 for (size_t ii = 1; ii < PGD_ARRAY_LEN(ISAS); ii++) {
                     if (!pgd_cpu_isa_supported(ISAS[ii])) continue;
                     memset(y1, 0xff, sizeof(float) * (size_t)(m * n));
-                    CHECK_EQ_INT(
-                        pgd_matmul_isa(pool2, ISAS[ii], p.t->type, p.w, n, k, p.x, m, y1, NULL, 0),
-                        0);
+                    CHECK_EQ_INT(mm(pool2, ISAS[ii], PGD_ACT_Q8, &p, p.x, m, y1), 0);
                     if (memcmp(y0, y1, sizeof(float) * (size_t)(m * n))) {
                         fprintf(stderr, "  %s %s n=%lld k=%lld m=%lld: differs from scalar\n",
                                 pgd_cpu_isa_name(ISAS[ii]), p.t->name, (long long)n, (long long)k,
@@ -481,27 +521,79 @@ static void test_float_tails(void) {
     }
 }
 
-/* Row i gives the same bits alone (m = 1), at any position of a batch of 37, in batches of 2,
- * 3 and 5, and with 1, 2 or 3 threads; per ISA path. k = 4672 (146 blocks) takes the batched
- * kernel through more than one chunk of prepared groups. */
-static void determinism_case(int64_t n, int64_t k);
-
-static void test_determinism(void) {
-    determinism_case(77, 576);
-    determinism_case(9, 4672);
+/* PGD_ACT_F32 accuracy: every quantized type against Σ wd * x in double at relative error
+ * <= 1e-5, k in {32, 64, 576, 1536}, m in {1, 2, 3, 5, 17, 37} (decode and prefill kernels), n
+ * not a multiple of the panel, quantized-from-floats and random-bit weights; every ISA path
+ * bitwise equal to the scalar one. Then the check itself: the Q8 mode must fail it. */
+static void test_f32_accuracy(void) {
+    static const int64_t ks[] = {32, 64, 576, 1536};
+    static const int64_t ms[] = {1, 2, 3, 5, 17, 37};
+    static const int64_t ns[] = {1, 7, 33, 70};
+    int cases = 0;
+    for (size_t ti = 0; ti < PGD_ARRAY_LEN(TYPES); ti++) {
+        if (TYPES[ti].block == 1) continue; /* F32/F16 weights: no activation mode */
+        for (size_t ki = 0; ki < PGD_ARRAY_LEN(ks); ki++) {
+            for (size_t mi = 0; mi < 2 * PGD_ARRAY_LEN(ms); mi++) {
+                const int rb = (int)(mi % 2);
+                int64_t k = ks[ki], m = ms[mi / 2], n = ns[(ki + 2 * ti + mi / 2) % 4];
+                problem p;
+                REQUIRE(problem_make(&p, &TYPES[ti], n, k, m, rb) == 0);
+                float *y0 = malloc(sizeof(float) * (size_t)(m * n));
+                float *y1 = malloc(sizeof(float) * (size_t)(m * n));
+                REQUIRE(y0 && y1);
+                CHECK_EQ_INT(mm(NULL, PGD_ISA_SCALAR, PGD_ACT_F32, &p, p.x, m, y0), 0);
+                CHECK_EQ_INT(check_result_f32(&p, y0, "scalar", 0), 0);
+                for (size_t ii = 1; ii < PGD_ARRAY_LEN(ISAS); ii++) {
+                    if (!pgd_cpu_isa_supported(ISAS[ii])) continue;
+                    memset(y1, 0xff, sizeof(float) * (size_t)(m * n));
+                    CHECK_EQ_INT(mm(ii == 1 ? pool3 : pool2, ISAS[ii], PGD_ACT_F32, &p, p.x, m, y1),
+                                 0);
+                    if (memcmp(y0, y1, sizeof(float) * (size_t)(m * n))) {
+                        fprintf(stderr, "  f32 %s %s n=%lld k=%lld m=%lld: differs from scalar\n",
+                                pgd_cpu_isa_name(ISAS[ii]), p.t->name, (long long)n, (long long)k,
+                                (long long)m);
+                        CHECK_EQ_INT(check_result_f32(&p, y1, pgd_cpu_isa_name(ISAS[ii]), 0), 0);
+                        CHECK(0);
+                    }
+                }
+                cases++;
+                free(y0), free(y1);
+                problem_free(&p);
+            }
+        }
+    }
+    CHECK(cases == 5 * 4 * 12);
+    /* the check can fail: the Q8-activation results of the same kind of problem miss it */
+    for (size_t ti = 2; ti < PGD_ARRAY_LEN(TYPES); ti++) {
+        problem p;
+        REQUIRE(problem_make(&p, &TYPES[ti], 33, 576, 5, 0) == 0);
+        float y[33 * 5];
+        CHECK_EQ_INT(mm(pool2, PGD_ISA_AUTO, PGD_ACT_Q8, &p, p.x, 5, y), 0);
+        CHECK(check_result_f32(&p, y, "q8", 1) > 0);
+        CHECK_EQ_INT(mm(pool2, PGD_ISA_AUTO, PGD_ACT_F32, &p, p.x, 5, y), 0);
+        CHECK_EQ_INT(check_result_f32(&p, y, "auto", 0), 0);
+        problem_free(&p);
+    }
 }
 
-static void determinism_case(int64_t n, int64_t k) {
-    const int64_t m = 37;
+/* Row i gives the same bits alone (m = 1), at any position of a batch of m, in batches of 2,
+ * 3, 5 and 17 at various offsets, and with 1, 2 or 3 threads; per ISA path, and every path the
+ * same bits as the scalar one. F32 mode: k = 4672 runs through 5 chunks of PGD__FA_KC (1024)
+ * and k = 1056 through a chunk of one block; m = 100 through three token tiles. Q8 mode:
+ * k = 4672 takes the batched kernel through more than one chunk of prepared groups. */
+static void determinism_case(pgd_act_mode mode, int64_t n, int64_t k, int64_t m) {
+    static const int64_t bms[] = {2, 3, 5, 17};
     pgd_threadpool *pool1 = NULL;
     REQUIRE(pgd_threadpool_create(1, &pool1) == 0);
     pgd_threadpool *pools[] = {NULL, pool1, pool2, pool3};
     float *xr = malloc(sizeof(float) * (size_t)(m * k)); /* rows rotated by 11 */
+    float *ys = malloc(sizeof(float) * (size_t)(m * n)); /* the scalar path's */
     float *yb = malloc(sizeof(float) * (size_t)(m * n)),
           *yr = malloc(sizeof(float) * (size_t)(m * n));
-    float *y1 = malloc(sizeof(float) * (size_t)n), *y5 = malloc(sizeof(float) * (size_t)(5 * n));
-    REQUIRE(xr && yb && yr && y1 && y5);
+    float *y1 = malloc(sizeof(float) * (size_t)n), *y5 = malloc(sizeof(float) * (size_t)(17 * n));
+    REQUIRE(xr && ys && yb && yr && y1 && y5);
     for (size_t ti = 0; ti < PGD_ARRAY_LEN(TYPES); ti++) {
+        if (mode == PGD_ACT_F32 && TYPES[ti].block == 1) continue; /* same path as Q8 mode */
         problem p;
         REQUIRE(problem_make(&p, &TYPES[ti], n, k, m, 0) == 0);
         for (int64_t i = 0; i < m; i++)
@@ -510,77 +602,110 @@ static void determinism_case(int64_t n, int64_t k) {
             pgd_cpu_isa isa = ISAS[ii];
             if (!pgd_cpu_isa_supported(isa)) continue;
             int bad = 0;
-            REQUIRE(pgd_matmul_isa(NULL, isa, p.t->type, p.w, n, k, p.x, m, yb, NULL, 0) == 0);
-            bad += check_result(&p, yb, pgd_cpu_isa_name(isa));
+            REQUIRE(mm(NULL, isa, mode, &p, p.x, m, yb) == 0);
+            bad += mode == PGD_ACT_F32 ? check_result_f32(&p, yb, pgd_cpu_isa_name(isa), 0)
+                                       : check_result(&p, yb, pgd_cpu_isa_name(isa));
+            if (ii == 0) memcpy(ys, yb, sizeof(float) * (size_t)(m * n));
+            if (memcmp(ys, yb, sizeof(float) * (size_t)(m * n))) bad++;
             for (size_t pi = 0; pi < PGD_ARRAY_LEN(pools); pi++) {
-                CHECK_EQ_INT(
-                    pgd_matmul_isa(pools[pi], isa, p.t->type, p.w, n, k, xr, m, yr, NULL, 0), 0);
+                CHECK_EQ_INT(mm(pools[pi], isa, mode, &p, xr, m, yr), 0);
                 for (int64_t i = 0; i < m; i++)
                     if (memcmp(yb + i * n, yr + ((i + 11) % m) * n, sizeof(float) * (size_t)n))
                         bad++;
                 for (int64_t i = 0; i < m; i += 3) {
-                    CHECK_EQ_INT(pgd_matmul_isa(pools[pi], isa, p.t->type, p.w, n, k, p.x + i * k,
-                                                1, y1, NULL, 0),
-                                 0);
+                    CHECK_EQ_INT(mm(pools[pi], isa, mode, &p, p.x + i * k, 1, y1), 0);
                     if (memcmp(yb + i * n, y1, sizeof(float) * (size_t)n)) bad++;
                 }
-                /* batches of 2, 3 and 5 at odd offsets: other kernels and tile splits */
-                for (int64_t bm = 2; bm <= 5; bm++) {
-                    if (bm == 4) continue;
-                    int64_t at = 30 - bm;
-                    CHECK_EQ_INT(pgd_matmul_isa(pools[pi], isa, p.t->type, p.w, n, k, p.x + at * k,
-                                                bm, y5, NULL, 0),
-                                 0);
+                /* batches of 2, 3, 5 and 17 at various offsets: other kernels and tile splits */
+                for (size_t bi = 0; bi < PGD_ARRAY_LEN(bms); bi++) {
+                    const int64_t bm = bms[bi], at = (7 * bm + (int64_t)pi) % (m - bm + 1);
+                    CHECK_EQ_INT(mm(pools[pi], isa, mode, &p, p.x + at * k, bm, y5), 0);
                     if (memcmp(yb + at * n, y5, sizeof(float) * (size_t)(bm * n))) bad++;
                 }
             }
             if (bad)
-                fprintf(stderr, "  %s %s: %d determinism mismatches\n", p.t->name,
-                        pgd_cpu_isa_name(isa), bad);
+                fprintf(stderr, "  %s %s %s n=%lld k=%lld m=%lld: %d determinism mismatches\n",
+                        pgd_act_mode_name(mode), p.t->name, pgd_cpu_isa_name(isa), (long long)n,
+                        (long long)k, (long long)m, bad);
             CHECK_EQ_INT(bad, 0);
         }
         problem_free(&p);
     }
-    free(xr), free(yb), free(yr), free(y1), free(y5);
+    free(xr), free(ys), free(yb), free(yr), free(y1), free(y5);
     pgd_threadpool_destroy(pool1);
 }
 
-/* Pre-quantized activations shared by several weights; caller scratch; bad arguments. */
+static void test_determinism(void) {
+    determinism_case(PGD_ACT_Q8, 77, 576, 37);
+    determinism_case(PGD_ACT_Q8, 9, 4672, 37);
+    determinism_case(PGD_ACT_F32, 77, 576, 37);
+    determinism_case(PGD_ACT_F32, 9, 4672, 37);
+    determinism_case(PGD_ACT_F32, 30, 1056, 100);
+}
+
+/* Modes and their scratch; pre-quantized activations shared by several weights; caller
+ * scratch; bad arguments. */
 static void test_api(void) {
     const int64_t n = 40, k = 256, m = 6;
     problem p;
     REQUIRE(problem_make(&p, &TYPES[4] /* Q4_1 */, n, k, m, 0) == 0);
     float y0[40 * 6], y1[40 * 6];
-    size_t sb = pgd_matmul_scratch_bytes(PGD_TYPE_Q4_1, m, k);
+    size_t sb = pgd_matmul_scratch_bytes_mode(PGD_ACT_Q8, PGD_TYPE_Q4_1, m, k);
     CHECK(sb == pgd_q8_act_bytes(m, k));
-    CHECK_EQ_INT(pgd_matmul_scratch_bytes(PGD_TYPE_F16, m, k), 0);
+    CHECK_EQ_INT(pgd_matmul_scratch_bytes_mode(PGD_ACT_F32, PGD_TYPE_Q4_1, m, k), 0);
+    CHECK_EQ_INT(pgd_matmul_scratch_bytes(PGD_TYPE_Q4_1, m, k), 0); /* the default: F32 */
+    CHECK_EQ_INT(pgd_matmul_scratch_bytes_mode(PGD_ACT_Q8, PGD_TYPE_F16, m, k), 0);
     CHECK(pgd_matmul_scratch_bytes(PGD_TYPE_Q6_K, m, k) == SIZE_MAX);
+    CHECK(pgd_matmul_scratch_bytes_mode((pgd_act_mode)5, PGD_TYPE_Q4_1, m, k) == SIZE_MAX);
     void *scratch = malloc(sb);
     REQUIRE(scratch);
-    CHECK_EQ_INT(pgd_matmul(pool2, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb), 0);
+    CHECK_EQ_INT(
+        pgd_matmul_mode(pool2, PGD_ACT_Q8, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb), 0);
     CHECK_EQ_INT(check_result(&p, y0, "auto"), 0);
     pgd_q8_act a;
     CHECK_EQ_INT(pgd_q8_act_init(&a, scratch, sb, m, k), 0);
     CHECK_EQ_INT(pgd_q8_act_quantize(pool2, PGD_ISA_AUTO, p.x, &a), 0);
     CHECK_EQ_INT(pgd_matmul_q8(pool3, PGD_ISA_AUTO, PGD_TYPE_Q4_1, p.w, n, &a, y1), 0);
     CHECK(memcmp(y0, y1, sizeof(y0)) == 0);
-    /* errors */
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb - 1),
-                 PGD_ERANGE);
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, 48, p.x, m, y0, NULL, 0), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q6_K, p.w, n, k, p.x, m, y0, NULL, 0), PGD_EUNSUPPORTED);
-    CHECK_EQ_INT(pgd_matmul(NULL, 9999, p.w, n, k, p.x, m, y0, NULL, 0), PGD_EUNSUPPORTED);
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, 0, p.x, m, y0, NULL, 0), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, k, p.x, -1, y0, NULL, 0), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_matmul_q8(NULL, PGD_ISA_AUTO, PGD_TYPE_F16, p.w, n, &a, y1), PGD_EINVAL);
+    /* the default mode is F32 (no scratch needed, any given is ignored) */
+    CHECK_EQ_INT(pgd_matmul(pool2, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, NULL, 0), 0);
+    CHECK_EQ_INT(check_result_f32(&p, y0, "auto", 0), 0);
     CHECK_EQ_INT(
-        pgd_matmul_isa(NULL, (pgd_cpu_isa)77, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, NULL, 0),
-        PGD_EINVAL);
-    /* empty shapes are no-ops */
-    y0[0] = 42.0f;
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, 0, k, p.x, m, y0, NULL, 0), 0);
-    CHECK_EQ_INT(pgd_matmul(NULL, PGD_TYPE_Q4_1, p.w, n, k, p.x, 0, y0, NULL, 0), 0);
-    CHECK(y0[0] == 42.0f);
+        pgd_matmul_mode(NULL, PGD_ACT_F32, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y1, scratch, 1), 0);
+    CHECK(memcmp(y0, y1, sizeof(y0)) == 0);
+    CHECK_EQ_INT(pgd_matmul_isa(pool3, PGD_ISA_SCALAR, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y1, NULL,
+                                0),
+                 0);
+    CHECK(memcmp(y0, y1, sizeof(y0)) == 0);
+    /* errors */
+    CHECK_EQ_INT(
+        pgd_matmul_mode(NULL, PGD_ACT_Q8, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb - 1),
+        PGD_ERANGE);
+    CHECK_EQ_INT(pgd_matmul_mode(NULL, (pgd_act_mode)2, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0,
+                                 NULL, 0),
+                 PGD_EINVAL);
+    for (int mode = 0; mode < 2; mode++) {
+        pgd_act_mode md = (pgd_act_mode)mode;
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q4_1, p.w, n, 48, p.x, m, y0, NULL, 0),
+                     PGD_EINVAL);
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q6_K, p.w, n, k, p.x, m, y0, NULL, 0),
+                     PGD_EUNSUPPORTED);
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, 9999, p.w, n, k, p.x, m, y0, NULL, 0),
+                     PGD_EUNSUPPORTED);
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q4_1, p.w, n, 0, p.x, m, y0, NULL, 0),
+                     PGD_EINVAL);
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q4_1, p.w, n, k, p.x, -1, y0, NULL, 0),
+                     PGD_EINVAL);
+        CHECK_EQ_INT(pgd_matmul_isa_mode(NULL, (pgd_cpu_isa)77, md, PGD_TYPE_Q4_1, p.w, n, k, p.x,
+                                         m, y0, NULL, 0),
+                     PGD_EINVAL);
+        /* empty shapes are no-ops */
+        y0[0] = 42.0f;
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q4_1, p.w, 0, k, p.x, m, y0, NULL, 0), 0);
+        CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q4_1, p.w, n, k, p.x, 0, y0, NULL, 0), 0);
+        CHECK(y0[0] == 42.0f);
+    }
+    CHECK_EQ_INT(pgd_matmul_q8(NULL, PGD_ISA_AUTO, PGD_TYPE_F16, p.w, n, &a, y1), PGD_EINVAL);
     free(scratch);
     problem_free(&p);
 }
@@ -593,14 +718,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void bench_one(pgd_threadpool *pool, pgd_cpu_isa isa, const tinfo *t, int64_t n, int64_t k,
-                      int64_t m) {
+static void bench_one(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode, const tinfo *t,
+                      int64_t n, int64_t k, int64_t m) {
     size_t row_bytes = (size_t)(k / t->block * t->block_size);
     uint8_t *w = malloc((size_t)n * row_bytes);
     float *x = malloc(sizeof(float) * (size_t)(m * k)),
           *y = malloc(sizeof(float) * (size_t)(m * n));
     float blockf[32];
-    size_t sb = pgd_matmul_scratch_bytes(t->type, m, k);
+    size_t sb = pgd_matmul_scratch_bytes_mode(mode, t->type, m, k);
     void *scratch = sb ? malloc(sb) : NULL;
     if (!w || !x || !y || (sb && !scratch)) goto out;
     for (int64_t j = 0; j < n * (k / t->block); j++) {
@@ -608,43 +733,49 @@ static void bench_one(pgd_threadpool *pool, pgd_cpu_isa isa, const tinfo *t, int
         ref_quant_block(t->type, blockf, w + j * t->block_size);
     }
     for (int64_t i = 0; i < m * k; i++) x[i] = rng_f(-1, 1);
-    pgd_matmul_isa(pool, isa, t->type, w, n, k, x, m, y, scratch, sb); /* warm up */
+    pgd_matmul_isa_mode(pool, isa, mode, t->type, w, n, k, x, m, y, scratch, sb); /* warm up */
     double best = 1e30, total = 0;
     int reps = 0;
     while (total < 0.5 || reps < 5) {
         double t0 = now_s();
-        pgd_matmul_isa(pool, isa, t->type, w, n, k, x, m, y, scratch, sb);
+        pgd_matmul_isa_mode(pool, isa, mode, t->type, w, n, k, x, m, y, scratch, sb);
         double dt = now_s() - t0;
         total += dt, reps++;
         if (dt < best) best = dt;
     }
-    printf("bench %-6s %-4s threads=%d k=%-5lld n=%-6lld m=%-3lld  %8.1f us  %7.1f GFLOP/s  "
+    printf("bench %-6s %-3s %-4s threads=%d k=%-5lld n=%-6lld m=%-3lld  %8.1f us  %7.1f GFLOP/s  "
            "%6.1f GB/s\n",
-           pgd_cpu_isa_name(isa), t->name, pgd_threadpool_size(pool), (long long)k, (long long)n,
-           (long long)m, best * 1e6, 2.0 * (double)(m * n * k) / best * 1e-9,
-           (double)((size_t)n * row_bytes) / best * 1e-9);
+           pgd_cpu_isa_name(isa), t->block == 1 ? "-" : pgd_act_mode_name(mode), t->name,
+           pgd_threadpool_size(pool), (long long)k, (long long)n, (long long)m, best * 1e6,
+           2.0 * (double)(m * n * k) / best * 1e-9, (double)((size_t)n * row_bytes) / best * 1e-9);
 out:
     free(w), free(x), free(y), free(scratch);
 }
 
+/* Best of >= 5 runs and >= 0.5 s per point (the machine may be shared). PGD_BENCH_QUICK=1:
+ * only Q8_0, only the best ISA. */
 static void bench(void) {
     static const int64_t shapes[][2] = {{576, 1536}, {576, 49152}, {1536, 576}};
     static const int64_t ms[] = {1, 64};
     static const size_t tis[] = {2, 3, 4, 1}; /* Q8_0, Q4_0, Q4_1, F16 */
+    const char *q = getenv("PGD_BENCH_QUICK");
+    const int quick = q && strcmp(q, "1") == 0;
     pgd_threadpool *pools[] = {NULL, pool2};
     pgd_cpu_isa isas[] = {pgd_cpu_isa_best(), PGD_ISA_AVX2, PGD_ISA_SCALAR};
-    for (size_t ii = 0; ii < 3; ii++) {
+    for (size_t ii = 0; ii < (quick ? 1 : 3); ii++) {
         if (ii > 0 && (isas[ii] == isas[0] || !pgd_cpu_isa_supported(isas[ii]))) continue;
-        for (size_t ti = 0; ti < PGD_ARRAY_LEN(tis); ti++)
+        for (size_t ti = 0; ti < (quick ? 1 : PGD_ARRAY_LEN(tis)); ti++)
             for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++)
                 for (size_t mi = 0; mi < PGD_ARRAY_LEN(ms); mi++)
-                    for (size_t pi = 0; pi < 2; pi++) {
-                        if (isas[ii] == PGD_ISA_SCALAR &&
-                            (pi == 0 || tis[ti] != 2 || shapes[si][1] > 4096))
-                            continue; /* the reference path: one point of comparison */
-                        bench_one(pools[pi], isas[ii], &TYPES[tis[ti]], shapes[si][1],
-                                  shapes[si][0], ms[mi]);
-                    }
+                    for (size_t pi = 0; pi < 2; pi++)
+                        for (int mode = 0; mode < 2; mode++) {
+                            if (TYPES[tis[ti]].block == 1 && mode) continue;
+                            if (isas[ii] == PGD_ISA_SCALAR &&
+                                (pi == 0 || tis[ti] != 2 || shapes[si][1] > 4096))
+                                continue; /* the reference path: one point of comparison */
+                            bench_one(pools[pi], isas[ii], (pgd_act_mode)mode, &TYPES[tis[ti]],
+                                      shapes[si][1], shapes[si][0], ms[mi]);
+                        }
     }
 }
 
@@ -655,7 +786,8 @@ int main(void) {
     }
     RUN(test_isa_probe);
     RUN(test_act_quant);
-    RUN(test_accuracy);
+    RUN(test_q8_accuracy);
+    RUN(test_f32_accuracy);
     RUN(test_float_tails);
     RUN(test_determinism);
     RUN(test_api);

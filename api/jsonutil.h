@@ -1,0 +1,55 @@
+/*
+ * api/jsonutil.h — small helpers shared by the api/ builders and parsers: UTF-8 validation and
+ * lossy repair (U+FFFD), JSON strings that are always valid UTF-8, float values printed in their
+ * shortest round-trip form, and dumping a jansson tree into a pgd_buf.
+ *
+ * Why: jansson refuses to build a string from invalid UTF-8 (json_stringn returns NULL) and
+ * cannot hold a non-finite real; token texts from a byte-level BPE may be half a character, and
+ * logprobs may be -inf. Everything here turns such data into valid JSON.
+ *
+ * Invariants: pgd_api_utf8_sanitize's output is valid UTF-8, equal to its input when the input
+ * is valid; each maximal ill-formed subsequence becomes one U+FFFD (the Unicode / WHATWG
+ * "maximal subpart" practice, as Python's errors="replace" does).
+ *
+ * Threading: pure functions, no shared state.
+ */
+#ifndef PGD_API_JSONUTIL_H
+#define PGD_API_JSONUTIL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/text.h"
+
+/* true when p[n] is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+ * NUL bytes are valid. */
+bool pgd_api_utf8_valid(const char *p, size_t n);
+
+/* Appends p[n] to out with every maximal ill-formed subsequence replaced by U+FFFD (EF BF BD).
+ * 0 or PGD_ENOMEM. */
+int pgd_api_utf8_sanitize(const char *p, size_t n, pgd_buf *out);
+
+/* Characters (code points) of p[n] after sanitizing: what a JSON reader sees as the string's
+ * length in code points. */
+size_t pgd_api_utf8_chars(const char *p, size_t n);
+
+/* ---- internal to api/ ---------------------------------------------------------------------- */
+
+/* A new JSON string from p[n] (may hold NUL bytes), sanitized when not valid UTF-8.
+ * NULL only when out of memory. */
+json_t *pgd__api_jstr(const char *p, size_t n);
+
+/* A new JSON real for a float, holding the shortest decimal that reads back as the same float
+ * (so 0.1f prints as 0.1, not 0.100000001). Non-finite values and values below `floor_value`
+ * become floor_value (OpenAI prints -9999.0 for logprobs of impossible tokens). */
+json_t *pgd__api_jfloat(float v, double floor_value);
+
+/* Dumps `j` compactly (keys in insertion order, reals with up to 9 significant digits) and
+ * appends the text to out. 0, PGD_ENOMEM. Does not take the reference. */
+int pgd__api_dump(const json_t *j, pgd_buf *out);
+
+/* Sets key -> value (stealing value, which may be NULL: then it fails). 0 or PGD_ENOMEM. */
+int pgd__api_set(json_t *obj, const char *key, json_t *value);
+
+#endif

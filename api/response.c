@@ -1,0 +1,429 @@
+/*
+ * api/response.c — OpenAI response, chunk, model-list and tokenize bodies built with jansson.
+ *
+ * Each builder makes one jansson tree, dumps it into the caller's buffer and frees it. Any
+ * allocation failure unwinds to `fail` with the buffer untouched.
+ */
+#include "api/response.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/jsonutil.h"
+#include "common/error.h"
+#include "engine/sampler.h"
+
+#define LOGPROB_FLOOR (-9999.0) /* OpenAI's stand-in for -inf */
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if (x) goto fail;                                                                          \
+    } while (0)
+
+/* ---- ids ------------------------------------------------------------------------------------ */
+
+void pgd_api_format_id(char out[PGD_API_ID_CAP], const char *prefix, uint64_t hi, uint64_t lo) {
+    snprintf(out, PGD_API_ID_CAP, "%.14s%016" PRIx64 "%016" PRIx64, prefix, hi, lo);
+}
+
+void pgd_api_new_id(char out[PGD_API_ID_CAP], pgd_api_kind kind) {
+    uint64_t hi = pgd_sampler_random_seed(), lo = pgd_sampler_random_seed();
+    pgd_api_format_id(out, kind == PGD_API_CHAT ? "chatcmpl-" : "cmpl-", hi, lo);
+}
+
+/* ---- pieces -----------------------------------------------------------------------------------
+ */
+
+static json_t *jint(int64_t v) {
+    return json_integer((json_int_t)v);
+}
+
+static json_t *jstr(pgd_str s) {
+    return pgd__api_jstr(s.ptr, (size_t)s.len);
+}
+
+static json_t *jlogprob(float lp) {
+    return pgd__api_jfloat(lp, LOGPROB_FLOOR);
+}
+
+static json_t *finish_reason(pgd_finish f) {
+    const char *s = pgd_finish_str(f);
+    return s ? json_string(s) : json_null();
+}
+
+/* {id, object, created, model[, system_fingerprint]} */
+static json_t *head(const pgd_api_meta *m, const char *object) {
+    json_t *o = json_object();
+    if (!o) return NULL;
+    const char *id = m->id ? m->id : "";
+    TRY(pgd__api_set(o, "id", pgd__api_jstr(id, strlen(id))));
+    TRY(pgd__api_set(o, "object", json_string(object)));
+    TRY(pgd__api_set(o, "created", jint(m->created)));
+    TRY(pgd__api_set(o, "model", jstr(m->model)));
+    if (m->system_fingerprint)
+        TRY(pgd__api_set(o, "system_fingerprint",
+                         pgd__api_jstr(m->system_fingerprint, strlen(m->system_fingerprint))));
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *usage_obj(const pgd_api_usage *u) {
+    json_t *o = json_object(), *d = NULL;
+    if (!o) return NULL;
+    TRY(pgd__api_set(o, "prompt_tokens", jint(u->prompt_tokens)));
+    TRY(pgd__api_set(o, "completion_tokens", jint(u->completion_tokens)));
+    TRY(pgd__api_set(o, "total_tokens", jint(u->prompt_tokens + u->completion_tokens)));
+    d = json_object();
+    TRY(pgd__api_set(o, "prompt_tokens_details", d)); /* o owns d from here (or freed it) */
+    TRY(pgd__api_set(d, "cached_tokens", jint(u->cached_tokens)));
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *bytes_arr(pgd_str s) {
+    json_t *a = json_array();
+    if (!a) return NULL;
+    for (uint64_t i = 0; i < s.len; i++)
+        TRY(json_array_append_new(a, json_integer((unsigned char)s.ptr[i])));
+    return a;
+fail:
+    json_decref(a);
+    return NULL;
+}
+
+/* {token, logprob, bytes} */
+static json_t *chat_top(pgd_str text, float lp) {
+    json_t *o = json_object();
+    if (!o) return NULL;
+    TRY(pgd__api_set(o, "token", jstr(text)));
+    TRY(pgd__api_set(o, "logprob", jlogprob(lp)));
+    TRY(pgd__api_set(o, "bytes", bytes_arr(text)));
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+/* {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]} */
+static json_t *chat_logprobs(const pgd_api_choice *c) {
+    json_t *o = json_object(), *content = json_array();
+    if (!o || !content) {
+        json_decref(content);
+        goto fail;
+    }
+    TRY(pgd__api_set(o, "content", content));
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        const pgd_api_token_logprob *t = &c->tokens[i];
+        json_t *e = chat_top(t->text, t->logprob), *tops = json_array();
+        if (!e || !tops || pgd__api_set(e, "top_logprobs", tops)) {
+            json_decref(e);
+            if (!e) json_decref(tops);
+            goto fail;
+        }
+        TRY(json_array_append_new(content, e));
+        for (size_t k = 0; k < t->n_top; k++)
+            TRY(json_array_append_new(tops, chat_top(t->top[k].text, t->top[k].logprob)));
+    }
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+/* Adds key -> logprob unless the key is already there (an earlier, more probable token whose
+ * repaired text is the same string). */
+static int dict_add(json_t *d, pgd_str text, float lp) {
+    json_t *k = jstr(text);
+    if (!k) return PGD_ENOMEM;
+    int rc = 0;
+    const char *key = json_string_value(k);
+    size_t klen = json_string_length(k);
+    if (!json_object_getn(d, key, klen))
+        rc = json_object_setn_new_nocheck(d, key, klen, jlogprob(lp)) ? PGD_ENOMEM : 0;
+    json_decref(k);
+    return rc;
+}
+
+/* Legacy {tokens, token_logprobs, top_logprobs, text_offset}. top_logprobs[i] holds the
+ * alternatives and the chosen token (so up to n_top + 1 entries, as OpenAI documents). */
+static json_t *legacy_logprobs(const pgd_api_choice *c) {
+    json_t *o = json_object();
+    TRY(!o);
+    TRY(pgd__api_set(o, "tokens", json_array()));
+    TRY(pgd__api_set(o, "token_logprobs", json_array()));
+    TRY(pgd__api_set(o, "top_logprobs", json_array()));
+    TRY(pgd__api_set(o, "text_offset", json_array()));
+    json_t *toks = json_object_get(o, "tokens"), *lps = json_object_get(o, "token_logprobs");
+    json_t *tops = json_object_get(o, "top_logprobs"), *offs = json_object_get(o, "text_offset");
+    int64_t off = c->text_offset;
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        const pgd_api_token_logprob *t = &c->tokens[i];
+        TRY(json_array_append_new(toks, jstr(t->text)));
+        TRY(json_array_append_new(offs, jint(off)));
+        off += (int64_t)pgd_api_utf8_chars(t->text.ptr, (size_t)t->text.len);
+        if (isnan(t->logprob)) {
+            TRY(json_array_append_new(lps, json_null()));
+            TRY(json_array_append_new(tops, json_null()));
+            continue;
+        }
+        TRY(json_array_append_new(lps, jlogprob(t->logprob)));
+        json_t *d = json_object();
+        TRY(json_array_append_new(tops, d));
+        for (size_t k = 0; k < t->n_top; k++) TRY(dict_add(d, t->top[k].text, t->top[k].logprob));
+        TRY(dict_add(d, t->text, t->logprob));
+    }
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *choice_logprobs(const pgd_api_choice *c, bool chat) {
+    if (!c->logprobs) return json_null();
+    return chat ? chat_logprobs(c) : legacy_logprobs(c);
+}
+
+/* Dumps root into out and drops it. */
+static int finish(json_t *root, pgd_buf *out) {
+    int rc = root ? pgd__api_dump(root, out) : PGD_ENOMEM;
+    json_decref(root);
+    return rc;
+}
+
+/* ---- chat ----------------------------------------------------------------------------------- */
+
+int pgd_api_chat_completion(const pgd_api_meta *m, const pgd_api_choice *choices, size_t n,
+                            const pgd_api_usage *u, pgd_buf *out) {
+    json_t *root = head(m, "chat.completion"), *arr = json_array();
+    if (!root || !arr) {
+        json_decref(arr);
+        goto fail;
+    }
+    TRY(pgd__api_set(root, "choices", arr));
+    for (size_t i = 0; i < n; i++) {
+        const pgd_api_choice *c = &choices[i];
+        json_t *ch = json_object(), *msg;
+        TRY(json_array_append_new(arr, ch)); /* arr owns ch from here (or freed it) */
+        TRY(pgd__api_set(ch, "index", jint(c->index)));
+        msg = json_object();
+        TRY(pgd__api_set(ch, "message", msg));
+        TRY(pgd__api_set(msg, "role", json_string("assistant")));
+        TRY(pgd__api_set(msg, "content", jstr(c->text)));
+        TRY(pgd__api_set(ch, "logprobs", choice_logprobs(c, true)));
+        TRY(pgd__api_set(ch, "finish_reason", finish_reason(c->finish)));
+    }
+    TRY(pgd__api_set(root, "usage", usage_obj(u)));
+    return finish(root, out);
+fail:
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+/* A chunk with one choice {index, delta, logprobs, finish_reason}; takes delta. */
+static int chat_chunk(const pgd_api_meta *m, uint32_t index, json_t *delta, json_t *logprobs,
+                      pgd_finish f, bool include_usage, pgd_buf *out) {
+    json_t *root = head(m, "chat.completion.chunk"), *arr = json_array(), *ch = json_object();
+    if (!root || !arr || !ch) {
+        json_decref(arr);
+        json_decref(ch);
+        goto fail;
+    }
+    if (pgd__api_set(root, "choices", arr)) {
+        json_decref(ch);
+        goto fail;
+    }
+    TRY(json_array_append_new(arr, ch));
+    TRY(pgd__api_set(ch, "index", jint(index)));
+    /* set_new consumes the value even when it fails: forget it before checking */
+    int bad = pgd__api_set(ch, "delta", delta);
+    delta = NULL;
+    TRY(bad);
+    bad = pgd__api_set(ch, "logprobs", logprobs);
+    logprobs = NULL;
+    TRY(bad);
+    TRY(pgd__api_set(ch, "finish_reason", finish_reason(f)));
+    if (include_usage) TRY(pgd__api_set(root, "usage", json_null()));
+    return finish(root, out);
+fail:
+    json_decref(delta);
+    json_decref(logprobs);
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+int pgd_api_chat_chunk_first(const pgd_api_meta *m, uint32_t index, bool include_usage,
+                             pgd_buf *out) {
+    json_t *d = json_object();
+    if (!d || pgd__api_set(d, "role", json_string("assistant")) ||
+        pgd__api_set(d, "content", json_string(""))) {
+        json_decref(d);
+        return PGD_ENOMEM;
+    }
+    return chat_chunk(m, index, d, json_null(), PGD_FINISH_NONE, include_usage, out);
+}
+
+int pgd_api_chat_chunk_content(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
+                               pgd_buf *out) {
+    json_t *d = json_object();
+    if (!d || pgd__api_set(d, "content", jstr(c->text))) {
+        json_decref(d);
+        return PGD_ENOMEM;
+    }
+    json_t *lp = choice_logprobs(c, true);
+    if (!lp) {
+        json_decref(d);
+        return PGD_ENOMEM;
+    }
+    return chat_chunk(m, c->index, d, lp, c->finish, include_usage, out);
+}
+
+int pgd_api_chat_chunk_finish(const pgd_api_meta *m, uint32_t index, pgd_finish f,
+                              bool include_usage, pgd_buf *out) {
+    json_t *d = json_object();
+    if (!d) return PGD_ENOMEM;
+    return chat_chunk(m, index, d, json_null(), f, include_usage, out);
+}
+
+int pgd_api_chunk_usage(const pgd_api_meta *m, pgd_api_kind kind, const pgd_api_usage *u,
+                        pgd_buf *out) {
+    json_t *root = head(m, kind == PGD_API_CHAT ? "chat.completion.chunk" : "text_completion");
+    TRY(!root);
+    TRY(pgd__api_set(root, "choices", json_array()));
+    TRY(pgd__api_set(root, "usage", usage_obj(u)));
+    return finish(root, out);
+fail:
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+/* ---- completions ---------------------------------------------------------------------------- */
+
+static json_t *completion_choice(const pgd_api_choice *c) {
+    json_t *ch = json_object();
+    if (!ch) return NULL;
+    TRY(pgd__api_set(ch, "index", jint(c->index)));
+    TRY(pgd__api_set(ch, "text", jstr(c->text)));
+    TRY(pgd__api_set(ch, "logprobs", choice_logprobs(c, false)));
+    TRY(pgd__api_set(ch, "finish_reason", finish_reason(c->finish)));
+    return ch;
+fail:
+    json_decref(ch);
+    return NULL;
+}
+
+int pgd_api_completion(const pgd_api_meta *m, const pgd_api_choice *choices, size_t n,
+                       const pgd_api_usage *u, pgd_buf *out) {
+    json_t *root = head(m, "text_completion"), *arr = json_array();
+    if (!root || !arr) {
+        json_decref(arr);
+        goto fail;
+    }
+    TRY(pgd__api_set(root, "choices", arr));
+    for (size_t i = 0; i < n; i++) TRY(json_array_append_new(arr, completion_choice(&choices[i])));
+    TRY(pgd__api_set(root, "usage", usage_obj(u)));
+    return finish(root, out);
+fail:
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+int pgd_api_completion_chunk(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
+                             pgd_buf *out) {
+    json_t *root = head(m, "text_completion"), *arr = json_array();
+    if (!root || !arr) {
+        json_decref(arr);
+        goto fail;
+    }
+    TRY(pgd__api_set(root, "choices", arr));
+    TRY(json_array_append_new(arr, completion_choice(c)));
+    if (include_usage) TRY(pgd__api_set(root, "usage", json_null()));
+    return finish(root, out);
+fail:
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+/* ---- models, tokenize, detokenize ------------------------------------------------------------ */
+
+static json_t *model_obj(const pgd_api_model_info *mi) {
+    json_t *o = json_object();
+    if (!o) return NULL;
+    const char *id = mi->id ? mi->id : "", *owner = mi->owned_by ? mi->owned_by : "pagoda";
+    TRY(pgd__api_set(o, "id", pgd__api_jstr(id, strlen(id))));
+    TRY(pgd__api_set(o, "object", json_string("model")));
+    TRY(pgd__api_set(o, "created", jint(mi->created)));
+    TRY(pgd__api_set(o, "owned_by", pgd__api_jstr(owner, strlen(owner))));
+    if (mi->max_model_len > 0) TRY(pgd__api_set(o, "max_model_len", jint(mi->max_model_len)));
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+int pgd_api_models_list(const pgd_api_model_info *models, size_t n, pgd_buf *out) {
+    json_t *root = json_object(), *arr = json_array(), *a;
+    TRY(!root || !arr);
+    for (size_t i = 0; i < n; i++) TRY(json_array_append_new(arr, model_obj(&models[i])));
+    TRY(pgd__api_set(root, "object", json_string("list")));
+    a = arr;
+    arr = NULL; /* set_new takes it, also when it fails */
+    TRY(pgd__api_set(root, "data", a));
+    return finish(root, out);
+fail:
+    json_decref(arr);
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+int pgd_api_model_object(const pgd_api_model_info *model, pgd_buf *out) {
+    return finish(model_obj(model), out);
+}
+
+int pgd_api_tokenize_response(const int32_t *ids, size_t n, int64_t max_model_len, pgd_buf *out) {
+    json_t *root = json_object(), *arr = json_array(), *a;
+    TRY(!root || !arr);
+    for (size_t i = 0; i < n; i++) TRY(json_array_append_new(arr, jint(ids[i])));
+    TRY(pgd__api_set(root, "count", jint((int64_t)n)));
+    TRY(pgd__api_set(root, "max_model_len", jint(max_model_len)));
+    a = arr;
+    arr = NULL; /* set_new takes it, also when it fails */
+    TRY(pgd__api_set(root, "tokens", a));
+    return finish(root, out);
+fail:
+    json_decref(arr);
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+int pgd_api_detokenize_response(const char *text, size_t len, pgd_buf *out) {
+    json_t *root = json_object();
+    TRY(!root);
+    TRY(pgd__api_set(root, "prompt", pgd__api_jstr(text, len)));
+    return finish(root, out);
+fail:
+    json_decref(root);
+    return PGD_ENOMEM;
+}
+
+/* ---- SSE ------------------------------------------------------------------------------------- */
+
+int pgd_api_sse_data(const char *json, size_t len, pgd_buf *out) {
+    if (len && (memchr(json, '\n', len) || memchr(json, '\r', len)))
+        return pgd_error_set(PGD_EINVAL, "an SSE data line cannot hold a line break");
+    size_t before = out->len;
+    int rc = pgd_buf_reserve(out, len + 8);
+    if (!rc) rc = pgd_buf_append(out, "data: ", 6);
+    if (!rc) rc = pgd_buf_append(out, json, len);
+    if (!rc) rc = pgd_buf_append(out, "\n\n", 2);
+    if (rc) {
+        out->len = before;
+        if (out->data) out->data[before] = '\0';
+    }
+    return rc;
+}

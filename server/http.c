@@ -1,0 +1,1040 @@
+/*
+ * server/http.c — libmicrohttpd driven by the libuv loop; requests, deferred answers, streams,
+ * pings, deadlines and shutdown. The contract is in server/http.h.
+ *
+ * Owns: the MHD daemon (epoll mode, no thread of its own, suspend/resume allowed), three uv
+ * handles (a uv_poll_t on MHD's epoll fd, a uv_timer_t following MHD_get_timeout, and the
+ * housekeeping timer `tick` for pings and the server's own deadlines), one http_conn per open
+ * connection (from MHD_OPTION_NOTIFY_CONNECTION) and one pgd_http_request per request (created by
+ * MHD_OPTION_URI_LOG_CALLBACK when the request line is parsed, freed after
+ * MHD_OPTION_NOTIFY_COMPLETED), plus one malloc'd uv_poll_t per request whose connection was
+ * suspended at least once (the disconnect watch; freed by its close callback).
+ *
+ * Invariants:
+ *   - MHD_run is only called from the uv callbacks of this file (never from an API function),
+ *     so API functions may be called from inside MHD callbacks without re-entering MHD.
+ *   - req->suspended is true exactly when this file called MHD_suspend_connection and not yet
+ *     MHD_resume_connection. Suspension happens only inside MHD's callbacks (the access handler
+ *     when the route has not answered yet; the content reader when a stream has no pending
+ *     bytes), as MHD requires; resumption anywhere on the loop thread.
+ *   - A response is queued only from the access handler: an answer given later is kept in
+ *     req->resp and the connection resumed, and MHD calls the access handler again.
+ *   - An aborted request (abort_reason >= 0) never gets data again: the access handler returns
+ *     MHD_NO and the content reader MHD_CONTENT_READER_END_WITH_ERROR, so MHD closes it.
+ *   - The housekeeping timer is armed whenever some connection is receiving a request (deadline)
+ *     or some handled request has a ping or response deadline; it never runs otherwise (an idle
+ *     server or a stream without pings costs no wake-ups at all).
+ *   - Before MHD_stop_daemon no connection is suspended (MHD forbids it).
+ *
+ * Threading: the loop thread only (see server/http.h).
+ */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "common/error.h"
+
+#define PING_TEXT        ": ping\n\n"
+#define PING_EARLY_MS    50   /* a ping due this soon is sent now (coalesces wake-ups) */
+#define STREAM_BLOCK     (16 * 1024)
+#define MAX_TIMER_MS     (3600u * 1000u)
+#define DRAIN_POLL_MS    50
+
+enum { ANS_NONE, ANS_PENDING, ANS_QUEUED };
+
+typedef struct http_conn http_conn;
+
+struct pgd_http_stream {
+    pgd_http_request *req;
+};
+
+struct pgd_http_request {
+    pgd_http_request *prev, *next; /* srv->reqs */
+    pgd_http_server *srv;
+    http_conn *conn; /* NULL if the connection's context could not be allocated */
+    struct MHD_Connection *mc;
+    char *uri;                 /* raw request target (copy) */
+    const char *method, *path; /* MHD's, valid until completion */
+    const char *query;         /* into uri, after '?'; or "" */
+    pgd_buf body;
+    bool headers_seen; /* access handler saw the headers */
+    bool handled;      /* route handler called */
+    bool too_big;      /* body over the limit: dropped, 413 at the end */
+    bool oom;          /* body could not be stored: 500 at the end */
+    bool in_handler;   /* inside the route handler */
+    bool suspended;    /* see the invariants */
+    bool streaming, ended, ping;
+    int answer;                /* ANS_* */
+    struct MHD_Response *resp; /* ANS_PENDING: response to queue */
+    unsigned status;
+    int abort_reason; /* -1, or the pgd_http_close_reason to report */
+    pgd_buf out;      /* stream: bytes written, [out_off, out.len) not yet given to MHD */
+    size_t out_off;
+    uint64_t t_handled, t_last_write; /* uv_now ms */
+    pgd_http_close_fn on_close;
+    void *on_close_arg;
+    void *user;
+    uv_poll_t *watch; /* disconnect watch, or NULL */
+    char remote[64];
+    pgd_http_stream stream;
+};
+
+struct http_conn {
+    http_conn *prev, *next; /* srv->conns */
+    int fd;
+    bool receiving; /* waiting for (the rest of) a request: the deadline applies */
+    bool killed;    /* shut down by the server (deadline, shutdown) */
+    uint64_t wait_since;
+    pgd_http_request *req; /* request being served, or NULL */
+};
+
+struct pgd_http_server {
+    uv_loop_t *loop;
+    pgd_http_config cfg;
+    char *host;
+    struct MHD_Daemon *mhd;
+    int epoll_fd;
+    uint16_t port;
+    uv_poll_t poll;
+    uv_timer_t mhd_timer, tick;
+    int handles_open; /* uv handles not yet closed; srv is freed when it drops to 0 */
+    bool poll_inited;
+    bool accepting, closing, in_mhd;
+    bool kick; /* a connection was resumed: MHD_run must run again soon */
+    bool tick_armed;
+    uint64_t tick_due;
+    http_conn *conns;
+    unsigned n_conns;
+    pgd_http_request *reqs;
+    unsigned n_active; /* handled, not completed */
+};
+
+/* ---------------------------------------------------------------------------------------- */
+
+#define LIST_PUSH(head, node)                                                              \
+    do {                                                                                   \
+        (node)->prev = NULL;                                                               \
+        (node)->next = (head);                                                             \
+        if (head) (head)->prev = (node);                                                   \
+        (head) = (node);                                                                   \
+    } while (0)
+
+#define LIST_REMOVE(head, node)                                                            \
+    do {                                                                                   \
+        if ((node)->prev) (node)->prev->next = (node)->next;                               \
+        else (head) = (node)->next;                                                        \
+        if ((node)->next) (node)->next->prev = (node)->prev;                               \
+        (node)->prev = (node)->next = NULL;                                                \
+    } while (0)
+
+const char *pgd_http_close_reason_name(pgd_http_close_reason reason) {
+    switch (reason) {
+    case PGD_HTTP_CLOSE_COMPLETED: return "completed";
+    case PGD_HTTP_CLOSE_CLIENT_GONE: return "client_gone";
+    case PGD_HTTP_CLOSE_TIMEOUT: return "timeout";
+    case PGD_HTTP_CLOSE_SHUTDOWN: return "shutdown";
+    case PGD_HTTP_CLOSE_ERROR: return "error";
+    }
+    return "unknown";
+}
+
+void pgd_http_config_init(pgd_http_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->host = "127.0.0.1";
+    cfg->max_body_bytes = 4u << 20;
+    cfg->max_connections = 1024;
+    cfg->idle_timeout_s = 30;
+    cfg->request_timeout_ms = 60000;
+    cfg->ping_interval_ms = 1000;
+    cfg->max_stream_buffer = 16u << 20;
+    cfg->connection_memory = 64u << 10;
+    cfg->listen_backlog = 511;
+    cfg->drain_timeout_ms = 3000;
+    cfg->watch_disconnect = 1;
+}
+
+static uint64_t now_ms(pgd_http_server *srv) {
+    return uv_now(srv->loop);
+}
+
+static void tick_cb(uv_timer_t *t);
+
+/* Make sure the housekeeping timer fires no later than `due` (uv_now ms). */
+static void tick_schedule(pgd_http_server *srv, uint64_t due) {
+    if (srv->closing) return;
+    if (srv->tick_armed && srv->tick_due <= due) return;
+    uint64_t now = now_ms(srv);
+    uint64_t delay = due > now ? due - now : 0;
+    if (delay > MAX_TIMER_MS) delay = MAX_TIMER_MS;
+    srv->tick_armed = true;
+    srv->tick_due = now + delay;
+    uv_timer_start(&srv->tick, tick_cb, delay, 0);
+}
+
+static http_conn *conn_of(struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (http_conn *)ci->socket_context : NULL;
+}
+
+/* --- the disconnect watch ---------------------------------------------------------------- */
+
+static void req_abort(pgd_http_request *req, int reason);
+
+static void watch_free_cb(uv_handle_t *h) {
+    free(h);
+}
+
+static void watch_cb(uv_poll_t *h, int status, int events) {
+    pgd_http_request *req = h->data;
+    (void)status;
+    (void)events;
+    uv_poll_stop(h);
+    if (req) req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+}
+
+static void watch_start(pgd_http_request *req) {
+    pgd_http_server *srv = req->srv;
+    if (!srv->cfg.watch_disconnect || req->watch || !req->conn || req->conn->fd < 0) return;
+    uv_poll_t *w = malloc(sizeof *w);
+    if (!w) return; /* the pings still notice a vanished client */
+    if (uv_poll_init(srv->loop, w, req->conn->fd) != 0) {
+        free(w);
+        return;
+    }
+    w->data = req;
+    req->watch = w;
+    if (uv_poll_start(w, UV_DISCONNECT, watch_cb) != 0) uv_poll_stop(w);
+}
+
+/* Before the connection's fd can be closed: stop and release the watch. */
+static void watch_close(pgd_http_request *req) {
+    if (!req->watch) return;
+    uv_poll_stop(req->watch);
+    req->watch->data = NULL;
+    uv_close((uv_handle_t *)req->watch, watch_free_cb);
+    req->watch = NULL;
+}
+
+/* --- suspend / resume / abort --------------------------------------------------------------- */
+
+/* Only from MHD's access handler or content reader for this request. */
+static void req_suspend(pgd_http_request *req) {
+    MHD_suspend_connection(req->mc);
+    req->suspended = true;
+    watch_start(req);
+}
+
+static void mhd_timer_cb(uv_timer_t *t);
+
+/* In external-polling mode a resumed connection is processed by the next MHD_run (its ITC is
+ * not in the epoll set we poll): make sure there is one soon. */
+static void mhd_kick(pgd_http_server *srv) {
+    srv->kick = true;
+    if (!srv->in_mhd && !srv->closing) uv_timer_start(&srv->mhd_timer, mhd_timer_cb, 0, 0);
+}
+
+static void req_resume(pgd_http_request *req) {
+    if (!req->suspended) return;
+    req->suspended = false;
+    MHD_resume_connection(req->mc);
+    mhd_kick(req->srv);
+}
+
+static void req_abort(pgd_http_request *req, int reason) {
+    if (req->abort_reason >= 0) return;
+    req->abort_reason = reason;
+    if (req->in_handler || !req->handled) return; /* the access handler sees the flag */
+    if (req->suspended) {
+        req_resume(req); /* the access handler or the reader sees the flag */
+    } else if (req->conn && req->conn->fd >= 0) {
+        /* MHD is sending (or waiting to send) to this client: cut it off; MHD notices at its
+         * next read or write and closes the connection. */
+        shutdown(req->conn->fd, SHUT_RDWR);
+    }
+}
+
+void pgd_http_request_abort(pgd_http_request *req) {
+    req_abort(req, PGD_HTTP_CLOSE_ERROR);
+}
+
+/* --- responses ------------------------------------------------------------------------------ */
+
+static void json_escape(pgd_buf *out, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            pgd_buf_append(out, e, 2);
+        } else if (c < 0x20) {
+            pgd_buf_printf(out, "\\u%04x", c);
+        } else {
+            pgd_buf_append(out, s, 1);
+        }
+    }
+}
+
+static int error_body(pgd_http_server *srv, int status, const char *message, pgd_buf *out) {
+    if (srv->cfg.error_body) {
+        size_t len0 = out->len;
+        if (srv->cfg.error_body(srv->cfg.error_body_arg, status, message, out) == 0 && out->data)
+            return 0;
+        out->len = len0;
+    }
+    const char *type = status >= 500 ? "server_error" : "invalid_request_error";
+    if (pgd_buf_puts(out, "{\"error\":{\"message\":\"") != 0) return PGD_ENOMEM;
+    json_escape(out, message ? message : "");
+    return pgd_buf_printf(out, "\",\"type\":\"%s\",\"param\":null,\"code\":null}}", type);
+}
+
+/* Adds Content-Type, the caller's headers and, once the server stops accepting,
+ * "Connection: close". */
+static int add_headers(pgd_http_server *srv, struct MHD_Response *r, const char *content_type,
+                       const pgd_http_header *headers, size_t n_headers, bool force_close) {
+    if (content_type && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) !=
+                            MHD_YES)
+        return pgd_error_set(PGD_EINVAL, "http: bad Content-Type \"%s\"", content_type);
+    for (size_t i = 0; i < n_headers; i++) {
+        if (!headers[i].name || !headers[i].value ||
+            MHD_add_response_header(r, headers[i].name, headers[i].value) != MHD_YES)
+            return pgd_error_set(PGD_EINVAL, "http: bad response header \"%s\"",
+                                 headers[i].name ? headers[i].name : "(null)");
+    }
+    if ((force_close || !srv->accepting) &&
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+        return PGD_ENOMEM;
+    return 0;
+}
+
+static struct MHD_Response *make_buffer_response(pgd_http_server *srv, const char *content_type,
+                                                 const void *body, size_t len,
+                                                 const pgd_http_header *headers,
+                                                 size_t n_headers, bool force_close, int *err) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)(len ? body : ""), MHD_RESPMEM_MUST_COPY);
+    if (!r) {
+        *err = PGD_ENOMEM;
+        return NULL;
+    }
+    *err = add_headers(srv, r, content_type, headers, n_headers, force_close);
+    if (*err) {
+        MHD_destroy_response(r);
+        return NULL;
+    }
+    return r;
+}
+
+static struct MHD_Response *make_error_response(pgd_http_server *srv, int status,
+                                                const char *message,
+                                                const pgd_http_header *headers,
+                                                size_t n_headers, bool force_close, int *err) {
+    pgd_buf b = PGD_BUF_INIT;
+    if (error_body(srv, status, message, &b) != 0) {
+        pgd_buf_free(&b);
+        *err = PGD_ENOMEM;
+        return NULL;
+    }
+    struct MHD_Response *r = make_buffer_response(srv, "application/json", b.data, b.len,
+                                                  headers, n_headers, force_close, err);
+    pgd_buf_free(&b);
+    return r;
+}
+
+static int check_answerable(pgd_http_request *req, int status) {
+    if (!req->handled || req->answer != ANS_NONE)
+        return pgd_error_set(PGD_EINVAL, "http: request already answered");
+    if (status < 100 || status > 999)
+        return pgd_error_set(PGD_EINVAL, "http: bad status %d", status);
+    if (req->abort_reason >= 0) return PGD_ECANCELED;
+    return 0;
+}
+
+/* Keep `r` for the access handler (now if inside the handler, else after the resume). */
+static void set_answer(pgd_http_request *req, struct MHD_Response *r, int status) {
+    req->resp = r;
+    req->status = (unsigned)status;
+    req->answer = ANS_PENDING;
+    if (!req->in_handler) req_resume(req);
+}
+
+int pgd_http_respond(pgd_http_request *req, int status, const char *content_type,
+                     const void *body, size_t len, const pgd_http_header *headers,
+                     size_t n_headers) {
+    int rc = check_answerable(req, status);
+    if (rc) return rc;
+    struct MHD_Response *r = make_buffer_response(req->srv, content_type, body, len, headers,
+                                                  n_headers, false, &rc);
+    if (!r) return rc;
+    set_answer(req, r, status);
+    return 0;
+}
+
+int pgd_http_respond_error(pgd_http_request *req, int status, const char *message,
+                           const pgd_http_header *headers, size_t n_headers) {
+    int rc = check_answerable(req, status);
+    if (rc) return rc;
+    struct MHD_Response *r =
+        make_error_response(req->srv, status, message, headers, n_headers, false, &rc);
+    if (!r) return rc;
+    set_answer(req, r, status);
+    return 0;
+}
+
+/* --- streams --------------------------------------------------------------------------------- */
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    pgd_http_request *req = cls;
+    (void)pos;
+    if (req->abort_reason >= 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t avail = req->out.len - req->out_off;
+    if (avail > 0) {
+        size_t n = avail < max ? avail : max;
+        memcpy(buf, req->out.data + req->out_off, n);
+        req->out_off += n;
+        if (req->out_off == req->out.len) {
+            pgd_buf_reset(&req->out);
+            req->out_off = 0;
+        }
+        return (ssize_t)n;
+    }
+    if (req->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+    req_suspend(req); /* MHD's documented pattern: suspend and return 0 */
+    return 0;
+}
+
+int pgd_http_stream_start(pgd_http_request *req, int status, const char *content_type,
+                          const pgd_http_header *headers, size_t n_headers, unsigned flags,
+                          pgd_http_stream **out) {
+    *out = NULL;
+    int rc = check_answerable(req, status);
+    if (rc) return rc;
+    pgd_http_server *srv = req->srv;
+    bool sse = (flags & PGD_HTTP_STREAM_SSE) != 0;
+    if (!content_type && sse) content_type = "text/event-stream";
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, req, NULL);
+    if (!r) return PGD_ENOMEM;
+    rc = add_headers(srv, r, content_type, headers, n_headers, false);
+    if (!rc && sse &&
+        (MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") != MHD_YES ||
+         MHD_add_response_header(r, "X-Accel-Buffering", "no") != MHD_YES))
+        rc = PGD_ENOMEM;
+    if (rc) {
+        MHD_destroy_response(r);
+        return rc;
+    }
+    req->streaming = true;
+    req->ping = sse && !(flags & PGD_HTTP_STREAM_NO_PING) && srv->cfg.ping_interval_ms > 0;
+    req->t_last_write = now_ms(srv);
+    req->stream.req = req;
+    set_answer(req, r, status);
+    if (req->ping) tick_schedule(srv, req->t_last_write + srv->cfg.ping_interval_ms);
+    *out = &req->stream;
+    return 0;
+}
+
+/* Appends to the pending bytes, compacting the consumed prefix first when it is large. */
+static int stream_append(pgd_http_request *req, const void *data, size_t len) {
+    if (req->out_off > 0 && req->out_off >= req->out.len / 2) {
+        memmove(req->out.data, req->out.data + req->out_off, req->out.len - req->out_off);
+        req->out.len -= req->out_off;
+        req->out_off = 0;
+    }
+    return pgd_buf_append(&req->out, data, len);
+}
+
+int pgd_http_stream_write(pgd_http_stream *s, const void *data, size_t len) {
+    pgd_http_request *req = s->req;
+    if (req->abort_reason >= 0) return PGD_ECANCELED;
+    if (req->ended) return pgd_error_set(PGD_EINVAL, "http: write after end of stream");
+    if (len == 0) return 0;
+    size_t pending = req->out.len - req->out_off;
+    if (pending + len > req->srv->cfg.max_stream_buffer) {
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+        return pgd_error_set(PGD_EFULL, "http: client is not reading (%zu bytes pending)",
+                             pending);
+    }
+    if (stream_append(req, data, len) != 0) return PGD_ENOMEM;
+    req->t_last_write = now_ms(req->srv);
+    req_resume(req);
+    return 0;
+}
+
+int pgd_http_stream_end(pgd_http_stream *s) {
+    pgd_http_request *req = s->req;
+    if (req->abort_reason >= 0) return PGD_ECANCELED;
+    if (req->ended) return pgd_error_set(PGD_EINVAL, "http: stream already ended");
+    req->ended = true;
+    req_resume(req);
+    return 0;
+}
+
+size_t pgd_http_stream_pending(const pgd_http_stream *s) {
+    return s->req->out.len - s->req->out_off;
+}
+
+pgd_http_request *pgd_http_stream_request(pgd_http_stream *s) {
+    return s->req;
+}
+
+/* --- request accessors ------------------------------------------------------------------------ */
+
+const char *pgd_http_request_method(const pgd_http_request *req) {
+    return req->method ? req->method : "";
+}
+
+const char *pgd_http_request_path(const pgd_http_request *req) {
+    return req->path ? req->path : "";
+}
+
+const char *pgd_http_request_query(const pgd_http_request *req) {
+    return req->query;
+}
+
+const char *pgd_http_request_query_arg(const pgd_http_request *req, const char *key) {
+    return MHD_lookup_connection_value(req->mc, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *pgd_http_request_header(const pgd_http_request *req, const char *name) {
+    return MHD_lookup_connection_value(req->mc, MHD_HEADER_KIND, name);
+}
+
+pgd_str pgd_http_request_body(const pgd_http_request *req) {
+    pgd_str s = {req->body.data ? req->body.data : "", req->body.len};
+    return s;
+}
+
+const char *pgd_http_request_remote(pgd_http_request *req) {
+    if (req->remote[0]) return req->remote;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return "";
+    const struct sockaddr *sa = ci->client_addr;
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        snprintf(req->remote, sizeof req->remote, "%s:%u", ip, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+        snprintf(req->remote, sizeof req->remote, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    }
+    return req->remote;
+}
+
+pgd_http_server *pgd_http_request_server(const pgd_http_request *req) {
+    return req->srv;
+}
+
+void pgd_http_request_set_user(pgd_http_request *req, void *user) {
+    req->user = user;
+}
+
+void *pgd_http_request_user(const pgd_http_request *req) {
+    return req->user;
+}
+
+void pgd_http_request_set_on_close(pgd_http_request *req, pgd_http_close_fn fn, void *arg) {
+    req->on_close = fn;
+    req->on_close_arg = arg;
+}
+
+/* --- MHD callbacks ---------------------------------------------------------------------------- */
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    pgd_http_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        http_conn *c = calloc(1, sizeof *c);
+        *socket_context = c;
+        if (!c) return; /* served without the request deadline */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->fd = ci ? ci->connect_fd : -1;
+        c->receiving = true;
+        c->wait_since = now_ms(srv);
+        LIST_PUSH(srv->conns, c);
+        srv->n_conns++;
+        if (srv->cfg.request_timeout_ms)
+            tick_schedule(srv, c->wait_since + srv->cfg.request_timeout_ms);
+    } else {
+        http_conn *c = *socket_context;
+        *socket_context = NULL;
+        if (!c) return;
+        if (c->req) {
+            if (c->req->watch) watch_close(c->req); /* the fd is about to close */
+            c->req->conn = NULL;
+        }
+        LIST_REMOVE(srv->conns, c);
+        srv->n_conns--;
+        free(c);
+    }
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *mc) {
+    pgd_http_server *srv = cls;
+    pgd_http_request *req = calloc(1, sizeof *req);
+    if (!req) return NULL;
+    req->uri = strdup(uri ? uri : "");
+    if (!req->uri) {
+        free(req);
+        return NULL;
+    }
+    char *q = strchr(req->uri, '?');
+    req->query = q ? q + 1 : "";
+    req->srv = srv;
+    req->mc = mc;
+    req->abort_reason = -1;
+    req->conn = conn_of(mc);
+    if (req->conn) req->conn->req = req;
+    LIST_PUSH(srv->reqs, req);
+    return req;
+}
+
+static void req_free(pgd_http_request *req) {
+    if (req->resp) MHD_destroy_response(req->resp);
+    pgd_buf_free(&req->body);
+    pgd_buf_free(&req->out);
+    free(req->uri);
+    free(req);
+}
+
+/* The request is over: report it once and free it. */
+static void req_finish(pgd_http_server *srv, pgd_http_request *req, pgd_http_close_reason why) {
+    watch_close(req);
+    if (req->conn && req->conn->req == req) req->conn->req = NULL;
+    LIST_REMOVE(srv->reqs, req);
+    if (req->handled) srv->n_active--;
+    req->suspended = false;
+    if (req->on_close) req->on_close(req, why, req->on_close_arg);
+    req_free(req);
+}
+
+static pgd_http_close_reason map_termination(enum MHD_RequestTerminationCode toe) {
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return PGD_HTTP_CLOSE_COMPLETED;
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return PGD_HTTP_CLOSE_TIMEOUT;
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return PGD_HTTP_CLOSE_SHUTDOWN;
+    case MHD_REQUEST_TERMINATED_WITH_ERROR:
+    case MHD_REQUEST_TERMINATED_READ_ERROR:
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+    default: return PGD_HTTP_CLOSE_CLIENT_GONE;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    pgd_http_server *srv = cls;
+    pgd_http_request *req = *con_cls;
+    *con_cls = NULL;
+    http_conn *c = conn_of(mc);
+    if (c) {
+        /* A keep-alive connection now waits for its next request. */
+        c->receiving = !c->killed;
+        c->wait_since = now_ms(srv);
+        if (c->receiving && srv->cfg.request_timeout_ms)
+            tick_schedule(srv, c->wait_since + srv->cfg.request_timeout_ms);
+    }
+    if (!req) return;
+    pgd_http_close_reason why = map_termination(toe);
+    if (why != PGD_HTTP_CLOSE_COMPLETED) {
+        if (req->abort_reason >= 0) why = (pgd_http_close_reason)req->abort_reason;
+        else if (c && c->killed) why = srv->closing ? PGD_HTTP_CLOSE_SHUTDOWN
+                                                    : PGD_HTTP_CLOSE_TIMEOUT;
+    }
+    req_finish(srv, req, why);
+}
+
+static enum MHD_Result queue_pending(pgd_http_request *req) {
+    struct MHD_Response *r = req->resp;
+    req->resp = NULL;
+    enum MHD_Result ret = MHD_queue_response(req->mc, req->status, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES) req->answer = ANS_QUEUED;
+    return ret;
+}
+
+/* Answer from the transport itself (413, 500, 503). */
+static enum MHD_Result queue_error(pgd_http_request *req, int status, const char *message,
+                                   bool force_close) {
+    int err;
+    struct MHD_Response *r =
+        make_error_response(req->srv, status, message, NULL, 0, force_close, &err);
+    if (!r) return MHD_NO;
+    req->resp = r;
+    req->status = (unsigned)status;
+    return queue_pending(req);
+}
+
+static unsigned long long parse_ull(const char *s, bool *ok) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    *ok = (end != s && *end == '\0' && errno == 0 && s[0] != '-');
+    return v;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_size, void **con_cls) {
+    pgd_http_server *srv = cls;
+    pgd_http_request *req = *con_cls;
+    (void)version;
+    if (!req) return MHD_NO; /* out of memory in on_uri */
+
+    if (!req->headers_seen) {
+        req->headers_seen = true;
+        req->method = method;
+        req->path = url;
+        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        bool ok = true;
+        if (cl && parse_ull(cl, &ok) > srv->cfg.max_body_bytes && ok) {
+            /* Early answer: MHD does not read the body and closes after the response. */
+            if (req->conn) req->conn->receiving = false;
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
+                     srv->cfg.max_body_bytes);
+            return queue_error(req, 413, msg, true);
+        }
+        return MHD_YES;
+    }
+
+    if (*upload_size > 0) {
+        if (!req->too_big && !req->oom) {
+            if (req->body.len + *upload_size > srv->cfg.max_body_bytes) {
+                req->too_big = true;
+                pgd_buf_free(&req->body);
+            } else if (pgd_buf_append(&req->body, upload_data, *upload_size) != 0) {
+                req->oom = true;
+                pgd_buf_free(&req->body);
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+
+    /* The whole request is here (first time), or the connection was resumed. */
+    if (!req->handled) {
+        req->handled = true;
+        srv->n_active++;
+        req->t_handled = now_ms(srv);
+        if (req->conn) req->conn->receiving = false;
+        if (req->too_big) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
+                     srv->cfg.max_body_bytes);
+            return queue_error(req, 413, msg, false);
+        }
+        if (req->oom) return queue_error(req, 500, "out of memory", true);
+        if (srv->closing)
+            return queue_error(req, 503, "server is shutting down", true);
+        if (srv->cfg.response_timeout_ms)
+            tick_schedule(srv, req->t_handled + srv->cfg.response_timeout_ms);
+        req->in_handler = true;
+        srv->cfg.handler(srv->cfg.handler_arg, req);
+        req->in_handler = false;
+    }
+    if (req->abort_reason >= 0) return MHD_NO;
+    if (req->answer == ANS_PENDING) return queue_pending(req);
+    if (req->answer == ANS_NONE && !req->suspended) req_suspend(req); /* deferred answer */
+    return MHD_YES;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    fputs("pagoda http: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+/* --- driving MHD from the loop ----------------------------------------------------------------- */
+
+static void mhd_drive(pgd_http_server *srv) {
+    if (srv->closing) return;
+    srv->kick = false;
+    srv->in_mhd = true;
+    MHD_run(srv->mhd);
+    srv->in_mhd = false;
+    MHD_UNSIGNED_LONG_LONG to = 0;
+    if (srv->kick) {
+        uv_timer_start(&srv->mhd_timer, mhd_timer_cb, 0, 0); /* resumed inside MHD_run */
+    } else if (MHD_get_timeout(srv->mhd, &to) == MHD_YES) {
+        if (to > MAX_TIMER_MS) to = MAX_TIMER_MS;
+        uv_timer_start(&srv->mhd_timer, mhd_timer_cb, (uint64_t)to, 0);
+    } else {
+        uv_timer_stop(&srv->mhd_timer);
+    }
+}
+
+static void mhd_timer_cb(uv_timer_t *t) {
+    mhd_drive(t->data);
+}
+
+static void poll_cb(uv_poll_t *p, int status, int events) {
+    (void)status;
+    (void)events;
+    mhd_drive(p->data);
+}
+
+/* Closes a connection that is not being answered (deadline, shutdown). */
+static void conn_kill(http_conn *c) {
+    c->killed = true;
+    c->receiving = false;
+    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+}
+
+static void tick_cb(uv_timer_t *t) {
+    pgd_http_server *srv = t->data;
+    srv->tick_armed = false;
+    uint64_t now = now_ms(srv), next = UINT64_MAX;
+    const pgd_http_config *cfg = &srv->cfg;
+
+    if (cfg->request_timeout_ms) {
+        for (http_conn *c = srv->conns; c; c = c->next) {
+            if (!c->receiving) continue;
+            uint64_t due = c->wait_since + cfg->request_timeout_ms;
+            if (due <= now) conn_kill(c);
+            else if (due < next) next = due;
+        }
+    }
+    for (pgd_http_request *req = srv->reqs; req; req = req->next) {
+        if (!req->handled || req->abort_reason >= 0) continue;
+        if (cfg->response_timeout_ms) {
+            uint64_t due = req->t_handled + cfg->response_timeout_ms;
+            if (due <= now) {
+                req_abort(req, PGD_HTTP_CLOSE_TIMEOUT);
+                continue;
+            }
+            if (due < next) next = due;
+        }
+        if (req->streaming && req->ping && !req->ended) {
+            uint64_t due = req->t_last_write + cfg->ping_interval_ms;
+            if (due <= now + PING_EARLY_MS) {
+                if (req->out.len == req->out_off &&
+                    stream_append(req, PING_TEXT, sizeof PING_TEXT - 1) == 0)
+                    req_resume(req);
+                req->t_last_write = now; /* with bytes pending, no ping is needed */
+                due = now + cfg->ping_interval_ms;
+            }
+            if (due < next) next = due;
+        }
+    }
+    if (next != UINT64_MAX) tick_schedule(srv, next);
+}
+
+/* --- create / stop / destroy ------------------------------------------------------------------- */
+
+static void handle_closed_cb(uv_handle_t *h) {
+    pgd_http_server *srv = h->data;
+    if (--srv->handles_open == 0) {
+        free(srv->host);
+        free(srv);
+    }
+}
+
+static void close_handles(pgd_http_server *srv) {
+    if (srv->poll_inited) uv_close((uv_handle_t *)&srv->poll, handle_closed_cb);
+    uv_close((uv_handle_t *)&srv->mhd_timer, handle_closed_cb);
+    uv_close((uv_handle_t *)&srv->tick, handle_closed_cb);
+}
+
+static int resolve(const pgd_http_config *cfg, struct sockaddr_storage *ss, socklen_t *len) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)cfg->port);
+    const char *host = cfg->host && cfg->host[0] ? cfg->host : NULL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0 || !res)
+        return pgd_error_set(PGD_EINVAL, "http: cannot resolve \"%s\": %s",
+                             host ? host : "(any)", gai_strerror(gai));
+    /* Prefer IPv4 when a name resolves to both (e.g. "localhost"). */
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *len = pick->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int pgd_http_server_create(uv_loop_t *loop, const pgd_http_config *cfg, pgd_http_server **out) {
+    *out = NULL;
+    if (!loop || !cfg || !cfg->handler || cfg->max_connections == 0 ||
+        cfg->max_stream_buffer == 0)
+        return pgd_error_set(PGD_EINVAL, "http: missing handler or zero limit in config");
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    int rc = resolve(cfg, &ss, &sslen);
+    if (rc) return rc;
+
+    pgd_http_server *srv = calloc(1, sizeof *srv);
+    if (!srv) return PGD_ENOMEM;
+    srv->loop = loop;
+    srv->cfg = *cfg;
+    srv->host = strdup(cfg->host ? cfg->host : "");
+    if (!srv->host) {
+        free(srv);
+        return PGD_ENOMEM;
+    }
+    srv->cfg.host = srv->host;
+    srv->accepting = true;
+    uv_timer_init(loop, &srv->mhd_timer);
+    uv_timer_init(loop, &srv->tick);
+    srv->mhd_timer.data = srv->tick.data = srv->poll.data = srv;
+    srv->handles_open = 2;
+
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    if (cfg->log_errors) flags |= MHD_USE_ERROR_LOG;
+    srv->mhd = MHD_start_daemon(
+        flags, cfg->port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(cfg->connection_memory ? cfg->connection_memory : 64u << 10),
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)(cfg->listen_backlog ? cfg->listen_backlog : 511),
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_END);
+    if (!srv->mhd) {
+        rc = pgd_error_set(PGD_EIO, "http: cannot listen on %s:%u (%s)", srv->host,
+                           (unsigned)cfg->port, strerror(errno));
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    srv->epoll_fd = di ? di->epoll_fd : -1;
+    di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = di ? di->port : cfg->port;
+    if (srv->epoll_fd < 0) {
+        rc = pgd_error_set(PGD_EIO, "http: libmicrohttpd has no epoll fd");
+        goto fail;
+    }
+    if (uv_poll_init(loop, &srv->poll, srv->epoll_fd) != 0) {
+        rc = pgd_error_set(PGD_EIO, "http: cannot poll libmicrohttpd's epoll fd");
+        goto fail;
+    }
+    srv->poll_inited = true;
+    srv->handles_open++;
+    srv->poll.data = srv;
+    if (uv_poll_start(&srv->poll, UV_READABLE, poll_cb) != 0) {
+        rc = pgd_error_set(PGD_EIO, "http: cannot poll libmicrohttpd's epoll fd");
+        goto fail;
+    }
+    /* Arm the MHD timer for anything MHD wants to do right away. */
+    uv_timer_start(&srv->mhd_timer, mhd_timer_cb, 0, 0);
+    *out = srv;
+    return 0;
+
+fail:
+    if (srv->poll_inited) uv_poll_stop(&srv->poll);
+    if (srv->mhd) MHD_stop_daemon(srv->mhd);
+    srv->mhd = NULL;
+    close_handles(srv);
+    return rc;
+}
+
+uint16_t pgd_http_server_port(const pgd_http_server *srv) {
+    return srv->port;
+}
+
+unsigned pgd_http_server_connection_count(const pgd_http_server *srv) {
+    return srv->n_conns;
+}
+
+unsigned pgd_http_server_request_count(const pgd_http_server *srv) {
+    return srv->n_active;
+}
+
+int pgd_http_server_stop_accepting(pgd_http_server *srv) {
+    if (!srv->accepting) return 0;
+    srv->accepting = false;
+    MHD_socket fd = MHD_quiesce_daemon(srv->mhd);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+    return 0;
+}
+
+/* Prepares every live request for the end: answers deferred ones with 503, aborts unfinished
+ * streams, resumes what is suspended; closes connections that carry no answer. */
+static void drain_prepare(pgd_http_server *srv) {
+    for (pgd_http_request *req = srv->reqs; req; req = req->next) {
+        if (!req->handled || req->abort_reason >= 0) continue;
+        if (req->answer == ANS_NONE) {
+            int err;
+            struct MHD_Response *r = make_error_response(srv, 503,
+                                                         "server is shutting down", NULL, 0,
+                                                         true, &err);
+            if (r) set_answer(req, r, 503);
+            else req_abort(req, PGD_HTTP_CLOSE_SHUTDOWN);
+        } else if (req->streaming && !req->ended) {
+            req_abort(req, PGD_HTTP_CLOSE_SHUTDOWN);
+        }
+        req_resume(req);
+    }
+    for (http_conn *c = srv->conns; c; c = c->next)
+        if (!c->killed && (!c->req || !c->req->handled)) conn_kill(c);
+}
+
+void pgd_http_server_destroy(pgd_http_server *srv) {
+    if (!srv) return;
+    PGD_ASSERT(!srv->in_mhd); /* not from inside one of this server's callbacks */
+    pgd_http_server_stop_accepting(srv);
+    uv_poll_stop(&srv->poll);
+    uv_timer_stop(&srv->mhd_timer);
+    uv_timer_stop(&srv->tick);
+    srv->tick_armed = false;
+
+    srv->closing = true;
+    drain_prepare(srv);
+    uint64_t deadline = uv_hrtime() / 1000000 + srv->cfg.drain_timeout_ms;
+    for (;;) {
+        srv->kick = false;
+        MHD_run(srv->mhd);
+        drain_prepare(srv); /* keep-alive connections whose response just ended */
+        if (srv->n_conns == 0) break;
+        uint64_t now = uv_hrtime() / 1000000;
+        if (now >= deadline) break;
+        MHD_UNSIGNED_LONG_LONG to = DRAIN_POLL_MS;
+        if (srv->kick) to = 0;
+        else if (MHD_get_timeout(srv->mhd, &to) != MHD_YES || to > DRAIN_POLL_MS)
+            to = DRAIN_POLL_MS;
+        if (to > deadline - now) to = deadline - now;
+        struct pollfd pfd = {.fd = srv->epoll_fd, .events = POLLIN};
+        poll(&pfd, 1, (int)to);
+    }
+    /* Past the deadline: abort what is left; MHD must see nothing suspended when it stops. */
+    for (pgd_http_request *req = srv->reqs; req; req = req->next) {
+        if (req->handled && req->abort_reason < 0) req->abort_reason = PGD_HTTP_CLOSE_SHUTDOWN;
+        req_resume(req);
+    }
+    MHD_run(srv->mhd);
+    MHD_stop_daemon(srv->mhd); /* completes the rest with MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN */
+    srv->mhd = NULL;
+    while (srv->reqs) req_finish(srv, srv->reqs, PGD_HTTP_CLOSE_SHUTDOWN); /* none expected */
+    while (srv->conns) {
+        http_conn *c = srv->conns;
+        LIST_REMOVE(srv->conns, c);
+        free(c);
+    }
+    close_handles(srv);
+}
