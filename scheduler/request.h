@@ -61,6 +61,7 @@ typedef struct pgd_usage {
     uint32_t prompt_tokens;
     uint32_t completion_tokens; /* summed over the choices */
     uint32_t cached_tokens;     /* prompt tokens served by the prefix cache at admission */
+    uint64_t queue_ns;          /* submit to first admission (0 if never admitted) */
 } pgd_usage;
 
 /* One event. Pointers inside are valid only during the callback that receives it. */

@@ -57,6 +57,7 @@ struct sreq {
     bool admitted;      /* choice 0 was admitted once */
     bool resolved;      /* left the "waiting for first admission" count */
     uint32_t cached_tokens, completion_tokens;
+    uint64_t submit_ns, queue_ns; /* submit time; submit to first admission */
     sreq *hnext;
     sseq ch[]; /* [n] */
 };
@@ -361,6 +362,7 @@ static void base_event(pgd_sched *S, pgd_event *ev, pgd_event_kind kind, const s
     ev->usage.prompt_tokens = r->spec->n_prompt;
     ev->usage.completion_tokens = r->completion_tokens;
     ev->usage.cached_tokens = r->cached_tokens;
+    ev->usage.queue_ns = r->queue_ns;
 }
 
 static void emit_token(pgd_sched *S, sseq *q) {
@@ -476,6 +478,7 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
     r->spec = spec;
     r->t = t;
     r->arrival = S->next_arrival++;
+    r->submit_ns = pgd__now_ns();
     r->n = r->n_live = spec->n;
     r->fork_pending = spec->n > 1;
     for (uint32_t i = 0; i < r->n; i++) r->ch[i] = (sseq){.req = r, .index = i, .item = -1};
@@ -716,6 +719,8 @@ static void admit(pgd_sched *S) {
         if (!r->admitted) {
             r->admitted = true;
             r->cached_tokens = hit;
+            uint64_t now = S->now_ns ? S->now_ns : pgd__now_ns();
+            r->queue_ns = now > r->submit_ns ? now - r->submit_ns : 0;
             S->st.prompt_tokens += r->spec->n_prompt;
             resolve(S, r);
         }

@@ -16,6 +16,7 @@ int pgd_cli_dequant(int argc, char **argv);    /* cli_dequant.c */
 int pgd_cli_generate(int argc, char **argv);   /* cli_generate.c */
 int pgd_cli_eval(int argc, char **argv);       /* cli_generate.c */
 int pgd_cli_bench(int argc, char **argv);      /* cli_bench.c */
+int pgd_cli_serve(int argc, char **argv);      /* serve.c (PGD_SERVER builds) */
 
 /* Shared helpers (cli_common.c). */
 

@@ -11,8 +11,10 @@
  * suspended at least once (the disconnect watch; freed by its close callback).
  *
  * Invariants:
- *   - MHD_run is only called from the uv callbacks of this file (never from an API function),
- *     so API functions may be called from inside MHD callbacks without re-entering MHD.
+ *   - MHD_run is only called from the uv callbacks of this file and from the drain loop of
+ *     pgd_http_server_destroy (never from another API function), so API functions may be called
+ *     from inside MHD callbacks without re-entering MHD. Every MHD_resume_connection and every
+ *     closed connection is followed by an MHD_run soon (mhd_kick).
  *   - req->suspended is true exactly when this file called MHD_suspend_connection and not yet
  *     MHD_resume_connection. Suspension happens only inside MHD's callbacks (the access handler
  *     when the route has not answered yet; the content reader when a stream has no pending
@@ -46,11 +48,11 @@
 
 #include "common/error.h"
 
-#define PING_TEXT        ": ping\n\n"
-#define PING_EARLY_MS    50   /* a ping due this soon is sent now (coalesces wake-ups) */
-#define STREAM_BLOCK     (16 * 1024)
-#define MAX_TIMER_MS     (3600u * 1000u)
-#define DRAIN_POLL_MS    50
+#define PING_TEXT     ": ping\n\n"
+#define PING_EARLY_MS 50 /* a ping due this soon is sent now (coalesces wake-ups) */
+#define STREAM_BLOCK  (16 * 1024)
+#define MAX_TIMER_MS  (3600u * 1000u)
+#define DRAIN_POLL_MS 50
 
 enum { ANS_NONE, ANS_PENDING, ANS_QUEUED };
 
@@ -72,6 +74,7 @@ struct pgd_http_request {
     bool headers_seen; /* access handler saw the headers */
     bool handled;      /* route handler called */
     bool too_big;      /* body over the limit: dropped, 413 at the end */
+    size_t dropped;    /* too_big: body bytes past the limit so far */
     bool oom;          /* body could not be stored: 500 at the end */
     bool in_handler;   /* inside the route handler */
     bool suspended;    /* see the invariants */
@@ -123,29 +126,36 @@ struct pgd_http_server {
 
 /* ---------------------------------------------------------------------------------------- */
 
-#define LIST_PUSH(head, node)                                                              \
-    do {                                                                                   \
-        (node)->prev = NULL;                                                               \
-        (node)->next = (head);                                                             \
-        if (head) (head)->prev = (node);                                                   \
-        (head) = (node);                                                                   \
+#define LIST_PUSH(head, node)                                                                      \
+    do {                                                                                           \
+        (node)->prev = NULL;                                                                       \
+        (node)->next = (head);                                                                     \
+        if (head) (head)->prev = (node);                                                           \
+        (head) = (node);                                                                           \
     } while (0)
 
-#define LIST_REMOVE(head, node)                                                            \
-    do {                                                                                   \
-        if ((node)->prev) (node)->prev->next = (node)->next;                               \
-        else (head) = (node)->next;                                                        \
-        if ((node)->next) (node)->next->prev = (node)->prev;                               \
-        (node)->prev = (node)->next = NULL;                                                \
+#define LIST_REMOVE(head, node)                                                                    \
+    do {                                                                                           \
+        if ((node)->prev)                                                                          \
+            (node)->prev->next = (node)->next;                                                     \
+        else                                                                                       \
+            (head) = (node)->next;                                                                 \
+        if ((node)->next) (node)->next->prev = (node)->prev;                                       \
+        (node)->prev = (node)->next = NULL;                                                        \
     } while (0)
 
 const char *pgd_http_close_reason_name(pgd_http_close_reason reason) {
     switch (reason) {
-    case PGD_HTTP_CLOSE_COMPLETED: return "completed";
-    case PGD_HTTP_CLOSE_CLIENT_GONE: return "client_gone";
-    case PGD_HTTP_CLOSE_TIMEOUT: return "timeout";
-    case PGD_HTTP_CLOSE_SHUTDOWN: return "shutdown";
-    case PGD_HTTP_CLOSE_ERROR: return "error";
+    case PGD_HTTP_CLOSE_COMPLETED:
+        return "completed";
+    case PGD_HTTP_CLOSE_CLIENT_GONE:
+        return "client_gone";
+    case PGD_HTTP_CLOSE_TIMEOUT:
+        return "timeout";
+    case PGD_HTTP_CLOSE_SHUTDOWN:
+        return "shutdown";
+    case PGD_HTTP_CLOSE_ERROR:
+        return "error";
     }
     return "unknown";
 }
@@ -239,8 +249,11 @@ static void req_suspend(pgd_http_request *req) {
 
 static void mhd_timer_cb(uv_timer_t *t);
 
-/* In external-polling mode a resumed connection is processed by the next MHD_run (its ITC is
- * not in the epoll set we poll): make sure there is one soon. */
+/* In external-polling mode a resumed connection is only processed by a later MHD_run, and
+ * nothing wakes the loop for it (libmicrohttpd 0.9.75 keeps its inter-thread channel out of the
+ * epoll set we poll; its docs ask for MHD_run after MHD_resume_connection): run it soon. Also
+ * used when a connection closed, since MHD re-arms a listening socket paused at the connection
+ * limit only in its next run. */
 static void mhd_kick(pgd_http_server *srv) {
     srv->kick = true;
     if (!srv->in_mhd && !srv->closing) uv_timer_start(&srv->mhd_timer, mhd_timer_cb, 0, 0);
@@ -303,8 +316,8 @@ static int error_body(pgd_http_server *srv, int status, const char *message, pgd
  * "Connection: close". */
 static int add_headers(pgd_http_server *srv, struct MHD_Response *r, const char *content_type,
                        const pgd_http_header *headers, size_t n_headers, bool force_close) {
-    if (content_type && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) !=
-                            MHD_YES)
+    if (content_type &&
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES)
         return pgd_error_set(PGD_EINVAL, "http: bad Content-Type \"%s\"", content_type);
     for (size_t i = 0; i < n_headers; i++) {
         if (!headers[i].name || !headers[i].value ||
@@ -320,8 +333,8 @@ static int add_headers(pgd_http_server *srv, struct MHD_Response *r, const char 
 
 static struct MHD_Response *make_buffer_response(pgd_http_server *srv, const char *content_type,
                                                  const void *body, size_t len,
-                                                 const pgd_http_header *headers,
-                                                 size_t n_headers, bool force_close, int *err) {
+                                                 const pgd_http_header *headers, size_t n_headers,
+                                                 bool force_close, int *err) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)(len ? body : ""), MHD_RESPMEM_MUST_COPY);
     if (!r) {
@@ -337,8 +350,7 @@ static struct MHD_Response *make_buffer_response(pgd_http_server *srv, const cha
 }
 
 static struct MHD_Response *make_error_response(pgd_http_server *srv, int status,
-                                                const char *message,
-                                                const pgd_http_header *headers,
+                                                const char *message, const pgd_http_header *headers,
                                                 size_t n_headers, bool force_close, int *err) {
     pgd_buf b = PGD_BUF_INIT;
     if (error_body(srv, status, message, &b) != 0) {
@@ -346,8 +358,8 @@ static struct MHD_Response *make_error_response(pgd_http_server *srv, int status
         *err = PGD_ENOMEM;
         return NULL;
     }
-    struct MHD_Response *r = make_buffer_response(srv, "application/json", b.data, b.len,
-                                                  headers, n_headers, force_close, err);
+    struct MHD_Response *r = make_buffer_response(srv, "application/json", b.data, b.len, headers,
+                                                  n_headers, force_close, err);
     pgd_buf_free(&b);
     return r;
 }
@@ -369,13 +381,12 @@ static void set_answer(pgd_http_request *req, struct MHD_Response *r, int status
     if (!req->in_handler) req_resume(req);
 }
 
-int pgd_http_respond(pgd_http_request *req, int status, const char *content_type,
-                     const void *body, size_t len, const pgd_http_header *headers,
-                     size_t n_headers) {
+int pgd_http_respond(pgd_http_request *req, int status, const char *content_type, const void *body,
+                     size_t len, const pgd_http_header *headers, size_t n_headers) {
     int rc = check_answerable(req, status);
     if (rc) return rc;
-    struct MHD_Response *r = make_buffer_response(req->srv, content_type, body, len, headers,
-                                                  n_headers, false, &rc);
+    struct MHD_Response *r =
+        make_buffer_response(req->srv, content_type, body, len, headers, n_headers, false, &rc);
     if (!r) return rc;
     set_answer(req, r, status);
     return 0;
@@ -463,8 +474,7 @@ int pgd_http_stream_write(pgd_http_stream *s, const void *data, size_t len) {
     size_t pending = req->out.len - req->out_off;
     if (pending + len > req->srv->cfg.max_stream_buffer) {
         req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
-        return pgd_error_set(PGD_EFULL, "http: client is not reading (%zu bytes pending)",
-                             pending);
+        return pgd_error_set(PGD_EFULL, "http: client is not reading (%zu bytes pending)", pending);
     }
     if (stream_append(req, data, len) != 0) return PGD_ENOMEM;
     req->t_last_write = now_ms(req->srv);
@@ -581,6 +591,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
         LIST_REMOVE(srv->conns, c);
         srv->n_conns--;
         free(c);
+        mhd_kick(srv); /* a slot is free: see mhd_kick */
     }
 }
 
@@ -619,19 +630,24 @@ static void req_finish(pgd_http_server *srv, pgd_http_request *req, pgd_http_clo
     LIST_REMOVE(srv->reqs, req);
     if (req->handled) srv->n_active--;
     req->suspended = false;
+    if (req->abort_reason < 0) req->abort_reason = (int)why; /* writes now fail: ECANCELED */
     if (req->on_close) req->on_close(req, why, req->on_close_arg);
     req_free(req);
 }
 
 static pgd_http_close_reason map_termination(enum MHD_RequestTerminationCode toe) {
     switch (toe) {
-    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return PGD_HTTP_CLOSE_COMPLETED;
-    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return PGD_HTTP_CLOSE_TIMEOUT;
-    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return PGD_HTTP_CLOSE_SHUTDOWN;
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+        return PGD_HTTP_CLOSE_COMPLETED;
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+        return PGD_HTTP_CLOSE_TIMEOUT;
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+        return PGD_HTTP_CLOSE_SHUTDOWN;
     case MHD_REQUEST_TERMINATED_WITH_ERROR:
     case MHD_REQUEST_TERMINATED_READ_ERROR:
     case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
-    default: return PGD_HTTP_CLOSE_CLIENT_GONE;
+    default:
+        return PGD_HTTP_CLOSE_CLIENT_GONE;
     }
 }
 
@@ -651,9 +667,10 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     if (!req) return;
     pgd_http_close_reason why = map_termination(toe);
     if (why != PGD_HTTP_CLOSE_COMPLETED) {
-        if (req->abort_reason >= 0) why = (pgd_http_close_reason)req->abort_reason;
-        else if (c && c->killed) why = srv->closing ? PGD_HTTP_CLOSE_SHUTDOWN
-                                                    : PGD_HTTP_CLOSE_TIMEOUT;
+        if (req->abort_reason >= 0)
+            why = (pgd_http_close_reason)req->abort_reason;
+        else if (c && c->killed)
+            why = srv->closing ? PGD_HTTP_CLOSE_SHUTDOWN : PGD_HTTP_CLOSE_TIMEOUT;
     }
     req_finish(srv, req, why);
 }
@@ -688,8 +705,8 @@ static unsigned long long parse_ull(const char *s, bool *ok) {
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_size, void **con_cls) {
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_size, void **con_cls) {
     pgd_http_server *srv = cls;
     pgd_http_request *req = *con_cls;
     (void)version;
@@ -699,8 +716,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         req->headers_seen = true;
         req->method = method;
         req->path = url;
-        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         bool ok = true;
         if (cl && parse_ull(cl, &ok) > srv->cfg.max_body_bytes && ok) {
             /* Early answer: MHD does not read the body and closes after the response. */
@@ -714,9 +731,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     }
 
     if (*upload_size > 0) {
-        if (!req->too_big && !req->oom) {
+        if (req->too_big) {
+            /* Past twice the limit, stop reading a body nobody wants: close the connection. */
+            req->dropped += *upload_size;
+            if (req->dropped > srv->cfg.max_body_bytes) return MHD_NO;
+        } else if (!req->oom) {
             if (req->body.len + *upload_size > srv->cfg.max_body_bytes) {
                 req->too_big = true;
+                req->dropped = req->body.len + *upload_size - srv->cfg.max_body_bytes;
                 pgd_buf_free(&req->body);
             } else if (pgd_buf_append(&req->body, upload_data, *upload_size) != 0) {
                 req->oom = true;
@@ -740,8 +762,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
             return queue_error(req, 413, msg, false);
         }
         if (req->oom) return queue_error(req, 500, "out of memory", true);
-        if (srv->closing)
-            return queue_error(req, 503, "server is shutting down", true);
+        if (srv->closing) return queue_error(req, 503, "server is shutting down", true);
         if (srv->cfg.response_timeout_ms)
             tick_schedule(srv, req->t_handled + srv->cfg.response_timeout_ms);
         req->in_handler = true;
@@ -760,7 +781,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     vfprintf(stderr, fmt, ap);
 }
 
-/* --- driving MHD from the loop ----------------------------------------------------------------- */
+/* --- driving MHD from the loop -----------------------------------------------------------------
+ */
 
 static void mhd_drive(pgd_http_server *srv) {
     if (srv->closing) return;
@@ -806,8 +828,10 @@ static void tick_cb(uv_timer_t *t) {
         for (http_conn *c = srv->conns; c; c = c->next) {
             if (!c->receiving) continue;
             uint64_t due = c->wait_since + cfg->request_timeout_ms;
-            if (due <= now) conn_kill(c);
-            else if (due < next) next = due;
+            if (due <= now)
+                conn_kill(c);
+            else if (due < next)
+                next = due;
         }
     }
     for (pgd_http_request *req = srv->reqs; req; req = req->next) {
@@ -835,7 +859,8 @@ static void tick_cb(uv_timer_t *t) {
     if (next != UINT64_MAX) tick_schedule(srv, next);
 }
 
-/* --- create / stop / destroy ------------------------------------------------------------------- */
+/* --- create / stop / destroy -------------------------------------------------------------------
+ */
 
 static void handle_closed_cb(uv_handle_t *h) {
     pgd_http_server *srv = h->data;
@@ -862,8 +887,8 @@ static int resolve(const pgd_http_config *cfg, struct sockaddr_storage *ss, sock
     const char *host = cfg->host && cfg->host[0] ? cfg->host : NULL;
     int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0 || !res)
-        return pgd_error_set(PGD_EINVAL, "http: cannot resolve \"%s\": %s",
-                             host ? host : "(any)", gai_strerror(gai));
+        return pgd_error_set(PGD_EINVAL, "http: cannot resolve \"%s\": %s", host ? host : "(any)",
+                             gai_strerror(gai));
     /* Prefer IPv4 when a name resolves to both (e.g. "localhost"). */
     struct addrinfo *pick = res;
     for (struct addrinfo *a = res; a; a = a->ai_next)
@@ -879,8 +904,7 @@ static int resolve(const pgd_http_config *cfg, struct sockaddr_storage *ss, sock
 
 int pgd_http_server_create(uv_loop_t *loop, const pgd_http_config *cfg, pgd_http_server **out) {
     *out = NULL;
-    if (!loop || !cfg || !cfg->handler || cfg->max_connections == 0 ||
-        cfg->max_stream_buffer == 0)
+    if (!loop || !cfg || !cfg->handler || cfg->max_connections == 0 || cfg->max_stream_buffer == 0)
         return pgd_error_set(PGD_EINVAL, "http: missing handler or zero limit in config");
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
@@ -908,15 +932,15 @@ int pgd_http_server_create(uv_loop_t *loop, const pgd_http_config *cfg, pgd_http
     if (cfg->log_errors) flags |= MHD_USE_ERROR_LOG;
     srv->mhd = MHD_start_daemon(
         flags, cfg->port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->max_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned int)cfg->max_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)(cfg->connection_memory ? cfg->connection_memory : 64u << 10),
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)(cfg->listen_backlog ? cfg->listen_backlog : 511),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned int)(cfg->listen_backlog ? cfg->listen_backlog : 511),
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_END);
     if (!srv->mhd) {
         rc = pgd_error_set(PGD_EIO, "http: cannot listen on %s:%u (%s)", srv->host,
                            (unsigned)cfg->port, strerror(errno));
@@ -981,11 +1005,12 @@ static void drain_prepare(pgd_http_server *srv) {
         if (!req->handled || req->abort_reason >= 0) continue;
         if (req->answer == ANS_NONE) {
             int err;
-            struct MHD_Response *r = make_error_response(srv, 503,
-                                                         "server is shutting down", NULL, 0,
-                                                         true, &err);
-            if (r) set_answer(req, r, 503);
-            else req_abort(req, PGD_HTTP_CLOSE_SHUTDOWN);
+            struct MHD_Response *r =
+                make_error_response(srv, 503, "server is shutting down", NULL, 0, true, &err);
+            if (r)
+                set_answer(req, r, 503);
+            else
+                req_abort(req, PGD_HTTP_CLOSE_SHUTDOWN);
         } else if (req->streaming && !req->ended) {
             req_abort(req, PGD_HTTP_CLOSE_SHUTDOWN);
         }
@@ -1015,7 +1040,8 @@ void pgd_http_server_destroy(pgd_http_server *srv) {
         uint64_t now = uv_hrtime() / 1000000;
         if (now >= deadline) break;
         MHD_UNSIGNED_LONG_LONG to = DRAIN_POLL_MS;
-        if (srv->kick) to = 0;
+        if (srv->kick)
+            to = 0;
         else if (MHD_get_timeout(srv->mhd, &to) != MHD_YES || to > DRAIN_POLL_MS)
             to = DRAIN_POLL_MS;
         if (to > deadline - now) to = deadline - now;
@@ -1030,7 +1056,9 @@ void pgd_http_server_destroy(pgd_http_server *srv) {
     MHD_run(srv->mhd);
     MHD_stop_daemon(srv->mhd); /* completes the rest with MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN */
     srv->mhd = NULL;
-    while (srv->reqs) req_finish(srv, srv->reqs, PGD_HTTP_CLOSE_SHUTDOWN); /* none expected */
+    if (srv->reqs) /* MHD completes every request it told us about; this is a safety net */
+        fprintf(stderr, "pagoda http: requests left after libmicrohttpd stopped\n");
+    while (srv->reqs) req_finish(srv, srv->reqs, PGD_HTTP_CLOSE_SHUTDOWN);
     while (srv->conns) {
         http_conn *c = srv->conns;
         LIST_REMOVE(srv->conns, c);

@@ -32,7 +32,8 @@
  * must hold whole SSE events.
  *
  * Limits (pgd_http_config): request body size (413 before the body is read when Content-Length
- * says so; a chunked body is read and dropped past the limit, then 413), concurrent connections
+ * says so; a chunked body is read and dropped past the limit, then 413 — or, past twice the
+ * limit, the connection is closed without an answer), concurrent connections
  * (MHD_OPTION_CONNECTION_LIMIT: beyond it new connections wait unaccepted in the listen backlog
  * or are closed), idle timeout of non-suspended connections (MHD_OPTION_CONNECTION_TIMEOUT),
  * a deadline for receiving a whole request (a client trickling its header or body byte by byte
@@ -94,8 +95,7 @@ const char *pgd_http_close_reason_name(pgd_http_close_reason reason);
 typedef void (*pgd_http_handler_fn)(void *arg, pgd_http_request *req);
 
 /* Called once when a request completes (see Lifetime); `req` is freed when it returns. */
-typedef void (*pgd_http_close_fn)(pgd_http_request *req, pgd_http_close_reason reason,
-                                  void *arg);
+typedef void (*pgd_http_close_fn)(pgd_http_request *req, pgd_http_close_reason reason, void *arg);
 
 /* Builds the JSON body of an error the transport answers itself (413, 503 at shutdown) and of
  * pgd_http_respond_error: appends it to `out` and returns 0, or a negative code to fall back to
@@ -103,22 +103,22 @@ typedef void (*pgd_http_close_fn)(pgd_http_request *req, pgd_http_close_reason r
 typedef int (*pgd_http_error_body_fn)(void *arg, int status, const char *message, pgd_buf *out);
 
 typedef struct pgd_http_config {
-    const char *host;            /* numeric address or name; "127.0.0.1" by default */
-    uint16_t port;               /* 0: any free port (see pgd_http_server_port) */
-    size_t max_body_bytes;       /* request body limit (413 beyond); 4 MiB */
-    unsigned max_connections;    /* concurrent connections; 1024 */
-    unsigned max_per_ip;         /* concurrent connections per client address; 0 = no limit */
-    unsigned idle_timeout_s;     /* MHD's inactivity timeout of non-suspended connections; 30 */
-    unsigned request_timeout_ms; /* deadline to receive a whole request (see Limits); 60000 */
+    const char *host;             /* numeric address or name; "127.0.0.1" by default */
+    uint16_t port;                /* 0: any free port (see pgd_http_server_port) */
+    size_t max_body_bytes;        /* request body limit (413 beyond); 4 MiB */
+    unsigned max_connections;     /* concurrent connections; 1024 */
+    unsigned max_per_ip;          /* concurrent connections per client address; 0 = no limit */
+    unsigned idle_timeout_s;      /* MHD's inactivity timeout of non-suspended connections; 30 */
+    unsigned request_timeout_ms;  /* deadline to receive a whole request (see Limits); 60000 */
     unsigned response_timeout_ms; /* handler call to end of response; 0 = none (default) */
-    unsigned ping_interval_ms;   /* SSE ": ping" after this long without a write; 1000; 0 off */
-    size_t max_stream_buffer;    /* bytes a stream may have unsent; 16 MiB; beyond: abort */
-    size_t connection_memory;    /* MHD_OPTION_CONNECTION_MEMORY_LIMIT; 64 KiB */
-    unsigned listen_backlog;     /* listen(2) backlog; 511 */
-    unsigned drain_timeout_ms;   /* destroy: longest wait for responses to flush; 3000 */
-    int watch_disconnect;        /* watch suspended connections for FIN/RST; 1 */
-    int log_errors;              /* print MHD's own messages on stderr; 0 */
-    pgd_http_handler_fn handler; /* required */
+    unsigned ping_interval_ms;    /* SSE ": ping" after this long without a write; 1000; 0 off */
+    size_t max_stream_buffer;     /* bytes a stream may have unsent; 16 MiB; beyond: abort */
+    size_t connection_memory;     /* MHD_OPTION_CONNECTION_MEMORY_LIMIT; 64 KiB */
+    unsigned listen_backlog;      /* listen(2) backlog; 511 */
+    unsigned drain_timeout_ms;    /* destroy: longest wait for responses to flush; 3000 */
+    int watch_disconnect;         /* watch suspended connections for FIN/RST; 1 */
+    int log_errors;               /* print MHD's own messages on stderr; 0 */
+    pgd_http_handler_fn handler;  /* required */
     void *handler_arg;
     pgd_http_error_body_fn error_body; /* NULL: the default body */
     void *error_body_arg;
@@ -177,9 +177,8 @@ void pgd_http_request_set_on_close(pgd_http_request *req, pgd_http_close_fn fn, 
  * copied; `headers` (n_headers entries, may be NULL) are added as given (e.g. Retry-After).
  * 0; PGD_EINVAL if the request was already answered or the status is not 100..999;
  * PGD_ECANCELED if it is being aborted (its close callback is coming); PGD_ENOMEM. */
-int pgd_http_respond(pgd_http_request *req, int status, const char *content_type,
-                     const void *body, size_t len, const pgd_http_header *headers,
-                     size_t n_headers);
+int pgd_http_respond(pgd_http_request *req, int status, const char *content_type, const void *body,
+                     size_t len, const pgd_http_header *headers, size_t n_headers);
 
 /* pgd_http_respond with an application/json error body from the config's error_body callback
  * (or the default body). */

@@ -12,7 +12,17 @@ typedef struct {
     const char *help;
 } subcommand;
 
+#ifndef PGD_HAVE_SERVER
+/* Built without the HTTP front end (-DPGD_SERVER=OFF). */
+int pgd_cli_serve(int argc, char **argv) {
+    (void)argc, (void)argv;
+    fprintf(stderr, "pagoda: this build has no HTTP server (configured with -DPGD_SERVER=OFF)\n");
+    return 1;
+}
+#endif
+
 static const subcommand k_cmds[] = {
+    {"serve", pgd_cli_serve, "serve the OpenAI-compatible HTTP API and the web page"},
     {"info", pgd_cli_info, "describe a model file: architecture, shapes, tensors, tokenizer"},
     {"tokenize", pgd_cli_tokenize, "print the token ids of a text as a JSON array"},
     {"detokenize", pgd_cli_detokenize, "print the text of token ids"},

@@ -29,8 +29,8 @@ int pgd_sse_event(pgd_buf *out, const char *event, const char *data, size_t len)
     size_t len0 = out->len;
     if (event && strpbrk(event, "\r\n"))
         return pgd_error_set(PGD_EINVAL, "sse: line break in event name");
-    if (event && (pgd_buf_puts(out, "event: ") || pgd_buf_puts(out, event) ||
-                  pgd_buf_append(out, "\n", 1)))
+    if (event &&
+        (pgd_buf_puts(out, "event: ") || pgd_buf_puts(out, event) || pgd_buf_append(out, "\n", 1)))
         goto fail;
     if (append_lines(out, "data: ", data ? data : "", data ? len : 0) ||
         pgd_buf_append(out, "\n", 1))

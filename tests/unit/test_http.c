@@ -17,6 +17,8 @@
  *                        (M = 0: all written inside the handler)
  *   /idle, /idle-noping  an SSE stream (pings) / an octet stream (no pings) that never writes
  *   /poke                writes "data: poke\n\n" to every live idle stream (from inside MHD_run)
+ *   /big?kb=N            an octet stream of N KiB (byte i is 'a' + i % 23), written in the handler
+ *   /flood               64 KiB every 5 ms until a write fails (for a client that does not read)
  *   anything else        404 through pgd_http_respond_error
  *
  * `test_http --serve PORT` runs the routes until killed (for curl -N by hand).
@@ -52,7 +54,8 @@ static int64_t mono_ms(void) {
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 /* ========================================================================================= */
@@ -130,8 +133,10 @@ static void on_req_close(pgd_http_request *req, pgd_http_close_reason why, void 
     pthread_mutex_unlock(&ts->mu);
     (void)req;
     if (t->prev || t->next || ts->live == t) {
-        if (t->prev) t->prev->next = t->next;
-        else ts->live = t->next;
+        if (t->prev)
+            t->prev->next = t->next;
+        else
+            ts->live = t->next;
         if (t->next) t->next->prev = t->prev;
     }
     t->s = NULL;
@@ -163,6 +168,14 @@ static void defer_timer_cb(uv_timer_t *tm) {
     treq *t = tm->data;
     if (!t->req) return;
     pgd_http_respond(t->req, 200, "text/plain", "deferred", 8, NULL, 0);
+}
+
+static void flood_timer_cb(uv_timer_t *tm) {
+    treq *t = tm->data;
+    if (!t->s) return;
+    static char block[65536];
+    memset(block, 'f', sizeof block);
+    if (pgd_http_stream_write(t->s, block, sizeof block) != 0) uv_timer_stop(tm);
 }
 
 static int qint(pgd_http_request *req, const char *key, int dflt) {
@@ -242,6 +255,31 @@ static void test_handler(void *arg, pgd_http_request *req) {
             return;
         }
         live_add(ts, t);
+    } else if (strcmp(path, "/big") == 0) {
+        size_t n = (size_t)qint(req, "kb", 64) * 1024, done = 0;
+        if (pgd_http_stream_start(req, 200, "application/octet-stream", NULL, 0, 0, &t->s) != 0) {
+            pgd_http_request_abort(req);
+            return;
+        }
+        live_add(ts, t);
+        char piece[10007];
+        while (done < n) {
+            size_t k = n - done < sizeof piece ? n - done : sizeof piece;
+            for (size_t i = 0; i < k; i++) piece[i] = (char)('a' + (done + i) % 23);
+            pgd_http_stream_write(t->s, piece, k);
+            done += k;
+        }
+        pgd_http_stream_end(t->s);
+    } else if (strcmp(path, "/flood") == 0) {
+        if (pgd_http_stream_start(req, 200, "application/octet-stream", NULL, 0, 0, &t->s) != 0) {
+            pgd_http_request_abort(req);
+            return;
+        }
+        live_add(ts, t);
+        uv_timer_init(&ts->loop, &t->timer);
+        t->timer_inited = 1;
+        t->timer.data = t;
+        uv_timer_start(&t->timer, flood_timer_cb, 5, 5);
     } else if (strcmp(path, "/poke") == 0) {
         int n = 0;
         for (treq *o = ts->live; o; o = o->next)
@@ -490,20 +528,24 @@ static void cl_dump(const client *c, const char *what) {
     fprintf(stderr, "    %s: %zu unread bytes: \"", what, cl_avail(c));
     for (size_t i = c->off; i < c->in.len && i < c->off + 400; i++) {
         unsigned char ch = (unsigned char)c->in.data[i];
-        if (ch == '\n') fputs("\\n", stderr);
-        else if (ch == '\r') fputs("\\r", stderr);
-        else if (ch < 32 || ch > 126) fprintf(stderr, "\\x%02x", ch);
-        else fputc(ch, stderr);
+        if (ch == '\n')
+            fputs("\\n", stderr);
+        else if (ch == '\r')
+            fputs("\\r", stderr);
+        else if (ch < 32 || ch > 126)
+            fprintf(stderr, "\\x%02x", ch);
+        else
+            fputc(ch, stderr);
     }
     fputs("\"\n", stderr);
 }
 
-#define CHECK_FIND(c, needle, ms)                                                          \
-    do {                                                                                   \
-        long tu_pos = cl_find((c), (needle), mono_ms() + (ms));                            \
-        if (tu_pos < 0) cl_dump((c), #c);                                                  \
-        CHECK(tu_pos >= 0);                                                                \
-        if (tu_pos >= 0) (c)->off += (size_t)tu_pos + strlen(needle);                      \
+#define CHECK_FIND(c, needle, ms)                                                                  \
+    do {                                                                                           \
+        long tu_pos = cl_find((c), (needle), mono_ms() + (ms));                                    \
+        if (tu_pos < 0) cl_dump((c), #c);                                                          \
+        CHECK(tu_pos >= 0);                                                                        \
+        if (tu_pos >= 0) (c)->off += (size_t)tu_pos + strlen(needle);                              \
     } while (0)
 
 /* Waits until `needle` is in the unread bytes: its offset from c->off, -1 timeout, -2 EOF. */
@@ -543,8 +585,8 @@ static int cl_wait_eof(client *c, int timeout_ms) {
 typedef struct resp {
     int status;
     char head[8192];
-    pgd_buf body;  /* decoded */
-    pgd_buf raw;   /* the body bytes as sent (with chunk framing) */
+    pgd_buf body; /* decoded */
+    pgd_buf raw;  /* the body bytes as sent (with chunk framing) */
     int chunked;
 } resp;
 
@@ -652,8 +694,11 @@ static double cpu_seconds(void) {
 /* Tests                                                                                      */
 /* ========================================================================================= */
 
-static tserver g_main; /* ping 500 ms, idle 2 s, request deadline 1.5 s, body 1 MiB, watch */
-static tserver g_lim;  /* 4 connections, no watch (pings only), response limit 3 s */
+/* g_main: pings every 500 ms, idle timeout 2 s, request deadline 1.5 s, body and stream buffer
+ * 1 MiB, disconnect watch, the test's error body. g_lim: 4 connections, no disconnect watch
+ * (pings only), response time limit 1.5 s, defaults otherwise. */
+static tserver g_main;
+static tserver g_lim;
 
 static void test_sse_format(void) {
     pgd_buf b = PGD_BUF_INIT;
@@ -708,7 +753,8 @@ static void test_post_echo(void) {
     /* Expect: 100-continue: MHD sends the interim response, then we send the body. */
     client c;
     REQUIRE(cl_open(&c, g_main.port) == 0);
-    cl_sends(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+    cl_sends(&c,
+             "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
     long pos = cl_find(&c, "100 Continue\r\n\r\n", mono_ms() + 2000);
     CHECK(pos >= 0);
     if (pos >= 0) c.off += (size_t)pos + 16;
@@ -741,8 +787,9 @@ static void test_not_found_and_retry(void) {
     resp r;
     REQUIRE(fetch(g_main.port, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 0);
     CHECK_EQ_INT(r.status, 404);
-    CHECK_EQ_STR(body_str(&r),
-                 "{\"error\":{\"message\":\"no route for GET /nope\",\"type\":\"test\",\"code\":404}}");
+    CHECK_EQ_STR(
+        body_str(&r),
+        "{\"error\":{\"message\":\"no route for GET /nope\",\"type\":\"test\",\"code\":404}}");
     char v[128];
     CHECK(head_get(r.head, "Content-Type", v, sizeof v) && strcmp(v, "application/json") == 0);
     resp_free(&r);
@@ -780,7 +827,6 @@ static void test_too_large(void) {
     memset(chunk + hl, 'a', 65536);
     memcpy(chunk + hl + 65536, "\r\n", 2);
     for (int i = 0; i < 24; i++) cl_send(&c, chunk, (size_t)hl + 65536 + 2); /* 1.5 MiB */
-    free(chunk);
     cl_sends(&c, "0\r\n\r\n");
     CHECK_EQ_INT(cl_response(&c, &r, 5000), 0);
     CHECK_EQ_INT(r.status, 413);
@@ -790,6 +836,21 @@ static void test_too_large(void) {
     CHECK_EQ_INT(r.status, 200);
     resp_free(&r);
     cl_close(&c);
+
+    /* Past twice the limit the server stops reading and closes. */
+    REQUIRE(cl_open(&c, g_main.port) == 0);
+    cl_sends(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    int sent = 0;
+    for (int i = 0; i < 64; i++) { /* 4 MiB */
+        if (cl_send(&c, chunk, (size_t)hl + 65536 + 2) != 0) break;
+        sent++;
+    }
+    CHECK_EQ_INT(cl_wait_eof(&c, 3000), 0);
+    CHECK_EQ_INT(cl_avail(&c), 0);
+    fprintf(stderr, "    chunked body past twice the limit: closed after %d of 64 KiB chunks\n",
+            sent);
+    cl_close(&c);
+    free(chunk);
 
     /* A body exactly at the limit is fine. */
     size_t n = 1u << 20;
@@ -847,6 +908,22 @@ static void test_deferred(void) {
     resp_free(&r);
     CHECK_EQ_INT(ts_wait_close(&g_main, "/defer?ms=200&id=d1", 2000, NULL),
                  PGD_HTTP_CLOSE_COMPLETED);
+
+    /* Deferred answers and suspended streams one after another on a keep-alive connection
+     * (each one suspends the connection and watches it again). */
+    client c;
+    REQUIRE(cl_open(&c, g_main.port) == 0);
+    for (int i = 0; i < 3; i++) {
+        cl_sends(&c, "GET /defer?ms=30 HTTP/1.1\r\nHost: x\r\n\r\n");
+        CHECK_EQ_INT(cl_response(&c, &r, 2000), 0);
+        CHECK_EQ_STR(body_str(&r), "deferred");
+        resp_free(&r);
+        cl_sends(&c, "GET /stream?n=2&ms=30 HTTP/1.1\r\nHost: x\r\n\r\n");
+        CHECK_EQ_INT(cl_response(&c, &r, 2000), 0);
+        CHECK_EQ_STR(body_str(&r), "data: 0\n\ndata: 1\n\n");
+        resp_free(&r);
+    }
+    cl_close(&c);
 }
 
 static void test_stream_sse(void) {
@@ -865,7 +942,8 @@ static void test_stream_sse(void) {
     CHECK(head_get(r.head, "Cache-Control", v, sizeof v) && strcmp(v, "no-cache") == 0);
     CHECK(head_get(r.head, "Transfer-Encoding", v, sizeof v) && strcmp(v, "chunked") == 0);
     CHECK(!head_get(r.head, "Content-Length", v, sizeof v));
-    /* The exact bytes: one chunk per write, then the last chunk. */
+    /* The exact bytes: one chunk per write, then the last chunk (MHD writes sizes in upper-case
+     * hex). */
     const char *want = "9\r\ndata: 0\n\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n";
     CHECK_EQ_INT(cl_need(&c, strlen(want), mono_ms() + 3000), 0);
     int64_t dt = mono_ms() - t0;
@@ -896,6 +974,39 @@ static void test_stream_sse(void) {
     resp_free(&r);
 }
 
+static void test_big_stream(void) {
+    resp r;
+    REQUIRE(fetch(g_main.port, "GET /big?kb=700 HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(r.body.len, 700 * 1024);
+    int ok = r.body.len == 700 * 1024;
+    for (size_t i = 0; ok && i < r.body.len; i++) ok = r.body.data[i] == (char)('a' + i % 23);
+    CHECK(ok);
+    resp_free(&r);
+}
+
+static void test_client_not_reading(void) {
+    /* g_main: max_stream_buffer 1 MiB. The client never reads: the socket buffers fill, then
+     * the stream's pending bytes, and the write that would pass the limit aborts it. */
+    client c;
+    memset(&c, 0, sizeof c);
+    c.fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(c.fd >= 0);
+    int small = 4096;
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(g_main.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(c.fd, (struct sockaddr *)&a, sizeof a) == 0);
+    cl_sends(&c, "GET /flood?id=fl HTTP/1.1\r\nHost: x\r\n\r\n");
+    int64_t t = 0, t0 = mono_ms();
+    CHECK_EQ_INT(ts_wait_close(&g_main, "/flood?id=fl", 8000, &t), PGD_HTTP_CLOSE_CLIENT_GONE);
+    fprintf(stderr, "    client not reading: stream aborted after %lld ms\n", (long long)(t - t0));
+    cl_close(&c);
+}
+
 static void test_pings_and_abort(void) {
     client c;
     REQUIRE(cl_open(&c, g_main.port) == 0);
@@ -924,6 +1035,16 @@ static void test_pings_and_abort(void) {
             (long long)(tclosed - tc));
     CHECK(tclosed - tc < 400);
 
+    /* A client that leaves in the middle of a stream that is writing. */
+    REQUIRE(cl_open(&c, g_main.port) == 0);
+    cl_sends(&c, "GET /stream?n=1000&ms=50&id=ms1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(cl_find(&c, "data: 3\n\n", mono_ms() + 3000) >= 0);
+    tc = mono_ms();
+    cl_close(&c);
+    CHECK_EQ_INT(ts_wait_close(&g_main, "/stream?n=1000&ms=50&id=ms1", 3000, &tclosed),
+                 PGD_HTTP_CLOSE_CLIENT_GONE);
+    CHECK(tclosed - tc < 400);
+
     /* A deferred request whose client leaves. */
     REQUIRE(cl_open(&c, g_main.port) == 0);
     cl_sends(&c, "GET /defer-forever?id=df1 HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -942,10 +1063,23 @@ static void test_pings_and_abort(void) {
     tc = mono_ms();
     cl_close(&c);
     CHECK_EQ_INT(ts_wait_close(&g_lim, "/idle?id=p2", 3000, &tclosed), PGD_HTTP_CLOSE_CLIENT_GONE);
-    fprintf(stderr, "    idle SSE stream: client close noticed after %lld ms (pings every 500 ms, "
-                    "no watch)\n",
+    fprintf(stderr,
+            "    idle SSE stream: client close noticed after %lld ms (pings every 500 ms, "
+            "no watch)\n",
             (long long)(tclosed - tc));
     CHECK(tclosed - tc < 2000);
+
+    /* Without the watch, a writing stream notices at its next writes. */
+    REQUIRE(cl_open(&c, g_lim.port) == 0);
+    cl_sends(&c, "GET /stream?n=1000&ms=50&id=ms2 HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(cl_find(&c, "data: 3\n\n", mono_ms() + 3000) >= 0);
+    tc = mono_ms();
+    cl_close(&c);
+    CHECK_EQ_INT(ts_wait_close(&g_lim, "/stream?n=1000&ms=50&id=ms2", 3000, &tclosed),
+                 PGD_HTTP_CLOSE_CLIENT_GONE);
+    fprintf(stderr, "    writing stream: client close noticed after %lld ms (no watch)\n",
+            (long long)(tclosed - tc));
+    CHECK(tclosed - tc < 1000);
 }
 
 static void test_resume_from_callback(void) {
@@ -963,8 +1097,8 @@ static void test_resume_from_callback(void) {
     REQUIRE(fetch(g_main.port, "GET /poke HTTP/1.1\r\nHost: x\r\n\r\n", &p) == 0);
     CHECK_EQ_STR(body_str(&p), "2");
     resp_free(&p);
-    CHECK_FIND(&a, "c\r\ndata: poke\n\n\r\n", 1000);
-    CHECK_FIND(&b, "c\r\ndata: poke\n\n\r\n", 1000);
+    CHECK_FIND(&a, "C\r\ndata: poke\n\n\r\n", 1000);
+    CHECK_FIND(&b, "C\r\ndata: poke\n\n\r\n", 1000);
     cl_close(&a);
     cl_close(&b);
     CHECK_EQ_INT(ts_wait_close(&g_main, "/idle-noping?id=ra", 3000, NULL),
@@ -1043,7 +1177,15 @@ static void test_connection_limit(void) {
         CHECK(got <= 0); /* timeout (-1) or closed (0), never a response */
     }
     fprintf(stderr, "    connection limit: fifth connection %s\n",
-            !fifth_open ? "refused" : got < 0 ? "waits unaccepted" : "closed");
+            !fifth_open ? "refused"
+            : got < 0   ? "waits unaccepted"
+                        : "closed");
+    /* At the limit, with four idle keep-alive connections and one waiting: no busy loop. */
+    double c0 = cpu_seconds();
+    sleep_ms(1000);
+    double cpu_ms = (cpu_seconds() - c0) * 1000.0;
+    fprintf(stderr, "    CPU over 1 s at the connection limit: %.2f ms\n", cpu_ms);
+    CHECK(cpu_ms < 20.0);
     k = ts_counts(&g_lim);
     CHECK_EQ_INT(k.conns, 4);
     /* Free a slot: a waiting fifth is served now; else a new one is. */
@@ -1086,8 +1228,8 @@ static void test_many_streams(void) {
     int64_t deadline = mono_ms() + 3000;
     int done = 0;
     while (mono_ms() < deadline) {
-        done = ts_count_closes(&g_main, "/stream?n=5&ms=20&id=m", PGD_HTTP_CLOSE_COMPLETED) -
-               before;
+        done =
+            ts_count_closes(&g_main, "/stream?n=5&ms=20&id=m", PGD_HTTP_CLOSE_COMPLETED) - before;
         if (done >= N) break;
         sleep_ms(20);
     }
@@ -1196,8 +1338,8 @@ static void test_graceful_stop(void) {
 
     /* The routes end their streams. */
     ts_call(&g_main, fn_end_streams, NULL);
-    CHECK_FIND(&s1, "b\r\ndata: bye\n\n\r\n0\r\n\r\n", 2000);
-    CHECK_FIND(&s2, "b\r\ndata: bye\n\n\r\n0\r\n\r\n", 2000);
+    CHECK_FIND(&s1, "B\r\ndata: bye\n\n\r\n0\r\n\r\n", 2000);
+    CHECK_FIND(&s2, "B\r\ndata: bye\n\n\r\n0\r\n\r\n", 2000);
     CHECK_EQ_INT(ts_wait_close(&g_main, "/idle?id=g1", 2000, NULL), PGD_HTTP_CLOSE_COMPLETED);
     CHECK_EQ_INT(ts_wait_close(&g_main, "/idle-noping?id=g2", 2000, NULL),
                  PGD_HTTP_CLOSE_COMPLETED);
@@ -1246,8 +1388,9 @@ static void serve_forever(int port) {
         fprintf(stderr, "cannot start: %s\n", pgd_error_detail());
         exit(1);
     }
-    printf("serving on http://127.0.0.1:%u (try: curl -N 'http://127.0.0.1:%u/stream?n=5&ms=500')\n",
-           ts.port, ts.port);
+    printf(
+        "serving on http://127.0.0.1:%u (try: curl -N 'http://127.0.0.1:%u/stream?n=5&ms=500')\n",
+        ts.port, ts.port);
     fflush(stdout);
     pthread_join(ts.thread, NULL);
 }
@@ -1264,6 +1407,7 @@ int main(int argc, char **argv) {
     cfg.idle_timeout_s = 2;
     cfg.request_timeout_ms = 1500;
     cfg.max_body_bytes = 1u << 20;
+    cfg.max_stream_buffer = 1u << 20;
     cfg.error_body = test_error_body;
     if (ts_start(&g_main, &cfg) != 0) {
         fprintf(stderr, "cannot start the test server: %s\n", pgd_error_detail());
@@ -1291,6 +1435,8 @@ int main(int argc, char **argv) {
     RUN(test_keep_alive);
     RUN(test_deferred);
     RUN(test_stream_sse);
+    RUN(test_big_stream);
+    RUN(test_client_not_reading);
     RUN(test_pings_and_abort);
     RUN(test_resume_from_callback);
     RUN(test_slow_client);

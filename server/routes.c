@@ -1,0 +1,911 @@
+/*
+ * server/routes.c — the HTTP endpoints and the life of an API request.
+ *
+ *   POST /v1/chat/completions, POST /v1/completions   -> tokenize on the threadpool, submit to
+ *        the engine, answer from engine events (one JSON body, or an SSE stream)
+ *   GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize, GET /
+ *
+ * An in-flight request (pgd_rctx) is owned jointly by the HTTP side and the engine side: it is
+ * freed when both are done — the HTTP request closed (on_close) and every engine request it
+ * submitted delivered its `done` event. A client that leaves aborts its engine requests; the
+ * scheduler frees their KV blocks at the next step boundary.
+ *
+ * Threading: loop thread only, except tokenize_work() which runs on libuv's threadpool and
+ * reads only the engine's immutable parts (tokenizer, chat template) and its own rctx.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/error.h"
+#include "api/request.h"
+#include "api/response.h"
+#include "common/error.h"
+#include "server/server.h"
+#include "server/sse.h"
+
+extern const unsigned char pgd_web_index_html[];
+extern const unsigned long pgd_web_index_html_len;
+
+#define JSON_TYPE "application/json"
+
+uint64_t pgd_srv_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One choice's accumulated output (non-streamed answers; logprobs for both). */
+typedef struct choice_out {
+    pgd_buf text;
+    pgd_finish finish;
+    bool finished;
+    pgd_api_token_logprob *lp; /* [n_lp] */
+    size_t n_lp, cap_lp;
+    pgd_buf lp_bytes;   /* token texts, referenced by offset until the answer is built */
+    int64_t text_chars; /* characters emitted so far (legacy text_offset) */
+    uint64_t t_last_ns;
+} choice_out;
+
+typedef struct lp_ref {
+    size_t off, len; /* into lp_bytes */
+} lp_ref;
+
+struct pgd_rctx {
+    pgd_srv *srv;
+    pgd_rctx *prev, *next;
+    pgd_http_request *http; /* NULL once the HTTP side closed */
+    pgd_http_stream *stream;
+    pgd_api_kind kind;
+    pgd_api_request req;
+    bool parsed;
+    char id[PGD_API_ID_CAP];
+    int64_t created;
+    uint64_t t_arrival_ns, t_first_ns;
+    /* tokenization (threadpool) */
+    uv_work_t work;
+    bool working;
+    pgd_tokens *prompts; /* [n_prompts] */
+    size_t n_prompts;
+    int work_rc;
+    char work_err[512];
+    /* engine */
+    uint64_t *eids; /* [n_prompts] engine request ids */
+    size_t n_submitted, n_done;
+    uint32_t n_per_prompt;
+    choice_out *ch; /* [n_prompts * n_per_prompt] */
+    pgd_api_usage usage;
+    bool aborted, errored, error_sent;
+    double queue_s;
+    int finished_reason; /* of choice 0 */
+};
+
+/* ---- small helpers --------------------------------------------------------------------- */
+
+static void respond_json(pgd_http_request *req, int status, const pgd_buf *b,
+                         const pgd_http_header *h, size_t nh) {
+    pgd_http_respond(req, status, JSON_TYPE, b->data ? b->data : "", b->len, h, nh);
+}
+
+static void respond_error(pgd_http_request *req, pgd_api_error *e) {
+    pgd_buf b = PGD_BUF_INIT;
+    pgd_http_header retry = {"Retry-After", "1"};
+    if (pgd_api_error_body(e, &b) == 0)
+        respond_json(req, e->status, &b, e->status == 429 ? &retry : NULL, e->status == 429);
+    else
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+    pgd_buf_free(&b);
+}
+
+static void respond_simple_error(pgd_http_request *req, int status, const char *param,
+                                 const char *code, const char *msg) {
+    pgd_api_error e;
+    pgd_api_error_set(&e, status, param, code, "%s", msg);
+    respond_error(req, &e);
+}
+
+int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out) {
+    (void)arg;
+    pgd_api_error e;
+    pgd_api_error_set(&e, status, NULL, NULL, "%s", message);
+    return pgd_api_error_body(&e, out);
+}
+
+static bool authorized(pgd_srv *srv, pgd_http_request *req) {
+    if (!srv->cfg.api_key || !*srv->cfg.api_key) return true;
+    const char *h = pgd_http_request_header(req, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    const char *k = h + 7, *want = srv->cfg.api_key;
+    size_t n = strlen(want), m = strlen(k);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < m ? k[i] : 0);
+    return diff == 0;
+}
+
+static bool model_ok(pgd_srv *srv, pgd_str model) {
+    return model.len == 0 || pgd_str_eq(model, srv->served_name);
+}
+
+/* ---- request context lifetime ---------------------------------------------------------- */
+
+static void rctx_free(pgd_rctx *c) {
+    pgd_srv *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->inflight = c->next;
+    if (c->next) c->next->prev = c->prev;
+    srv->n_inflight--;
+    size_t n_ch = c->n_prompts * c->n_per_prompt;
+    for (size_t i = 0; c->ch && i < n_ch; i++) {
+        pgd_buf_free(&c->ch[i].text);
+        pgd_buf_free(&c->ch[i].lp_bytes);
+        for (size_t j = 0; j < c->ch[i].n_lp; j++) free((void *)c->ch[i].lp[j].top);
+        free(c->ch[i].lp);
+    }
+    free(c->ch);
+    for (size_t i = 0; c->prompts && i < c->n_prompts; i++) pgd_tokens_free(&c->prompts[i]);
+    free(c->prompts);
+    free(c->eids);
+    if (c->parsed) pgd_api_request_free(&c->req);
+    free(c);
+}
+
+static bool engine_open(const pgd_rctx *c) {
+    return c->n_done < c->n_submitted;
+}
+
+static void maybe_free(pgd_rctx *c) {
+    if (!c->http && !c->working && !engine_open(c)) rctx_free(c);
+}
+
+static void abort_engine(pgd_rctx *c) {
+    if (c->aborted) return;
+    c->aborted = true;
+    for (size_t i = 0; i < c->n_submitted; i++) pgd_engine_abort(c->srv->engine, c->eids[i]);
+}
+
+static void on_http_close(pgd_http_request *req, pgd_http_close_reason reason, void *arg) {
+    pgd_rctx *c = arg;
+    (void)req;
+    c->http = NULL;
+    c->stream = NULL;
+    if (engine_open(c)) abort_engine(c); /* client gone (or timeout / shutdown) */
+    (void)reason;
+    maybe_free(c);
+}
+
+/* ---- SSE output ------------------------------------------------------------------------- */
+
+static void sse_write_json(pgd_rctx *c, const pgd_buf *json) {
+    if (!c->stream) return;
+    pgd_buf f = PGD_BUF_INIT;
+    if (pgd_api_sse_data(json->data, json->len, &f) == 0)
+        pgd_http_stream_write(c->stream, f.data, f.len);
+    pgd_buf_free(&f);
+}
+
+static void sse_end(pgd_rctx *c) {
+    if (!c->stream) return;
+    pgd_http_stream_write(c->stream, PGD_API_SSE_DONE, strlen(PGD_API_SSE_DONE));
+    pgd_http_stream_end(c->stream);
+}
+
+static pgd_api_meta meta_of(const pgd_rctx *c) {
+    pgd_api_meta m = {.id = c->id, .created = c->created, .system_fingerprint = NULL};
+    m.model.ptr = c->srv->served_name;
+    m.model.len = strlen(c->srv->served_name);
+    return m;
+}
+
+/* ---- completion requests: tokenize -> submit -------------------------------------------- */
+
+static void tokenize_work(uv_work_t *w) {
+    pgd_rctx *c = w->data;
+    const pgd_llm *llm = c->srv->llm;
+    int rc = 0;
+    c->n_prompts = c->kind == PGD_API_CHAT ? 1 : c->req.n_prompts;
+    c->prompts = calloc(c->n_prompts, sizeof *c->prompts);
+    if (!c->prompts) {
+        c->work_rc = PGD_ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < c->n_prompts && !rc; i++) {
+        if (c->kind == PGD_API_CHAT) {
+            rc = pgd_llm_encode_chat(llm, c->req.messages.msgs, c->req.messages.n, true,
+                                     &c->prompts[0]);
+        } else if (c->req.prompts[i].is_tokens) {
+            for (size_t j = 0; j < c->req.prompts[i].n_ids && !rc; j++)
+                rc = pgd_tokens_push(&c->prompts[i], c->req.prompts[i].ids[j]);
+        } else {
+            pgd_str t = c->req.prompts[i].text;
+            rc = pgd_llm_encode_text(llm, t.ptr, t.len, false, &c->prompts[i]);
+        }
+    }
+    c->work_rc = rc;
+    if (rc) snprintf(c->work_err, sizeof c->work_err, "%s", pgd_error_detail());
+}
+
+static void submit_all(pgd_rctx *c);
+
+static void tokenize_done(uv_work_t *w, int status) {
+    pgd_rctx *c = w->data;
+    c->working = false;
+    if (!c->http || status == UV_ECANCELED) { /* the client left while we tokenized */
+        maybe_free(c);
+        return;
+    }
+    if (c->work_rc) {
+        const char *param = c->kind == PGD_API_CHAT ? "messages" : "prompt";
+        respond_simple_error(c->http, c->work_rc == PGD_ENOMEM ? 500 : 400, param, NULL,
+                             c->work_err[0] ? c->work_err : pgd_strerror(c->work_rc));
+        return;
+    }
+    submit_all(c);
+}
+
+static void submit_all(pgd_rctx *c) {
+    pgd_srv *srv = c->srv;
+    const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
+    uint32_t n_ctx = srv->llm->n_ctx;
+    pgd_api_error e;
+    /* Context limits, with the numbers. */
+    for (size_t i = 0; i < c->n_prompts; i++) {
+        size_t np = c->prompts[i].n;
+        if (np == 0) {
+            pgd_api_error_set(&e, 400, pparam, NULL, "the prompt is empty");
+            respond_error(c->http, &e);
+            return;
+        }
+        for (size_t j = 0; j < np; j++)
+            if (c->prompts[i].ids[j] < 0 || (uint32_t)c->prompts[i].ids[j] >= srv->llm->n_vocab) {
+                pgd_api_error_set(&e, 400, pparam, NULL, "token id %d is out of range [0, %u)",
+                                  c->prompts[i].ids[j], srv->llm->n_vocab);
+                respond_error(c->http, &e);
+                return;
+            }
+        if (np >= n_ctx) {
+            pgd_api_error_set(&e, 400, pparam, NULL,
+                              "This model's maximum context length is %u tokens. However, your "
+                              "prompt has %zu tokens, which leaves no room for a completion.",
+                              n_ctx, np);
+            respond_error(c->http, &e);
+            return;
+        }
+        if (c->req.max_tokens > 0 && np + (uint64_t)c->req.max_tokens > n_ctx) {
+            pgd_api_error_set(&e, 400, "max_tokens", NULL,
+                              "This model's maximum context length is %u tokens. However, you "
+                              "requested %llu tokens (%zu in the prompt, %lld in the completion). "
+                              "Please reduce the prompt or max_tokens.",
+                              n_ctx, (unsigned long long)(np + (uint64_t)c->req.max_tokens), np,
+                              (long long)c->req.max_tokens);
+            respond_error(c->http, &e);
+            return;
+        }
+    }
+    c->n_per_prompt = (uint32_t)(c->req.n > 0 ? c->req.n : 1);
+    c->eids = calloc(c->n_prompts, sizeof *c->eids);
+    c->ch = calloc(c->n_prompts * c->n_per_prompt, sizeof *c->ch);
+    if (!c->eids || !c->ch) {
+        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        return;
+    }
+    uint64_t seed = pgd_sampler_random_seed();
+    for (size_t i = 0; i < c->n_prompts; i++) {
+        pgd_request r;
+        pgd_request_init(&r);
+        r.prompt = c->prompts[i].ids;
+        r.n_prompt = (uint32_t)c->prompts[i].n;
+        pgd_api_request_seq_params(&c->req, 0, seed + i * 1000003ull, &r.params);
+        if (r.params.max_tokens <= 0) r.params.max_tokens = (int64_t)(n_ctx - r.n_prompt);
+        const char *param = NULL;
+        int vrc =
+            pgd_sampling_params_validate(&r.params.sampling, (int32_t)srv->llm->n_vocab, &param);
+        if (vrc) {
+            pgd_api_error_set(&e, 400, param, NULL, "%s", pgd_error_detail());
+            goto refuse;
+        }
+        r.n = c->n_per_prompt;
+        r.priority = c->req.priority;
+        r.user = c;
+        int rc = pgd_engine_submit(srv->engine, &r, &c->eids[i]);
+        if (rc == PGD_EFULL) {
+            pgd_api_error_set(&e, 429, NULL, NULL,
+                              "the server is busy: too many requests are waiting; retry shortly");
+            goto refuse;
+        }
+        if (rc == PGD_ESHUTDOWN) {
+            pgd_api_error_set(&e, 503, NULL, NULL, "the server is shutting down");
+            goto refuse;
+        }
+        if (rc) {
+            pgd_api_error_set(&e, rc == PGD_ENOMEM ? 500 : 400, rc == PGD_EINVAL ? pparam : NULL,
+                              NULL, "%s", pgd_error_detail());
+            goto refuse;
+        }
+        c->n_submitted++;
+    }
+    if (c->req.stream) {
+        if (pgd_http_stream_start(c->http, 200, NULL, NULL, 0, PGD_HTTP_STREAM_SSE, &c->stream)) {
+            abort_engine(c);
+            return;
+        }
+        if (c->kind == PGD_API_CHAT) {
+            pgd_api_meta m = meta_of(c);
+            for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
+                pgd_buf b = PGD_BUF_INIT;
+                if (pgd_api_chat_chunk_first(&m, k, c->req.include_usage, &b) == 0)
+                    sse_write_json(c, &b);
+                pgd_buf_free(&b);
+            }
+        }
+    }
+    return;
+refuse:
+    abort_engine(c); /* the prompts submitted before this one */
+    respond_error(c->http, &e);
+}
+
+static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind) {
+    pgd_rctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+        return;
+    }
+    c->srv = srv;
+    c->kind = kind;
+    c->t_arrival_ns = pgd_srv_now_ns();
+    c->created = (int64_t)time(NULL);
+    c->finished_reason = -1;
+    pgd_api_new_id(c->id, kind);
+    c->next = srv->inflight;
+    if (c->next) c->next->prev = c;
+    srv->inflight = c;
+    srv->n_inflight++;
+    c->http = req;
+    pgd_http_request_set_on_close(req, on_http_close, c);
+
+    pgd_api_error e;
+    pgd_str body = pgd_http_request_body(req);
+    if (pgd_api_request_parse(kind, body.ptr, body.len, &c->req, &e)) {
+        respond_error(req, &e);
+        return;
+    }
+    c->parsed = true;
+    if (!model_ok(srv, c->req.model)) {
+        pgd_api_error_model_not_found(&e, c->req.model.ptr, c->req.model.len);
+        respond_error(req, &e);
+        return;
+    }
+    if (c->req.n > 1 && c->req.n > (int)PGD_REQUEST_MAX_N) {
+        respond_simple_error(req, 400, "n", NULL, "n is too large");
+        return;
+    }
+    c->work.data = c;
+    c->working = true;
+    if (uv_queue_work(srv->loop, &c->work, tokenize_work, tokenize_done)) {
+        c->working = false;
+        respond_simple_error(req, 500, NULL, NULL, "cannot queue the tokenizer job");
+    }
+}
+
+/* ---- engine events -> responses --------------------------------------------------------- */
+
+static choice_out *choice_of(pgd_rctx *c, const pgd_event *ev, uint32_t *global) {
+    size_t p = 0;
+    while (p < c->n_submitted && c->eids[p] != ev->id) p++;
+    if (p == c->n_submitted) return NULL;
+    *global = (uint32_t)(p * c->n_per_prompt + ev->index);
+    return &c->ch[*global];
+}
+
+/* Text of a token for logprobs (exact bytes), appended to the choice's byte store. */
+static lp_ref token_bytes(pgd_rctx *c, choice_out *co, int32_t id) {
+    lp_ref r = {co->lp_bytes.len, 0};
+    pgd_token_piece(c->srv->llm->tok, id, true, &co->lp_bytes);
+    r.len = co->lp_bytes.len - r.off;
+    return r;
+}
+
+/* Builds one token's logprob entry; `tops` is malloc'd [n_top]; texts point into lp_bytes
+ * (valid until lp_bytes grows: fix_pointers() re-bases them before use). */
+static int add_logprob(pgd_rctx *c, choice_out *co, const pgd_sample_result *s) {
+    if (co->n_lp == co->cap_lp) {
+        size_t cap = co->cap_lp ? co->cap_lp * 2 : 16;
+        pgd_api_token_logprob *p = realloc(co->lp, cap * sizeof *p);
+        if (!p) return PGD_ENOMEM;
+        co->lp = p;
+        co->cap_lp = cap;
+    }
+    pgd_api_token_logprob *t = &co->lp[co->n_lp++];
+    memset(t, 0, sizeof *t);
+    lp_ref r = token_bytes(c, co, s->token);
+    t->text.ptr = (const char *)(uintptr_t)r.off; /* offset until re-based */
+    t->text.len = r.len;
+    t->logprob = s->logprob;
+    pgd_api_top_logprob *tops = s->n_top ? calloc((size_t)s->n_top, sizeof *tops) : NULL;
+    for (int32_t k = 0; tops && k < s->n_top; k++) {
+        lp_ref tr = token_bytes(c, co, s->top[k].token);
+        tops[k].text.ptr = (const char *)(uintptr_t)tr.off;
+        tops[k].text.len = tr.len;
+        tops[k].logprob = s->top[k].logprob;
+    }
+    t->top = tops;
+    t->n_top = tops ? (size_t)s->n_top : 0;
+    return 0;
+}
+
+/* Turn stored offsets into pointers into lp_bytes for entries [from, n_lp). */
+static void rebase(choice_out *co, size_t from) {
+    const char *base = co->lp_bytes.data ? co->lp_bytes.data : "";
+    for (size_t i = from; i < co->n_lp; i++) {
+        co->lp[i].text.ptr = base + (uintptr_t)co->lp[i].text.ptr;
+        for (size_t k = 0; k < co->lp[i].n_top; k++) {
+            pgd_api_top_logprob *tp = (pgd_api_top_logprob *)&co->lp[i].top[k];
+            tp->text.ptr = base + (uintptr_t)tp->text.ptr;
+        }
+    }
+}
+
+static void unbase(choice_out *co, size_t from) {
+    const char *base = co->lp_bytes.data ? co->lp_bytes.data : "";
+    for (size_t i = from; i < co->n_lp; i++) {
+        co->lp[i].text.ptr = (const char *)(uintptr_t)(co->lp[i].text.ptr - base);
+        for (size_t k = 0; k < co->lp[i].n_top; k++) {
+            pgd_api_top_logprob *tp = (pgd_api_top_logprob *)&co->lp[i].top[k];
+            tp->text.ptr = (const char *)(uintptr_t)(tp->text.ptr - base);
+        }
+    }
+}
+
+static int64_t utf8_chars(const char *s, size_t n) {
+    int64_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+static bool wants_logprobs(const pgd_rctx *c) {
+    return c->kind == PGD_API_CHAT ? c->req.logprobs : c->req.logprobs || c->req.top_logprobs > 0;
+}
+
+static void on_token(pgd_rctx *c, const pgd_event *ev) {
+    uint32_t g;
+    choice_out *co = choice_of(c, ev, &g);
+    if (!co) return;
+    pgd_pagoda_metrics *pm = &c->srv->pm;
+    if (!c->t_first_ns) {
+        c->t_first_ns = ev->t_ns;
+        if (ev->t_ns > c->t_arrival_ns)
+            pgd_series_observe(pm->ttft, (ev->t_ns - c->t_arrival_ns) * 1e-9);
+    }
+    if (co->t_last_ns && ev->t_ns > co->t_last_ns)
+        pgd_series_observe(pm->itl, (ev->t_ns - co->t_last_ns) * 1e-9);
+    co->t_last_ns = ev->t_ns;
+    bool lp = wants_logprobs(c) && ev->logprobs;
+    size_t lp_from = co->n_lp;
+    if (lp && add_logprob(c, co, ev->logprobs)) lp = false;
+    if (c->req.stream) {
+        if (!ev->text_len && !lp) return;
+        pgd_api_meta m = meta_of(c);
+        rebase(co, lp_from);
+        pgd_api_choice ch = {.index = g,
+                             .text = {ev->text, ev->text_len},
+                             .finish = PGD_FINISH_NONE,
+                             .logprobs = lp,
+                             .tokens = lp ? co->lp + lp_from : NULL,
+                             .n_tokens = lp ? co->n_lp - lp_from : 0,
+                             .text_offset = co->text_chars};
+        pgd_buf b = PGD_BUF_INIT;
+        int rc = c->kind == PGD_API_CHAT
+                     ? pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)
+                     : pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
+        if (!rc) sse_write_json(c, &b);
+        pgd_buf_free(&b);
+        /* Streamed entries are not needed again. */
+        for (size_t i = lp_from; i < co->n_lp; i++) free((void *)co->lp[i].top);
+        co->n_lp = lp_from;
+        pgd_buf_reset(&co->lp_bytes);
+    } else if (ev->text_len) {
+        pgd_buf_append(&co->text, ev->text, ev->text_len);
+    }
+    co->text_chars += utf8_chars(ev->text, ev->text_len);
+}
+
+static pgd_finish finish_of(pgd_finish_reason r) {
+    return r == PGD_REASON_LENGTH ? PGD_FINISH_LENGTH : PGD_FINISH_STOP;
+}
+
+static void finalize(pgd_rctx *c, const pgd_usage *u);
+
+static void on_finish(pgd_rctx *c, const pgd_event *ev) {
+    uint32_t g;
+    choice_out *co = choice_of(c, ev, &g);
+    if (!co) return;
+    co->finished = true;
+    co->finish = finish_of(ev->reason);
+    if (g == 0) c->finished_reason = (int)ev->reason;
+    if (ev->reason == PGD_REASON_ABORT) c->aborted = true;
+    if (c->req.stream && ev->reason != PGD_REASON_ABORT) {
+        pgd_api_meta m = meta_of(c);
+        pgd_buf b = PGD_BUF_INIT;
+        int rc;
+        if (c->kind == PGD_API_CHAT) {
+            rc = pgd_api_chat_chunk_finish(&m, g, co->finish, c->req.include_usage, &b);
+        } else {
+            pgd_api_choice ch = {.index = g, .text = {"", 0}, .finish = co->finish};
+            rc = pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
+        }
+        if (!rc) sse_write_json(c, &b);
+        pgd_buf_free(&b);
+    }
+}
+
+static void on_error(pgd_rctx *c, const pgd_event *ev) {
+    c->errored = true;
+    pgd_api_error e;
+    int status = pgd_api_status_for_code(ev->error);
+    pgd_api_error_set(&e, status < 500 ? 500 : status, NULL, NULL, "%s",
+                      ev->message ? ev->message : pgd_strerror(ev->error));
+    if (c->stream && !c->error_sent) {
+        pgd_buf b = PGD_BUF_INIT;
+        if (pgd_api_error_sse(&e, &b) == 0) pgd_http_stream_write(c->stream, b.data, b.len);
+        pgd_buf_free(&b);
+        c->error_sent = true;
+    } else if (c->http && !c->stream && !c->error_sent) {
+        c->error_sent = true;
+        respond_error(c->http, &e);
+    }
+}
+
+static void finalize(pgd_rctx *c, const pgd_usage *u) {
+    pgd_srv *srv = c->srv;
+    uint64_t now = pgd_srv_now_ns();
+    const char *reason = c->aborted                                ? "abort"
+                         : c->finished_reason == PGD_REASON_LENGTH ? "length"
+                                                                   : "stop";
+    if (!c->errored && !c->aborted)
+        pgd_pagoda_metrics_request_done(
+            &srv->pm, reason, c->queue_s, (now - c->t_arrival_ns) * 1e-9,
+            (uint32_t)c->usage.prompt_tokens, (uint32_t)c->usage.completion_tokens);
+    (void)u;
+    if (!c->http || (c->error_sent && !c->stream)) return;
+    if (c->stream) {
+        if (c->aborted && !c->errored) { /* aborted by the server (shutdown), not the client */
+            pgd_api_error e;
+            pgd_api_error_set(&e, 503, NULL, NULL,
+                              "the request was aborted: the server is "
+                              "shutting down");
+            pgd_buf b = PGD_BUF_INIT;
+            if (pgd_api_error_sse(&e, &b) == 0) pgd_http_stream_write(c->stream, b.data, b.len);
+            pgd_buf_free(&b);
+        } else if (!c->errored && c->req.include_usage) {
+            pgd_api_meta m = meta_of(c);
+            pgd_buf b = PGD_BUF_INIT;
+            if (pgd_api_chunk_usage(&m, c->kind, &c->usage, &b) == 0) sse_write_json(c, &b);
+            pgd_buf_free(&b);
+        }
+        sse_end(c);
+        return;
+    }
+    if (c->aborted) {
+        respond_simple_error(c->http, 503, NULL, NULL,
+                             "the request was aborted: the server is shutting down");
+        return;
+    }
+    size_t n = c->n_prompts * c->n_per_prompt;
+    pgd_api_choice *chs = calloc(n, sizeof *chs);
+    if (!chs) {
+        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        choice_out *co = &c->ch[i];
+        rebase(co, 0);
+        chs[i] = (pgd_api_choice){.index = (uint32_t)i,
+                                  .text = {co->text.data ? co->text.data : "", co->text.len},
+                                  .finish = co->finished ? co->finish : PGD_FINISH_STOP,
+                                  .logprobs = wants_logprobs(c),
+                                  .tokens = co->lp,
+                                  .n_tokens = co->n_lp,
+                                  .text_offset = 0};
+    }
+    pgd_api_meta m = meta_of(c);
+    pgd_buf b = PGD_BUF_INIT;
+    int rc = c->kind == PGD_API_CHAT ? pgd_api_chat_completion(&m, chs, n, &c->usage, &b)
+                                     : pgd_api_completion(&m, chs, n, &c->usage, &b);
+    for (size_t i = 0; i < n; i++) unbase(&c->ch[i], 0);
+    if (rc)
+        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+    else
+        respond_json(c->http, 200, &b, NULL, 0);
+    pgd_buf_free(&b);
+    free(chs);
+}
+
+static void on_event(const pgd_event *ev, void *ud) {
+    (void)ud;
+    pgd_rctx *c = ev->user;
+    if (!c) return;
+    switch (ev->kind) {
+    case PGD_EVENT_TOKEN:
+        on_token(c, ev);
+        break;
+    case PGD_EVENT_FINISH:
+        on_finish(c, ev);
+        break;
+    case PGD_EVENT_ERROR:
+        on_error(c, ev);
+        break;
+    }
+    if (!ev->done) return;
+    c->n_done++;
+    c->usage.prompt_tokens += ev->usage.prompt_tokens;
+    c->usage.completion_tokens += ev->usage.completion_tokens;
+    c->usage.cached_tokens += ev->usage.cached_tokens;
+    double q = ev->usage.queue_ns * 1e-9;
+    if (q > c->queue_s) c->queue_s = q;
+    if (!engine_open(c)) {
+        finalize(c, &ev->usage);
+        maybe_free(c);
+    }
+}
+
+void pgd_srv_drain_events(pgd_srv *srv) {
+    if (srv->engine) pgd_engine_drain(srv->engine, on_event, srv);
+}
+
+void pgd_srv_abort_all(pgd_srv *srv) {
+    for (pgd_rctx *c = srv->inflight; c; c = c->next)
+        if (engine_open(c)) abort_engine(c);
+}
+
+/* ---- other endpoints -------------------------------------------------------------------- */
+
+typedef struct tok_job {
+    uv_work_t work;
+    pgd_srv *srv;
+    pgd_http_request *http;
+    bool detok;
+    pgd_api_tokenize_request treq;
+    pgd_api_detokenize_request dreq;
+    pgd_tokens ids;
+    pgd_buf text;
+    int rc;
+    char err[512];
+} tok_job;
+
+static void tok_job_close(pgd_http_request *req, pgd_http_close_reason reason, void *arg) {
+    (void)req, (void)reason;
+    tok_job *j = arg;
+    j->http = NULL;
+}
+
+static void tok_work(uv_work_t *w) {
+    tok_job *j = w->data;
+    const pgd_llm *llm = j->srv->llm;
+    if (j->detok) {
+        for (size_t i = 0; i < j->dreq.n_tokens; i++)
+            if (j->dreq.tokens[i] < 0 || (uint32_t)j->dreq.tokens[i] >= llm->n_vocab) {
+                j->rc = PGD_EINVAL;
+                snprintf(j->err, sizeof j->err, "token id %d is out of range [0, %u)",
+                         j->dreq.tokens[i], llm->n_vocab);
+                return;
+            }
+        j->rc = pgd_detokenize(llm->tok, j->dreq.tokens, j->dreq.n_tokens, false, &j->text);
+    } else if (j->treq.chat) {
+        j->rc = pgd_llm_encode_chat(llm, j->treq.messages.msgs, j->treq.messages.n,
+                                    j->treq.add_generation_prompt, &j->ids);
+    } else {
+        j->rc = pgd_tokenize(llm->tok, j->treq.prompt.ptr, j->treq.prompt.len, NULL, 0, &j->ids);
+        if (!j->rc && j->treq.add_special_tokens && pgd_tokenizer_add_bos(llm->tok) &&
+            pgd_tokenizer_bos(llm->tok) >= 0) {
+            j->rc = pgd_tokens_push(&j->ids, 0);
+            if (!j->rc) {
+                memmove(j->ids.ids + 1, j->ids.ids, (j->ids.n - 1) * sizeof(int32_t));
+                j->ids.ids[0] = pgd_tokenizer_bos(llm->tok);
+            }
+        }
+    }
+    if (j->rc && !j->err[0]) snprintf(j->err, sizeof j->err, "%s", pgd_error_detail());
+}
+
+static void tok_done(uv_work_t *w, int status) {
+    tok_job *j = w->data;
+    if (j->http && status == 0) {
+        pgd_buf b = PGD_BUF_INIT;
+        if (j->rc) {
+            respond_simple_error(j->http, 400,
+                                 j->detok       ? "tokens"
+                                 : j->treq.chat ? "messages"
+                                                : "prompt",
+                                 NULL, j->err);
+        } else {
+            int rc =
+                j->detok
+                    ? pgd_api_detokenize_response(j->text.data ? j->text.data : "", j->text.len, &b)
+                    : pgd_api_tokenize_response(j->ids.ids, j->ids.n, j->srv->llm->n_ctx, &b);
+            if (rc)
+                respond_simple_error(j->http, 500, NULL, NULL, "out of memory");
+            else
+                respond_json(j->http, 200, &b, NULL, 0);
+        }
+        pgd_buf_free(&b);
+    }
+    if (j->http) pgd_http_request_set_on_close(j->http, NULL, NULL);
+    pgd_api_tokenize_free(&j->treq);
+    pgd_api_detokenize_free(&j->dreq);
+    pgd_tokens_free(&j->ids);
+    pgd_buf_free(&j->text);
+    free(j);
+}
+
+static void start_tokenize(pgd_srv *srv, pgd_http_request *req, bool detok) {
+    tok_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+        return;
+    }
+    j->srv = srv;
+    j->http = req;
+    j->detok = detok;
+    pgd_api_error e;
+    pgd_str body = pgd_http_request_body(req);
+    int rc = detok ? pgd_api_detokenize_parse(body.ptr, body.len, &j->dreq, &e)
+                   : pgd_api_tokenize_parse(body.ptr, body.len, &j->treq, &e);
+    pgd_str model = detok ? j->dreq.model : j->treq.model;
+    if (!rc && !model_ok(srv, model)) {
+        pgd_api_error_model_not_found(&e, model.ptr, model.len);
+        rc = -1;
+    }
+    if (rc) {
+        respond_error(req, &e);
+        pgd_api_tokenize_free(&j->treq);
+        pgd_api_detokenize_free(&j->dreq);
+        free(j);
+        return;
+    }
+    pgd_http_request_set_on_close(req, tok_job_close, j);
+    j->work.data = j;
+    if (uv_queue_work(srv->loop, &j->work, tok_work, tok_done)) {
+        pgd_http_request_set_on_close(req, NULL, NULL);
+        respond_simple_error(req, 500, NULL, NULL, "cannot queue the tokenizer job");
+        pgd_api_tokenize_free(&j->treq);
+        pgd_api_detokenize_free(&j->dreq);
+        free(j);
+    }
+}
+
+static void serve_models(pgd_srv *srv, pgd_http_request *req) {
+    pgd_api_model_info mi = {.id = srv->served_name,
+                             .created = srv->created,
+                             .owned_by = "pagoda",
+                             .max_model_len = srv->llm ? srv->llm->n_ctx : 0};
+    pgd_buf b = PGD_BUF_INIT;
+    if (pgd_api_models_list(&mi, 1, &b))
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+    else
+        respond_json(req, 200, &b, NULL, 0);
+    pgd_buf_free(&b);
+}
+
+static void serve_metrics(pgd_srv *srv, pgd_http_request *req) {
+    if (!srv->metrics_ready) {
+        pgd_http_respond(req, 503, "text/plain", "metrics are not ready\n", 22, NULL, 0);
+        return;
+    }
+    if (srv->engine) {
+        pgd_engine_stats st;
+        pgd_engine_get_stats(srv->engine, &st);
+        pgd_pagoda_metrics_apply_stats(&srv->pm, &st);
+    }
+    pgd_buf b = PGD_BUF_INIT;
+    if (pgd_metrics_render(srv->registry, &b))
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+    else
+        pgd_http_respond(req, 200, PGD_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len, NULL, 0);
+    pgd_buf_free(&b);
+}
+
+static void serve_health(pgd_srv *srv, pgd_http_request *req) {
+    static const char *const k_state[] = {"loading", "ready", "draining", "failed"};
+    char body[64];
+    int n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", k_state[srv->state]);
+    pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n, NULL,
+                     0);
+}
+
+/* ---- routing ---------------------------------------------------------------------------- */
+
+typedef enum {
+    R_CHAT,
+    R_COMPLETIONS,
+    R_MODELS,
+    R_HEALTH,
+    R_METRICS,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_WEB
+} route_id;
+
+static const struct {
+    const char *path;
+    const char *method;
+    route_id id;
+    bool auth, needs_model;
+} k_routes[] = {
+    {"/v1/chat/completions", "POST", R_CHAT, true, true},
+    {"/v1/completions", "POST", R_COMPLETIONS, true, true},
+    {"/v1/models", "GET", R_MODELS, true, false},
+    {"/health", "GET", R_HEALTH, false, false},
+    {"/metrics", "GET", R_METRICS, false, false},
+    {"/tokenize", "POST", R_TOKENIZE, true, true},
+    {"/detokenize", "POST", R_DETOKENIZE, true, true},
+    {"/", "GET", R_WEB, false, false},
+};
+
+void pgd_srv_handle(void *arg, pgd_http_request *req) {
+    pgd_srv *srv = arg;
+    const char *path = pgd_http_request_path(req), *method = pgd_http_request_method(req);
+    size_t i = 0;
+    while (i < PGD_ARRAY_LEN(k_routes) && strcmp(k_routes[i].path, path)) i++;
+    pgd_api_error e;
+    if (i == PGD_ARRAY_LEN(k_routes)) {
+        pgd_api_error_route_not_found(&e, method, path);
+        respond_error(req, &e);
+        return;
+    }
+    bool head = !strcmp(method, "HEAD") && !strcmp(k_routes[i].method, "GET");
+    if (strcmp(method, k_routes[i].method) && !head) {
+        pgd_api_error_method_not_allowed(&e, method, path);
+        pgd_http_header allow = {"Allow", k_routes[i].method};
+        pgd_buf b = PGD_BUF_INIT;
+        pgd_api_error_body(&e, &b);
+        respond_json(req, 405, &b, &allow, 1);
+        pgd_buf_free(&b);
+        return;
+    }
+    if (k_routes[i].auth && !authorized(srv, req)) {
+        pgd_api_error_unauthorized(&e);
+        pgd_http_header h = {"WWW-Authenticate", "Bearer"};
+        pgd_buf b = PGD_BUF_INIT;
+        pgd_api_error_body(&e, &b);
+        respond_json(req, 401, &b, &h, 1);
+        pgd_buf_free(&b);
+        return;
+    }
+    if (k_routes[i].needs_model && srv->state != PGD_SRV_READY) {
+        respond_simple_error(req, 503, NULL, NULL,
+                             srv->state == PGD_SRV_LOADING ? "the model is still loading"
+                                                           : "the server is shutting down");
+        return;
+    }
+    switch (k_routes[i].id) {
+    case R_CHAT:
+        start_completion(srv, req, PGD_API_CHAT);
+        break;
+    case R_COMPLETIONS:
+        start_completion(srv, req, PGD_API_COMPLETION);
+        break;
+    case R_MODELS:
+        serve_models(srv, req);
+        break;
+    case R_HEALTH:
+        serve_health(srv, req);
+        break;
+    case R_METRICS:
+        serve_metrics(srv, req);
+        break;
+    case R_TOKENIZE:
+        start_tokenize(srv, req, false);
+        break;
+    case R_DETOKENIZE:
+        start_tokenize(srv, req, true);
+        break;
+    case R_WEB:
+        pgd_http_respond(req, 200, "text/html; charset=utf-8", pgd_web_index_html,
+                         pgd_web_index_html_len, NULL, 0);
+        break;
+    }
+}
