@@ -1,5 +1,7 @@
 # pagoda — thin front door over CMake. `make test` is what CI runs (.ci/run).
 #   make build      bootstrap (only what is missing) + configure + build into build/
+#   make serve      build, fetch the default model, serve it on http://127.0.0.1:8000
+#                   (HOST, PORT and SERVE_ARGS override: make serve PORT=9000)
 #   make test       build, then C unit tests (ctest -L unit), model tests (ctest -L model) and
 #                   the pytest suites (reference checks and end-to-end CLI tests)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
@@ -12,7 +14,11 @@ CMAKE_FLAGS += -DPGD_WERROR=ON
 endif
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all bootstrap build test test-unit test-model test-py test-asan model format clean
+HOST ?= 127.0.0.1
+PORT ?= 8000
+SERVE_ARGS ?=
+
+.PHONY: all bootstrap build serve test test-unit test-model test-py test-asan model format clean
 
 all: build
 
@@ -27,6 +33,9 @@ build: bootstrap $(BUILD)/CMakeCache.txt
 
 model: bootstrap
 	@scripts/fetch-model >/dev/null
+
+serve: build model
+	$(BUILD)/pagoda serve --model "$$(scripts/fetch-model)" --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
 test-unit: build
 	cd $(BUILD) && ctest -L unit --output-on-failure -j$(JOBS)
