@@ -59,8 +59,8 @@ typedef struct {
 
 static int matmul(cpu_backend *b, const pgd_weight *w, const float *x /* [m][cols] */, uint32_t m,
                   float *y /* [m][rows] */) {
-    return pgd_matmul(b->tp, w->type, w->data, (int64_t)w->rows, (int64_t)w->cols, x, m, y, b->mm,
-                      b->mm_size);
+    return pgd_matmul_mode(b->tp, b->base.cfg.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, w->type, w->data,
+                           (int64_t)w->rows, (int64_t)w->cols, x, m, y, b->mm, b->mm_size);
 }
 
 static void add_bias(float *y, const pgd_weight *bias, uint32_t m, uint64_t n) {
@@ -321,7 +321,8 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     static const uint32_t qtypes[] = {PGD_TYPE_Q8_0, PGD_TYPE_Q4_0, PGD_TYPE_Q4_1, PGD_TYPE_Q5_0,
                                       PGD_TYPE_Q5_1};
     for (size_t i = 0; i < sizeof qtypes / sizeof qtypes[0]; i++) {
-        size_t need = pgd_matmul_scratch_bytes(qtypes[i], cfg->max_tokens, max_k);
+        size_t need = pgd_matmul_scratch_bytes_mode(cfg->act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32,
+                                                    qtypes[i], cfg->max_tokens, max_k);
         if (need != SIZE_MAX && need > b->mm_size) b->mm_size = need;
     }
     if (!(b->mm = malloc(b->mm_size ? b->mm_size : 1))) {

@@ -128,7 +128,8 @@ int pgd_llm_open(const pgd_llm_options *o, pgd_llm **out) {
     pgd_backend_config bc = {.n_blocks = (uint32_t)n_blocks,
                              .block_size = bs,
                              .max_tokens = llm->opt.max_batch_tokens,
-                             .n_threads = o->n_threads};
+                             .n_threads = o->n_threads,
+                             .act_q8 = o->act_q8};
     if ((rc = pgd_backend_cpu_create(llm->model, &bc, &llm->backend)) || (rc = finish_init(llm)))
         goto fail;
     *out = llm;

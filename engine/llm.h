@@ -39,6 +39,7 @@ typedef struct pgd_llm_options {
     uint32_t max_batch_tokens; /* most tokens in one forward; 0 = 512 */
     uint32_t max_ctx;          /* context limit; 0 = the model's trained context */
     uint32_t n_threads;        /* 0 = one per core */
+    bool act_q8;               /* int8 activations in the CPU matmuls (see backend.h) */
     bool prefix_caching;
 } pgd_llm_options;
 

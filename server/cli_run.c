@@ -46,6 +46,10 @@ int pgd_cli_run_flag(int argc, char **argv, int *i, pgd_llm_options *o) {
         o->model_flags |= PGD_MODEL_F32;
         return 1;
     }
+    if (!strcmp(argv[*i], "--int8-activations")) {
+        o->act_q8 = true;
+        return 1;
+    }
     if (!strcmp(argv[*i], "--no-prefix-caching")) {
         o->prefix_caching = false;
         return 1;

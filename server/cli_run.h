@@ -12,6 +12,7 @@
     "engine flags:\n"                                                                              \
     "  --model PATH            GGUF model file (required)\n"                                       \
     "  --f32                   dequantize every weight to f32 (precise, slower)\n"                 \
+    "  --int8-activations      int8 activation blocks in the matmuls (faster, less exact)\n"       \
     "  --threads N             compute threads (default: one per core)\n"                          \
     "  --kv-cache-mb N         KV cache memory (default 1024)\n"                                   \
     "  --block-size N          tokens per KV block (default 16)\n"                                 \

@@ -67,9 +67,9 @@ struct pgd_http_request {
     pgd_http_server *srv;
     http_conn *conn; /* NULL if the connection's context could not be allocated */
     struct MHD_Connection *mc;
-    char *uri;                 /* raw request target (copy) */
-    const char *method, *path; /* MHD's, valid until completion */
-    const char *query;         /* into uri, after '?'; or "" */
+    char *uri;           /* raw request target (copy) */
+    char *method, *path; /* copies (one allocation, method first) */
+    const char *query;   /* into uri, after '?'; or "" */
     pgd_buf body;
     bool headers_seen; /* access handler saw the headers */
     bool handled;      /* route handler called */
@@ -123,8 +123,6 @@ struct pgd_http_server {
     pgd_http_request *reqs;
     unsigned n_active; /* handled, not completed */
 };
-
-/* ---------------------------------------------------------------------------------------- */
 
 #define LIST_PUSH(head, node)                                                                      \
     do {                                                                                           \
@@ -199,7 +197,7 @@ static http_conn *conn_of(struct MHD_Connection *mc) {
     return ci ? (http_conn *)ci->socket_context : NULL;
 }
 
-/* --- the disconnect watch ---------------------------------------------------------------- */
+/* --- the disconnect watch --- */
 
 static void req_abort(pgd_http_request *req, int reason);
 
@@ -238,7 +236,7 @@ static void watch_close(pgd_http_request *req) {
     req->watch = NULL;
 }
 
-/* --- suspend / resume / abort --------------------------------------------------------------- */
+/* --- suspend / resume / abort --- */
 
 /* Only from MHD's access handler or content reader for this request. */
 static void req_suspend(pgd_http_request *req) {
@@ -283,7 +281,7 @@ void pgd_http_request_abort(pgd_http_request *req) {
     req_abort(req, PGD_HTTP_CLOSE_ERROR);
 }
 
-/* --- responses ------------------------------------------------------------------------------ */
+/* --- responses --- */
 
 static void json_escape(pgd_buf *out, const char *s) {
     for (; *s; s++) {
@@ -403,7 +401,7 @@ int pgd_http_respond_error(pgd_http_request *req, int status, const char *messag
     return 0;
 }
 
-/* --- streams --------------------------------------------------------------------------------- */
+/* --- streams --- */
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     pgd_http_request *req = cls;
@@ -499,7 +497,7 @@ pgd_http_request *pgd_http_stream_request(pgd_http_stream *s) {
     return s->req;
 }
 
-/* --- request accessors ------------------------------------------------------------------------ */
+/* --- request accessors --- */
 
 const char *pgd_http_request_method(const pgd_http_request *req) {
     return req->method ? req->method : "";
@@ -562,7 +560,7 @@ void pgd_http_request_set_on_close(pgd_http_request *req, pgd_http_close_fn fn, 
     req->on_close_arg = arg;
 }
 
-/* --- MHD callbacks ---------------------------------------------------------------------------- */
+/* --- MHD callbacks --- */
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
@@ -619,6 +617,7 @@ static void req_free(pgd_http_request *req) {
     if (req->resp) MHD_destroy_response(req->resp);
     pgd_buf_free(&req->body);
     pgd_buf_free(&req->out);
+    free(req->method);
     free(req->uri);
     free(req);
 }
@@ -714,8 +713,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 
     if (!req->headers_seen) {
         req->headers_seen = true;
-        req->method = method;
-        req->path = url;
+        size_t ml = strlen(method), ul = strlen(url);
+        req->method = malloc(ml + ul + 2);
+        if (!req->method) return MHD_NO;
+        memcpy(req->method, method, ml + 1);
+        req->path = req->method + ml + 1;
+        memcpy(req->path, url, ul + 1);
         const char *cl =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         bool ok = true;
@@ -781,8 +784,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     vfprintf(stderr, fmt, ap);
 }
 
-/* --- driving MHD from the loop -----------------------------------------------------------------
- */
+/* --- driving MHD from the loop --- */
 
 static void mhd_drive(pgd_http_server *srv) {
     if (srv->closing) return;
@@ -859,8 +861,7 @@ static void tick_cb(uv_timer_t *t) {
     if (next != UINT64_MAX) tick_schedule(srv, next);
 }
 
-/* --- create / stop / destroy -------------------------------------------------------------------
- */
+/* --- create / stop / destroy --- */
 
 static void handle_closed_cb(uv_handle_t *h) {
     pgd_http_server *srv = h->data;
@@ -930,17 +931,22 @@ int pgd_http_server_create(uv_loop_t *loop, const pgd_http_config *cfg, pgd_http
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     if (cfg->log_errors) flags |= MHD_USE_ERROR_LOG;
-    srv->mhd = MHD_start_daemon(
-        flags, cfg->port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned int)cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned int)cfg->max_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(cfg->connection_memory ? cfg->connection_memory : 64u << 10),
-        MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        (unsigned int)(cfg->listen_backlog ? cfg->listen_backlog : 511),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_END);
+    size_t memory = cfg->connection_memory ? cfg->connection_memory : 64u << 10;
+    unsigned backlog = cfg->listen_backlog ? cfg->listen_backlog : 511;
+    /* clang-format off */
+    srv->mhd = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_access, srv,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv, /* first, so that it applies to the rest */
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)backlog,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        MHD_OPTION_END);
+    /* clang-format on */
     if (!srv->mhd) {
         rc = pgd_error_set(PGD_EIO, "http: cannot listen on %s:%u (%s)", srv->host,
                            (unsigned)cfg->port, strerror(errno));

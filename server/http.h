@@ -135,7 +135,8 @@ int pgd_http_server_create(uv_loop_t *loop, const pgd_http_config *cfg, pgd_http
 /* The bound port (the real one when the config said 0). */
 uint16_t pgd_http_server_port(const pgd_http_server *srv);
 
-/* Open connections / live requests (handler called or not, not yet completed). */
+/* Open connections / requests in flight (handler called, not yet completed: deferred answers,
+ * streams, responses still being sent). */
 unsigned pgd_http_server_connection_count(const pgd_http_server *srv);
 unsigned pgd_http_server_request_count(const pgd_http_server *srv);
 
@@ -151,18 +152,23 @@ int pgd_http_server_stop_accepting(pgd_http_server *srv);
  * NULL is a no-op. */
 void pgd_http_server_destroy(pgd_http_server *srv);
 
-/* --- requests (valid from the handler call until the close callback returns) ------------- */
+/* --- requests ----------------------------------------------------------------------------- */
 
+/* Valid from the handler call until the close callback returns (strings owned by the request). */
 const char *pgd_http_request_method(const pgd_http_request *req); /* "GET", "POST", ... */
 const char *pgd_http_request_path(const pgd_http_request *req);   /* decoded, no query */
 const char *pgd_http_request_query(const pgd_http_request *req);  /* raw, after '?'; "" */
-/* A query argument, percent-decoded (NULL if absent; "" for "?flag"). */
+
+/* Looked up in libmicrohttpd's copy of the request: from the handler call until the request
+ * completes, but not inside the close callback. A query argument, percent-decoded (NULL if
+ * absent; "" for "?flag"); a request header by name, case-insensitive (the first if repeated;
+ * NULL if absent). */
 const char *pgd_http_request_query_arg(const pgd_http_request *req, const char *key);
-/* A request header by name, case-insensitive (the first if repeated); NULL if absent. */
 const char *pgd_http_request_header(const pgd_http_request *req, const char *name);
 /* The body (NUL-terminated; ptr is "" when empty). */
 pgd_str pgd_http_request_body(const pgd_http_request *req);
-/* The client's address as "ip:port" ("[ip6]:port"); "" if unknown. */
+/* The client's address as "ip:port" ("[ip6]:port"); "" if unknown. Not inside the close
+ * callback unless called before (the result is kept). */
 const char *pgd_http_request_remote(pgd_http_request *req);
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req);
 
@@ -185,9 +191,11 @@ int pgd_http_respond(pgd_http_request *req, int status, const char *content_type
 int pgd_http_respond_error(pgd_http_request *req, int status, const char *message,
                            const pgd_http_header *headers, size_t n_headers);
 
-/* Abort the request: its connection is closed without (the rest of) a response and the close
- * callback follows with PGD_HTTP_CLOSE_ERROR (from a later MHD_run, never from inside this
- * call). Use it for a failure in the middle of a stream. No-op once aborted or completed. */
+/* Abort the request: its connection is closed without (the rest of) a response — stream bytes
+ * not yet sent are dropped, the client sees no last chunk — and the close callback follows with
+ * PGD_HTTP_CLOSE_ERROR (from a later MHD_run, never from inside this call). For a failure in the
+ * middle of a stream that the client should see, write an error event and end the stream
+ * instead. No-op once aborted or completed. */
 void pgd_http_request_abort(pgd_http_request *req);
 
 /* --- streams ------------------------------------------------------------------------------ */

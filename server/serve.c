@@ -52,6 +52,9 @@ static const opt_def k_opts[] = {
     {"ctx-size", OPT_U64, O(ctx_size), "context limit (default: the model's)"},
     {"threads", OPT_U64, O(threads), "compute threads (default: one per core)"},
     {"f32", OPT_BOOL, O(f32), "dequantize every weight to f32"},
+    {"int8-activations", OPT_BOOL, O(act_q8),
+     "int8 activation blocks in the matmuls (faster, "
+     "less exact)"},
     {"no-prefix-caching", OPT_BOOL, O(no_prefix_caching), "disable the prefix cache"},
     {"chat-template", OPT_STR, O(chat_template), "override the model's chat template family"},
     {"max-body-mb", OPT_U64, O(max_body_mb), "largest request body in MiB (4; 413 beyond)"},
@@ -431,6 +434,7 @@ int pgd_cli_serve(int argc, char **argv) {
     j->o.max_ctx = (uint32_t)cfg.ctx_size;
     j->o.n_threads = (uint32_t)cfg.threads;
     j->o.prefix_caching = !cfg.no_prefix_caching;
+    j->o.act_q8 = cfg.act_q8;
     j->o.max_batch_tokens = cfg.max_num_batched_tokens ? (uint32_t)cfg.max_num_batched_tokens : 512;
     j->work.data = j;
     uv_queue_work(srv->loop, &j->work, load_work, load_done);

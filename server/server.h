@@ -35,7 +35,7 @@ typedef struct pgd_serve_config {
     uint64_t max_num_batched_tokens, max_num_seqs, max_waiting;
     /* engine (llm) */
     uint64_t kv_cache_mb, block_size, ctx_size, threads;
-    bool f32, no_prefix_caching;
+    bool f32, act_q8, no_prefix_caching;
     const char *chat_template;
 } pgd_serve_config;
 

@@ -96,8 +96,12 @@ static inline float pgd__hsum32(const float a[32]) {
  * chunks. Both follow the PGD_ACT_F32 order above, so they give the same bits. */
 #define PGD__FA_MR 2    /* most tokens per kd call */
 #define PGD__FA_PR 4    /* weight rows per prefill panel */
+#ifndef PGD__FA_PT
 #define PGD__FA_PT 48   /* most tokens per kp call */
+#endif
+#ifndef PGD__FA_KC
 #define PGD__FA_KC 1024 /* elements per prefill chunk (a multiple of 32) */
+#endif
 
 /* out[t] = y of (W row w: k / 32 blocks, x row t at x + t * k) for t < mr <= PGD__FA_MR. */
 typedef void (*pgd__kd_fn)(const uint8_t *w, const float *x /* [mr][k] */, int64_t k, int mr,

@@ -14,7 +14,8 @@
  *   /defer-forever       never answers
  *   /stream?n=N&ms=M&sse=0|1
  *                        N events ("data: i\n\n", or "chunk-i\n" when sse=0) M ms apart, then end
- *                        (M = 0: all written inside the handler)
+ *                        (M = 0: all written inside the handler); abort_at=K: after event K,
+ *                        pgd_http_request_abort
  *   /idle, /idle-noping  an SSE stream (pings) / an octet stream (no pings) that never writes
  *   /poke                writes "data: poke\n\n" to every live idle stream (from inside MHD_run)
  *   /big?kb=N            an octet stream of N KiB (byte i is 'a' + i % 23), written in the handler
@@ -81,7 +82,7 @@ typedef struct treq {
     pgd_http_stream *s;
     uv_timer_t timer;
     int timer_inited;
-    int i, n, ms, sse, idle;
+    int i, n, ms, sse, idle, abort_at;
     char target[160];
 } treq;
 
@@ -121,6 +122,10 @@ static void treq_release(treq *t) {
 static void on_req_close(pgd_http_request *req, pgd_http_close_reason why, void *arg) {
     treq *t = arg;
     tserver *ts = t->ts;
+    /* The method and path are still readable here. */
+    const char *path = pgd_http_request_path(req);
+    if (strncmp(t->target, path, strlen(path)) != 0 || !pgd_http_request_method(req)[0])
+        fprintf(stderr, "  close callback: path \"%s\" for \"%s\"\n", path, t->target);
     pthread_mutex_lock(&ts->mu);
     if (ts->n_closes < MAX_CLOSES) {
         close_rec *c = &ts->closes[ts->n_closes++];
@@ -131,7 +136,6 @@ static void on_req_close(pgd_http_request *req, pgd_http_close_reason why, void 
     }
     pthread_cond_broadcast(&ts->cv);
     pthread_mutex_unlock(&ts->mu);
-    (void)req;
     if (t->prev || t->next || ts->live == t) {
         if (t->prev)
             t->prev->next = t->next;
@@ -158,6 +162,11 @@ static void stream_timer_cb(uv_timer_t *tm) {
     int len = t->sse ? snprintf(ev, sizeof ev, "data: %d\n\n", t->i)
                      : snprintf(ev, sizeof ev, "chunk-%d\n", t->i);
     pgd_http_stream_write(t->s, ev, (size_t)len);
+    if (t->i == t->abort_at) {
+        uv_timer_stop(tm);
+        pgd_http_request_abort(t->req);
+        return;
+    }
     if (++t->i >= t->n) {
         uv_timer_stop(tm);
         pgd_http_stream_end(t->s);
@@ -203,11 +212,12 @@ static void test_handler(void *arg, pgd_http_request *req) {
         pgd_str body = pgd_http_request_body(req);
         const char *b = pgd_http_request_query_arg(req, "b");
         const char *x = pgd_http_request_header(req, "x-test");
-        pgd_http_header h[4] = {{"X-Method", pgd_http_request_method(req)},
+        pgd_http_header h[5] = {{"X-Method", pgd_http_request_method(req)},
                                 {"X-Query", query[0] ? query : "-"},
                                 {"X-Arg-b", b ? b : "-"},
-                                {"X-Echo", x ? x : "-"}};
-        pgd_http_respond(req, 200, "application/octet-stream", body.ptr, body.len, h, 4);
+                                {"X-Echo", x ? x : "-"},
+                                {"X-Remote", pgd_http_request_remote(req)}};
+        pgd_http_respond(req, 200, "application/octet-stream", body.ptr, body.len, h, 5);
     } else if (strcmp(path, "/retry") == 0) {
         pgd_http_header h = {"Retry-After", "2"};
         pgd_http_respond_error(req, 503, "overloaded, retry later", &h, 1);
@@ -223,6 +233,7 @@ static void test_handler(void *arg, pgd_http_request *req) {
         t->n = qint(req, "n", 3);
         t->ms = qint(req, "ms", 50);
         t->sse = qint(req, "sse", 1);
+        t->abort_at = qint(req, "abort_at", -1);
         unsigned flags = t->sse ? PGD_HTTP_STREAM_SSE : 0;
         if (pgd_http_stream_start(req, 200, t->sse ? NULL : "application/octet-stream", NULL, 0,
                                   flags, &t->s) != 0) {
@@ -748,6 +759,7 @@ static void test_post_echo(void) {
     CHECK(head_get(r.head, "X-Query", v, sizeof v) && strcmp(v, "a=1&b=x%20y") == 0);
     CHECK(head_get(r.head, "X-Arg-b", v, sizeof v) && strcmp(v, "x y") == 0);
     CHECK(head_get(r.head, "X-Echo", v, sizeof v) && strcmp(v, "abc") == 0);
+    CHECK(head_get(r.head, "X-Remote", v, sizeof v) && strncmp(v, "127.0.0.1:", 10) == 0);
     resp_free(&r);
 
     /* Expect: 100-continue: MHD sends the interim response, then we send the body. */
@@ -972,6 +984,22 @@ static void test_stream_sse(void) {
     CHECK(!r.chunked);
     CHECK_EQ_STR(body_str(&r), "data: 0\n\ndata: 1\n\n");
     resp_free(&r);
+}
+
+static void test_stream_abort(void) {
+    /* The route aborts its stream right after writing the third event (which may be dropped):
+     * the client sees the connection end without the last chunk; the close callback says
+     * ERROR. */
+    client c;
+    REQUIRE(cl_open(&c, g_main.port) == 0);
+    cl_sends(&c, "GET /stream?n=10&ms=30&abort_at=2&id=ab HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK_EQ_INT(cl_wait_eof(&c, 3000), 0);
+    CHECK(memmem(c.in.data, c.in.len, "data: 1\n\n", 9) != NULL);
+    CHECK(memmem(c.in.data, c.in.len, "data: 3\n\n", 9) == NULL);
+    CHECK(memmem(c.in.data, c.in.len, "\r\n0\r\n\r\n", 7) == NULL);
+    cl_close(&c);
+    CHECK_EQ_INT(ts_wait_close(&g_main, "/stream?n=10&ms=30&abort_at=2&id=ab", 2000, NULL),
+                 PGD_HTTP_CLOSE_ERROR);
 }
 
 static void test_big_stream(void) {
@@ -1249,21 +1277,20 @@ static void test_response_timeout(void) {
     cl_close(&c);
 }
 
-static void measure_idle(const char *what, double *cpu_ms, int *wakeups_hint) {
-    (void)wakeups_hint;
+/* CPU time of the whole process (both servers' loop threads; this thread sleeps) over 2 s. */
+static double idle_cpu_ms(const char *what) {
     double c0 = cpu_seconds();
     sleep_ms(2000);
-    *cpu_ms = (cpu_seconds() - c0) * 1000.0;
-    fprintf(stderr, "    CPU over 2 s, %s: %.2f ms\n", what, *cpu_ms);
+    double ms = (cpu_seconds() - c0) * 1000.0;
+    fprintf(stderr, "    CPU over 2 s, %s: %.2f ms\n", what, ms);
+    return ms;
 }
 
 static void test_cpu_idle(void) {
     sleep_ms(300); /* let earlier connections finish closing */
     counts k = ts_counts(&g_main);
     CHECK_EQ_INT(k.conns, 0);
-    double ms;
-    measure_idle("idle servers, no connection", &ms, NULL);
-    CHECK(ms < 20.0);
+    CHECK(idle_cpu_ms("idle servers, no connection") < 20.0);
 
     client c;
     REQUIRE(cl_open(&c, g_main.port) == 0);
@@ -1271,21 +1298,19 @@ static void test_cpu_idle(void) {
     resp r;
     memset(&r, 0, sizeof r);
     REQUIRE(cl_headers(&c, &r, mono_ms() + 2000) == 0);
-    measure_idle("one suspended stream without pings", &ms, NULL);
-    CHECK(ms < 20.0);
+    CHECK(idle_cpu_ms("one suspended stream without pings") < 20.0);
     CHECK_EQ_INT(cl_avail(&c), 0);
     cl_close(&c);
 
     REQUIRE(cl_open(&c, g_main.port) == 0);
     cl_sends(&c, "GET /idle?id=cpu2 HTTP/1.1\r\nHost: x\r\n\r\n");
     REQUIRE(cl_headers(&c, &r, mono_ms() + 2000) == 0);
-    measure_idle("one SSE stream pinging every 500 ms", &ms, NULL);
-    CHECK(ms < 30.0);
+    CHECK(idle_cpu_ms("one SSE stream pinging every 500 ms") < 30.0);
     cl_close(&c);
     CHECK_EQ_INT(ts_wait_close(&g_main, "/idle?id=cpu2", 3000, NULL), PGD_HTTP_CLOSE_CLIENT_GONE);
 }
 
-static void test_port_in_use(void) {
+static void test_create(void) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     pgd_http_config cfg;
@@ -1301,6 +1326,34 @@ static void test_port_in_use(void) {
     cfg.port = 0;
     cfg.host = "no.such.host.invalid";
     CHECK_EQ_INT(pgd_http_server_create(&loop, &cfg, &srv), PGD_EINVAL);
+    /* A name and an IPv6 address (where the host has IPv6), created and destroyed unused. */
+    cfg.host = "localhost";
+    CHECK_EQ_INT(pgd_http_server_create(&loop, &cfg, &srv), 0);
+    if (srv) CHECK(pgd_http_server_port(srv) != 0);
+    pgd_http_server_destroy(srv);
+    cfg.host = "::1";
+    srv = NULL;
+    int rc6 = pgd_http_server_create(&loop, &cfg, &srv);
+    if (rc6 == 0) {
+        resp r;
+        client c;
+        int fd = socket(AF_INET6, SOCK_STREAM, 0);
+        struct sockaddr_in6 a6;
+        memset(&a6, 0, sizeof a6);
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons(pgd_http_server_port(srv));
+        a6.sin6_addr = in6addr_loopback;
+        CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a6, sizeof a6) == 0);
+        pgd_http_server_destroy(srv);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        memset(&c, 0, sizeof c);
+        c.fd = fd;
+        CHECK(cl_response(&c, &r, 1000) == -2); /* closed at destroy without an answer */
+        resp_free(&r);
+        cl_close(&c);
+    } else {
+        fprintf(stderr, "    no IPv6 here (%s)\n", pgd_error_detail());
+    }
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
@@ -1435,6 +1488,7 @@ int main(int argc, char **argv) {
     RUN(test_keep_alive);
     RUN(test_deferred);
     RUN(test_stream_sse);
+    RUN(test_stream_abort);
     RUN(test_big_stream);
     RUN(test_client_not_reading);
     RUN(test_pings_and_abort);
@@ -1444,7 +1498,7 @@ int main(int argc, char **argv) {
     RUN(test_many_streams);
     RUN(test_response_timeout);
     RUN(test_cpu_idle);
-    RUN(test_port_in_use);
+    RUN(test_create);
     RUN(test_graceful_stop);
     RUN(test_destroy_with_streams);
     return test_summary();

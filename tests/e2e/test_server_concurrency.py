@@ -1,0 +1,130 @@
+"""Many streams at once: 32 concurrent SDK streams each equal their own solo greedy run (no
+cross-talk between sequences batched together), and 100 streams cut by the client half-way are
+all aborted, their KV blocks all return to the pool, and the server still answers correctly.
+"""
+import json
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pagoda_e2e import metric, openai_client, poll
+
+N_STREAMS = 32
+N_CUT = 100
+MAX_TOKENS = 12
+
+
+@pytest.fixture(scope="module")
+def srv(start_server):
+    return start_server()
+
+
+@pytest.fixture(scope="module")
+def model_name(srv):
+    return json.loads(srv.request("GET", "/v1/models")[2])["data"][0]["id"]
+
+
+def prompt(i):
+    topics = ["the sea", "a cat", "the moon", "bread", "a train", "winter", "music", "a river"]
+    return [{"role": "user",
+             "content": f"In one sentence, tell me fact number {i} about {topics[i % 8]}."}]
+
+
+def test_32_concurrent_streams_match_solo_runs(srv, model_name):
+    client = openai_client(srv)
+    solo = []
+    for i in range(N_STREAMS):
+        r = client.chat.completions.create(model=model_name, messages=prompt(i),
+                                           max_tokens=MAX_TOKENS, temperature=0)
+        solo.append((r.choices[0].message.content, r.choices[0].finish_reason))
+    assert len({t for t, _ in solo}) > N_STREAMS // 2, "prompts should give different answers"
+
+    running_seen = []
+
+    def stream(i):
+        text, finish, n_chunks = "", None, 0
+        s = client.chat.completions.create(model=model_name, messages=prompt(i),
+                                           max_tokens=MAX_TOKENS, temperature=0, stream=True)
+        for ch in s:
+            n_chunks += 1
+            for c in ch.choices:
+                assert c.index == 0
+                text += c.delta.content or ""
+                finish = c.finish_reason or finish
+        return text, finish
+
+    def watch():
+        # Sample the running gauge while the streams run: they must really share batches.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not done:
+            running_seen.append(metric(srv.metrics(), "pagoda:num_requests_running"))
+            time.sleep(0.05)
+
+    done = False
+    with ThreadPoolExecutor(N_STREAMS + 1) as ex:
+        w = ex.submit(watch)
+        futs = [ex.submit(stream, i) for i in range(N_STREAMS)]
+        results = [f.result(timeout=180) for f in futs]
+        done = True
+        w.result(timeout=70)
+    for i, (got, want) in enumerate(zip(results, solo)):
+        assert got == want, f"stream {i}: {got!r} != solo {want!r}"
+    assert max(running_seen, default=0) > 1, f"the streams never ran together: {running_seen}"
+
+
+def open_and_cut(port, model_name, i, n_events=3, timeout=60):
+    """POST a long streamed chat on a raw socket, read until `n_events` data events came, then
+    close the socket. Returns the number of events seen."""
+    body = json.dumps({"model": model_name, "messages": prompt(i), "max_tokens": 4000,
+                       "ignore_eos": True, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(body), body))
+        got = b""
+        while got.count(b"data: ") < n_events:
+            d = s.recv(65536)
+            assert d, f"stream {i} ended early: {got[-300:]!r}"
+            got += d
+        assert got.startswith(b"HTTP/1.1 200"), got[:200]
+        assert b"[DONE]" not in got
+        return got.count(b"data: ")
+    finally:
+        s.close()
+
+
+def test_100_cut_streams_are_aborted_and_blocks_return(srv, model_name, generate):
+    before = srv.metrics()
+    aborted0 = metric(before, "pagoda:requests_aborted_total")
+    with ThreadPoolExecutor(10) as ex:
+        counts = list(ex.map(lambda i: open_and_cut(srv.port, model_name, i), range(N_CUT)))
+    assert len(counts) == N_CUT and min(counts) >= 3
+
+    def settled():
+        m = srv.metrics()
+        state = (metric(m, "pagoda:requests_aborted_total") - aborted0,
+                 metric(m, "pagoda:num_requests_running"),
+                 metric(m, "pagoda:num_requests_waiting"),
+                 metric(m, "pagoda:kv_cache_usage_perc"))
+        return state if state == (N_CUT, 0, 0, 0) else False
+    try:
+        poll(settled, timeout=30, interval=0.1, msg="aborts not all counted / KV not all free")
+    finally:
+        m = srv.metrics()
+        final = (metric(m, "pagoda:requests_aborted_total") - aborted0,
+                 metric(m, "pagoda:num_requests_running"),
+                 metric(m, "pagoda:kv_cache_usage_perc"))
+    # Exactly 100: not counted twice later.
+    time.sleep(0.3)
+    assert metric(srv.metrics(), "pagoda:requests_aborted_total") - aborted0 == N_CUT, final
+
+    # The server still answers, correctly.
+    client = openai_client(srv)
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    r = client.chat.completions.create(model=model_name, messages=msgs, max_tokens=10,
+                                       temperature=0)
+    assert r.choices[0].message.content == generate(chat=msgs, max_tokens=10)["text"]
+    assert srv.request("GET", "/health")[0] == 200

@@ -1,0 +1,420 @@
+"""Bad input of every kind: each gets its HTTP status and an OpenAI-shaped error body
+{"error":{"message","type","param","code"}} with `param` where one applies, and the server never
+crashes (alive and healthy after the matrix, exit 0 on SIGTERM at the end of the module).
+
+Servers: the default one; one with small limits (--ctx-size 64 --max-body-mb 1
+--request-timeout 2); one with --api-key; one with a one-slot queue (--max-waiting 1
+--max-num-seqs 1).
+"""
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from pagoda_e2e import assert_error_body
+
+MSG = [{"role": "user", "content": "Hi"}]
+API_KEY = "sk-e2e-secret"
+
+
+@pytest.fixture(scope="module")
+def srv(start_server):
+    return start_server()
+
+
+@pytest.fixture(scope="module")
+def small(start_server):
+    return start_server("--ctx-size", "64", "--max-body-mb", "1", "--request-timeout", "2")
+
+
+@pytest.fixture(scope="module")
+def keyed(start_server):
+    return start_server("--api-key", API_KEY)
+
+
+@pytest.fixture(scope="module")
+def queue1(start_server):
+    return start_server("--max-waiting", "1", "--max-num-seqs", "1")
+
+
+def chat(**kw):
+    return {"messages": MSG, "max_tokens": 2, **kw}
+
+
+def comp(**kw):
+    return {"prompt": "Hi", "max_tokens": 2, **kw}
+
+
+C, P, T, D = "/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"
+BIG = 10 ** 30
+
+# (id, method, path, body: bytes | JSON-able, status, param, code, message must contain)
+CASES = [
+    # The body itself.
+    ("broken-json", "POST", C, b'{"messages": [', 400, None, None, "not valid JSON"),
+    ("trailing-garbage", "POST", C, b'{"messages": []} x', 400, None, None, "JSON"),
+    ("empty-body", "POST", C, b"", 400, None, None, "empty"),
+    ("array-body", "POST", C, b"[1, 2]", 400, None, None, "JSON object"),
+    ("invalid-utf8", "POST", C, b'{"messages":[{"role":"user","content":"\xff\xfe"}]}', 400,
+     None, None, "UTF-8"),
+    ("deep-nesting", "POST", C, b"[" * 100000, 400, None, None, "depth"),
+    # Chat messages.
+    ("messages-missing", "POST", C, {"max_tokens": 2}, 400, "messages", None, "messages"),
+    ("messages-wrong-type", "POST", C, {"messages": "hi"}, 400, "messages", None, "array"),
+    ("messages-empty", "POST", C, {"messages": []}, 400, "messages", None, "empty"),
+    ("message-not-object", "POST", C, {"messages": ["hi"]}, 400, "messages[0]", None, ""),
+    ("role-missing", "POST", C, {"messages": [{"content": "x"}]}, 400, "messages[0].role",
+     None, "role"),
+    ("role-unknown", "POST", C, {"messages": [{"role": "robot", "content": "x"}]}, 400,
+     "messages", None, "robot"),
+    ("content-wrong-type", "POST", C, {"messages": [{"role": "user", "content": 5}]}, 400,
+     "messages[0].content", None, "content"),
+    ("content-part-image", "POST", C,
+     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
+     400, "messages[0].content[0].type", None, "image_url"),
+    # Sampling and output parameters: types and ranges.
+    ("model-wrong-type", "POST", C, chat(model=5), 400, "model", None, "model"),
+    ("temperature-range", "POST", C, chat(temperature=5), 400, "temperature", None, "0 and 2"),
+    ("temperature-type", "POST", C, chat(temperature="hot"), 400, "temperature", None, "number"),
+    ("top-p-zero", "POST", C, chat(top_p=0), 400, "top_p", None, "top_p"),
+    ("top-k-range", "POST", C, chat(top_k=-2), 400, "top_k", None, "top_k"),
+    ("min-p-range", "POST", C, chat(min_p=2), 400, "min_p", None, "min_p"),
+    ("presence-penalty", "POST", C, chat(presence_penalty=3), 400, "presence_penalty", None,
+     "-2 and 2"),
+    ("frequency-penalty", "POST", C, chat(frequency_penalty=-2.5), 400, "frequency_penalty",
+     None, "-2 and 2"),
+    ("repetition-penalty", "POST", C, chat(repetition_penalty=0), 400, "repetition_penalty",
+     None, "greater than 0"),
+    ("max-tokens-zero", "POST", C, chat(max_tokens=0), 400, "max_tokens", None, ">= 1"),
+    ("max-tokens-negative", "POST", P, comp(max_tokens=-1), 400, "max_tokens", None, ">= 1"),
+    ("max-tokens-fraction", "POST", C, chat(max_tokens=5.5), 400, "max_tokens", None, "integer"),
+    ("max-tokens-string", "POST", C, chat(max_tokens="ten"), 400, "max_tokens", None, "integer"),
+    ("max-tokens-int64-max", "POST", C, chat(max_tokens=2 ** 63 - 1), 400, "max_tokens", None,
+     "8192"),
+    ("max-tokens-bignum", "POST", C, chat(max_tokens=BIG), 400, None, None, "JSON"),
+    ("max-tokens-over-context", "POST", C, chat(max_tokens=100000), 400, "max_tokens", None,
+     "maximum context length is 8192 tokens"),
+    ("max-completion-tokens-over-context", "POST", C, chat(max_completion_tokens=8190), 400,
+     "max_tokens", None, "8192"),
+    ("n-zero", "POST", C, chat(n=0), 400, "n", None, "1 to 16"),
+    ("n-too-many", "POST", C, chat(n=17), 400, "n", None, "1 to 16"),
+    ("seed-type", "POST", C, chat(seed="abc"), 400, "seed", None, "integer"),
+    ("stop-type", "POST", C, chat(stop=123), 400, "stop", None, "string"),
+    ("stop-too-many", "POST", C, chat(stop=[str(i) for i in range(17)]), 400, "stop", None,
+     "16"),
+    ("stop-empty-string", "POST", C, chat(stop=[""]), 400, "stop", None, ""),
+    ("logprobs-type", "POST", C, chat(logprobs="yes"), 400, "logprobs", None, "boolean"),
+    ("top-logprobs-range", "POST", C, chat(logprobs=True, top_logprobs=21), 400,
+     "top_logprobs", None, "0 to 20"),
+    ("top-logprobs-without-logprobs", "POST", C, chat(top_logprobs=3), 400, "top_logprobs",
+     None, "logprobs"),
+    ("logit-bias-value", "POST", C, chat(logit_bias={"5": 200}), 400, "logit_bias", None,
+     "-100 and 100"),
+    ("logit-bias-token", "POST", C, chat(logit_bias={"999999": 1}), 400, "logit_bias", None,
+     "999999"),
+    ("logit-bias-key", "POST", C, chat(logit_bias={"abc": 1}), 400, "logit_bias", None, ""),
+    ("stream-type", "POST", C, chat(stream="yes"), 400, "stream", None, "boolean"),
+    ("stream-options-without-stream", "POST", C, chat(stream_options={"include_usage": True}),
+     400, "stream_options", None, "stream"),
+    ("stream-options-type", "POST", C, chat(stream=True, stream_options={"include_usage": "y"}),
+     400, "stream_options.include_usage", None, "boolean"),
+    ("unknown-model", "POST", C, chat(model="gpt-4o"), 404, "model", "model_not_found",
+     "gpt-4o"),
+    # Completions prompts.
+    ("prompt-missing", "POST", P, {"max_tokens": 2}, 400, "prompt", None, "prompt"),
+    ("prompt-wrong-type", "POST", P, comp(prompt=5), 400, "prompt", None, "prompt"),
+    ("prompt-empty-string", "POST", P, comp(prompt=""), 400, "prompt", None, "empty"),
+    ("prompt-empty-array", "POST", P, comp(prompt=[]), 400, "prompt", None, "empty"),
+    ("prompt-mixed-list", "POST", P, comp(prompt=["a", 5]), 400, "prompt[1]", None, "string"),
+    ("prompt-negative-token", "POST", P, comp(prompt=[[-1]]), 400, "prompt[0][0]", None,
+     "token id"),
+    ("prompt-token-out-of-vocab", "POST", P, comp(prompt=[5, 999999]), 400, "prompt", None,
+     "999999"),
+    ("prompt-over-context", "POST", P, comp(prompt="word " * 9000), 400, "prompt", None,
+     "maximum context length is 8192 tokens"),
+    ("completion-logprobs-range", "POST", P, comp(logprobs=21), 400, "logprobs", None, "0 to 20"),
+    ("echo-type", "POST", P, comp(echo="x"), 400, "echo", None, "boolean"),
+    ("completion-unknown-model", "POST", P, comp(model="davinci"), 404, "model",
+     "model_not_found", "davinci"),
+    # /tokenize and /detokenize.
+    ("tokenize-empty", "POST", T, {}, 400, "prompt", None, "required"),
+    ("tokenize-both", "POST", T, {"prompt": "x", "messages": MSG}, 400, "messages", None, "both"),
+    ("tokenize-prompt-type", "POST", T, {"prompt": 5}, 400, "prompt", None, "string"),
+    ("tokenize-bad-role", "POST", T, {"messages": [{"role": "robot", "content": "x"}]}, 400,
+     "messages", None, "robot"),
+    ("tokenize-broken-json", "POST", T, b"nope", 400, None, None, "JSON"),
+    ("tokenize-unknown-model", "POST", T, {"prompt": "x", "model": "nope"}, 404, "model",
+     "model_not_found", "nope"),
+    ("detokenize-missing", "POST", D, {}, 400, "tokens", None, "required"),
+    ("detokenize-type", "POST", D, {"tokens": "abc"}, 400, "tokens", None, "array"),
+    ("detokenize-negative", "POST", D, {"tokens": [-1]}, 400, "tokens[0]", None, "token id"),
+    ("detokenize-fraction", "POST", D, {"tokens": [1.5]}, 400, "tokens[0]", None, "token id"),
+    ("detokenize-out-of-vocab", "POST", D, {"tokens": [1, 99999999]}, 400, "tokens", None,
+     "99999999"),
+    # Routes and methods.
+    ("unknown-route", "GET", "/v1/nope", None, 404, None, None, "/v1/nope"),
+    ("unknown-route-post", "POST", "/v1/chat/completions/extra", {}, 404, None, None, "Unknown"),
+    ("route-case", "POST", "/V1/CHAT/COMPLETIONS", chat(), 404, None, None, "Unknown"),
+    ("wrong-method-chat", "GET", C, None, 405, None, None, "GET"),
+    ("wrong-method-models", "POST", "/v1/models", {}, 405, None, None, "POST"),
+    ("wrong-method-health", "DELETE", "/health", None, 405, None, None, "DELETE"),
+    ("wrong-method-tokenize", "PUT", T, {"prompt": "x"}, 405, None, None, "PUT"),
+]
+
+
+def send(srv, method, path, body, headers=None):
+    if body is not None and not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    h = {"Content-Type": "application/json"} if body is not None else {}
+    h.update(headers or {})
+    return srv.request(method, path, body, h, timeout=30)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(srv, case):
+    _, method, path, body, status, param, code, contains = case
+    st, headers, raw = send(srv, method, path, body)
+    assert st == status, raw
+    assert headers["content-type"].startswith("application/json")
+    assert_error_body(raw, status=status, param=param, code=code, contains=contains)
+    if status == 405:
+        allow = {C: "POST", T: "POST", "/v1/models": "GET", "/health": "GET"}[path]
+        assert headers.get("allow") == allow
+
+
+def test_context_limits_give_the_numbers(small):
+    """With --ctx-size 64: prompts that do not fit, and prompt + max_tokens that do not fit,
+    are 400s whose message holds the limit and the counts."""
+    long_msg = [{"role": "user", "content": "Tell me everything about " + "the sea, " * 40}]
+    st, _, tok = small.post_json("/tokenize", {"messages": long_msg})
+    assert st == 200
+    n = tok["count"]
+    assert n > 64 and tok["max_model_len"] == 64
+    st, _, body = small.post_json(C, {"messages": long_msg, "max_tokens": 4})
+    assert st == 400
+    e = assert_error_body(body, status=400, param="messages")
+    assert "64" in e["message"] and str(n) in e["message"], e
+
+    st, _, body = small.post_json(P, {"prompt": "word " * 100, "max_tokens": 4})
+    assert st == 400
+    e = assert_error_body(body, status=400, param="prompt")
+    st, _, tok = small.post_json("/tokenize", {"prompt": "word " * 100})
+    assert "64" in e["message"] and str(tok["count"]) in e["message"], e
+
+    # A prompt that fits, with max_tokens that does not.
+    st, _, tok = small.post_json("/tokenize", {"messages": MSG})
+    np_ = tok["count"]
+    assert np_ < 64
+    st, _, body = small.post_json(C, {"messages": MSG, "max_tokens": 60})
+    assert st == 400
+    e = assert_error_body(body, status=400, param="max_tokens")
+    for num in ("64", str(np_), "60", str(np_ + 60)):
+        assert num in e["message"], (num, e)
+    # ... and exactly at the limit it is served.
+    st, _, body = small.post_json(C, {"messages": MSG, "max_tokens": 64 - np_,
+                                      "temperature": 0})
+    assert st == 200, body
+    assert body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] <= 64
+
+
+def test_ctx_prompt_exactly_full(small):
+    """A prompt of exactly ctx-size tokens leaves no room for a completion."""
+    ids = [19556] * 64
+    st, _, body = small.post_json(P, {"prompt": ids, "max_tokens": 1})
+    assert st == 400
+    e = assert_error_body(body, status=400, param="prompt")
+    assert "64" in e["message"]
+
+
+def read_response(s, timeout=10):
+    """Read one HTTP response from a raw socket: (status, headers, body)."""
+    s.settimeout(timeout)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", "0"))
+    while len(rest) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        rest += d
+    return status, headers, rest[:n]
+
+
+def test_oversized_body_content_length(srv, small):
+    """A Content-Length over the limit is refused with 413 before the body is read."""
+    for server, limit in ((srv, 4 << 20), (small, 1 << 20)):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                      % (limit + 1))
+            st, headers, body = read_response(s)
+        assert st == 413, body
+        assert_error_body(body, status=413, param=None, contains=str(limit))
+
+
+def test_oversized_body_sent_whole(small):
+    """The same with the whole 1.5 MiB body sent, and with a chunked body."""
+    payload = json.dumps({"messages": [{"role": "user", "content": "x" * (3 << 19)}]}).encode()
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n" % len(payload))
+        try:
+            s.sendall(payload)
+        except OSError:
+            pass  # the server may answer and close before reading it all
+        st, _, body = read_response(s)
+    assert st == 413
+    assert_error_body(body, status=413)
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            for i in range(0, len(payload), 65536):
+                part = payload[i:i + 65536]
+                s.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+            s.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass
+        st, _, body = read_response(s)
+    assert st == 413
+    assert_error_body(body, status=413)
+    # Just under the limit is fine (it is a 200 or a context error, not a 413).
+    st, _, _ = small.request("POST", C, json.dumps(chat()).encode(),
+                             {"Content-Type": "application/json"})
+    assert st == 200
+
+
+def test_slow_client_is_cut_off(small):
+    """Headers trickled one byte every 0.25 s (the whole request would take ~25 s): the server
+    closes the connection once --request-timeout (2 s) has passed."""
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+           b"Content-Type: application/json\r\nContent-Length: 60\r\n"
+           b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n")
+    s = socket.create_connection(("127.0.0.1", small.port), timeout=10)
+    t0 = time.monotonic()
+    closed_at, answer = None, b""
+    try:
+        for i in range(len(req)):
+            try:
+                s.send(req[i:i + 1])
+            except OSError:
+                closed_at = time.monotonic() - t0
+                break
+            time.sleep(0.25)
+            s.setblocking(False)
+            try:
+                d = s.recv(4096)
+                if not d:
+                    closed_at = time.monotonic() - t0
+                    break
+                answer += d
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed_at = time.monotonic() - t0
+                break
+            finally:
+                s.setblocking(True)
+    finally:
+        s.close()
+    assert closed_at is not None, "the server never closed the trickling connection"
+    assert 1.5 <= closed_at <= 6, closed_at
+    # Closed without an answer, or with an error status (never a 200).
+    assert answer == b"" or not answer.startswith(b"HTTP/1.1 2"), answer
+    assert small.request("GET", "/health")[0] == 200
+
+
+@pytest.mark.parametrize("auth,ok", [
+    (None, False),
+    ("Bearer wrong-key", False),
+    ("Bearer " + API_KEY + "x", False),
+    ("Bearer " + API_KEY[:-1], False),
+    ("Basic " + API_KEY, False),
+    (API_KEY, False),
+    ("Bearer " + API_KEY, True),
+])
+def test_api_key(keyed, auth, ok):
+    h = {"Authorization": auth} if auth else {}
+    for method, path, body in (("POST", C, chat()), ("POST", P, comp()), ("GET", "/v1/models",
+                                                                         None),
+                               ("POST", T, {"prompt": "x"}), ("POST", D, {"tokens": [1]})):
+        st, headers, raw = send(keyed, method, path, body, h)
+        if ok:
+            assert st == 200, (path, raw)
+        else:
+            assert st == 401, (path, raw)
+            assert_error_body(raw, status=401, code="invalid_api_key")
+            assert headers.get("www-authenticate", "").startswith("Bearer")
+    # Health, metrics and the page stay open.
+    for path in ("/health", "/metrics", "/"):
+        assert keyed.request("GET", path)[0] == 200
+
+
+def test_queue_full_gives_429(queue1):
+    """--max-num-seqs 1 --max-waiting 1: while one request runs and one waits, the others get
+    429 with Retry-After."""
+    model = json.loads(queue1.request("GET", "/v1/models")[2])["data"][0]["id"]
+    body = json.dumps({"model": model, "messages": MSG, "max_tokens": 3000, "ignore_eos": True,
+                       "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", queue1.port), timeout=30)
+    try:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        got = b""
+        while got.count(b"data: ") < 3:  # it runs
+            d = s.recv(65536)
+            assert d
+            got += d
+        results = []
+
+        def one():
+            results.append(queue1.post_json(C, {"messages": MSG, "max_tokens": 2}))
+        threads = [threading.Thread(target=one) for _ in range(5)]
+        for t in threads:
+            t.start()
+        # The 429s come at once; the accepted one waits until the stream above is cut.
+        deadline = time.monotonic() + 20
+        while len(results) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(results) == 4, results
+        for st, headers, body_ in results:
+            assert st == 429, body_
+            assert headers.get("retry-after") == "1"
+            assert_error_body(body_, status=429, type_="rate_limit_error", param=None)
+    finally:
+        s.close()  # abort the long stream: the waiting request gets its turn
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 5
+    st, _, body_ = results[4]
+    assert st == 200, body_
+    # The queue is free again.
+    st, _, body_ = queue1.post_json(C, {"messages": MSG, "max_tokens": 2})
+    assert st == 200, body_
+
+
+def test_servers_survived(srv, small, keyed, queue1):
+    for s in (srv, small, keyed, queue1):
+        assert s.alive(), s.log()
+        st, _, body = s.request("GET", "/health")
+        assert (st, json.loads(body)) == (200, {"status": "ready"})
+    # And still generate.
+    st, _, body = srv.post_json(C, chat(temperature=0))
+    assert st == 200 and body["choices"][0]["message"]["content"]
+
+
+def test_matrix_is_big_enough():
+    assert len(CASES) >= 25

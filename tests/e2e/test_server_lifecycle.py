@@ -1,0 +1,312 @@
+"""The server's life: /health 503 while the model loads, a model that cannot load, settings from
+a config file and PAGODA_* environment variables (and their precedence), and graceful shutdown:
+SIGTERM during active streams ends each of them cleanly (a finish chunk, or an SSE error event
+when --shutdown-timeout cuts it, then `data: [DONE]`, and a complete HTTP response), refuses new
+connections, and the process exits 0. A second signal aborts at once.
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from pagoda_e2e import assert_error_body, free_port, http, metric, poll, sse_events
+
+MSG = [{"role": "user", "content": "Tell me a long story about a dragon."}]
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+def test_health_503_while_loading(start_server):
+    """--f32 converts every weight at load, which takes long enough to see the loading state
+    (polled from the moment the port is printed)."""
+    s = start_server("--f32", wait_ready=False)
+    seen = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        st, _, body = http(s.port, "GET", "/health", timeout=10)
+        if st != 200:
+            # While loading: the API answers 503 too, with an OpenAI error body.
+            assert (st, json.loads(body)) == (503, {"status": "loading"})
+            cst, _, cbody = http(s.port, "POST", "/v1/chat/completions",
+                                 json.dumps({"messages": MSG}).encode(),
+                                 {"Content-Type": "application/json"}, timeout=10)
+            if cst == 503:
+                assert_error_body(cbody, status=503, contains="loading")
+            # /v1/models and /metrics do not need the model to answer.
+            mst, _, _ = http(s.port, "GET", "/metrics", timeout=10)
+            assert mst in (200, 503)
+        seen.append(st)
+        if st == 200:
+            break
+        time.sleep(0.005)
+    assert seen and seen[-1] == 200, "never ready"
+    if seen[0] == 200:
+        pytest.skip("the model loaded before the first /health answer (load too fast to see "
+                    "the 503 'loading' state on this machine)")
+    assert seen[0] == 503
+    # Once ready, it serves (f32 weights).
+    st, _, body = s.post_json("/v1/chat/completions", {"messages": MSG, "max_tokens": 2})
+    assert st == 200, body
+
+
+def test_model_that_cannot_load(start_server, tmp_path):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"this is not a GGUF file" * 100)
+    s = start_server("--model", bad, wait_ready=False)
+    rc = s.proc.wait(timeout=60)
+    assert rc == 1
+    assert "cannot load" in s.log()
+
+
+def test_port_in_use(pagoda_bin, model_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        p = subprocess.run([pagoda_bin, "serve", "--model", model_path, "--port", str(port)],
+                           capture_output=True, timeout=60)
+    assert p.returncode == 1
+    assert b"cannot listen" in p.stderr
+
+
+# ---- configuration ---------------------------------------------------------------------------
+
+def models_of(s, key=None):
+    h = {"Authorization": f"Bearer {key}"} if key else {}
+    st, _, body = s.request("GET", "/v1/models", headers=h)
+    return st, (json.loads(body)["data"][0]["id"] if st == 200 else json.loads(body))
+
+
+def test_config_file(start_server, model_path, tmp_path):
+    port = free_port()
+    cfg = tmp_path / "pagoda.json"
+    cfg.write_text(json.dumps({"model": model_path, "port": port,
+                               "served_model_name": "from-config", "max-num-seqs": 4,
+                               "f32": False, "shutdown_timeout": 5}))
+    s = start_server("--config", cfg, model=False, port=False)
+    assert s.port == port
+    assert models_of(s) == (200, "from-config")
+    st, _, body = s.post_json("/v1/chat/completions", {"model": "from-config", "messages": MSG,
+                                                       "max_tokens": 2})
+    assert st == 200 and body["model"] == "from-config"
+
+
+def test_env_overrides_config_and_flags_override_env(start_server, model_path, tmp_path):
+    cfg = tmp_path / "pagoda.json"
+    cfg.write_text(json.dumps({"model": model_path, "served_model_name": "from-config",
+                               "api_key": "key-from-config", "port": 1}))
+    # PAGODA_CONFIG names the file; PAGODA_* env beats the file; flags beat env.
+    s = start_server("--served-model-name", "from-flag", model=False, port=False,
+                     env={"PAGODA_CONFIG": str(cfg), "PAGODA_PORT": "0",
+                          "PAGODA_SERVED_MODEL_NAME": "from-env",
+                          "PAGODA_API_KEY": "key-from-env"})
+    assert s.port != 1
+    assert models_of(s, "key-from-env") == (200, "from-flag")
+    st, body = models_of(s, "key-from-config")
+    assert st == 401
+    assert_error_body(body, status=401, code="invalid_api_key")
+    assert models_of(s)[0] == 401
+
+
+def test_api_key_and_name_from_env(start_server):
+    s = start_server(env={"PAGODA_API_KEY": "sk-env", "PAGODA_SERVED_MODEL_NAME": "env-name"})
+    assert models_of(s)[0] == 401
+    assert models_of(s, "sk-env") == (200, "env-name")
+    st, _, body = s.post_json("/v1/chat/completions", {"messages": MSG, "max_tokens": 2},
+                              headers={"Authorization": "Bearer sk-env"})
+    assert st == 200 and body["model"] == "env-name"
+
+
+@pytest.mark.parametrize("args,env,config,msg", [
+    ([], {"PAGODA_PORT": "abc"}, None, "PAGODA_PORT"),
+    (["--port", "-1"], {}, None, "port"),
+    (["--port", "70000"], {}, None, "out of range"),
+    (["--bogus"], {}, None, "--bogus"),
+    ([], {}, {"no_such_setting": 1}, "no_such_setting"),
+    ([], {}, {"port": "x"}, "port"),
+    ([], {}, "{not json", "config"),
+])
+def test_bad_settings_exit_2(pagoda_bin, model_path, tmp_path, args, env, config, msg):
+    argv = [pagoda_bin, "serve", "--model", model_path, *args]
+    if config is not None:
+        cfg = tmp_path / "bad.json"
+        cfg.write_text(config if isinstance(config, str) else json.dumps(config))
+        argv += ["--config", str(cfg)]
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PAGODA_")}
+    e.update(env)
+    p = subprocess.run(argv, capture_output=True, timeout=60, env=e)
+    assert p.returncode == 2, p.stderr
+    assert msg in p.stderr.decode(), p.stderr
+    assert p.stdout == b""  # never started listening
+
+
+# ---- graceful shutdown -----------------------------------------------------------------------
+
+class Stream(threading.Thread):
+    """A streamed chat read with http.client in a thread; `started` is set once `n_events` data
+    events arrived; `raw` is the whole body, `error` what went wrong reading it."""
+
+    def __init__(self, port, max_tokens, n_events=2, include_usage=True):
+        super().__init__(daemon=True)
+        self.port, self.max_tokens, self.n_events = port, max_tokens, n_events
+        self.include_usage = include_usage
+        self.started = threading.Event()
+        self.raw, self.error, self.status, self.ended_at = b"", None, None, None
+        self.start()
+
+    def run(self):
+        body = {"messages": MSG, "max_tokens": self.max_tokens, "ignore_eos": True,
+                "stream": True}
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            conn.request("POST", "/v1/chat/completions", json.dumps(body).encode(),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            self.status = r.status
+            while True:
+                d = r.read1(65536)  # chunked decoding; raises IncompleteRead on a cut body
+                if not d:
+                    break
+                self.raw += d
+                if self.raw.count(b"data: ") >= self.n_events:
+                    self.started.set()
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+        finally:
+            self.ended_at = time.monotonic()
+            self.started.set()
+            conn.close()
+
+    def events(self):
+        data, _ = sse_events(self.raw)
+        assert data[-1] == "[DONE]"
+        assert self.raw.endswith(b"data: [DONE]\n\n") and self.raw.count(b"[DONE]") == 1
+        return [json.loads(d) for d in data[:-1]]
+
+
+def start_streams(srv, n, max_tokens):
+    streams = [Stream(srv.port, max_tokens) for _ in range(n)]
+    for s in streams:
+        assert s.started.wait(60), "stream did not start"
+        assert s.error is None and s.status == 200, (s.error, s.status, s.raw[:300])
+    return streams
+
+
+def assert_refuses_connections(port):
+    with pytest.raises(OSError):
+        http(port, "GET", "/health", timeout=5)
+
+
+def check_finished(s):
+    """A stream that ended normally: content, finish chunk, usage chunk, [DONE]."""
+    assert s.error is None, s.error
+    ev = s.events()
+    assert not any("error" in e for e in ev), ev[-3:]
+    assert ev[-1]["choices"] == [] and ev[-1]["usage"]["completion_tokens"] == s.max_tokens
+    assert ev[-2]["choices"][0]["finish_reason"] == "length"
+
+
+def check_cut(s):
+    """A stream cut by the shutdown: some content, then an SSE error event, then [DONE]."""
+    assert s.error is None, s.error
+    ev = s.events()
+    assert "error" in ev[-1], ev[-2:]
+    e = assert_error_body(ev[-1], status=503)
+    assert "shutting down" in e["message"]
+    assert not any(c.get("choices") and c["choices"][0].get("finish_reason") for c in ev[:-1])
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in ev[:-1] if
+                   c.get("choices"))
+    assert text
+
+
+def test_sigterm_streams_finish_within_timeout(start_server):
+    srv = start_server("--shutdown-timeout", "20")
+    streams = start_streams(srv, 4, max_tokens=24)
+    t0 = time.monotonic()
+    srv.terminate()
+    for s in streams:
+        s.join(timeout=60)
+        assert not s.is_alive()
+    assert_refuses_connections(srv.port)
+    for s in streams:
+        check_finished(s)
+    assert srv.proc.wait(timeout=30) == 0
+    assert time.monotonic() - t0 < 20, "it waited for the whole shutdown timeout"
+
+
+def test_sigterm_streams_cut_by_timeout(start_server):
+    srv = start_server("--shutdown-timeout", "2")
+    streams = start_streams(srv, 4, max_tokens=5000)
+    t0 = time.monotonic()
+    srv.terminate()
+    time.sleep(0.3)
+    assert all(s.is_alive() for s in streams), "streams ended before the shutdown timeout"
+    assert_refuses_connections(srv.port)
+    for s in streams:
+        s.join(timeout=60)
+        assert not s.is_alive()
+    for s in streams:
+        assert 1.5 <= s.ended_at - t0 <= 15, s.ended_at - t0
+        check_cut(s)
+    assert srv.proc.wait(timeout=30) == 0
+    assert "aborting 4 in-flight requests" in srv.log()
+
+
+def test_sigterm_mixed_streams(start_server):
+    """Two short streams finish, two long ones are cut at the 2 s deadline."""
+    srv = start_server("--shutdown-timeout", "2")
+    short = start_streams(srv, 2, max_tokens=16)
+    long_ = start_streams(srv, 2, max_tokens=5000)
+    srv.terminate()
+    for s in short + long_:
+        s.join(timeout=60)
+        assert not s.is_alive()
+    for s in short:
+        check_finished(s)
+    for s in long_:
+        check_cut(s)
+    assert srv.proc.wait(timeout=30) == 0
+
+
+def test_second_signal_aborts_at_once(start_server):
+    srv = start_server("--shutdown-timeout", "60")
+    streams = start_streams(srv, 4, max_tokens=5000)
+    srv.terminate()
+    time.sleep(0.5)
+    assert all(s.is_alive() for s in streams)
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGINT)
+    for s in streams:
+        s.join(timeout=30)
+        assert not s.is_alive()
+        check_cut(s)
+    assert srv.proc.wait(timeout=30) == 0
+    assert time.monotonic() - t0 < 10
+
+
+def test_sigterm_with_pending_non_streamed_request(start_server):
+    """A non-streamed request cut by the shutdown gets a 503 error body."""
+    srv = start_server("--shutdown-timeout", "1")
+    result = {}
+
+    def run():
+        result["r"] = srv.post_json("/v1/chat/completions",
+                                    {"messages": MSG, "max_tokens": 5000, "ignore_eos": True})
+    t = threading.Thread(target=run)
+    t.start()
+    poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 1, timeout=20,
+         msg="the request never ran")
+    srv.terminate()
+    t.join(timeout=60)
+    st, _, body = result["r"]
+    assert st == 503
+    assert_error_body(body, status=503, contains="shutting down")
+    assert srv.proc.wait(timeout=30) == 0

@@ -1,0 +1,371 @@
+"""`pagoda serve` through the official `openai` Python SDK: chat and completions, streamed and not,
+n=2, logprobs, stop strings, seeds, stream_options.include_usage; greedy text equal to
+`pagoda generate`'s for the same request; /v1/models with --served-model-name; /tokenize and
+/detokenize round trips.
+
+One server for the module (served as "smol-e2e").
+"""
+import pytest
+
+from pagoda_e2e import openai_client
+
+NAME = "smol-e2e"
+CHAT = [{"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Write a short poem about the sea."}]
+PROMPT = "Once upon a time, in a small village by the sea,"
+N = 24  # max_tokens of most requests: small, the machine is shared
+
+
+@pytest.fixture(scope="module")
+def srv(start_server):
+    return start_server("--served-model-name", NAME)
+
+
+@pytest.fixture(scope="module")
+def client(srv):
+    return openai_client(srv)
+
+
+def collect_chat_stream(stream, n=1):
+    """Content per choice index, finish reasons, the usage chunk, every chunk."""
+    texts, finish, usage, chunks = [""] * n, [None] * n, None, []
+    for ch in stream:
+        chunks.append(ch)
+        assert ch.object == "chat.completion.chunk"
+        if not ch.choices:
+            assert ch.usage is not None
+            usage = ch.usage
+            continue
+        assert ch.usage is None
+        for c in ch.choices:
+            assert finish[c.index] is None, "a chunk after the finish chunk"
+            if c.delta.content:
+                texts[c.index] += c.delta.content
+            if c.finish_reason:
+                finish[c.index] = c.finish_reason
+    return texts, finish, usage, chunks
+
+
+def collect_completion_stream(stream, n=1):
+    texts, finish, usage, chunks = [""] * n, [None] * n, None, []
+    for ch in stream:
+        chunks.append(ch)
+        assert ch.object == "text_completion"
+        if not ch.choices:
+            assert ch.usage is not None
+            usage = ch.usage
+            continue
+        for c in ch.choices:
+            assert finish[c.index] is None, "a chunk after the finish chunk"
+            texts[c.index] += c.text
+            if c.finish_reason:
+                finish[c.index] = c.finish_reason
+    return texts, finish, usage, chunks
+
+
+# ---- models, tokenize ------------------------------------------------------------------------
+
+def test_models_lists_served_name(client, srv):
+    models = client.models.list()
+    ids = [m.id for m in models.data]
+    assert ids == [NAME]
+    m = models.data[0]
+    assert m.object == "model" and m.owned_by == "pagoda" and m.created > 0
+    st, _, raw = srv.post_json("/v1/chat/completions", {
+        "model": NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    assert st == 200, raw
+    assert raw["model"] == NAME
+
+
+def test_tokenize_detokenize_round_trip(srv, run_pagoda, model_path):
+    text = "Hello, world! Naïve café — 日本語 🏯"
+    st, _, tok = srv.post_json("/tokenize", {"prompt": text, "model": NAME})
+    assert st == 200, tok
+    assert tok["count"] == len(tok["tokens"]) > 0
+    assert tok["max_model_len"] == 8192
+    # The same ids as the CLI tokenizer.
+    cli = run_pagoda("tokenize", "--model", model_path, text).stdout
+    import json
+    assert tok["tokens"] == json.loads(cli)
+    st, _, det = srv.post_json("/detokenize", {"tokens": tok["tokens"], "model": NAME})
+    assert st == 200, det
+    assert det == {"prompt": text}
+    # Chat messages render with the template (ending in the assistant header) and round-trip.
+    st, _, chat = srv.post_json("/tokenize", {"messages": CHAT})
+    assert st == 200, chat
+    st, _, det = srv.post_json("/detokenize", {"tokens": chat["tokens"]})
+    assert st == 200
+    assert "Write a short poem about the sea." in det["prompt"]
+    st, _, det = srv.post_json("/detokenize", {"tokens": []})
+    assert (st, det) == (200, {"prompt": ""})
+
+
+# ---- greedy == pagoda generate ---------------------------------------------------------------
+
+def test_chat_greedy_equals_generate(client, generate):
+    want = generate(chat=CHAT, max_tokens=N)
+    r = client.chat.completions.create(model=NAME, messages=CHAT, max_tokens=N, temperature=0)
+    assert r.object == "chat.completion"
+    assert r.id.startswith("chatcmpl-")
+    assert r.model == NAME
+    assert len(r.choices) == 1
+    c = r.choices[0]
+    assert c.index == 0 and c.message.role == "assistant"
+    assert c.message.content == want["text"]
+    assert c.finish_reason == want["finish_reason"]
+    assert r.usage.prompt_tokens == want["usage"]["prompt_tokens"]
+    assert r.usage.completion_tokens == want["usage"]["completion_tokens"]
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_chat_stream_greedy_equals_generate(client, generate):
+    want = generate(chat=CHAT, max_tokens=N)
+    stream = client.chat.completions.create(model=NAME, messages=CHAT, max_tokens=N,
+                                            temperature=0, stream=True)
+    (text,), (finish,), usage, chunks = collect_chat_stream(stream)
+    assert text == want["text"]
+    assert finish == want["finish_reason"]
+    assert usage is None  # not asked for
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id.startswith("chatcmpl-")
+    assert {c.model for c in chunks} == {NAME}
+
+
+def test_completion_greedy_equals_generate(client, generate):
+    want = generate(prompt=PROMPT, max_tokens=N)
+    r = client.completions.create(model=NAME, prompt=PROMPT, max_tokens=N, temperature=0)
+    assert r.object == "text_completion" and r.id.startswith("cmpl-")
+    assert r.choices[0].text == want["text"]
+    assert r.choices[0].finish_reason == want["finish_reason"]
+    assert r.usage.prompt_tokens == want["usage"]["prompt_tokens"]
+    assert r.usage.completion_tokens == want["usage"]["completion_tokens"]
+
+    stream = client.completions.create(model=NAME, prompt=PROMPT, max_tokens=N, temperature=0,
+                                       stream=True)
+    (text,), (finish,), usage, _ = collect_completion_stream(stream)
+    assert text == want["text"] and finish == want["finish_reason"] and usage is None
+
+
+def test_completion_token_prompt_and_prompt_list(client, generate, srv):
+    want = generate(prompt=PROMPT, max_tokens=8)
+    st, _, tok = srv.post_json("/tokenize", {"prompt": PROMPT, "add_special_tokens": False})
+    assert st == 200
+    r = client.completions.create(model=NAME, prompt=tok["tokens"], max_tokens=8, temperature=0)
+    assert r.choices[0].text == want["text"]
+    # Two prompts: one choice each, in order.
+    other = "The capital of France is"
+    r = client.completions.create(model=NAME, prompt=[PROMPT, other], max_tokens=8,
+                                  temperature=0)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert r.choices[0].text == want["text"]
+    assert r.choices[1].text == generate(prompt=other, max_tokens=8)["text"]
+    assert r.usage.completion_tokens == 16
+
+
+# ---- stream_options.include_usage ------------------------------------------------------------
+
+def test_chat_stream_include_usage(client):
+    kw = dict(model=NAME, messages=CHAT, max_tokens=N, temperature=0)
+    full = client.chat.completions.create(**kw)
+    stream = client.chat.completions.create(**kw, stream=True,
+                                            stream_options={"include_usage": True})
+    (text,), (finish,), usage, chunks = collect_chat_stream(stream)
+    assert text == full.choices[0].message.content
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert usage.prompt_tokens == full.usage.prompt_tokens
+    assert usage.completion_tokens == full.usage.completion_tokens
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_completion_stream_include_usage(client):
+    kw = dict(model=NAME, prompt=PROMPT, max_tokens=N, temperature=0)
+    full = client.completions.create(**kw)
+    stream = client.completions.create(**kw, stream=True, stream_options={"include_usage": True})
+    (text,), _, usage, chunks = collect_completion_stream(stream)
+    assert text == full.choices[0].text
+    assert chunks[-1].choices == []
+    assert (usage.prompt_tokens, usage.completion_tokens) == (full.usage.prompt_tokens,
+                                                              full.usage.completion_tokens)
+
+
+# ---- n = 2 -----------------------------------------------------------------------------------
+
+def test_chat_n2_greedy(client, generate):
+    want = generate(chat=CHAT, max_tokens=N)
+    r = client.chat.completions.create(model=NAME, messages=CHAT, max_tokens=N, temperature=0,
+                                       n=2)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert [c.message.content for c in r.choices] == [want["text"]] * 2
+    assert r.usage.completion_tokens == 2 * want["usage"]["completion_tokens"]
+    assert r.usage.prompt_tokens == want["usage"]["prompt_tokens"]
+
+
+def test_chat_n2_sampled_stream_equals_non_stream(client):
+    kw = dict(model=NAME, messages=CHAT, max_tokens=16, temperature=1.0, seed=7, n=2,
+              extra_body={"ignore_eos": True})
+    r = client.chat.completions.create(**kw)
+    texts = [c.message.content for c in r.choices]
+    assert texts[0] != texts[1], "n=2 with a seed gives two different samples"
+    assert all(c.finish_reason == "length" for c in r.choices)
+    stream = client.chat.completions.create(**kw, stream=True,
+                                            stream_options={"include_usage": True})
+    s_texts, finish, usage, chunks = collect_chat_stream(stream, n=2)
+    assert s_texts == texts
+    assert finish == ["length", "length"]
+    assert usage.completion_tokens == 32
+    # Each choice starts with its own role chunk.
+    roles = [c.choices[0].index for c in chunks if c.choices and c.choices[0].delta.role]
+    assert sorted(roles) == [0, 1]
+
+
+def test_completion_n2_stream(client, generate):
+    want = generate(prompt=PROMPT, max_tokens=8)
+    stream = client.completions.create(model=NAME, prompt=PROMPT, max_tokens=8, temperature=0,
+                                       n=2, stream=True)
+    texts, finish, _, _ = collect_completion_stream(stream, n=2)
+    assert texts == [want["text"]] * 2
+    assert finish == [want["finish_reason"]] * 2
+
+
+# ---- seeds -----------------------------------------------------------------------------------
+
+def test_seed_reproducible_chat_and_completion(client):
+    def chat(seed, stream=False):
+        kw = dict(model=NAME, messages=CHAT, max_tokens=16, temperature=1.0, seed=seed,
+                  extra_body={"ignore_eos": True})
+        if stream:
+            return collect_chat_stream(client.chat.completions.create(**kw, stream=True))[0][0]
+        return client.chat.completions.create(**kw).choices[0].message.content
+
+    def comp(seed):
+        return client.completions.create(model=NAME, prompt=PROMPT, max_tokens=16,
+                                         temperature=1.0, seed=seed,
+                                         extra_body={"ignore_eos": True}).choices[0].text
+    a, b, c = chat(42), chat(42), chat(43)
+    assert a == b
+    assert a != c
+    assert chat(42, stream=True) == a
+    a, b, c = comp(1234), comp(1234), comp(1235)
+    assert a == b
+    assert a != c
+
+
+# ---- stop strings ----------------------------------------------------------------------------
+
+def test_stop_strings(client, generate):
+    base = generate(prompt=PROMPT, max_tokens=40, extra=["--ignore-eos"])["text"]
+    stop = base[len(base) // 2: len(base) // 2 + 5]
+    assert len(stop) == 5
+    want = base[: base.index(stop)]
+    kw = dict(model=NAME, prompt=PROMPT, max_tokens=40, temperature=0,
+              extra_body={"ignore_eos": True})
+    r = client.completions.create(**kw, stop=[stop, "never-ever-there"])
+    assert r.choices[0].text == want
+    assert r.choices[0].finish_reason == "stop"
+    (text,), (finish,), _, _ = collect_completion_stream(
+        client.completions.create(**kw, stop=stop, stream=True))
+    assert (text, finish) == (want, "stop")
+
+    # Chat: stop at a word of the greedy answer.
+    full = generate(chat=CHAT, max_tokens=40, extra=["--ignore-eos"])["text"]
+    words = full.split()
+    stop = " " + words[len(words) // 2]
+    want = full[: full.index(stop)]
+    ckw = dict(model=NAME, messages=CHAT, max_tokens=40, temperature=0, stop=stop,
+               extra_body={"ignore_eos": True})
+    r = client.chat.completions.create(**ckw)
+    assert (r.choices[0].message.content, r.choices[0].finish_reason) == (want, "stop")
+    (text,), (finish,), _, _ = collect_chat_stream(
+        client.chat.completions.create(**ckw, stream=True))
+    assert (text, finish) == (want, "stop")
+
+
+def test_max_tokens_gives_length(client):
+    r = client.completions.create(model=NAME, prompt="Count: one, two, three,", max_tokens=5,
+                                  temperature=0, extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 5
+    r = client.chat.completions.create(model=NAME, messages=CHAT, max_completion_tokens=3,
+                                       temperature=0)
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 3
+
+
+# ---- logprobs --------------------------------------------------------------------------------
+
+def check_chat_logprobs(content, text, k):
+    assert content, "no logprobs"
+    assert "".join(t.token for t in content) == text
+    assert b"".join(bytes(t.bytes) for t in content) == text.encode()
+    for t in content:
+        assert t.logprob <= 0
+        assert len(t.top_logprobs) == k
+        lps = [x.logprob for x in t.top_logprobs]
+        assert lps == sorted(lps, reverse=True)
+        # Greedy: the chosen token is the most likely one.
+        assert t.top_logprobs[0].token == t.token
+        assert t.top_logprobs[0].logprob == pytest.approx(t.logprob, abs=1e-6)
+        assert all(x.bytes == list(x.token.encode()) for x in t.top_logprobs)
+
+
+def test_chat_logprobs(client):
+    kw = dict(model=NAME, messages=CHAT, max_tokens=10, temperature=0, logprobs=True,
+              top_logprobs=3)
+    r = client.chat.completions.create(**kw)
+    c = r.choices[0]
+    assert c.finish_reason == "length"
+    assert len(c.logprobs.content) == r.usage.completion_tokens == 10
+    check_chat_logprobs(c.logprobs.content, c.message.content, 3)
+
+    # Streamed: the same entries, spread over the chunks.
+    entries, text = [], ""
+    for ch in client.chat.completions.create(**kw, stream=True):
+        for x in ch.choices:
+            text += x.delta.content or ""
+            if x.logprobs and x.logprobs.content:
+                entries += x.logprobs.content
+    assert text == c.message.content
+    assert [(e.token, round(e.logprob, 4)) for e in entries] == \
+        [(e.token, round(e.logprob, 4)) for e in c.logprobs.content]
+
+    # logprobs without top_logprobs: the chosen tokens only.
+    r = client.chat.completions.create(model=NAME, messages=CHAT, max_tokens=4, temperature=0,
+                                       logprobs=True)
+    assert len(r.choices[0].logprobs.content) == 4
+    assert all(t.top_logprobs == [] for t in r.choices[0].logprobs.content)
+    # Not asked: null.
+    r = client.chat.completions.create(model=NAME, messages=CHAT, max_tokens=2, temperature=0)
+    assert r.choices[0].logprobs is None
+
+
+def test_completion_logprobs(client):
+    r = client.completions.create(model=NAME, prompt=PROMPT, max_tokens=10, temperature=0,
+                                  logprobs=3)
+    c = r.choices[0]
+    lp = c.logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == \
+        len(lp.text_offset) == 10
+    assert "".join(lp.tokens) == c.text
+    offs = lp.text_offset
+    assert offs == sorted(offs)
+    for tok, l, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert l <= 0
+        assert 1 <= len(top) <= 3
+        best = max(top, key=top.get)
+        assert best == tok and top[best] == pytest.approx(l, abs=1e-6)
+
+    entries = []
+    text = ""
+    for ch in client.completions.create(model=NAME, prompt=PROMPT, max_tokens=10,
+                                        temperature=0, logprobs=3, stream=True):
+        for x in ch.choices:
+            text += x.text
+            if x.logprobs and x.logprobs.tokens:
+                entries += list(zip(x.logprobs.tokens, x.logprobs.token_logprobs))
+    assert text == c.text
+    assert [(t, round(v, 4)) for t, v in entries] == \
+        [(t, round(v, 4)) for t, v in zip(lp.tokens, lp.token_logprobs)]
+
+
+def test_server_still_healthy(srv):
+    assert srv.alive()
+    assert srv.request("GET", "/health")[0] == 200
