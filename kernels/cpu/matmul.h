@@ -7,7 +7,7 @@
  *     (in registers, or once per chunk into an f32 tile shared by many tokens) to the exact
  *     f32 value d·q (+ m) and multiplied with x by f32 FMA. As accurate as multiplying by the
  *     f32-dequantized matrix (relative error ~1e-6).
- *   PGD_ACT_Q8 (opt-in, faster on prefill): activations quantized once per row to Q8 blocks of
+ *   PGD_ACT_Q8 (opt-in; faster on some prefill shapes, less exact): activations quantized once per row to Q8 blocks of
  *     32, then exact integer dot products per block, accumulated in float per block. Costs
  *     accuracy (the logits of small models move by up to ~1e-1 relative).
  * F32/F16 weights always use f32 activations (the mode does not apply to them).

@@ -11,10 +11,12 @@
  * element is written by exactly one task.
  * Work split: the n output rows are cut into tasks of consecutive rows (a multiple of
  * PGD__FA_PR each, so panels never straddle tasks). Decode (m <= PGD__FA_MR): one kd call per
- * weight row, blocks dequantized in registers, read once for all tokens. Prefill: per panel of
- * PGD__FA_PR rows, per tile of up to PGD__FA_PT tokens, per chunk of PGD__FA_KC elements: the
- * panel chunk is dequantized once into wd and kp multiplies it with every token of the tile,
- * the 32 lanes of each (token, row) carried in `part` from chunk to chunk.
+ * weight row, blocks dequantized in registers, read once for all tokens. Prefill: per block of
+ * FA_ROW_BLOCK rows, per tile of up to PGD__FA_PT tokens, per panel of PGD__FA_PR rows, per
+ * chunk of PGD__FA_KC elements: the panel chunk is dequantized once into wd (while the next
+ * panel's raw blocks are prefetched) and kp multiplies it with every token of the tile, the 32
+ * lanes of each (token, row) carried in `part` from chunk to chunk; the last chunk's kp writes
+ * y into a small tile that goes to y in whole row segments.
  * Threading: see matmul.h.
  */
 #include "kernels/cpu/matmul_kern.h"
@@ -38,7 +40,7 @@ static inline float rdf16(const uint8_t *p) {
 
 /* The 32 weights w_e of one block of type kt, as defined in matmul_kern.h. */
 static inline __attribute__((always_inline)) void deq_block_scalar(int kt, const uint8_t *blk,
-                                                                     float *o /* [32] */) {
+                                                                   float *o /* [32] */) {
     const float d = rdf16(blk);
     switch (kt) {
     case PGD__KQ_Q8_0:
@@ -62,8 +64,8 @@ static inline __attribute__((always_inline)) void deq_block_scalar(int kt, const
     case PGD__KQ_Q5_1: {
         const int min = kt == PGD__KQ_Q5_1;
         const uint8_t *p = blk + (min ? 4 : 2);
-        const uint32_t qh = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                            (uint32_t)p[3] << 24;
+        const uint32_t qh =
+            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         const float m = min ? rdf16(blk + 2) : 0.0f;
         for (int j = 0; j < PGD_QK / 2; j++) {
             int lo = (p[4 + j] & 15) | (int)((qh >> j) & 1) << 4;
@@ -81,9 +83,9 @@ static inline __attribute__((always_inline)) void deq_block_scalar(int kt, const
     }
 }
 
-static inline __attribute__((always_inline)) void
-kd_scalar(int kt, const uint8_t *w, const float *x /* [mr][k] */, int64_t k, int mr,
-          float *out /* [mr] */) {
+static inline __attribute__((always_inline)) void kd_scalar(int kt, const uint8_t *w,
+                                                            const float *x /* [mr][k] */, int64_t k,
+                                                            int mr, float *out /* [mr] */) {
     const size_t bs = fa_block_bytes[kt];
     float acc[PGD__FA_MR][32] = {{0}};
     for (int64_t b = 0; b < k / PGD_QK; b++) {
@@ -174,22 +176,20 @@ static void fa_prefill(const fa_job *j, int64_t r0, int64_t r1) {
     const int64_t unit = j->kern->kp_tokens, n_tiles = (j->m + PGD__FA_PT - 1) / PGD__FA_PT;
     int64_t tile = ((j->m + n_tiles - 1) / n_tiles + unit - 1) / unit * unit;
     if (tile > PGD__FA_PT) tile = PGD__FA_PT;
-    int zeroed = PGD__FA_PR; /* wd rows from here on hold zeros */
+    if ((r1 - r0) % PGD__FA_PR) /* a last panel of nr < PGD__FA_PR rows reads the others */
+        memset(wd, 0, sizeof(wd));
     for (int64_t rb = r0; rb < r1; rb += FA_ROW_BLOCK) {
         const int nrb = r1 - rb < FA_ROW_BLOCK ? (int)(r1 - rb) : FA_ROW_BLOCK;
         for (int64_t t0 = 0; t0 < j->m; t0 += tile) {
             const int mt = j->m - t0 < tile ? (int)(j->m - t0) : (int)tile;
             for (int p0 = 0; p0 < nrb; p0 += PGD__FA_PR) {
                 const int nr = nrb - p0 < PGD__FA_PR ? nrb - p0 : PGD__FA_PR;
-                if (nr < zeroed) { /* rows past the end: zeros, computed and dropped */
-                    memset(wd[nr], 0, sizeof(float) * PGD__FA_KC * (size_t)(PGD__FA_PR - nr));
-                    zeroed = nr;
-                }
                 for (int64_t c0 = 0; c0 < j->k; c0 += PGD__FA_KC) {
                     const int64_t kc = j->k - c0 < PGD__FA_KC ? j->k - c0 : PGD__FA_KC;
                     const uint8_t *wc = j->w + (size_t)(rb + p0) * j->row_bytes +
                                         (size_t)(c0 / PGD_QK) * bs; /* [nr][row_bytes] */
-                    for (int r = 0; r < nr; r++) deq(wc + (size_t)r * j->row_bytes, kc / PGD_QK, wd[r]);
+                    for (int r = 0; r < nr; r++)
+                        deq(wc + (size_t)r * j->row_bytes, kc / PGD_QK, wd[r]);
                     if (t0 == 0 && rb + p0 + 2 * PGD__FA_PR <= r1) {
                         /* the next panel's chunk into cache while this one is multiplied:
                          * weights beyond L2 otherwise stall the next deq */

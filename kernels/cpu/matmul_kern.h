@@ -1,6 +1,8 @@
 /*
- * kernels/cpu/matmul_kern.h — internal interface between matmul.c (dispatch, threading, the
- * scalar reference kernels) and the SIMD kernel files (matmul_x86.c). Not a public header.
+ * kernels/cpu/matmul_kern.h — internal interface between the CPU matmul's drivers (matmul.c:
+ * dispatch, PGD_ACT_Q8 mode and F32/F16 weights; matmul_f32.c: PGD_ACT_F32 mode; each with its
+ * scalar reference kernels) and the SIMD kernel files (matmul_x86.c, matmul_x86_f32.c). Not a
+ * public header.
  *
  * THE REDUCTION ORDER (every path must follow it exactly; this is what makes results
  * bit-identical across ISA paths, batch sizes, tiles and thread counts):
@@ -96,12 +98,8 @@ static inline float pgd__hsum32(const float a[32]) {
  * chunks. Both follow the PGD_ACT_F32 order above, so they give the same bits. */
 #define PGD__FA_MR 2    /* most tokens per kd call */
 #define PGD__FA_PR 4    /* weight rows per prefill panel */
-#ifndef PGD__FA_PT
 #define PGD__FA_PT 48   /* most tokens per kp call */
-#endif
-#ifndef PGD__FA_KC
 #define PGD__FA_KC 1024 /* elements per prefill chunk (a multiple of 32) */
-#endif
 
 /* out[t] = y of (W row w: k / 32 blocks, x row t at x + t * k) for t < mr <= PGD__FA_MR. */
 typedef void (*pgd__kd_fn)(const uint8_t *w, const float *x /* [mr][k] */, int64_t k, int mr,
@@ -114,8 +112,9 @@ typedef void (*pgd__deq_fn)(const uint8_t *w, int64_t nb, float *dst /* [nb * 32
  * with lanes L[t][r][32] starting as +0 (first) or part[t][r][]:
  *   L[t][r][e % 32] = fmaf(wd[r * ldw + e], x[t * ldx + e], L[t][r][e % 32]), e ascending;
  * then y == NULL: part[t][r][] = L[t][r][] (more chunks follow); else (the last chunk):
- * y[t * ldy + r] = hsum32(L[t][r]) for r < nr, part left unspecified.
- * wd is 64-byte aligned, ldw % 16 == 0, all PGD__FA_PR rows finite; x any alignment. */
+ * y[t * ldy + r] = hsum32(L[t][r]) for r < nr, part left unspecified. Rows r >= nr are
+ * computed too (lanes are independent) and never stored, so they only need to be initialized.
+ * wd is 64-byte aligned with ldw % 16 == 0; x any alignment. */
 typedef void (*pgd__kp_fn)(const float *wd /* [PGD__FA_PR][ldw] */, int64_t ldw,
                            const float *x /* [mt][ldx] */, int64_t ldx, int mt, int64_t kc,
                            float *part /* [mt][PGD__FA_PR][32] */, int first,

@@ -12,14 +12,18 @@
  *     table: the 16 (or 32) possible weights of the block, tab[i] = d * (i - off) or
  *     fma(d, i, m), are computed once (one vmulps/vfmadd per 16 entries, the same operation
  *     as the scalar reference per element, so the same bits), then each weight is a vpermps
- *     of the table by its nibble; the fifth bit of Q5_x picks the upper table via a mask.
+ *     of the table by its nibble; for Q5_x the fifth bit is rotated out of qh into bit 4 of
+ *     the index and one vpermt2ps reads the 32-entry table (measured faster than masked
+ *     permutes on Zen 5).
  * Decode (kd): per block, dequantize once, FMA into the 32 lanes of each of mr <= 2 tokens
  *   (4 ymm or 2 zmm per token: one FMA per lane per block, no latency chain). Lean on
  *   purpose: m = 1 is bound by the weight stream.
  * Prefill (kp): the f32 panel of PGD__FA_PR = 4 rows against up to 6 (AVX-512) or 3 (AVX2)
  *   tokens at a time, the accumulators of one lane group (16 or 8 of the 32 lanes) for all
  *   rows x tokens in registers while the panel chunk is swept, then the next lane group. Each
- *   step loads 4 weight vectors and T activation vectors for 4*T FMAs.
+ *   step loads 4 weight vectors and T activation vectors for 4*T FMAs. On the last chunk the
+ *   lanes are reduced in registers (hsum32 of 4 rows at once, transposed) and 4 outputs per
+ *   token stored together.
  * Every kernel follows the PGD_ACT_F32 order exactly (lane e % 32, e ascending, fmaf; the
  * hsum32 tree at the end), so the bits match the scalar reference.
  * Threading: pure functions.
@@ -179,10 +183,10 @@ KD_AVX2(q5_1, PGD__KQ_Q5_1)
  * each by the tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
 T2 static INL __m128 hsum8x4_v(__m256 h0, __m256 h1, __m256 h2, __m256 h3) {
     /* g_r[i] = h_r[i] + h_r[i + 4]: [g0 | g1] and [g2 | g3] */
-    __m256 g01 = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
-                               _mm256_permute2f128_ps(h0, h1, 0x31));
-    __m256 g23 = _mm256_add_ps(_mm256_permute2f128_ps(h2, h3, 0x20),
-                               _mm256_permute2f128_ps(h2, h3, 0x31));
+    __m256 g01 =
+        _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
+    __m256 g23 =
+        _mm256_add_ps(_mm256_permute2f128_ps(h2, h3, 0x20), _mm256_permute2f128_ps(h2, h3, 0x31));
     /* lane 0 of each half: (g0 + g2) + (g1 + g3) */
     g01 = _mm256_add_ps(g01, _mm256_permute_ps(g01, _MM_SHUFFLE(1, 0, 3, 2)));
     g23 = _mm256_add_ps(g23, _mm256_permute_ps(g23, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -248,10 +252,9 @@ T2 static INL void kp_avx2_tile(int T, const float *wd, int64_t ldw, const float
 }
 
 #define KP_AVX2(T)                                                                                 \
-    T2 __attribute__((noinline)) static void kp_avx2_##T(const float *wd, int64_t ldw,             \
-                                                         const float *x, int64_t ldx, int64_t kc,  \
-                                                         float *part, int first, float *y,         \
-                                                         int64_t ldy, int nr) {                    \
+    T2 __attribute__((noinline)) static void kp_avx2_##T(                                          \
+        const float *wd, int64_t ldw, const float *x, int64_t ldx, int64_t kc, float *part,        \
+        int first, float *y, int64_t ldy, int nr) {                                                \
         kp_avx2_tile(T, wd, ldw, x, ldx, kc, part, first, y, ldy, nr);                             \
     }
 KP_AVX2(1)
@@ -356,8 +359,8 @@ T5 static INL void kd_avx512_body(int kt, int mr, const uint8_t *w, const float 
         for (int t = 0; t < mr; t++)
 #pragma GCC unroll 2
             for (int i = 0; i < 2; i++)
-                acc[t][i] = _mm512_fmadd_ps(
-                    wv[i], _mm512_loadu_ps(x + t * k + b * PGD_QK + 16 * i), acc[t][i]);
+                acc[t][i] = _mm512_fmadd_ps(wv[i], _mm512_loadu_ps(x + t * k + b * PGD_QK + 16 * i),
+                                            acc[t][i]);
     }
     for (int t = 0; t < mr; t++) out[t] = hsum32_v(acc[t][0], acc[t][1]);
 }
@@ -416,9 +419,9 @@ T5 static INL __m128 hsum32x4_v(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
 }
 
 /* T tokens x the 4 panel rows, lane group h (lanes 16h .. 16h+15) at a time; kp's contract. */
-T5 static INL void kp_avx512_tile(int T, const float *wd, int64_t ldw, const float *x,
-                                  int64_t ldx, int64_t kc, float *part /* [T][PGD__FA_PR][32] */,
-                                  int first, float *y, int64_t ldy, int nr) {
+T5 static INL void kp_avx512_tile(int T, const float *wd, int64_t ldw, const float *x, int64_t ldx,
+                                  int64_t kc, float *part /* [T][PGD__FA_PR][32] */, int first,
+                                  float *y, int64_t ldy, int nr) {
     for (int h = 0; h < 2; h++) {
         __m512 acc[PGD__FA_PR][6];
 #pragma GCC unroll 4
@@ -473,8 +476,8 @@ KP_AVX512(5)
 KP_AVX512(6)
 #undef KP_AVX512
 
-static void kp_avx512(const float *wd, int64_t ldw, const float *x, int64_t ldx, int mt,
-                      int64_t kc, float *part, int first, float *y, int64_t ldy, int nr) {
+static void kp_avx512(const float *wd, int64_t ldw, const float *x, int64_t ldx, int mt, int64_t kc,
+                      float *part, int first, float *y, int64_t ldy, int nr) {
     typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *, int,
                             float *, int64_t, int);
     static const tile_fn tiles[7] = {NULL,        kp_avx512_1, kp_avx512_2, kp_avx512_3,

@@ -4,7 +4,7 @@ SIGTERM during active streams ends each of them cleanly (a finish chunk, or an S
 when --shutdown-timeout cuts it, then `data: [DONE]`, and a complete HTTP response), refuses new
 connections, and the process exits 0. A second signal aborts at once.
 """
-import http.client
+import http.client as httpclient
 import json
 import os
 import signal
@@ -165,8 +165,9 @@ class Stream(threading.Thread):
                 "stream": True}
         if self.include_usage:
             body["stream_options"] = {"include_usage": True}
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        conn = None
         try:
+            conn = httpclient.HTTPConnection("127.0.0.1", self.port, timeout=120)
             conn.request("POST", "/v1/chat/completions", json.dumps(body).encode(),
                          {"Content-Type": "application/json"})
             r = conn.getresponse()
@@ -183,7 +184,8 @@ class Stream(threading.Thread):
         finally:
             self.ended_at = time.monotonic()
             self.started.set()
-            conn.close()
+            if conn:
+                conn.close()
 
     def events(self):
         data, _ = sse_events(self.raw)

@@ -673,17 +673,16 @@ static void test_api(void) {
     CHECK_EQ_INT(
         pgd_matmul_mode(NULL, PGD_ACT_F32, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y1, scratch, 1), 0);
     CHECK(memcmp(y0, y1, sizeof(y0)) == 0);
-    CHECK_EQ_INT(pgd_matmul_isa(pool3, PGD_ISA_SCALAR, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y1, NULL,
-                                0),
-                 0);
+    CHECK_EQ_INT(
+        pgd_matmul_isa(pool3, PGD_ISA_SCALAR, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y1, NULL, 0), 0);
     CHECK(memcmp(y0, y1, sizeof(y0)) == 0);
     /* errors */
     CHECK_EQ_INT(
         pgd_matmul_mode(NULL, PGD_ACT_Q8, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, scratch, sb - 1),
         PGD_ERANGE);
-    CHECK_EQ_INT(pgd_matmul_mode(NULL, (pgd_act_mode)2, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0,
-                                 NULL, 0),
-                 PGD_EINVAL);
+    CHECK_EQ_INT(
+        pgd_matmul_mode(NULL, (pgd_act_mode)2, PGD_TYPE_Q4_1, p.w, n, k, p.x, m, y0, NULL, 0),
+        PGD_EINVAL);
     for (int mode = 0; mode < 2; mode++) {
         pgd_act_mode md = (pgd_act_mode)mode;
         CHECK_EQ_INT(pgd_matmul_mode(NULL, md, PGD_TYPE_Q4_1, p.w, n, 48, p.x, m, y0, NULL, 0),

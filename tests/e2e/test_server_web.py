@@ -1,0 +1,169 @@
+"""The chat page served by the REAL server (GET /), in headless Chromium: it lists the served
+model, a message streams in (the same text as `pagoda generate`), Stop aborts the stream and the
+server counts the abort (pagoda:requests_aborted_total) and frees the request's KV blocks; with
+--api-key the page works once the key is typed in.
+
+Needs chromium, chromedriver (Debian: chromium, chromium-driver) and selenium; skipped without
+them.
+"""
+import shutil
+import time
+
+import pytest
+
+from pagoda_e2e import metric, poll
+
+selenium = pytest.importorskip("selenium")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which(
+    "google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                reason="chromium and chromedriver are needed (apt-get install "
+                                       "chromium chromium-driver)")
+NAME = "smol-web"
+LONG = "Write a very long story about a dragon who lives in a castle."
+
+
+@pytest.fixture(scope="module")
+def driver():
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1200,860"):
+        opts.add_argument(arg)
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    d.set_page_load_timeout(30)
+    d.set_script_timeout(30)
+    yield d
+    d.quit()
+
+
+@pytest.fixture(scope="module")
+def srv(start_server):
+    return start_server("--served-model-name", NAME)
+
+
+def wait(d, pred, timeout=20, msg=""):
+    return WebDriverWait(d, timeout, poll_frequency=0.02).until(lambda _: pred(), msg)
+
+
+def model_options(d):
+    return [o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "#model option")]
+
+
+def open_page(d, srv):
+    d.get(srv.url + "/")
+    d.execute_script("localStorage.clear(); sessionStorage.clear();")
+    d.get(srv.url + "/")
+    wait(d, lambda: model_options(d) == [NAME], msg="model list not loaded")
+    return d
+
+
+def set_field(d, id_, value):
+    el = d.find_element(By.ID, id_)
+    el.clear()
+    el.send_keys(value)
+
+
+def assistants(d):
+    return d.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant")
+
+
+def text_of(el):
+    return el.find_element(By.CSS_SELECTOR, ".content").get_property("textContent")
+
+
+def send(d, text):
+    box = d.find_element(By.ID, "prompt")
+    box.send_keys(text)
+    box.send_keys(Keys.ENTER)
+
+
+def test_page_served(srv):
+    st, headers, body = srv.request("GET", "/")
+    assert st == 200
+    assert headers["content-type"].startswith("text/html")
+    for id_ in ("messages", "prompt", "send", "stop", "system", "model", "temperature",
+                "max-tokens", "api-key", "status", "new-chat"):
+        assert f'id="{id_}"'.encode() in body, id_
+
+
+def test_chat_streams_the_greedy_answer(driver, srv, generate):
+    d = open_page(driver, srv)
+    set_field(d, "temperature", "0")
+    set_field(d, "max-tokens", "24")
+    question = "What is the capital of France?"
+    send(d, question)
+    wait(d, lambda: len(assistants(d)) == 1)
+    msg = assistants(d)[0]
+    wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), timeout=60,
+         msg="the answer never finished")
+    want = generate(chat=[{"role": "user", "content": question}], max_tokens=24)
+    assert text_of(msg) == want["text"]
+    cls = msg.get_attribute("class").split()
+    assert "error" not in cls and "stopped" not in cls
+    status = d.find_element(By.ID, "status").text
+    assert "TTFT" in status and "tok/s" in status, status
+
+
+def test_stop_aborts_on_the_server(driver, srv):
+    d = open_page(driver, srv)
+    set_field(d, "temperature", "0")
+    set_field(d, "max-tokens", "4000")
+    before = metric(srv.metrics(), "pagoda:requests_aborted_total")
+    send(d, LONG)
+    wait(d, lambda: len(assistants(d)) == 1)
+    msg = assistants(d)[0]
+    # Text streams in: at least three different, growing, non-empty texts seen.
+    seen = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(seen) < 3:
+        t = text_of(msg)
+        if t and (not seen or t != seen[-1]):
+            assert not seen or t.startswith(seen[-1]), (seen[-1], t)
+            seen.append(t)
+        time.sleep(0.01)
+    assert len(seen) >= 3, f"the answer did not stream: {seen}"
+    assert "stopped" not in msg.get_attribute("class").split()
+    assert metric(srv.metrics(), "pagoda:num_requests_running") == 1
+    d.find_element(By.ID, "stop").click()
+    wait(d, lambda: "stopped" in msg.get_attribute("class").split(), msg="not marked stopped")
+    assert d.find_element(By.ID, "status").text.startswith("Stopped.")
+    partial = text_of(msg)
+    assert partial
+
+    # The server saw the client leave: one abort, and the KV cache is free again.
+    poll(lambda: metric(srv.metrics(), "pagoda:requests_aborted_total") == before + 1,
+         timeout=10, msg="requests_aborted_total did not rise")
+    poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 0 and
+         metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=10,
+         msg="the aborted request still holds KV blocks")
+    time.sleep(0.3)
+    assert text_of(msg) == partial  # nothing arrives after Stop
+    assert metric(srv.metrics(), "pagoda:requests_aborted_total") == before + 1
+
+
+def test_page_with_api_key(driver, start_server):
+    keyed = start_server("--served-model-name", NAME, "--api-key", "sk-web")
+    d = driver
+    d.get(keyed.url + "/")
+    d.execute_script("localStorage.clear(); sessionStorage.clear();")
+    d.get(keyed.url + "/")
+    wait(d, lambda: "401" in d.find_element(By.ID, "status").text,
+         msg="the missing key is not reported")
+    d.find_element(By.ID, "api-key").send_keys("sk-web")
+    d.find_element(By.ID, "system").click()  # blur: the page reloads the model list
+    wait(d, lambda: model_options(d) == [NAME], msg="model list not loaded with the key")
+    set_field(d, "max-tokens", "4")
+    send(d, "Hello")
+    wait(d, lambda: len(assistants(d)) == 1)
+    wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), timeout=60)
+    msg = assistants(d)[0]
+    assert "error" not in msg.get_attribute("class").split()
+    assert text_of(msg)
