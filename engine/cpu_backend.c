@@ -1,7 +1,8 @@
 /*
  * engine/cpu_backend.c — the CPU backend: llama-family forward pass over a paged f32 KV cache.
  *
- * Owns: the KV cache (K and V, each [n_layer][n_blocks][n_kv_head][block_size][head_dim] f32),
+ * Owns: the KV cache (per layer K [n_blocks][n_kv_head][head_dim][block_size] and
+ * V [n_blocks][n_kv_head][block_size][head_dim], f32; see kernels/cpu/attention.h),
  * the thread pool, and scratch activations sized for cfg.max_tokens tokens.
  * Every op is row-independent and reduces in a fixed order, so a token's logits do not depend
  * on what else shares its batch (see kernels/cpu/matmul.h for the matmul guarantee).
@@ -26,7 +27,7 @@ typedef struct cpu_backend {
     pgd_backend base;
     pgd_threadpool *tp;
     uint32_t n_threads;
-    float *k_cache, *v_cache; /* [n_layer][n_blocks][n_kv_head][block_size][head_dim] */
+    float *k_cache, *v_cache; /* [n_layer][layer_floats], layouts in kernels/cpu/attention.h */
     uint64_t layer_floats;    /* n_blocks * n_kv_head * block_size * head_dim */
     uint32_t max_ctx;         /* longest context a query can attend to */
     double *inv_freq;         /* [rope_dim/2] */
@@ -84,12 +85,15 @@ static void rope_store_task(int t_, int thread, void *arg) {
     pgd_rope_apply(q, cs, H, D, cfg->rope_dim, neox);
     pgd_rope_apply(k, cs, HK, D, cfg->rope_dim, neox);
     int64_t slot = c->batch->slots[t];
-    uint64_t blk = (uint64_t)slot / BS, off = (uint64_t)slot % BS;
-    uint64_t base = c->layer * b->layer_floats + blk * HK * BS * D + off * D;
+    uint64_t blk = (uint64_t)slot / BS;
+    uint32_t off = (uint32_t)((uint64_t)slot % BS);
+    pgd_attn_shape sh = {.n_kv_head = HK, .n_group = H / HK, .head_dim = D, .block_size = BS};
+    float *kc = b->k_cache + c->layer * b->layer_floats; /* [blocks][HK][D][BS] */
+    float *vc = b->v_cache + c->layer * b->layer_floats; /* [blocks][HK][BS][D] */
     const float *v = b->v + (uint64_t)t * HK * D;
     for (uint32_t h = 0; h < HK; h++) {
-        memcpy(b->k_cache + base + (uint64_t)h * BS * D, k + (uint64_t)h * D, D * sizeof(float));
-        memcpy(b->v_cache + base + (uint64_t)h * BS * D, v + (uint64_t)h * D, D * sizeof(float));
+        for (uint32_t d = 0; d < D; d++) kc[pgd_attn_k_index(&sh, blk, h, d, off)] = k[h * D + d];
+        memcpy(vc + ((blk * HK + h) * BS + off) * D, v + (uint64_t)h * D, D * sizeof(float));
     }
 }
 
@@ -308,6 +312,7 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     b->gate = malloc(T * c->n_ff * sizeof(float));
     b->up = malloc(T * c->n_ff * sizeof(float));
     b->cs = malloc(T * c->rope_dim * sizeof(float));
+    /* max_ctx is a whole number of blocks, as the attention kernel's score rows need. */
     b->scores = malloc((uint64_t)b->n_threads * G * b->max_ctx * sizeof(float));
     b->seq_of = malloc(T * sizeof(uint32_t));
     if (!b->k_cache || !b->v_cache || !b->inv_freq || !b->x || !b->xb || !b->q || !b->k || !b->v ||

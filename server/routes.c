@@ -67,6 +67,7 @@ struct pgd_rctx {
     uv_work_t work;
     bool working;
     pgd_tokens *prompts; /* [n_prompts] */
+    pgd_buf *echo;       /* [n_prompts] the prompts' text when completions ask for echo */
     size_t n_prompts;
     int work_rc;
     char work_err[512];
@@ -148,6 +149,8 @@ static void rctx_free(pgd_rctx *c) {
     free(c->ch);
     for (size_t i = 0; c->prompts && i < c->n_prompts; i++) pgd_tokens_free(&c->prompts[i]);
     free(c->prompts);
+    for (size_t i = 0; c->echo && i < c->n_prompts; i++) pgd_buf_free(&c->echo[i]);
+    free(c->echo);
     free(c->eids);
     if (c->parsed) pgd_api_request_free(&c->req);
     free(c);
@@ -224,6 +227,17 @@ static void tokenize_work(uv_work_t *w) {
             rc = pgd_llm_encode_text(llm, t.ptr, t.len, false, &c->prompts[i]);
         }
     }
+    /* echo: the prompt as given (text), or the text of its token ids. */
+    if (!rc && c->kind == PGD_API_COMPLETION && c->req.echo) {
+        c->echo = calloc(c->n_prompts, sizeof *c->echo);
+        if (!c->echo) rc = PGD_ENOMEM;
+        for (size_t i = 0; i < c->n_prompts && !rc; i++) {
+            const pgd_api_prompt *pr = &c->req.prompts[i];
+            rc = pr->is_tokens ? pgd_detokenize(llm->tok, c->prompts[i].ids, c->prompts[i].n, false,
+                                                &c->echo[i])
+                               : pgd_buf_append(&c->echo[i], pr->text.ptr, pr->text.len);
+        }
+    }
     c->work_rc = rc;
     if (rc) snprintf(c->work_err, sizeof c->work_err, "%s", pgd_error_detail());
 }
@@ -251,6 +265,12 @@ static void submit_all(pgd_rctx *c) {
     const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
     uint32_t n_ctx = srv->llm->n_ctx;
     pgd_api_error e;
+    /* Past the shutdown deadline (in-flight requests aborted) nothing new may start: a request
+     * still tokenizing then would otherwise run to its end and hold the shutdown up. */
+    if (srv->drain_aborted) {
+        respond_simple_error(c->http, 503, NULL, NULL, "the server is shutting down");
+        return;
+    }
     /* Context limits, with the numbers. */
     for (size_t i = 0; i < c->n_prompts; i++) {
         size_t np = c->prompts[i].n;
@@ -292,6 +312,14 @@ static void submit_all(pgd_rctx *c) {
         respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
+    /* echo: each choice's text starts with its prompt (streams send it as the first chunk). */
+    for (size_t k = 0; c->echo && !c->req.stream && k < c->n_prompts * c->n_per_prompt; k++) {
+        const pgd_buf *t = &c->echo[k / c->n_per_prompt];
+        if (t->len && pgd_buf_append(&c->ch[k].text, t->data, t->len)) {
+            respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+            return;
+        }
+    }
     uint64_t seed = pgd_sampler_random_seed();
     for (size_t i = 0; i < c->n_prompts; i++) {
         pgd_request r;
@@ -332,14 +360,19 @@ static void submit_all(pgd_rctx *c) {
             abort_engine(c);
             return;
         }
-        if (c->kind == PGD_API_CHAT) {
-            pgd_api_meta m = meta_of(c);
-            for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
-                pgd_buf b = PGD_BUF_INIT;
-                if (pgd_api_chat_chunk_first(&m, k, c->req.include_usage, &b) == 0)
-                    sse_write_json(c, &b);
-                pgd_buf_free(&b);
+        pgd_api_meta m = meta_of(c);
+        for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
+            pgd_buf b = PGD_BUF_INIT;
+            int rc = 1;
+            if (c->kind == PGD_API_CHAT) {
+                rc = pgd_api_chat_chunk_first(&m, k, c->req.include_usage, &b);
+            } else if (c->echo && c->echo[k / c->n_per_prompt].len) {
+                const pgd_buf *t = &c->echo[k / c->n_per_prompt];
+                pgd_api_choice ch = {.index = k, .text = {t->data, t->len}};
+                rc = pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
             }
+            if (rc == 0) sse_write_json(c, &b);
+            pgd_buf_free(&b);
         }
     }
     return;
@@ -381,6 +414,12 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
     }
     if (c->req.n > 1 && c->req.n > (int)PGD_REQUEST_MAX_N) {
         respond_simple_error(req, 400, "n", NULL, "n is too large");
+        return;
+    }
+    if (c->req.echo && (c->req.logprobs || c->req.top_logprobs > 0)) {
+        respond_simple_error(req, 400, "echo", NULL,
+                             "'echo' together with 'logprobs' is not supported (the prompt's "
+                             "logprobs are not computed)");
         return;
     }
     c->work.data = c;

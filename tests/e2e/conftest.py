@@ -67,7 +67,7 @@ class Server:
         while True:
             assert self.proc.poll() is None, f"server exited {self.proc.returncode}:\n{self.log()}"
             try:
-                st, _, _ = http(self.port, "GET", "/health", timeout=5)
+                st, _, _ = http(self.port, "GET", "/health", timeout=10)
                 if self.first_health is None:
                     self.first_health = st
                 if st == 200:
@@ -127,7 +127,7 @@ class Server:
         return st, hd, data
 
     def metrics_text(self):
-        st, _, raw = http(self.port, "GET", "/metrics", timeout=10)
+        st, _, raw = http(self.port, "GET", "/metrics", timeout=30)
         assert st == 200, raw
         return raw.decode()
 
@@ -303,7 +303,7 @@ def metric(samples, name, **labels):
     return sum(found)
 
 
-def poll(pred, timeout=10.0, interval=0.05, msg="condition not met"):
+def poll(pred, timeout=20.0, interval=0.05, msg="condition not met"):
     """Call pred() until it returns a truthy value (returned) or the timeout passes."""
     deadline = time.monotonic() + timeout
     last = None

@@ -128,3 +128,82 @@ def test_100_cut_streams_are_aborted_and_blocks_return(srv, model_name, generate
                                        temperature=0)
     assert r.choices[0].message.content == generate(chat=msgs, max_tokens=10)["text"]
     assert srv.request("GET", "/health")[0] == 200
+
+
+# ---- other ways for a client to leave ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def one_seq(start_server):
+    """One sequence at a time: a second request waits in the queue."""
+    return start_server("--max-num-seqs", "1")
+
+
+def raw_post(port, body, path="/v1/chat/completions"):
+    b = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(b), b))
+    return s
+
+
+def gauges(srv):
+    m = srv.metrics()
+    return {k: metric(m, "pagoda:" + k) for k in (
+        "requests_aborted_total", "num_requests_running", "num_requests_waiting",
+        "kv_cache_usage_perc")}
+
+
+def wait_gauges(srv, timeout=20, **want):
+    def ok():
+        g = gauges(srv)
+        return g if all(g[k] == v for k, v in want.items()) else False
+    return poll(ok, timeout=timeout, interval=0.05, msg=f"metrics never reached {want}")
+
+
+LONG = {"messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 4000,
+        "ignore_eos": True}
+
+
+@pytest.mark.parametrize("how", ["close", "half-close", "reset"])
+def test_client_leaves_non_streamed_request(one_seq, how):
+    """A non-streamed request waits for its whole answer with its connection suspended: a
+    client that closes, half-closes (shutdown(SHUT_WR)) or resets it is noticed at once."""
+    a0 = gauges(one_seq)["requests_aborted_total"]
+    s = raw_post(one_seq.port, LONG)
+    try:
+        wait_gauges(one_seq, num_requests_running=1)
+        if how == "half-close":
+            s.shutdown(socket.SHUT_WR)
+        elif how == "reset":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+            s.close()
+        else:
+            s.close()
+        wait_gauges(one_seq, requests_aborted_total=a0 + 1, num_requests_running=0,
+                    kv_cache_usage_perc=0)
+        if how == "half-close":
+            s.settimeout(10)
+            assert s.recv(4096) == b""  # closed without an answer
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_client_leaves_while_queued(one_seq, stream):
+    """A request waiting behind another one is aborted when its client leaves; the running
+    one goes on."""
+    a0 = gauges(one_seq)["requests_aborted_total"]
+    first = raw_post(one_seq.port, dict(LONG, stream=True))
+    try:
+        wait_gauges(one_seq, num_requests_running=1)
+        second = raw_post(one_seq.port, dict(LONG, stream=stream))
+        wait_gauges(one_seq, num_requests_running=1, num_requests_waiting=1)
+        second.close()
+        wait_gauges(one_seq, requests_aborted_total=a0 + 1, num_requests_running=1,
+                    num_requests_waiting=0)
+        first.settimeout(10)
+        assert first.recv(65536)  # the first stream still flows
+    finally:
+        first.close()
+    wait_gauges(one_seq, requests_aborted_total=a0 + 2, num_requests_running=0,
+                num_requests_waiting=0, kv_cache_usage_perc=0)

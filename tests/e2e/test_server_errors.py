@@ -136,6 +136,8 @@ CASES = [
      "maximum context length is 8192 tokens"),
     ("completion-logprobs-range", "POST", P, comp(logprobs=21), 400, "logprobs", None, "0 to 20"),
     ("echo-type", "POST", P, comp(echo="x"), 400, "echo", None, "boolean"),
+    ("echo-with-logprobs", "POST", P, comp(echo=True, logprobs=2), 400, "echo", None,
+     "logprobs"),
     ("completion-unknown-model", "POST", P, comp(model="davinci"), 404, "model",
      "model_not_found", "davinci"),
     # /tokenize and /detokenize.
@@ -228,7 +230,7 @@ def test_ctx_prompt_exactly_full(small):
     assert "64" in e["message"]
 
 
-def read_response(s, timeout=10):
+def read_response(s, timeout=30):
     """Read one HTTP response from a raw socket: (status, headers, body)."""
     s.settimeout(timeout)
     buf = b""
@@ -297,14 +299,22 @@ def test_oversized_body_sent_whole(small):
     assert st == 200
 
 
-def test_slow_client_is_cut_off(small):
-    """Headers trickled one byte every 0.25 s (the whole request would take ~25 s): the server
-    closes the connection once --request-timeout (2 s) has passed."""
-    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-           b"Content-Type: application/json\r\nContent-Length: 60\r\n"
-           b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n")
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_slow_client_is_cut_off(small, part):
+    """A request trickled one byte every 0.25 s (the whole of it would take ~25 s) — its
+    headers, or its body after complete headers: the server closes the connection once
+    --request-timeout (2 s) has passed."""
+    body = json.dumps({"messages": MSG, "max_tokens": 2, "pad": "x" * 40}).encode()
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+            b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n" % len(body))
     s = socket.create_connection(("127.0.0.1", small.port), timeout=10)
     t0 = time.monotonic()
+    if part == "body":
+        s.sendall(head)
+        req = body
+    else:
+        req = head + body
     closed_at, answer = None, b""
     try:
         for i in range(len(req)):

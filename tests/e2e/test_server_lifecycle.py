@@ -29,17 +29,20 @@ def test_health_503_while_loading(start_server):
     seen = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        st, _, body = http(s.port, "GET", "/health", timeout=10)
+        st, _, body = http(s.port, "GET", "/health", timeout=30)
         if st != 200:
             # While loading: the API answers 503 too, with an OpenAI error body.
             assert (st, json.loads(body)) == (503, {"status": "loading"})
+            # (max_tokens: the load may end between the two requests.)
             cst, _, cbody = http(s.port, "POST", "/v1/chat/completions",
-                                 json.dumps({"messages": MSG}).encode(),
-                                 {"Content-Type": "application/json"}, timeout=10)
+                                 json.dumps({"messages": MSG, "max_tokens": 1}).encode(),
+                                 {"Content-Type": "application/json"}, timeout=30)
             if cst == 503:
                 assert_error_body(cbody, status=503, contains="loading")
-            # /v1/models and /metrics do not need the model to answer.
-            mst, _, _ = http(s.port, "GET", "/metrics", timeout=10)
+            else:
+                assert cst == 200, cbody
+            # /metrics answers (503 until the model's metrics exist).
+            mst, _, _ = http(s.port, "GET", "/metrics", timeout=30)
             assert mst in (200, 503)
         seen.append(st)
         if st == 200:
@@ -263,9 +266,9 @@ def test_sigterm_streams_cut_by_timeout(start_server):
 
 
 def test_sigterm_mixed_streams(start_server):
-    """Two short streams finish, two long ones are cut at the 2 s deadline."""
-    srv = start_server("--shutdown-timeout", "2")
-    short = start_streams(srv, 2, max_tokens=16)
+    """Two short streams finish, two long ones are cut at the 3 s deadline."""
+    srv = start_server("--shutdown-timeout", "3")
+    short = start_streams(srv, 2, max_tokens=8)
     long_ = start_streams(srv, 2, max_tokens=5000)
     srv.terminate()
     for s in short + long_:
@@ -312,3 +315,51 @@ def test_sigterm_with_pending_non_streamed_request(start_server):
     assert st == 503
     assert_error_body(body, status=503, contains="shutting down")
     assert srv.proc.wait(timeout=30) == 0
+
+
+def test_request_still_tokenizing_at_the_deadline(start_server):
+    """A request still being tokenized when --shutdown-timeout expires must not start after
+    the in-flight requests were aborted (it would run to its end and hold the shutdown up).
+    With a one-thread libuv pool busy tokenizing two huge prompts (refused afterwards: over the
+    context), a streamed request waits for the tokenizer past the 1 s deadline; it then gets
+    a 503 (or, on a machine fast enough to tokenize before the deadline, its stream is cut
+    like the others)."""
+    srv = start_server("--shutdown-timeout", "1", "--max-body-mb", "64",
+                       env={"UV_THREADPOOL_SIZE": "1"})
+    table = bytes((b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJ      ,."[i % 44]) for i in range(256))
+    big = b'{"max_tokens": 1, "prompt": "' + os.urandom(40 << 20).translate(table) + b'"}'
+    results = {}
+
+    def post(key, body):
+        try:
+            results[key] = http(srv.port, "POST", "/v1/completions", body,
+                                {"Content-Type": "application/json"}, timeout=120)
+        except OSError as e:
+            results[key] = e
+    bigs = [threading.Thread(target=post, args=(f"big{i}", big)) for i in range(2)]
+    for t in bigs:
+        t.start()
+    time.sleep(1.5)  # both big prompts are parsed; the tokenizer works on them
+    small = json.dumps({"prompt": "Once upon a time", "max_tokens": 3000, "ignore_eos": True,
+                        "stream": True}).encode()
+    ts = threading.Thread(target=post, args=("small", small))
+    ts.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    srv.terminate()
+    assert srv.proc.wait(timeout=120) == 0
+    took = time.monotonic() - t0
+    for t in bigs + [ts]:
+        t.join(timeout=60)
+    st, _, body = results["small"]
+    print(f"the small request: {st}; shutdown took {took:.1f} s")
+    if st == 503:
+        assert_error_body(body, status=503, contains="shutting down")
+    else:
+        assert st == 200
+        data, _ = sse_events(body)
+        assert data[-1] == "[DONE]" and "error" in json.loads(data[-2]), data[-2:]
+    # 3000 tokens take far longer than this; the tokenizer's work bounds it.
+    assert took < 30, took
+    for i in range(2):
+        assert results[f"big{i}"][0] in (400, 503), results[f"big{i}"]

@@ -145,7 +145,7 @@ def test_counters_follow_requests(srv):
     def delta(name, **labels):
         return metric(srv.metrics(), name, **labels) - metric(before, name, **labels)
 
-    poll(lambda: delta("pagoda:generation_tokens_total") == gen, timeout=5,
+    poll(lambda: delta("pagoda:generation_tokens_total") == gen, timeout=15,
          msg="generation_tokens_total")
     assert delta("pagoda:prompt_tokens_total") == prompt
     assert delta("pagoda:generation_tokens_total") == gen
@@ -198,5 +198,5 @@ def test_gauges_while_running(srv):
         stop.set()
         t.join(timeout=60)
     poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 0
-         and metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=10,
+         and metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=20,
          msg="the stream's blocks did not return")

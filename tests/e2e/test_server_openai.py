@@ -5,6 +5,8 @@ n=2, logprobs, stop strings, seeds, stream_options.include_usage; greedy text eq
 
 One server for the module (served as "smol-e2e").
 """
+import json
+
 import pytest
 
 from pagoda_e2e import openai_client
@@ -85,7 +87,6 @@ def test_tokenize_detokenize_round_trip(srv, run_pagoda, model_path):
     assert tok["max_model_len"] == 8192
     # The same ids as the CLI tokenizer.
     cli = run_pagoda("tokenize", "--model", model_path, text).stdout
-    import json
     assert tok["tokens"] == json.loads(cli)
     st, _, det = srv.post_json("/detokenize", {"tokens": tok["tokens"], "model": NAME})
     assert st == 200, det
@@ -160,6 +161,38 @@ def test_completion_token_prompt_and_prompt_list(client, generate, srv):
     assert r.choices[0].text == want["text"]
     assert r.choices[1].text == generate(prompt=other, max_tokens=8)["text"]
     assert r.usage.completion_tokens == 16
+
+
+def test_completion_echo(client, generate):
+    """echo: the prompt, then the completion (streamed: the prompt is the first chunk)."""
+    want = generate(prompt=PROMPT, max_tokens=8)["text"]
+    r = client.completions.create(model=NAME, prompt=PROMPT, max_tokens=8, temperature=0,
+                                  echo=True)
+    assert r.choices[0].text == PROMPT + want
+    assert r.usage.completion_tokens == 8
+    (text,), _, _, chunks = collect_completion_stream(client.completions.create(
+        model=NAME, prompt=PROMPT, max_tokens=8, temperature=0, echo=True, stream=True))
+    assert text == PROMPT + want
+    assert chunks[0].choices[0].text == PROMPT
+
+
+def test_multibyte_text_streams_whole_characters(client, generate):
+    """Emoji and CJK text: the streamed pieces join to the same text as the whole answer and
+    `pagoda generate`, and no piece holds a broken character."""
+    msgs = [{"role": "user", "content": "Write five emoji and the Japanese word for cat (猫)."}]
+    want = generate(chat=msgs, max_tokens=40)["text"]
+    assert any(ord(ch) > 0xFFFF for ch in want), want  # the model really answers with emoji
+    r = client.chat.completions.create(model=NAME, messages=msgs, max_tokens=40, temperature=0)
+    assert r.choices[0].message.content == want
+    pieces = []
+    for ch in client.chat.completions.create(model=NAME, messages=msgs, max_tokens=40,
+                                             temperature=0, stream=True):
+        for c in ch.choices:
+            if c.delta.content:
+                pieces.append(c.delta.content)
+    assert "".join(pieces) == want
+    # U+FFFD only where the whole answer has one (a character cut by max_tokens at the end).
+    assert sum(p.count("\ufffd") for p in pieces) == want.count("\ufffd")
 
 
 # ---- stream_options.include_usage ------------------------------------------------------------

@@ -10,6 +10,7 @@ Content-Type text/event-stream and Cache-Control no-cache.
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -190,3 +191,44 @@ def test_errors_are_json_not_sse(srv):
     assert " 400" in status
     assert headers["content-type"].startswith("application/json")
     assert json.loads(raw)["error"]["param"] == "max_tokens"
+
+
+def test_pings_while_queued_are_whole_events(start_server):
+    """A stream that waits (here: behind another one, with --max-num-seqs 1) gets `: ping`
+    comment events about every second; they are whole events and the stream is otherwise the
+    same."""
+    import socket
+    import threading
+    one = start_server("--max-num-seqs", "1")
+    long_body = json.dumps({"messages": CHAT, "max_tokens": 4000, "ignore_eos": True,
+                            "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", one.port), timeout=30)
+    out = {}
+    try:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(long_body),
+                                                                        long_body))
+        got = b""
+        while got.count(b"data: ") < 2:
+            d = s.recv(65536)
+            assert d
+            got += d
+        body = {"messages": CHAT, "max_tokens": 6, "temperature": 0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        t = threading.Thread(target=lambda: out.update(
+            r=curl_stream(one, "/v1/chat/completions", body)))
+        t.start()
+        time.sleep(2.6)  # two ping intervals while queued
+    finally:
+        s.close()
+    t.join(timeout=60)
+    status, headers, raw = out["r"]
+    check_stream_headers(status, headers)
+    # The role chunk at once, then pings while queued, then the answer.
+    first, _, rest = raw.partition(b"\n\n")
+    assert first.startswith(b"data: ") and rest.startswith(b": ping\n\n: ping\n\n"), raw[:400]
+    data, pings = sse_events(raw)
+    assert pings >= 2
+    chunks = check_frame(raw)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6

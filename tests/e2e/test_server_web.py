@@ -54,7 +54,9 @@ def wait(d, pred, timeout=20, msg=""):
 
 
 def model_options(d):
-    return [o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "#model option")]
+    # One script call: the page may replace the options while they are read.
+    return d.execute_script(
+        "return [...document.querySelectorAll('#model option')].map(o => o.value)")
 
 
 def open_page(d, srv):
@@ -140,9 +142,9 @@ def test_stop_aborts_on_the_server(driver, srv):
 
     # The server saw the client leave: one abort, and the KV cache is free again.
     poll(lambda: metric(srv.metrics(), "pagoda:requests_aborted_total") == before + 1,
-         timeout=10, msg="requests_aborted_total did not rise")
+         timeout=20, msg="requests_aborted_total did not rise")
     poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 0 and
-         metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=10,
+         metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=20,
          msg="the aborted request still holds KV blocks")
     time.sleep(0.3)
     assert text_of(msg) == partial  # nothing arrives after Stop

@@ -1,0 +1,145 @@
+/*
+ * tests/unit/test_cpu_ops.c — the CPU ops beside the matmul (paged attention, RMSNorm, RoPE,
+ * SwiGLU) against straightforward double-precision references written here from the math.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "testutil.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+/* Attention of the query heads of kv head kvh over positions 0..n_ctx-1, in double. */
+static void attn_ref(const pgd_attn_shape *s, uint32_t kvh, const float *q, const float *kc,
+                     const float *vc, const int32_t *table, uint32_t n_ctx, double *out) {
+    uint32_t D = s->head_dim, BS = s->block_size;
+    double *w = malloc(n_ctx * sizeof *w);
+    for (uint32_t g = 0; g < s->n_group; g++) {
+        double mx = -INFINITY, sum = 0;
+        for (uint32_t p = 0; p < n_ctx; p++) {
+            double dot = 0;
+            for (uint32_t d = 0; d < D; d++)
+                dot += (double)q[g * D + d] *
+                       kc[pgd_attn_k_index(s, (uint64_t)table[p / BS], kvh, d, p % BS)];
+            w[p] = dot * s->scale;
+            if (w[p] > mx) mx = w[p];
+        }
+        for (uint32_t p = 0; p < n_ctx; p++) sum += (w[p] = exp(w[p] - mx));
+        for (uint32_t d = 0; d < D; d++) {
+            double acc = 0;
+            for (uint32_t p = 0; p < n_ctx; p++) {
+                uint64_t b = (uint64_t)table[p / BS];
+                acc += w[p] / sum * vc[((b * s->n_kv_head + kvh) * BS + p % BS) * D + d];
+            }
+            out[g * D + d] = acc;
+        }
+    }
+    free(w);
+}
+
+static void test_attention_paged(void) {
+    static const uint32_t ctxs[] = {1, 15, 16, 17, 100, 257};
+    pgd_attn_shape s = {.n_kv_head = 3, .n_group = 3, .head_dim = 64, .block_size = 16};
+    s.scale = 1.0f / sqrtf((float)s.head_dim);
+    const uint32_t n_blocks = 40, D = s.head_dim, G = s.n_group;
+    uint64_t floats = (uint64_t)n_blocks * s.n_kv_head * s.block_size * D;
+    float *kc = malloc(floats * 4), *vc = malloc(floats * 4);
+    for (uint64_t i = 0; i < floats; i++) kc[i] = frand() * 2, vc[i] = frand();
+    int32_t table[40];
+    for (uint32_t i = 0; i < n_blocks - 1; i++)
+        table[i] = (int32_t)(n_blocks - 1 - i); /* scattered */
+    float q[3 * 64], out[3 * 64], out2[3 * 64], *scores = malloc(G * 512 * 4);
+    double ref[3 * 64];
+    for (size_t c = 0; c < PGD_ARRAY_LEN(ctxs); c++) {
+        for (uint32_t i = 0; i < G * D; i++) q[i] = frand() * 3;
+        for (uint32_t kvh = 0; kvh < s.n_kv_head; kvh++) {
+            pgd_attn_paged_f32(&s, kvh, q, kc, vc, table, ctxs[c], scores, out);
+            attn_ref(&s, kvh, q, kc, vc, table, ctxs[c], ref);
+            double e2 = 0, r2 = 0;
+            for (uint32_t i = 0; i < G * D; i++) {
+                e2 += (out[i] - ref[i]) * (out[i] - ref[i]);
+                r2 += ref[i] * ref[i];
+            }
+            if (!(sqrt(e2 / r2) <= 1e-5))
+                fprintf(stderr, "  n_ctx %u kvh %u: relative error %g\n", ctxs[c], kvh,
+                        sqrt(e2 / r2));
+            CHECK(sqrt(e2 / r2) <= 1e-5);
+            /* The same query again with garbage left in the scratch: same bits. */
+            for (uint32_t i = 0; i < G * 512; i++) scores[i] = frand() * 1e6f;
+            pgd_attn_paged_f32(&s, kvh, q, kc, vc, table, ctxs[c], scores, out2);
+            CHECK(memcmp(out, out2, sizeof out) == 0);
+        }
+    }
+    free(kc);
+    free(vc);
+    free(scores);
+}
+
+static void test_rmsnorm(void) {
+    float x[576], g[576], y[576];
+    for (int i = 0; i < 576; i++) x[i] = frand() * 10, g[i] = frand();
+    double ss = 0;
+    for (int i = 0; i < 576; i++) ss += (double)x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / 576 + 1e-5);
+    pgd_rmsnorm_f32(x, g, y, 576, 1e-5f);
+    for (int i = 0; i < 576; i++)
+        CHECK_NEAR(y[i], x[i] * inv * g[i], 1e-5 * (1 + fabs(x[i] * inv * g[i])));
+    pgd_rmsnorm_f32(x, g, x, 576, 1e-5f); /* in place */
+    CHECK(memcmp(x, y, sizeof y) == 0);
+}
+
+static void test_rope(void) {
+    const uint32_t H = 2, D = 64, R = 64;
+    double inv[32];
+    float cs[64], x[2 * 64], orig[2 * 64];
+    pgd_rope_inv_freq(inv, R, 10000.0f, NULL);
+    CHECK_NEAR(inv[1], pow(10000.0, -2.0 / 64), 1e-15);
+    for (int neox = 0; neox <= 1; neox++) {
+        double pos = 1234;
+        pgd_rope_cos_sin(cs, inv, R, pos);
+        for (uint32_t i = 0; i < H * D; i++) orig[i] = x[i] = frand();
+        pgd_rope_apply(x, cs, H, D, R, neox);
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t i = 0; i < R / 2; i++) {
+                uint32_t a = neox ? i : 2 * i, b = neox ? i + R / 2 : 2 * i + 1;
+                double th = pos * pow(10000.0, -2.0 * i / R);
+                double xa = orig[h * D + a], xb = orig[h * D + b];
+                CHECK_NEAR(x[h * D + a], xa * cos(th) - xb * sin(th), 1e-5);
+                CHECK_NEAR(x[h * D + b], xa * sin(th) + xb * cos(th), 1e-5);
+            }
+    }
+    /* Frequency factors divide the frequencies. */
+    float ff[32];
+    for (int i = 0; i < 32; i++) ff[i] = 1.0f + (float)i;
+    double inv2[32];
+    pgd_rope_inv_freq(inv2, R, 10000.0f, ff);
+    CHECK_NEAR(inv2[5], inv[5] / 6.0, 1e-18);
+}
+
+static void test_swiglu(void) {
+    float gt[100], up[100], out[100];
+    for (int i = 0; i < 100; i++) gt[i] = frand() * 8, up[i] = frand();
+    pgd_swiglu_f32(gt, up, out, 100);
+    for (int i = 0; i < 100; i++) {
+        double g = gt[i];
+        CHECK_NEAR(out[i], g / (1 + exp(-g)) * up[i], 1e-5);
+    }
+}
+
+int main(void) {
+    RUN(test_attention_paged);
+    RUN(test_rmsnorm);
+    RUN(test_rope);
+    RUN(test_swiglu);
+    return test_summary();
+}
