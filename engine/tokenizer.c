@@ -732,3 +732,35 @@ fail:
     pgd__tok_scratch_free(&s);
     return rc;
 }
+
+/* ---- the merge heap shared by BPE and SPM --------------------------------------------------- */
+
+static bool cand_before(const pgd__merge_cand *a, const pgd__merge_cand *b) {
+    return a->prio < b->prio || (a->prio == b->prio && a->left < b->left);
+}
+
+void pgd__merge_heap_push(pgd__merge_cand *h, size_t *n, pgd__merge_cand c) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!cand_before(&c, &h[parent])) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = c;
+}
+
+pgd__merge_cand pgd__merge_heap_pop(pgd__merge_cand *h, size_t *n) {
+    pgd__merge_cand top = h[0], last = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && cand_before(&h[c + 1], &h[c])) c++;
+        if (!cand_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m) h[i] = last;
+    return top;
+}

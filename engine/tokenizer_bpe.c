@@ -215,48 +215,14 @@ typedef struct {
     int32_t prev, next;
 } bsym;
 
-typedef struct {
-    int32_t rank, left, right, lid, rid;
-} bpair;
-
-static bool pair_before(const bpair *a, const bpair *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(bpair *h, size_t *n, bpair p) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
-
-static bpair heap_pop(bpair *h, size_t *n) {
-    bpair top = h[0], last = h[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= m) break;
-        if (c + 1 < m && pair_before(&h[c + 1], &h[c])) c++;
-        if (!pair_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (m) h[i] = last;
-    return top;
-}
-
-static void try_pair(const pgd_tokenizer *tk, const bsym *sym, bpair *heap, size_t *nh, int32_t l,
-                     int32_t r) {
+static void try_pair(const pgd_tokenizer *tk, const bsym *sym, pgd__merge_cand *heap, size_t *nh,
+                     int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     int32_t lid = sym[l].id, rid = sym[r].id, merged;
     if (lid < 0 || rid < 0) return;
     int32_t rank = merge_find(tk, lid, rid, &merged);
     if (rank < 0) return;
-    heap_push(heap, nh, (bpair){rank, l, r, lid, rid});
+    pgd__merge_heap_push(heap, nh, (pgd__merge_cand){(double)rank, l, r, lid, rid});
 }
 
 static int encode_piece(const pgd_tokenizer *tk, const unsigned char *p, size_t n,
@@ -273,19 +239,19 @@ static int encode_piece(const pgd_tokenizer *tk, const unsigned char *p, size_t 
     }
     if ((rc = pgd__tok_grow(&s->sym, &s->sym_cap, n, sizeof(bsym)))) return rc;
     /* n - 1 initial pairs, at most two more per merge: fewer than 3n entries ever. */
-    if ((rc = pgd__tok_grow(&s->heap, &s->heap_cap, 3 * n, sizeof(bpair)))) return rc;
+    if ((rc = pgd__tok_grow(&s->heap, &s->heap_cap, 3 * n, sizeof(pgd__merge_cand)))) return rc;
     bsym *sym = s->sym;
-    bpair *heap = s->heap;
+    pgd__merge_cand *heap = s->heap;
     size_t nh = 0;
     for (size_t i = 0; i < n; i++)
         sym[i] = (bsym){tk->byte_id[p[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
     for (size_t i = 0; i + 1 < n; i++) try_pair(tk, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
     while (nh) {
-        bpair t = heap_pop(heap, &nh);
-        if (sym[t.left].id != t.lid || sym[t.left].next != t.right || sym[t.right].id != t.rid)
+        pgd__merge_cand t = pgd__merge_heap_pop(heap, &nh);
+        if (sym[t.left].id != t.x || sym[t.left].next != t.right || sym[t.right].id != t.y)
             continue; /* stale */
         int32_t merged;
-        (void)merge_find(tk, t.lid, t.rid, &merged);
+        (void)merge_find(tk, t.x, t.y, &merged);
         int32_t r = t.right, rn = sym[r].next;
         sym[t.left].id = merged;
         sym[t.left].next = rn;

@@ -92,6 +92,18 @@ void pgd__tok_scratch_free(pgd__tok_scratch *s);
 /* Grow a scratch array to hold n elements of size elem (contents kept). 0 or PGD_ENOMEM. */
 int pgd__tok_grow(void **p, size_t *cap, size_t n, size_t elem);
 
+/* A candidate merge of adjacent symbols `left` and `right` (both tokenizers merge with a binary
+ * heap). Lower `prio` pops first, ties by the lower `left`: BPE uses the merge rank, SPM the
+ * negated score. x, y: the tokenizer's own data (BPE: the pair's token ids; SPM: merged size). */
+typedef struct pgd__merge_cand {
+    double prio;
+    int32_t left, right;
+    int32_t x, y;
+} pgd__merge_cand;
+
+void pgd__merge_heap_push(pgd__merge_cand *h, size_t *n, pgd__merge_cand c);
+pgd__merge_cand pgd__merge_heap_pop(pgd__merge_cand *h, size_t *n); /* *n > 0 */
+
 /* ---- byte-level BPE (tokenizer_bpe.c) ---- */
 
 /* The GPT-2 byte-unicode alphabet: code point of each byte. */

@@ -51,49 +51,14 @@ typedef struct {
     int32_t prev, next;
 } ssym;
 
-typedef struct {
-    float score;
-    int32_t left, right;
-    uint32_t size; /* bytes of the merged text (a stale entry no longer matches) */
-} spair;
-
-static bool pair_before(const spair *a, const spair *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(spair *h, size_t *n, spair p) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
-
-static spair heap_pop(spair *h, size_t *n) {
-    spair top = h[0], last = h[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= m) break;
-        if (c + 1 < m && pair_before(&h[c + 1], &h[c])) c++;
-        if (!pair_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (m) h[i] = last;
-    return top;
-}
-
-static void try_pair(const pgd_tokenizer *tk, const char *str, const ssym *sym, spair *heap,
-                     size_t *nh, int32_t l, int32_t r) {
+static void try_pair(const pgd_tokenizer *tk, const char *str, const ssym *sym,
+                     pgd__merge_cand *heap, size_t *nh, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     uint32_t size = sym[l].n + sym[r].n;
     int32_t id = lookup_mergeable(tk, str + sym[l].start, size);
     if (id < 0) return;
-    heap_push(heap, nh, (spair){tk->scores[id], l, r, size});
+    pgd__merge_heap_push(heap, nh,
+                         (pgd__merge_cand){-(double)tk->scores[id], l, r, (int32_t)size, 0});
 }
 
 int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool prefix_space,
@@ -120,9 +85,9 @@ int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool 
     }
     /* One symbol per UTF-8 character (a stray byte is a character of its own). */
     if ((rc = pgd__tok_grow(&s->sym, &s->sym_cap, m, sizeof(ssym)))) return rc;
-    if ((rc = pgd__tok_grow(&s->heap, &s->heap_cap, 3 * m, sizeof(spair)))) return rc;
+    if ((rc = pgd__tok_grow(&s->heap, &s->heap_cap, 3 * m, sizeof(pgd__merge_cand)))) return rc;
     ssym *sym = s->sym;
-    spair *heap = s->heap;
+    pgd__merge_cand *heap = s->heap;
     size_t n = 0, nh = 0;
     for (size_t off = 0; off < m;) {
         size_t cl = (size_t)pgd_utf8_seq_len((unsigned char)str[off]);
@@ -136,9 +101,9 @@ int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool 
     for (size_t i = 0; i + 1 < n; i++)
         try_pair(tk, str, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
     while (nh) {
-        spair t = heap_pop(heap, &nh);
+        pgd__merge_cand t = pgd__merge_heap_pop(heap, &nh);
         ssym *l = &sym[t.left], *r = &sym[t.right];
-        if (l->n == 0 || r->n == 0 || l->next != t.right || l->n + r->n != t.size) continue;
+        if (l->n == 0 || r->n == 0 || l->next != t.right || l->n + r->n != (uint32_t)t.x) continue;
         l->n += r->n;
         r->n = 0;
         l->next = r->next;

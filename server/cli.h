@@ -25,4 +25,7 @@ int pgd_cli_serve(int argc, char **argv);      /* serve.c (PGD_SERVER builds) */
  * is missing. */
 int pgd_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value);
 
+/* Seconds on the monotonic clock. */
+double pgd_cli_now_s(void);
+
 #endif

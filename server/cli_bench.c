@@ -32,12 +32,6 @@
 
 #define MAX_BATCHES 16
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: pagoda bench --model PATH [--prompt-len L] [--gen-len G] [--batch 1,4,16]\n"
@@ -84,7 +78,7 @@ static int run_batch(pgd_llm *llm, uint32_t B, uint32_t L, uint32_t G, uint64_t 
         if ((rc = pgd_seq_create(llm, prompt, L, &sp, &seqs[b]))) goto out;
     }
     /* Prefill: fill each step up to the token budget, sequence after sequence. */
-    double t0 = now_s();
+    double t0 = pgd_cli_now_s();
     uint32_t budget = llm->opt.max_batch_tokens;
     for (;;) {
         uint32_t n = 0, used = 0;
@@ -99,7 +93,7 @@ static int run_batch(pgd_llm *llm, uint32_t B, uint32_t L, uint32_t G, uint64_t 
         if (!n) break;
         if ((rc = pgd_llm_step(llm, items, n))) goto out;
     }
-    double t1 = now_s();
+    double t1 = pgd_cli_now_s();
     /* Decode: every sequence one token per step (the first output token came with prefill). */
     for (uint32_t step = 1; step < G; step++) {
         uint32_t n = 0;
@@ -109,7 +103,7 @@ static int run_batch(pgd_llm *llm, uint32_t B, uint32_t L, uint32_t G, uint64_t 
         if (!n) break;
         if ((rc = pgd_llm_step(llm, items, n))) goto out;
     }
-    double t2 = now_s();
+    double t2 = pgd_cli_now_s();
     row->batch = B;
     row->prefill_s = t1 - t0;
     row->decode_s = t2 - t1;
@@ -254,10 +248,10 @@ static int run_online(pgd_llm *llm, const online_opts *op) {
         arrival[i] = t;
     }
 
-    double t0 = now_s();
+    double t0 = pgd_cli_now_s();
     uint64_t next = 0, inflight = 0, prompt_tokens = 0;
     while (run.n_done < N) {
-        double now = now_s() - t0;
+        double now = pgd_cli_now_s() - t0;
         while (next < N && arrival[next] <= now &&
                (!op->concurrency || inflight < op->concurrency)) {
             /* the shared prefix is the same for all; the rest is per request */
@@ -288,7 +282,7 @@ static int run_online(pgd_llm *llm, const online_opts *op) {
             }
             run.by_id[id] = next + 1;
             run.reqs[next].id = id;
-            run.reqs[next].t_submit = now_s();
+            run.reqs[next].t_submit = pgd_cli_now_s();
             prompt_tokens += L;
             next++;
             inflight++;
@@ -299,7 +293,7 @@ static int run_online(pgd_llm *llm, const online_opts *op) {
         if (run.n_done >= N) break;
         int wait_ms = 100;
         if (next < N && (!op->concurrency || inflight < op->concurrency)) {
-            double dt = arrival[next] - (now_s() - t0);
+            double dt = arrival[next] - (pgd_cli_now_s() - t0);
             wait_ms = dt <= 0 ? 0 : (int)(dt * 1e3) + 1;
             if (wait_ms > 100) wait_ms = 100;
         }

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 int pgd_cli_flag_value(int argc, char **argv, int *i, const char *name, const char **value) {
     const char *a = argv[*i];
@@ -21,4 +22,10 @@ int pgd_cli_flag_value(int argc, char **argv, int *i, const char *name, const ch
     }
     *value = argv[++*i];
     return 1;
+}
+
+double pgd_cli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }

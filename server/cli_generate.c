@@ -21,12 +21,6 @@
 
 #define MAX_STOPS 16
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void generate_usage(FILE *f) {
     fprintf(f,
             "usage: pagoda generate --model PATH (--prompt TEXT | --chat MESSAGES_JSON) [options]\n"
@@ -209,7 +203,7 @@ int pgd_cli_generate(int argc, char **argv) {
         fprintf(stderr, "pagoda generate: %s\n", pgd_error_detail());
         goto out;
     }
-    double t0 = now_s(), t_first = 0;
+    double t0 = pgd_cli_now_s(), t_first = 0;
     while (s->finish == PGD_FINISH_NONE) {
         uint32_t n = pgd_seq_pending(s);
         if (n > llm->opt.max_batch_tokens) n = llm->opt.max_batch_tokens;
@@ -221,7 +215,7 @@ int pgd_cli_generate(int argc, char **argv) {
                                         : pgd_error_detail());
             goto out;
         }
-        if (s->sampled && t_first == 0) t_first = now_s();
+        if (s->sampled && t_first == 0) t_first = pgd_cli_now_s();
         if (s->delta.len) {
             if (!a.json) {
                 fwrite(s->delta.data, 1, s->delta.len, stdout);
@@ -231,7 +225,7 @@ int pgd_cli_generate(int argc, char **argv) {
             pgd_buf_reset(&s->delta);
         }
     }
-    double t_end = now_s();
+    double t_end = pgd_cli_now_s();
     if (a.json)
         print_json_result(s, t0, t_first, t_end, all.data ? all.data : "", all.len);
     else

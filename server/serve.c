@@ -334,8 +334,10 @@ int pgd_cli_serve(int argc, char **argv) {
         if (r < 0) return 2;
         if (r) config_path = v;
     }
-    if (config_path && load_config_file(&cfg, config_path, &config_json)) return 2;
-    if (load_env(&cfg)) return 2;
+    if ((config_path && load_config_file(&cfg, config_path, &config_json)) || load_env(&cfg)) {
+        json_decref(config_json);
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (pgd_cli_flag_value(argc, argv, &i, "--config", &v) > 0) continue;

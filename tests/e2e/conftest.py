@@ -35,6 +35,7 @@ class Server:
     def __init__(self, argv, env, log_path, ready_timeout=60.0, wait_ready=True):
         self.argv = argv
         self.log_path = log_path
+        self.expect_exit = False  # set when a test stops it (or expects it to fail)
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._log, env=env,
                                      stdin=subprocess.DEVNULL)
@@ -53,9 +54,12 @@ class Server:
         self.host = m.group(1).decode()
         self.port = int(m.group(2))
         self.url = f"http://{self.host}:{self.port}"
-        self.first_health = None
         if wait_ready:
-            self.wait_ready(ready_timeout)
+            try:
+                self.wait_ready(ready_timeout)
+            except BaseException:
+                self.kill()
+                raise
 
     def _read_stdout(self):
         for line in iter(self.proc.stdout.readline, b""):
@@ -68,8 +72,6 @@ class Server:
             assert self.proc.poll() is None, f"server exited {self.proc.returncode}:\n{self.log()}"
             try:
                 st, _, _ = http(self.port, "GET", "/health", timeout=10)
-                if self.first_health is None:
-                    self.first_health = st
                 if st == 200:
                     return
             except OSError:
@@ -81,13 +83,19 @@ class Server:
         return self.proc.poll() is None
 
     def log(self):
-        self._log.flush()
+        """The tail of the server's stderr."""
+        try:
+            self._log.flush()
+        except ValueError:
+            pass  # closed
         try:
             return pathlib.Path(self.log_path).read_text(errors="replace")[-4000:]
         except OSError:
             return ""
 
     def terminate(self):
+        """SIGTERM (the test checks the exit itself)."""
+        self.expect_exit = True
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
 
@@ -140,8 +148,10 @@ def start_server(pagoda_bin, model_path, tmp_path_factory):
     """start_server(*flags, env=None, model=True, port=True, wait_ready=True) -> Server.
 
     Flags are strings (e.g. "--ctx-size", "64"); "--port 0" and "--model M" are added unless
-    given (or turned off with port=False / model=False). `env` entries are added to (None values removed from) the environment. Every server
-    is stopped with SIGTERM at the end of the module and must exit 0."""
+    given (or turned off with port=False / model=False). The environment is the test's without
+    any PAGODA_* variable, plus `env`. At the end of the module every server still running gets
+    SIGTERM and must exit 0; one that exited on its own (a crash) without the test expecting it
+    (Server.terminate() or expect_exit = True) fails the module too."""
     servers = []
     logdir = tmp_path_factory.mktemp("serve")
 
@@ -169,10 +179,10 @@ def start_server(pagoda_bin, model_path, tmp_path_factory):
     yield start
     failures = []
     for s in servers:
-        if s.proc.returncode is not None:
-            continue  # a test stopped it (and checked its status) already
         if not s.alive():
-            failures.append(f"{s.argv}: died with {s.proc.returncode}:\n{s.log()}")
+            if not s.expect_exit:
+                failures.append(f"{s.argv}: died with {s.proc.returncode}:\n{s.log()}")
+            s.kill()
             continue
         try:
             rc = s.stop(timeout=20)
@@ -186,16 +196,10 @@ def start_server(pagoda_bin, model_path, tmp_path_factory):
     assert not failures, "\n\n".join(failures)
 
 
-@pytest.fixture(scope="module")
-def server(start_server):
-    """The default server of a module: the default model, default settings."""
-    return start_server()
-
-
 @pytest.fixture(scope="session")
 def generate(pagoda_bin, model_path):
-    """generate(chat=None, prompt=None, max_tokens=N, *extra) -> `pagoda generate --json`
-    output (dict), greedy."""
+    """generate(chat=MESSAGES | prompt=TEXT, max_tokens=N, extra=(flags...)) -> the output of
+    `pagoda generate --temperature 0 --json` (a dict), cached per command line."""
     cache = {}
 
     def run(chat=None, prompt=None, max_tokens=16, extra=()):

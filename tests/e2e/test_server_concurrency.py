@@ -44,11 +44,10 @@ def test_32_concurrent_streams_match_solo_runs(srv, model_name):
     running_seen = []
 
     def stream(i):
-        text, finish, n_chunks = "", None, 0
+        text, finish = "", None
         s = client.chat.completions.create(model=model_name, messages=prompt(i),
                                            max_tokens=MAX_TOKENS, temperature=0, stream=True)
         for ch in s:
-            n_chunks += 1
             for c in ch.choices:
                 assert c.index == 0
                 text += c.delta.content or ""
@@ -103,23 +102,20 @@ def test_100_cut_streams_are_aborted_and_blocks_return(srv, model_name, generate
         counts = list(ex.map(lambda i: open_and_cut(srv.port, model_name, i), range(N_CUT)))
     assert len(counts) == N_CUT and min(counts) >= 3
 
-    def settled():
+    def state():  # (aborted since, running, waiting, KV usage)
         m = srv.metrics()
-        state = (metric(m, "pagoda:requests_aborted_total") - aborted0,
-                 metric(m, "pagoda:num_requests_running"),
-                 metric(m, "pagoda:num_requests_waiting"),
-                 metric(m, "pagoda:kv_cache_usage_perc"))
-        return state if state == (N_CUT, 0, 0, 0) else False
+        return (metric(m, "pagoda:requests_aborted_total") - aborted0,
+                metric(m, "pagoda:num_requests_running"),
+                metric(m, "pagoda:num_requests_waiting"),
+                metric(m, "pagoda:kv_cache_usage_perc"))
     try:
-        poll(settled, timeout=30, interval=0.1, msg="aborts not all counted / KV not all free")
-    finally:
-        m = srv.metrics()
-        final = (metric(m, "pagoda:requests_aborted_total") - aborted0,
-                 metric(m, "pagoda:num_requests_running"),
-                 metric(m, "pagoda:kv_cache_usage_perc"))
-    # Exactly 100: not counted twice later.
+        poll(lambda: state() == (N_CUT, 0, 0, 0), timeout=30, interval=0.1)
+    except AssertionError:
+        raise AssertionError(f"(aborted, running, waiting, kv usage) = {state()}, not "
+                             f"({N_CUT}, 0, 0, 0)") from None
+    # Exactly 100: nothing counted twice later.
     time.sleep(0.3)
-    assert metric(srv.metrics(), "pagoda:requests_aborted_total") - aborted0 == N_CUT, final
+    assert metric(srv.metrics(), "pagoda:requests_aborted_total") - aborted0 == N_CUT
 
     # The server still answers, correctly.
     client = openai_client(srv)

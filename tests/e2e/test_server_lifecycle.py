@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from pagoda_e2e import assert_error_body, free_port, http, metric, poll, sse_events
+from pagoda_e2e import (assert_error_body, free_port, http, metric, openai_client, poll,
+                        sse_events)
 
 MSG = [{"role": "user", "content": "Tell me a long story about a dragon."}]
 
@@ -62,6 +63,7 @@ def test_model_that_cannot_load(start_server, tmp_path):
     bad = tmp_path / "not-a-model.gguf"
     bad.write_bytes(b"this is not a GGUF file" * 100)
     s = start_server("--model", bad, wait_ready=False)
+    s.expect_exit = True
     rc = s.proc.wait(timeout=60)
     assert rc == 1
     assert "cannot load" in s.log()
@@ -266,10 +268,10 @@ def test_sigterm_streams_cut_by_timeout(start_server):
 
 
 def test_sigterm_mixed_streams(start_server):
-    """Two short streams finish, two long ones are cut at the 3 s deadline."""
-    srv = start_server("--shutdown-timeout", "3")
-    short = start_streams(srv, 2, max_tokens=8)
+    """Two short streams finish, two long ones are cut at the 4 s deadline."""
+    srv = start_server("--shutdown-timeout", "4")
     long_ = start_streams(srv, 2, max_tokens=5000)
+    short = start_streams(srv, 2, max_tokens=16)
     srv.terminate()
     for s in short + long_:
         s.join(timeout=60)
@@ -363,3 +365,23 @@ def test_request_still_tokenizing_at_the_deadline(start_server):
     assert took < 30, took
     for i in range(2):
         assert results[f"big{i}"][0] in (400, 503), results[f"big{i}"]
+
+
+def test_sdk_sees_the_shutdown_error_event(start_server):
+    """The SSE error event that ends a stream cut by the shutdown is raised by the openai SDK
+    as an APIError carrying the server's message."""
+    import openai
+    srv = start_server("--shutdown-timeout", "1")
+    client = openai_client(srv)
+    model = client.models.list().data[0].id
+    stream = client.chat.completions.create(model=model, messages=MSG, max_tokens=5000,
+                                            stream=True, extra_body={"ignore_eos": True})
+    n = 0
+    with pytest.raises(openai.APIError) as ei:
+        for _ in stream:
+            n += 1
+            if n == 3:
+                srv.terminate()
+    assert n >= 3
+    assert "shutting down" in str(ei.value)
+    assert srv.proc.wait(timeout=30) == 0

@@ -77,6 +77,12 @@ def test_models_lists_served_name(client, srv):
         "model": NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
     assert st == 200, raw
     assert raw["model"] == NAME
+    # The file's own name is not served any more.
+    import openai
+    with pytest.raises(openai.NotFoundError) as ei:
+        client.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", max_tokens=1,
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert ei.value.body["code"] == "model_not_found"
 
 
 def test_tokenize_detokenize_round_trip(srv, run_pagoda, model_path):

@@ -232,3 +232,27 @@ def test_pings_while_queued_are_whole_events(start_server):
     chunks = check_frame(raw)
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6
+
+
+def test_keep_alive_after_streams(srv):
+    """Streams, whole answers and errors one after another on one keep-alive connection."""
+    import http.client as httpclient
+    conn = httpclient.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        for _ in range(2):
+            conn.request("POST", "/v1/chat/completions", json.dumps(
+                {"messages": CHAT, "max_tokens": 3, "stream": True}),
+                {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            assert r.status == 200 and not r.will_close
+            check_frame(r.read())
+            conn.request("POST", "/v1/completions", json.dumps(
+                {"prompt": PROMPT, "max_tokens": 3}), {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            assert r.status == 200 and json.loads(r.read())["usage"]["completion_tokens"] == 3
+            conn.request("POST", "/v1/chat/completions", b"{bad",
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            assert r.status == 400 and "error" in json.loads(r.read())
+    finally:
+        conn.close()
