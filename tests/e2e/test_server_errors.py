@@ -413,33 +413,28 @@ def test_api_key(keyed, auth, ok):
         assert keyed.request("GET", path)[0] == 200
 
 
+def start_long_stream(srv):
+    """A streamed chat that runs for a long time, on a raw socket (close it to abort it);
+    returned once it produced tokens."""
+    body = json.dumps({"messages": MSG, "max_tokens": 3000, "ignore_eos": True,
+                       "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+              b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    got = b""
+    while got.count(b"data: ") < 3:
+        d = s.recv(65536)
+        assert d, got
+        got += d
+    return s
+
+
 def test_queue_full_gives_429(queue1):
     """--max-num-seqs 1 --max-waiting 1: while one request runs and one waits, the others get
-    429 with Retry-After."""
-    model = json.loads(queue1.request("GET", "/v1/models")[2])["data"][0]["id"]
-    body = json.dumps({"model": model, "messages": MSG, "max_tokens": 3000, "ignore_eos": True,
-                       "stream": True}).encode()
-    s = socket.create_connection(("127.0.0.1", queue1.port), timeout=30)
+    429 with Retry-After; once the queue moves they are served again."""
+    s = start_long_stream(queue1)
+    results = []
     try:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        got = b""
-        while got.count(b"data: ") < 3:  # it runs
-            d = s.recv(65536)
-            assert d
-            got += d
-        # Three prompts in one completions request: the first takes the waiting slot, the
-        # second is refused, so the whole request is (and the first prompt is withdrawn).
-        for stream in (False, True):
-            st, headers, body_ = queue1.post_json(P, {"prompt": ["a", "b", "c"],
-                                                      "max_tokens": 2, "stream": stream})
-            assert st == 429, body_
-            assert headers.get("retry-after") == "1"
-            assert_error_body(body_, status=429)
-            poll(lambda: metric(queue1.metrics(), "pagoda:num_requests_waiting") == 0,
-                 msg="the withdrawn prompt still waits")
-        results = []
-
         def one():
             results.append(queue1.post_json(C, {"messages": MSG, "max_tokens": 2}))
         threads = [threading.Thread(target=one) for _ in range(5)]
@@ -461,9 +456,31 @@ def test_queue_full_gives_429(queue1):
     assert len(results) == 5
     st, _, body_ = results[4]
     assert st == 200, body_
-    # The queue is free again.
-    st, _, body_ = queue1.post_json(C, {"messages": MSG, "max_tokens": 2})
-    assert st == 200, body_
+
+
+def test_queue_full_multi_prompt(queue1):
+    """Three prompts in one completions request while one runs: the first takes the waiting
+    slot, the second is refused, so the whole request is 429 (and the first is withdrawn);
+    the slot is not lost: once the running stream ends, requests are served again."""
+    s = start_long_stream(queue1)
+    try:
+        for stream in (False, True):
+            st, headers, body_ = queue1.post_json(P, {"prompt": ["a", "b", "c"],
+                                                      "max_tokens": 2, "stream": stream})
+            assert st == 429, body_
+            assert headers.get("retry-after") == "1"
+            assert_error_body(body_, status=429)
+    finally:
+        s.close()
+
+    def served():
+        st, _, body_ = queue1.post_json(C, {"messages": MSG, "max_tokens": 2})
+        assert st in (200, 429), body_
+        return st == 200
+    poll(served, timeout=30, interval=0.2, msg="the queue never accepted a request again")
+    poll(lambda: metric(queue1.metrics(), "pagoda:num_requests_waiting") == 0 and
+         metric(queue1.metrics(), "pagoda:num_requests_running") == 0, timeout=10,
+         msg="requests left behind")
 
 
 def test_servers_survived(srv, small, keyed, queue1):
