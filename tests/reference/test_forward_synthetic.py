@@ -1,0 +1,121 @@
+"""Model variants the default model does not exercise, on tiny random-weight GGUFs written here
+with the gguf package's writer: Qwen2 (Q/K/V biases, NEOX-style RoPE), Llama with
+rope_freqs.weight (Llama 3.1-style frequency factors), untied output, F16 and Q8_0 weights.
+pagoda's logits at every position must match the float64 reference model (ref_model.py)."""
+import json
+import pathlib
+import sys
+
+import gguf
+import numpy as np
+import pytest
+from gguf.quants import quantize
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from ref_model import RefModel  # noqa: E402
+
+E, H, HKV, FF, LAYERS, CTX = 64, 4, 2, 128, 2, 256
+
+
+def byte_tokens():
+    """The GPT-2 byte-to-unicode alphabet: one token per byte (a byte-level BPE vocabulary)."""
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    table = dict(zip(bs, cs))
+    return [chr(table[b]) for b in range(256)]
+
+
+def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(LAYERS)
+    w.add_embedding_length(E)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(H)
+    w.add_head_count_kv(HKV)
+    w.add_context_length(CTX)
+    w.add_rope_freq_base(10000.0 if arch == "llama" else 1000000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2" if arch == "qwen2" else "llama-bpe")
+    toks = byte_tokens() + ["ab", "<|end|>"]
+    w.add_token_list(toks)
+    w.add_token_types([1] * 257 + [3])
+    w.add_token_merges(["a b"])
+    w.add_eos_token_id(257)
+    vocab = len(toks)
+
+    def mat(rows, cols, scale):
+        a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+        if wtype == "F16":
+            return a.astype(np.float16), gguf.GGMLQuantizationType.F16
+        if wtype == "Q8_0":
+            return quantize(a, gguf.GGMLQuantizationType.Q8_0), gguf.GGMLQuantizationType.Q8_0
+        return a, gguf.GGMLQuantizationType.F32
+
+    def add(name, arr_type):
+        arr, qt = arr_type
+        w.add_tensor(name, arr, raw_dtype=qt)
+
+    vec = lambda n, s=1.0: ((1 + rng.standard_normal(n) * 0.1) * s).astype(np.float32)
+    add("token_embd.weight", mat(vocab, E, 0.5))
+    if not tied:
+        add("output.weight", mat(vocab, E, 0.2))
+    w.add_tensor("output_norm.weight", vec(E))
+    if rope_freqs:
+        w.add_tensor("rope_freqs.weight", np.linspace(1, 8, (E // H) // 2).astype(np.float32))
+    D = E // H
+    for l in range(LAYERS):
+        p = f"blk.{l}."
+        w.add_tensor(p + "attn_norm.weight", vec(E))
+        add(p + "attn_q.weight", mat(H * D, E, 0.2))
+        add(p + "attn_k.weight", mat(HKV * D, E, 0.2))
+        add(p + "attn_v.weight", mat(HKV * D, E, 0.2))
+        if arch == "qwen2":
+            w.add_tensor(p + "attn_q.bias", (rng.standard_normal(H * D) * 0.1).astype(np.float32))
+            w.add_tensor(p + "attn_k.bias", (rng.standard_normal(HKV * D) * 0.1).astype(np.float32))
+            w.add_tensor(p + "attn_v.bias", (rng.standard_normal(HKV * D) * 0.1).astype(np.float32))
+        add(p + "attn_output.weight", mat(E, H * D, 0.2))
+        w.add_tensor(p + "ffn_norm.weight", vec(E))
+        add(p + "ffn_gate.weight", mat(FF, E, 0.2))
+        add(p + "ffn_up.weight", mat(FF, E, 0.2))
+        add(p + "ffn_down.weight", mat(E, FF, 0.2))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return vocab
+
+
+VARIANTS = [
+    ("qwen2", "F32", False, True),
+    ("qwen2", "Q8_0", False, False),
+    ("llama", "F16", True, True),
+    ("llama", "Q8_0", True, False),
+]
+
+
+@pytest.mark.parametrize("arch,wtype,rope_freqs,tied", VARIANTS)
+def test_variant_logits(run_pagoda, tmp_path, arch, wtype, rope_freqs, tied):
+    path = tmp_path / f"{arch}-{wtype}.gguf"
+    vocab = write_model(path, arch, wtype, rope_freqs=rope_freqs, tied=tied)
+    info = json.loads(run_pagoda("info", "--model", path, "--json").stdout)
+    assert info["architecture"] == arch and info["qkv_bias"] is (arch == "qwen2")
+    assert info["rope_style"] == ("neox" if arch == "qwen2" else "normal")
+    assert info["tied_output"] is tied
+    rng = np.random.default_rng(7)
+    tokens = [int(t) for t in rng.integers(0, 256, size=40)]
+    out = tmp_path / "logits.bin"
+    meta = json.loads(run_pagoda("eval", "--model", path, "--out", out, "--chunk", 9,
+                                 "--block-size", 8, *tokens).stdout)
+    assert meta["tokens"] == tokens and meta["n_vocab"] == vocab
+    got = np.fromfile(out, dtype=np.float32).reshape(len(tokens), vocab).astype(np.float64)
+    want = RefModel(str(path)).forward(tokens)
+    err = np.linalg.norm(got - want, axis=-1) / np.linalg.norm(want, axis=-1)
+    assert err.max() <= 1e-4, f"{arch} {wtype}: per-position relative L2 {err}"
