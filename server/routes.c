@@ -23,7 +23,6 @@
 #include "api/response.h"
 #include "common/error.h"
 #include "server/server.h"
-#include "server/sse.h"
 
 extern const unsigned char pgd_web_index_html[];
 extern const unsigned long pgd_web_index_html_len;
@@ -737,15 +736,11 @@ static void tok_work(uv_work_t *w) {
         j->rc = pgd_llm_encode_chat(llm, j->treq.messages.msgs, j->treq.messages.n,
                                     j->treq.add_generation_prompt, &j->ids);
     } else {
-        j->rc = pgd_tokenize(llm->tok, j->treq.prompt.ptr, j->treq.prompt.len, NULL, 0, &j->ids);
-        if (!j->rc && j->treq.add_special_tokens && pgd_tokenizer_add_bos(llm->tok) &&
-            pgd_tokenizer_bos(llm->tok) >= 0) {
-            j->rc = pgd_tokens_push(&j->ids, 0);
-            if (!j->rc) {
-                memmove(j->ids.ids + 1, j->ids.ids, (j->ids.n - 1) * sizeof(int32_t));
-                j->ids.ids[0] = pgd_tokenizer_bos(llm->tok);
-            }
-        }
+        /* add_special_tokens: the BOS the model asks for, as completions prompts get it. */
+        j->rc =
+            j->treq.add_special_tokens
+                ? pgd_llm_encode_text(llm, j->treq.prompt.ptr, j->treq.prompt.len, false, &j->ids)
+                : pgd_tokenize(llm->tok, j->treq.prompt.ptr, j->treq.prompt.len, NULL, 0, &j->ids);
     }
     if (j->rc && !j->err[0]) snprintf(j->err, sizeof j->err, "%s", pgd_error_detail());
 }

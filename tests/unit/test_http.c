@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_http.c — the HTTP transport (server/http.c) and SSE framing (server/sse.c),
+ * tests/unit/test_http.c — the HTTP transport (server/http.c),
  * over real sockets on 127.0.0.1, no model.
  *
  * Each test server runs a uv loop on its own thread with the routes below (the "test handler");
@@ -44,7 +44,6 @@
 
 #include "common/error.h"
 #include "server/http.h"
-#include "server/sse.h"
 #include "testutil.h"
 
 static int64_t mono_ms(void) {
@@ -710,29 +709,6 @@ static double cpu_seconds(void) {
  * (pings only), response time limit 1.5 s, defaults otherwise. */
 static tserver g_main;
 static tserver g_lim;
-
-static void test_sse_format(void) {
-    pgd_buf b = PGD_BUF_INIT;
-    CHECK_EQ_INT(pgd_sse_event(&b, NULL, "{\"a\":1}", 7), 0);
-    CHECK_EQ_STR(b.data, "data: {\"a\":1}\n\n");
-    pgd_buf_reset(&b);
-    CHECK_EQ_INT(pgd_sse_event(&b, "error", "x\ny\r\nz\rw", 8), 0);
-    CHECK_EQ_STR(b.data, "event: error\ndata: x\ndata: y\ndata: z\ndata: w\n\n");
-    pgd_buf_reset(&b);
-    CHECK_EQ_INT(pgd_sse_event(&b, NULL, "a\n", 2), 0);
-    CHECK_EQ_STR(b.data, "data: a\ndata: \n\n");
-    pgd_buf_reset(&b);
-    CHECK_EQ_INT(pgd_sse_event(&b, NULL, "", 0), 0);
-    CHECK_EQ_STR(b.data, "data: \n\n");
-    pgd_buf_reset(&b);
-    CHECK_EQ_INT(pgd_sse_event(&b, "bad\nname", "x", 1), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_sse_comment(&b, "ping"), 0);
-    CHECK_EQ_STR(b.data, ": ping\n\n");
-    pgd_buf_reset(&b);
-    CHECK_EQ_INT(pgd_buf_puts(&b, PGD_SSE_DONE), 0);
-    CHECK_EQ_STR(b.data, "data: [DONE]\n\n");
-    pgd_buf_free(&b);
-}
 
 static void test_get(void) {
     resp r;
@@ -1479,7 +1455,6 @@ int main(int argc, char **argv) {
     }
     CHECK(g_main.port != 0 && g_lim.port != 0 && g_main.port != g_lim.port);
 
-    RUN(test_sse_format);
     RUN(test_get);
     RUN(test_post_echo);
     RUN(test_chunked_upload);
