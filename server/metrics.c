@@ -610,7 +610,7 @@ int pgd_pagoda_metrics_register(pgd_metrics *r, const char *prefix, const char *
                                 uint32_t max_model_len, pgd_pagoda_metrics *pm) {
     memset(pm, 0, sizeof(*pm));
     pm->registry = r;
-    if (!prefix) prefix = "pagoda:";
+    if (!prefix) prefix = "pagoda_";
     if (!model_name) return pgd_error_set(PGD_EINVAL, "metrics: no model name");
     double token_bounds[PGD_METRIC_MAX_BUCKETS];
     size_t n_token_bounds =

@@ -113,7 +113,7 @@ int pgd_metrics_render(pgd_metrics *r, pgd_buf *out);
 
 /* ---- pagoda's metrics ----------------------------------------------------------------------
  *
- * pgd_pagoda_metrics_register adds, under `prefix` (NULL: "pagoda:", like vLLM's "vllm:"),
+ * pgd_pagoda_metrics_register adds, under `prefix` (NULL: "pagoda_"; vLLM uses "vllm:"),
  * every series labelled model_name:
  *   histograms  time_to_first_token_seconds, inter_token_latency_seconds,
  *               e2e_request_latency_seconds, request_queue_time_seconds (seconds),

@@ -603,7 +603,7 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     const char *reason = c->aborted                                ? "abort"
                          : c->finished_reason == PGD_REASON_LENGTH ? "length"
                                                                    : "stop";
-    if (!c->errored && !c->aborted)
+    if (!c->errored) /* aborted ones too, as finished_reason="abort" (vLLM does the same) */
         pgd_pagoda_metrics_request_done(
             &srv->pm, reason, c->queue_s, (now - c->t_arrival_ns) * 1e-9,
             (uint32_t)c->usage.prompt_tokens, (uint32_t)c->usage.completion_tokens);

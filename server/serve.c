@@ -43,7 +43,7 @@ static const opt_def k_opts[] = {
     {"served-model-name", OPT_STR, O(served_model_name),
      "model name in the API (default: file name)"},
     {"api-key", OPT_STR, O(api_key), "require 'Authorization: Bearer KEY' on the API routes"},
-    {"metrics-prefix", OPT_STR, O(metrics_prefix), "metric name prefix (default pagoda:)"},
+    {"metrics-prefix", OPT_STR, O(metrics_prefix), "metric name prefix (default pagoda_)"},
     {"max-num-batched-tokens", OPT_U64, O(max_num_batched_tokens), "tokens per step (512 CPU)"},
     {"max-num-seqs", OPT_U64, O(max_num_seqs), "sequences per step (64 CPU)"},
     {"max-waiting", OPT_U64, O(max_waiting), "waiting requests before 429 (1024)"},
@@ -197,7 +197,7 @@ static void config_defaults(pgd_serve_config *c) {
     c->request_timeout_s = 60;
     c->kv_cache_mb = 1024;
     c->block_size = 16;
-    c->metrics_prefix = "pagoda:";
+    c->metrics_prefix = "pagoda_";
 }
 
 /* ---- loading and lifecycle ---------------------------------------------------------------- */

@@ -26,7 +26,7 @@ typedef struct pgd_serve_config {
     uint64_t port;
     const char *served_model_name; /* default: the model file's name without .gguf */
     const char *api_key;           /* NULL: no authentication */
-    const char *metrics_prefix;    /* "pagoda:" */
+    const char *metrics_prefix;    /* "pagoda_" */
     uint64_t shutdown_timeout_s;   /* in-flight requests may finish for this long */
     uint64_t max_body_mb;
     uint64_t max_connections;

@@ -58,7 +58,7 @@ def test_32_concurrent_streams_match_solo_runs(srv, model_name):
         # Sample the running gauge while the streams run: they must really share batches.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not done:
-            running_seen.append(metric(srv.metrics(), "pagoda:num_requests_running"))
+            running_seen.append(metric(srv.metrics(), "pagoda_num_requests_running"))
             time.sleep(0.05)
 
     done = False
@@ -97,17 +97,18 @@ def open_and_cut(port, model_name, i, n_events=3, timeout=60):
 
 def test_100_cut_streams_are_aborted_and_blocks_return(srv, model_name, generate):
     before = srv.metrics()
-    aborted0 = metric(before, "pagoda:requests_aborted_total")
+    aborted0 = metric(before, "pagoda_requests_aborted_total")
+    abort_reason0 = metric(before, "pagoda_request_success_total", finished_reason="abort")
     with ThreadPoolExecutor(10) as ex:
         counts = list(ex.map(lambda i: open_and_cut(srv.port, model_name, i), range(N_CUT)))
     assert len(counts) == N_CUT and min(counts) >= 3
 
     def state():  # (aborted since, running, waiting, KV usage)
         m = srv.metrics()
-        return (metric(m, "pagoda:requests_aborted_total") - aborted0,
-                metric(m, "pagoda:num_requests_running"),
-                metric(m, "pagoda:num_requests_waiting"),
-                metric(m, "pagoda:kv_cache_usage_perc"))
+        return (metric(m, "pagoda_requests_aborted_total") - aborted0,
+                metric(m, "pagoda_num_requests_running"),
+                metric(m, "pagoda_num_requests_waiting"),
+                metric(m, "pagoda_kv_cache_usage_perc"))
     try:
         poll(lambda: state() == (N_CUT, 0, 0, 0), timeout=30, interval=0.1)
     except AssertionError:
@@ -115,7 +116,11 @@ def test_100_cut_streams_are_aborted_and_blocks_return(srv, model_name, generate
                              f"({N_CUT}, 0, 0, 0)") from None
     # Exactly 100: nothing counted twice later.
     time.sleep(0.3)
-    assert metric(srv.metrics(), "pagoda:requests_aborted_total") - aborted0 == N_CUT
+    m = srv.metrics()
+    assert metric(m, "pagoda_requests_aborted_total") - aborted0 == N_CUT
+    # vLLM counts them as finished too, with finished_reason="abort".
+    assert metric(m, "pagoda_request_success_total", finished_reason="abort") - abort_reason0 \
+        == N_CUT
 
     # The server still answers, correctly.
     client = openai_client(srv)
@@ -144,7 +149,7 @@ def raw_post(port, body, path="/v1/chat/completions"):
 
 def gauges(srv):
     m = srv.metrics()
-    return {k: metric(m, "pagoda:" + k) for k in (
+    return {k: metric(m, "pagoda_" + k) for k in (
         "requests_aborted_total", "num_requests_running", "num_requests_waiting",
         "kv_cache_usage_perc")}
 

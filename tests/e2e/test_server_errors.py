@@ -478,8 +478,8 @@ def test_queue_full_multi_prompt(queue1):
         assert st in (200, 429), body_
         return st == 200
     poll(served, timeout=30, interval=0.2, msg="the queue never accepted a request again")
-    poll(lambda: metric(queue1.metrics(), "pagoda:num_requests_waiting") == 0 and
-         metric(queue1.metrics(), "pagoda:num_requests_running") == 0, timeout=10,
+    poll(lambda: metric(queue1.metrics(), "pagoda_num_requests_waiting") == 0 and
+         metric(queue1.metrics(), "pagoda_num_requests_running") == 0, timeout=10,
          msg="requests left behind")
 
 

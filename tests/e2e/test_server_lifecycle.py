@@ -309,7 +309,7 @@ def test_sigterm_with_pending_non_streamed_request(start_server):
                                     {"messages": MSG, "max_tokens": 5000, "ignore_eos": True})
     t = threading.Thread(target=run)
     t.start()
-    poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 1, timeout=20,
+    poll(lambda: metric(srv.metrics(), "pagoda_num_requests_running") == 1, timeout=20,
          msg="the request never ran")
     srv.terminate()
     t.join(timeout=60)

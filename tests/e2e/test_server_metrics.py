@@ -2,9 +2,9 @@
 lists (vLLM's), a model_name label on every series, and counters that move with the requests
 (token totals equal to the usage the responses reported).
 
-promtool 2.42 lints ':' in metric names (colons are meant for recording rules) while the default
-prefix "pagoda:" follows vLLM's "vllm:": with --metrics-prefix pagoda_ the exposition must be
-clean; with the default prefix the colon lint must be the only finding.
+The default prefix is "pagoda_", so promtool must find nothing at all. promtool 2.42 lints ':' in
+metric names (colons are meant for recording rules): with --metrics-prefix "pagoda:" (vLLM's
+"vllm:" style) the colon lint must be the only finding.
 """
 import json
 import re
@@ -33,8 +33,8 @@ def srv(start_server):
 
 
 @pytest.fixture(scope="module")
-def srv_underscore(start_server):
-    return start_server("--metrics-prefix", "pagoda_")
+def srv_colon(start_server):
+    return start_server("--metrics-prefix", "pagoda:")
 
 
 def exercise(srv, model):
@@ -55,10 +55,9 @@ def promtool(text):
 
 
 @pytest.mark.skipif(not PROMTOOL, reason="promtool is needed (apt-get install prometheus)")
-def test_promtool_clean_with_underscore_prefix(srv_underscore):
-    model = json.loads(srv_underscore.request("GET", "/v1/models")[2])["data"][0]["id"]
-    exercise(srv_underscore, model)
-    text = srv_underscore.metrics_text()
+def test_promtool_clean_with_default_prefix(srv):
+    exercise(srv, NAME)
+    text = srv.metrics_text()
     assert "pagoda_time_to_first_token_seconds_bucket" in text
     assert "pagoda:" not in text
     rc, lines = promtool(text)
@@ -66,9 +65,11 @@ def test_promtool_clean_with_underscore_prefix(srv_underscore):
 
 
 @pytest.mark.skipif(not PROMTOOL, reason="promtool is needed (apt-get install prometheus)")
-def test_promtool_default_prefix_only_colon_lint(srv):
-    exercise(srv, NAME)
-    text = srv.metrics_text()
+def test_promtool_colon_prefix_only_colon_lint(srv_colon):
+    model = json.loads(srv_colon.request("GET", "/v1/models")[2])["data"][0]["id"]
+    exercise(srv_colon, model)
+    text = srv_colon.metrics_text()
+    assert "pagoda:time_to_first_token_seconds_bucket" in text
     rc, lines = promtool(text)
     families = {m.group(1) for m in re.finditer(r"^# TYPE (\S+) ", text, re.M)}
     colon = re.compile(r"^(pagoda:[a-z0-9_]+) metric names should not contain ':'$")
@@ -87,29 +88,29 @@ def test_content_type_and_names(srv):
     text = raw.decode()
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
     for h in HISTOGRAMS:
-        assert types.get("pagoda:" + h) == "histogram", h
+        assert types.get("pagoda_" + h) == "histogram", h
     for c in COUNTERS:
-        assert types.get("pagoda:" + c) == "counter", c
+        assert types.get("pagoda_" + c) == "counter", c
     for g in GAUGES:
-        assert types.get("pagoda:" + g) == "gauge", g
+        assert types.get("pagoda_" + g) == "gauge", g
     helps = set(re.findall(r"^# HELP (\S+) \S", text, re.M))
     assert set(types) <= helps
     samples = parse_metrics(text)
     for (name, labels) in samples:
         assert ("model_name", NAME) in labels, (name, labels)
-    assert metric(samples, "pagoda:build_info") == 1
-    (bi,) = [ls for (n, ls) in samples if n == "pagoda:build_info"]
+    assert metric(samples, "pagoda_build_info") == 1
+    (bi,) = [ls for (n, ls) in samples if n == "pagoda_build_info"]
     assert dict(bi).get("version")
     for reason in ("stop", "length", "abort"):
-        metric(samples, "pagoda:request_success_total", finished_reason=reason)
+        metric(samples, "pagoda_request_success_total", finished_reason=reason)
     for h in HISTOGRAMS:
         buckets = sorted(((float(dict(ls)["le"]), v) for (n, ls), v in samples.items()
-                          if n == f"pagoda:{h}_bucket"), key=lambda x: x[0])
+                          if n == f"pagoda_{h}_bucket"), key=lambda x: x[0])
         assert buckets and buckets[-1][0] == float("inf")
         counts = [v for _, v in buckets]
         assert counts == sorted(counts), h  # cumulative
-        assert buckets[-1][1] == metric(samples, f"pagoda:{h}_count")
-        assert metric(samples, f"pagoda:{h}_count") > 0, h
+        assert buckets[-1][1] == metric(samples, f"pagoda_{h}_count")
+        assert metric(samples, f"pagoda_{h}_count") > 0, h
 
 
 def test_counters_follow_requests(srv):
@@ -145,27 +146,27 @@ def test_counters_follow_requests(srv):
     def delta(name, **labels):
         return metric(srv.metrics(), name, **labels) - metric(before, name, **labels)
 
-    poll(lambda: delta("pagoda:generation_tokens_total") == gen, timeout=15,
+    poll(lambda: delta("pagoda_generation_tokens_total") == gen, timeout=15,
          msg="generation_tokens_total")
-    assert delta("pagoda:prompt_tokens_total") == prompt
-    assert delta("pagoda:generation_tokens_total") == gen
-    assert delta("pagoda:request_prompt_tokens_sum") == prompt
-    assert delta("pagoda:request_generation_tokens_sum") == gen
+    assert delta("pagoda_prompt_tokens_total") == prompt
+    assert delta("pagoda_generation_tokens_total") == gen
+    assert delta("pagoda_request_prompt_tokens_sum") == prompt
+    assert delta("pagoda_request_generation_tokens_sum") == gen
     for h in ("request_prompt_tokens", "request_generation_tokens", "e2e_request_latency_seconds",
               "request_queue_time_seconds", "time_to_first_token_seconds"):
-        assert delta(f"pagoda:{h}_count") == n_req, h
-    assert delta("pagoda:inter_token_latency_seconds_count") > 0
+        assert delta(f"pagoda_{h}_count") == n_req, h
+    assert delta("pagoda_inter_token_latency_seconds_count") > 0
     for reason in ("stop", "length"):
-        assert delta("pagoda:request_success_total", finished_reason=reason) == \
+        assert delta("pagoda_request_success_total", finished_reason=reason) == \
             reasons.count(reason), reason
-    assert delta("pagoda:requests_aborted_total") == 0
-    assert delta("pagoda:prefix_cache_queries_total") == prompt
-    assert delta("pagoda:prefix_cache_hits_total") == cached
+    assert delta("pagoda_requests_aborted_total") == 0
+    assert delta("pagoda_prefix_cache_queries_total") == prompt
+    assert delta("pagoda_prefix_cache_hits_total") == cached
     assert cached > 0, "the repeated prompt should hit the prefix cache"
     m = srv.metrics()
-    assert metric(m, "pagoda:num_requests_running") == 0
-    assert metric(m, "pagoda:num_requests_waiting") == 0
-    assert metric(m, "pagoda:kv_cache_usage_perc") == 0
+    assert metric(m, "pagoda_num_requests_running") == 0
+    assert metric(m, "pagoda_num_requests_waiting") == 0
+    assert metric(m, "pagoda_kv_cache_usage_perc") == 0
 
 
 def test_gauges_while_running(srv):
@@ -188,8 +189,8 @@ def test_gauges_while_running(srv):
     try:
         def busy():
             m = srv.metrics()
-            if metric(m, "pagoda:num_requests_running") == 1:
-                seen["kv"] = metric(m, "pagoda:kv_cache_usage_perc")
+            if metric(m, "pagoda_num_requests_running") == 1:
+                seen["kv"] = metric(m, "pagoda_kv_cache_usage_perc")
                 return seen["kv"] > 0
             return False
         poll(busy, timeout=20, interval=0.02, msg="never saw the request running")
@@ -197,6 +198,6 @@ def test_gauges_while_running(srv):
     finally:
         stop.set()
         t.join(timeout=60)
-    poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 0
-         and metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=20,
+    poll(lambda: metric(srv.metrics(), "pagoda_num_requests_running") == 0
+         and metric(srv.metrics(), "pagoda_kv_cache_usage_perc") == 0, timeout=20,
          msg="the stream's blocks did not return")

@@ -1,6 +1,6 @@
 """The chat page served by the REAL server (GET /), in headless Chromium: it lists the served
 model, a message streams in (the same text as `pagoda generate`), Stop aborts the stream and the
-server counts the abort (pagoda:requests_aborted_total) and frees the request's KV blocks; with
+server counts the abort (pagoda_requests_aborted_total) and frees the request's KV blocks; with
 --api-key the page works once the key is typed in.
 
 Needs chromium, chromedriver (Debian: chromium, chromium-driver) and selenium; skipped without
@@ -118,7 +118,7 @@ def test_stop_aborts_on_the_server(driver, srv):
     d = open_page(driver, srv)
     set_field(d, "temperature", "0")
     set_field(d, "max-tokens", "4000")
-    before = metric(srv.metrics(), "pagoda:requests_aborted_total")
+    before = metric(srv.metrics(), "pagoda_requests_aborted_total")
     send(d, LONG)
     wait(d, lambda: len(assistants(d)) == 1)
     msg = assistants(d)[0]
@@ -133,7 +133,7 @@ def test_stop_aborts_on_the_server(driver, srv):
         time.sleep(0.01)
     assert len(seen) >= 3, f"the answer did not stream: {seen}"
     assert "stopped" not in msg.get_attribute("class").split()
-    assert metric(srv.metrics(), "pagoda:num_requests_running") == 1
+    assert metric(srv.metrics(), "pagoda_num_requests_running") == 1
     d.find_element(By.ID, "stop").click()
     wait(d, lambda: "stopped" in msg.get_attribute("class").split(), msg="not marked stopped")
     assert d.find_element(By.ID, "status").text.startswith("Stopped.")
@@ -141,14 +141,14 @@ def test_stop_aborts_on_the_server(driver, srv):
     assert partial
 
     # The server saw the client leave: one abort, and the KV cache is free again.
-    poll(lambda: metric(srv.metrics(), "pagoda:requests_aborted_total") == before + 1,
+    poll(lambda: metric(srv.metrics(), "pagoda_requests_aborted_total") == before + 1,
          timeout=20, msg="requests_aborted_total did not rise")
-    poll(lambda: metric(srv.metrics(), "pagoda:num_requests_running") == 0 and
-         metric(srv.metrics(), "pagoda:kv_cache_usage_perc") == 0, timeout=20,
+    poll(lambda: metric(srv.metrics(), "pagoda_num_requests_running") == 0 and
+         metric(srv.metrics(), "pagoda_kv_cache_usage_perc") == 0, timeout=20,
          msg="the aborted request still holds KV blocks")
     time.sleep(0.3)
     assert text_of(msg) == partial  # nothing arrives after Stop
-    assert metric(srv.metrics(), "pagoda:requests_aborted_total") == before + 1
+    assert metric(srv.metrics(), "pagoda_requests_aborted_total") == before + 1
 
 
 def test_page_with_api_key(driver, start_server):

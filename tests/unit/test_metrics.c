@@ -584,56 +584,56 @@ static void test_pagoda_metrics(void) {
 #define M      "{model_name=\"SmolLM2 \\\"135M\\\"\"}"
 #define ML(le) "{model_name=\"SmolLM2 \\\"135M\\\"\",le=\"" le "\"}"
     static const char *const expect[] = {
-        "# TYPE pagoda:build_info gauge",
-        "pagoda:build_info{version=\"" PGD_VERSION "\",model_name=\"SmolLM2 \\\"135M\\\"\"} 1",
-        "# TYPE pagoda:num_requests_running gauge",
-        "pagoda:num_requests_running" M " 3",
-        "pagoda:num_requests_waiting" M " 2",
-        "pagoda:kv_cache_usage_perc" M " 0.375",
-        "# TYPE pagoda:num_preemptions_total counter",
-        "pagoda:num_preemptions_total" M " 1",
-        "pagoda:prefix_cache_queries_total" M " 120",
-        "pagoda:prefix_cache_hits_total" M " 64",
-        "pagoda:prompt_tokens_total" M " 120",
-        "pagoda:generation_tokens_total" M " 45",
-        "pagoda:requests_aborted_total" M " 1",
-        "# TYPE pagoda:request_success_total counter",
-        "pagoda:request_success_total{model_name=\"SmolLM2 "
+        "# TYPE pagoda_build_info gauge",
+        "pagoda_build_info{version=\"" PGD_VERSION "\",model_name=\"SmolLM2 \\\"135M\\\"\"} 1",
+        "# TYPE pagoda_num_requests_running gauge",
+        "pagoda_num_requests_running" M " 3",
+        "pagoda_num_requests_waiting" M " 2",
+        "pagoda_kv_cache_usage_perc" M " 0.375",
+        "# TYPE pagoda_num_preemptions_total counter",
+        "pagoda_num_preemptions_total" M " 1",
+        "pagoda_prefix_cache_queries_total" M " 120",
+        "pagoda_prefix_cache_hits_total" M " 64",
+        "pagoda_prompt_tokens_total" M " 120",
+        "pagoda_generation_tokens_total" M " 45",
+        "pagoda_requests_aborted_total" M " 1",
+        "# TYPE pagoda_request_success_total counter",
+        "pagoda_request_success_total{model_name=\"SmolLM2 "
         "\\\"135M\\\"\",finished_reason=\"abort\"} 1",
-        "pagoda:request_success_total{model_name=\"SmolLM2 "
+        "pagoda_request_success_total{model_name=\"SmolLM2 "
         "\\\"135M\\\"\",finished_reason=\"length\"} 1",
-        "pagoda:request_success_total{model_name=\"SmolLM2 "
+        "pagoda_request_success_total{model_name=\"SmolLM2 "
         "\\\"135M\\\"\",finished_reason=\"stop\"} 1",
-        "# TYPE pagoda:request_prompt_tokens histogram",
-        "pagoda:request_prompt_tokens_bucket" ML("1") " 0",
-        "pagoda:request_prompt_tokens_bucket" ML("10") " 1",
-        "pagoda:request_prompt_tokens_bucket" ML("50") " 2",
-        "pagoda:request_prompt_tokens_bucket" ML("100") " 3",
-        "pagoda:request_prompt_tokens_bucket" ML("1000") " 3",
-        "pagoda:request_prompt_tokens_bucket" ML("2000") " 3",
-        "pagoda:request_prompt_tokens_bucket" ML("+Inf") " 3",
-        "pagoda:request_prompt_tokens_sum" M " 127",
-        "pagoda:request_prompt_tokens_count" M " 3",
-        "pagoda:request_generation_tokens_sum" M " 45",
-        "# TYPE pagoda:time_to_first_token_seconds histogram",
-        "pagoda:time_to_first_token_seconds_bucket" ML("0.04") " 0",
-        "pagoda:time_to_first_token_seconds_bucket" ML("0.06") " 1",
-        "pagoda:time_to_first_token_seconds_bucket" ML("2560") " 1",
-        "pagoda:time_to_first_token_seconds_count" M " 1",
-        "pagoda:inter_token_latency_seconds_bucket" ML("0.0025") " 0",
-        "pagoda:inter_token_latency_seconds_bucket" ML("0.005") " 1",
-        "pagoda:inter_token_latency_seconds_bucket" ML("0.01") " 6",
-        "pagoda:inter_token_latency_seconds_bucket" ML("0.025") " 10",
-        "pagoda:inter_token_latency_seconds_count" M " 10",
-        "pagoda:e2e_request_latency_seconds_bucket" ML("0.5") " 1",
-        "pagoda:e2e_request_latency_seconds_bucket" ML("1.5") " 2",
-        "pagoda:e2e_request_latency_seconds_sum" M " 1.75",
-        "pagoda:e2e_request_latency_seconds_count" M " 2",
-        "pagoda:request_queue_time_seconds_bucket" ML("0.001") " 0",
-        "pagoda:request_queue_time_seconds_bucket" ML("0.005") " 1",
-        "pagoda:request_queue_time_seconds_bucket" ML("0.01") " 2",
-        "pagoda:request_queue_time_seconds_sum" M " 0.012",
-        "pagoda:request_queue_time_seconds_count" M " 2",
+        "# TYPE pagoda_request_prompt_tokens histogram",
+        "pagoda_request_prompt_tokens_bucket" ML("1") " 0",
+        "pagoda_request_prompt_tokens_bucket" ML("10") " 1",
+        "pagoda_request_prompt_tokens_bucket" ML("50") " 2",
+        "pagoda_request_prompt_tokens_bucket" ML("100") " 3",
+        "pagoda_request_prompt_tokens_bucket" ML("1000") " 3",
+        "pagoda_request_prompt_tokens_bucket" ML("2000") " 3",
+        "pagoda_request_prompt_tokens_bucket" ML("+Inf") " 3",
+        "pagoda_request_prompt_tokens_sum" M " 127",
+        "pagoda_request_prompt_tokens_count" M " 3",
+        "pagoda_request_generation_tokens_sum" M " 45",
+        "# TYPE pagoda_time_to_first_token_seconds histogram",
+        "pagoda_time_to_first_token_seconds_bucket" ML("0.04") " 0",
+        "pagoda_time_to_first_token_seconds_bucket" ML("0.06") " 1",
+        "pagoda_time_to_first_token_seconds_bucket" ML("2560") " 1",
+        "pagoda_time_to_first_token_seconds_count" M " 1",
+        "pagoda_inter_token_latency_seconds_bucket" ML("0.0025") " 0",
+        "pagoda_inter_token_latency_seconds_bucket" ML("0.005") " 1",
+        "pagoda_inter_token_latency_seconds_bucket" ML("0.01") " 6",
+        "pagoda_inter_token_latency_seconds_bucket" ML("0.025") " 10",
+        "pagoda_inter_token_latency_seconds_count" M " 10",
+        "pagoda_e2e_request_latency_seconds_bucket" ML("0.5") " 1",
+        "pagoda_e2e_request_latency_seconds_bucket" ML("1.5") " 2",
+        "pagoda_e2e_request_latency_seconds_sum" M " 1.75",
+        "pagoda_e2e_request_latency_seconds_count" M " 2",
+        "pagoda_request_queue_time_seconds_bucket" ML("0.001") " 0",
+        "pagoda_request_queue_time_seconds_bucket" ML("0.005") " 1",
+        "pagoda_request_queue_time_seconds_bucket" ML("0.01") " 2",
+        "pagoda_request_queue_time_seconds_sum" M " 0.012",
+        "pagoda_request_queue_time_seconds_count" M " 2",
     };
     for (size_t i = 0; i < PGD_ARRAY_LEN(expect); i++) {
         if (!has_line(text, expect[i])) {
@@ -648,7 +648,7 @@ static void test_pagoda_metrics(void) {
         const char *nl = strchr(p, '\n');
         REQUIRE(nl);
         if (*p != '#' &&
-            !(strncmp(p, "pagoda:", 7) == 0 && memmem(p, (size_t)(nl - p), "model_name=\"", 12))) {
+            !(strncmp(p, "pagoda_", 7) == 0 && memmem(p, (size_t)(nl - p), "model_name=\"", 12))) {
             fprintf(stderr, "  line without model_name: %.*s\n", (int)(nl - p), p);
             tu_failed_checks++;
         }
@@ -665,10 +665,10 @@ static void test_pagoda_metrics(void) {
     pgd_pagoda_metrics_apply_stats(&pm, &old);
     text = render(r);
     REQUIRE(text);
-    CHECK(has_line(text, "pagoda:prompt_tokens_total" M " 120"));
-    CHECK(has_line(text, "pagoda:num_preemptions_total" M " 1"));
-    CHECK(has_line(text, "pagoda:num_requests_running" M " 1"));
-    CHECK(has_line(text, "pagoda:kv_cache_usage_perc" M " 0"));
+    CHECK(has_line(text, "pagoda_prompt_tokens_total" M " 120"));
+    CHECK(has_line(text, "pagoda_num_preemptions_total" M " 1"));
+    CHECK(has_line(text, "pagoda_num_requests_running" M " 1"));
+    CHECK(has_line(text, "pagoda_kv_cache_usage_perc" M " 0"));
     free(text);
 #undef M
 #undef ML
@@ -750,9 +750,9 @@ static void test_promtool(void) {
                         "(apt-get install prometheus)\n");
         return;
     }
-    /* Lint-clean names: promtool must parse and accept everything, silently. */
+    /* The default prefix "pagoda_": promtool must parse and accept everything, silently. */
     char path[64];
-    REQUIRE(write_exposition("pagoda_", "SmolLM2-135M \"instruct\" \\ q4_1\nx", path) == 0);
+    REQUIRE(write_exposition(NULL, "SmolLM2-135M \"instruct\" \\ q4_1\nx", path) == 0);
     pgd_buf out = PGD_BUF_INIT;
     int st = run_promtool(path, &out);
     CHECK_EQ_INT(st, 0);
@@ -763,9 +763,9 @@ static void test_promtool(void) {
         unlink(path);
     pgd_buf_free(&out);
 
-    /* The default "pagoda:" prefix: the text parses (no "error while linting"), and the only
-     * lint findings are promtool's rule against ':' in names — one per pagoda family. */
-    REQUIRE(write_exposition(NULL, "SmolLM2-135M", path) == 0);
+    /* vLLM's style, --metrics-prefix "pagoda:": the text parses (no "error while linting"), and
+     * the only lint findings are promtool's rule against ':' in names — one per pagoda family. */
+    REQUIRE(write_exposition("pagoda:", "SmolLM2-135M", path) == 0);
     st = run_promtool(path, &out);
     CHECK_EQ_INT(st, 3); /* promtool's exit status for lint findings */
     int n_lines = 0, n_other = 0;
