@@ -708,7 +708,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                                  size_t *upload_size, void **con_cls) {
     pgd_http_server *srv = cls;
     pgd_http_request *req = *con_cls;
-    (void)version;
     if (!req) return MHD_NO; /* out of memory in on_uri */
 
     if (!req->headers_seen) {
@@ -719,6 +718,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         memcpy(req->method, method, ml + 1);
         req->path = req->method + ml + 1;
         memcpy(req->path, url, ul + 1);
+        if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+            !MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
+            /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400 */
+            if (req->conn) req->conn->receiving = false;
+            return queue_error(req, 400, "HTTP/1.1 request without a Host header", true);
+        }
         const char *cl =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         bool ok = true;

@@ -377,6 +377,18 @@ def test_oversized_head(srv, data, status):
     assert srv.request("GET", "/health")[0] == 200
 
 
+def test_http11_without_host_is_400(srv):
+    """HTTP/1.1 requires Host (RFC 9112 3.2): 400 with an OpenAI error body; HTTP/1.0 may omit
+    it."""
+    got = raw_exchange(srv.port, b"GET /v1/models HTTP/1.1\r\n\r\n")
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), got[:200]
+    assert_error_body(body, status=400)
+    got = raw_exchange(srv.port, b"GET /v1/models HTTP/1.0\r\n\r\n")
+    assert got.startswith(b"HTTP/1.0 200 ") or got.startswith(b"HTTP/1.1 200 "), got[:200]
+    assert srv.request("GET", "/health")[0] == 200
+
+
 @pytest.mark.xfail(strict=True, reason="libmicrohttpd answers 431/414 (and malformed requests) "
                    "itself with an HTML body, before server/http.c sees the request")
 @pytest.mark.parametrize("data", [HUGE_HEADER, HUGE_URL], ids=["header-too-big", "url-too-long"])
