@@ -10,12 +10,22 @@
  * position, no reassociation — results are identical on every instruction set.
  *
  * One call handles the query heads of one kv head group (n_group = n_head / n_kv_head heads
- * that share kv head `kvh`), reading each K/V byte of that head once. Scores for positions
- * 0..n_ctx-1, then a softmax (max-subtracted, double sum) and the weighted V sum in position
- * order: the result depends only on the query and the cache, never on the batch.
+ * that share kv head `kvh`). THE ORDER (every path follows it, so the SIMD paths give the
+ * scalar reference's bits and a result depends only on the query and the cache, never on the
+ * batch or the instruction set):
+ *   scores  s_p = (a0 + a1) * scale, a0 = fmaf chain over even d ascending from +0, a1 the
+ *           same over odd d (two chains per position: twice the parallelism of one)
+ *   softmax mx = max_p s_p; e_p = pgd__expf(s_p - mx) (kernels/cpu/vexp.h); the sum in 16
+ *           double lanes S[p % 16] += e_p, p ascending, then h_i = S[i] + S[i + 8] and
+ *           ((h0 + h4) + (h2 + h6)) + ((h1 + h5) + (h3 + h7)); inv = (float)(1 / sum)
+ *   output  o_d = fmaf chain over p ascending of e_p * v_p[d] from +0; out_d = o_d * inv
+ * The SIMD paths need block_size 16 and head_dim % 16 == 0 (others run the scalar path).
+ * Threading: pure; any thread.
  */
 #ifndef PGD_KERNELS_CPU_ATTENTION_H
 #define PGD_KERNELS_CPU_ATTENTION_H
+
+#include "kernels/cpu/isa.h"
 
 #include <stdint.h>
 
@@ -35,6 +45,12 @@ typedef struct pgd_attn_shape {
 void pgd_attn_paged_f32(const pgd_attn_shape *s, uint32_t kvh, const float *q, const float *k_cache,
                         const float *v_cache, const int32_t *block_table, uint32_t n_ctx,
                         float *scores, float *out);
+
+/* The same on a given instruction-set path (tests); PGD_EINVAL when this CPU or build cannot
+ * run it. Paths give identical bits. */
+int pgd_attn_paged_f32_isa(pgd_cpu_isa isa, const pgd_attn_shape *s, uint32_t kvh, const float *q,
+                           const float *k_cache, const float *v_cache, const int32_t *block_table,
+                           uint32_t n_ctx, float *scores, float *out);
 
 /* Index of element (d, offset j) of kv head h in block b of a K cache (floats). */
 static inline uint64_t pgd_attn_k_index(const pgd_attn_shape *s, uint64_t b, uint32_t h, uint32_t d,

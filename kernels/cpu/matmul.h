@@ -7,10 +7,10 @@
  *     (in registers, or once per chunk into an f32 tile shared by many tokens) to the exact
  *     f32 value d·q (+ m) and multiplied with x by f32 FMA. As accurate as multiplying by the
  *     f32-dequantized matrix (relative error ~1e-6).
- *   PGD_ACT_Q8 (opt-in; faster on some prefill shapes, less exact): activations quantized once per row to Q8 blocks of
- *     32, then exact integer dot products per block, accumulated in float per block. Costs
- *     accuracy (the logits of small models move by up to ~1e-1 relative).
- * F32/F16 weights always use f32 activations (the mode does not apply to them).
+ *   PGD_ACT_Q8 (opt-in; faster on some prefill shapes, less exact): activations quantized once per
+ * row to Q8 blocks of 32, then exact integer dot products per block, accumulated in float per
+ * block. Costs accuracy (the logits of small models move by up to ~1e-1 relative). F32/F16 weights
+ * always use f32 activations (the mode does not apply to them).
  *
  * Determinism: every y[i][j] is a fixed function of (x row i, W row j, mode) alone: the
  * reduction order over k is defined once per mode (kernels/cpu/matmul_kern.h) and every code
@@ -30,26 +30,12 @@
 #ifndef PGD_KERNELS_CPU_MATMUL_H
 #define PGD_KERNELS_CPU_MATMUL_H
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/threadpool.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Instruction-set paths of the CPU kernels. AUTO picks the best one this CPU supports. */
-typedef enum pgd_cpu_isa {
-    PGD_ISA_AUTO = 0,
-    PGD_ISA_SCALAR = 1, /* portable C, the reference */
-    PGD_ISA_AVX2 = 2,   /* x86-64 AVX2 + FMA + F16C */
-    PGD_ISA_AVX512 = 3, /* AVX2 path + AVX-512 VL/VNNI integer dot products (256-bit) */
-} pgd_cpu_isa;
-
-/* The path AUTO resolves to on this CPU. */
-pgd_cpu_isa pgd_cpu_isa_best(void);
-/* Whether this CPU (and this build) can run `isa`; AUTO and SCALAR always can. */
-bool pgd_cpu_isa_supported(pgd_cpu_isa isa);
-/* "scalar", "avx2", "avx512"; "auto" for AUTO; "?" otherwise. */
-const char *pgd_cpu_isa_name(pgd_cpu_isa isa);
 
 /* Activation precision of the quantized-weight multiply (see the top of this file). */
 typedef enum pgd_act_mode {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/vexp.h"
 #include "testutil.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -85,6 +86,82 @@ static void test_attention_paged(void) {
     free(scores);
 }
 
+/* Every instruction-set path gives the scalar reference's bits, on shapes beyond the default
+ * model's (heads per group 1..9, head_dim 16..128, partial and scattered blocks, block sizes the
+ * SIMD paths do not take), and stays within 1e-5 of the double reference. */
+static void test_attention_paths(void) {
+    static const pgd_cpu_isa isas[] = {PGD_ISA_AVX2, PGD_ISA_AVX512};
+    static const struct {
+        uint32_t n_kv_head, n_group, head_dim, block_size;
+    } shapes[] = {{3, 3, 64, 16}, {1, 1, 64, 16}, {2, 4, 128, 16}, {2, 7, 64, 16},
+                  {1, 9, 32, 16}, {4, 2, 16, 16}, {2, 2, 80, 16},  {2, 3, 64, 8},
+                  {1, 2, 24, 16}};
+    static const uint32_t ctxs[] = {1, 2, 15, 16, 17, 31, 33, 100, 300};
+    int compared = 0;
+    for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++) {
+        pgd_attn_shape s = {shapes[si].n_kv_head, shapes[si].n_group, shapes[si].head_dim,
+                            shapes[si].block_size, 0};
+        s.scale = 1.0f / sqrtf((float)s.head_dim);
+        const uint32_t D = s.head_dim, G = s.n_group, BS = s.block_size;
+        const uint32_t n_blocks = 320 / BS + 2;
+        uint64_t floats = (uint64_t)n_blocks * s.n_kv_head * BS * D;
+        float *kc = malloc(floats * 4), *vc = malloc(floats * 4);
+        float *q = malloc(G * D * 4), *ref = malloc(G * D * 4), *got = malloc(G * D * 4);
+        float *scores = malloc((size_t)G * (320 + BS) * 4);
+        double *exact = malloc(G * D * sizeof(double));
+        int32_t *table = malloc(n_blocks * sizeof(int32_t));
+        for (uint64_t i = 0; i < floats; i++) kc[i] = frand() * 2, vc[i] = frand();
+        for (uint32_t i = 0; i < n_blocks; i++) table[i] = (int32_t)((i * 7 + 3) % n_blocks);
+        for (size_t c = 0; c < PGD_ARRAY_LEN(ctxs); c++) {
+            for (uint32_t i = 0; i < G * D; i++) q[i] = frand() * 3;
+            const uint32_t kvh = (uint32_t)c % s.n_kv_head;
+            REQUIRE(pgd_attn_paged_f32_isa(PGD_ISA_SCALAR, &s, kvh, q, kc, vc, table, ctxs[c],
+                                           scores, ref) == 0);
+            attn_ref(&s, kvh, q, kc, vc, table, ctxs[c], exact);
+            double e2 = 0, r2 = 0;
+            for (uint32_t i = 0; i < G * D; i++) {
+                e2 += (ref[i] - exact[i]) * (ref[i] - exact[i]);
+                r2 += exact[i] * exact[i];
+            }
+            CHECK(sqrt(e2 / r2) <= 1e-5);
+            for (size_t k = 0; k < PGD_ARRAY_LEN(isas); k++) {
+                if (!pgd_cpu_isa_supported(isas[k])) continue;
+                for (uint32_t i = 0; i < G * (320 + BS); i++) scores[i] = frand() * 1e6f;
+                memset(got, 0xff, G * D * 4);
+                REQUIRE(pgd_attn_paged_f32_isa(isas[k], &s, kvh, q, kc, vc, table, ctxs[c],
+                                               scores, got) == 0);
+                if (memcmp(got, ref, G * D * 4) != 0) {
+                    fprintf(stderr, "  %s: shape %zu n_ctx %u differs from the scalar path\n",
+                            pgd_cpu_isa_name(isas[k]), si, ctxs[c]);
+                    tu_failed_checks++;
+                }
+                compared++;
+            }
+        }
+        free(kc), free(vc), free(q), free(ref), free(got), free(scores), free(exact), free(table);
+    }
+    if (!pgd_cpu_isa_supported(PGD_ISA_AVX2))
+        fprintf(stderr, "  no AVX2 on this CPU: only the scalar path was checked\n");
+    else
+        CHECK(compared > 0);
+}
+
+/* pgd__expf: within 3 ulp of exp over the range softmax and SiLU use; the clamps hold. */
+static void test_expf(void) {
+    double worst = 0;
+    for (float x = -87.0f; x <= 88.0f; x += 0.01171875f) {
+        double e = exp((double)x), got = pgd__expf(x);
+        double ulp = ldexp(1.0, ilogb(e) - 23);
+        double err = fabs(got - e) / ulp;
+        if (err > worst) worst = err;
+    }
+    CHECK(worst <= 3.0);
+    if (worst > 3.0) fprintf(stderr, "  worst error %.2f ulp\n", worst);
+    CHECK(pgd__expf(0.0f) == 1.0f);
+    CHECK(pgd__expf(-1000.0f) > 0 && pgd__expf(-1000.0f) < 1e-37f);
+    CHECK(isfinite(pgd__expf(1000.0f)));
+}
+
 static void test_rmsnorm(void) {
     float x[576], g[576], y[576];
     for (int i = 0; i < 576; i++) x[i] = frand() * 10, g[i] = frand();
@@ -134,10 +211,28 @@ static void test_swiglu(void) {
         double g = gt[i];
         CHECK_NEAR(out[i], g / (1 + exp(-g)) * up[i], 1e-5);
     }
+    /* Every path gives the scalar bits, tails included (n = 0 .. 70), extremes too. */
+    float g2[70], u2[70], ref[70], got[70];
+    for (int i = 0; i < 70; i++) g2[i] = frand() * 30, u2[i] = frand() * 4;
+    g2[0] = 0.0f, g2[1] = -0.0f, g2[2] = 200.0f, g2[3] = -200.0f, g2[4] = 1e-30f;
+    static const pgd_cpu_isa isas[] = {PGD_ISA_AVX2, PGD_ISA_AVX512};
+    for (size_t k = 0; k < PGD_ARRAY_LEN(isas); k++) {
+        if (!pgd_cpu_isa_supported(isas[k])) continue;
+        for (uint64_t n = 0; n <= 70; n++) {
+            REQUIRE(pgd_swiglu_f32_isa(PGD_ISA_SCALAR, g2, u2, ref, n) == 0);
+            REQUIRE(pgd_swiglu_f32_isa(isas[k], g2, u2, got, n) == 0);
+            CHECK(memcmp(ref, got, n * sizeof(float)) == 0);
+        }
+    }
+    REQUIRE(pgd_swiglu_f32_isa(PGD_ISA_SCALAR, g2, u2, ref, 5) == 0);
+    CHECK(ref[2] == 200.0f * u2[2]);
+    CHECK(fabsf(ref[3]) < 1e-30f);
 }
 
 int main(void) {
     RUN(test_attention_paged);
+    RUN(test_attention_paths);
+    RUN(test_expf);
     RUN(test_rmsnorm);
     RUN(test_rope);
     RUN(test_swiglu);
