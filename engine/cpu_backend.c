@@ -64,6 +64,16 @@ static int matmul(cpu_backend *b, const pgd_weight *w, const float *x /* [m][col
                            (int64_t)w->rows, (int64_t)w->cols, x, m, y, b->mm, b->mm_size);
 }
 
+/* y_i = x · W_i^T for weights sharing x, in one pool run (see pgd_matmul_group). */
+static int matmul_group(cpu_backend *b, const pgd_weight *const *w, float *const *y, int n,
+                        const float *x /* [m][cols] */, uint32_t m) {
+    pgd_matmul_part parts[4];
+    for (int i = 0; i < n; i++)
+        parts[i] = (pgd_matmul_part){w[i]->type, w[i]->data, (int64_t)w[i]->rows, y[i]};
+    return pgd_matmul_group(b->tp, b->base.cfg.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, parts, n,
+                            (int64_t)w[0]->cols, x, m, b->mm, b->mm_size);
+}
+
 static void add_bias(float *y, const pgd_weight *bias, uint32_t m, uint64_t n) {
     if (!bias->data) return;
     const float *bv = bias->data;
@@ -212,9 +222,9 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
         const pgd_layer_weights *L = &m->layers[l];
         sc.layer = l;
         rmsnorm_rows(b, b->x, NULL, T, &L->attn_norm, b->xb);
-        if ((rc = matmul(b, &L->wq, b->xb, T, b->q)) || (rc = matmul(b, &L->wk, b->xb, T, b->k)) ||
-            (rc = matmul(b, &L->wv, b->xb, T, b->v)))
-            return rc;
+        const pgd_weight *qkv_w[] = {&L->wq, &L->wk, &L->wv};
+        float *const qkv_y[] = {b->q, b->k, b->v};
+        if ((rc = matmul_group(b, qkv_w, qkv_y, 3, b->xb, T))) return rc;
         add_bias(b->q, &L->bq, T, QD);
         add_bias(b->k, &L->bk, T, KVD);
         add_bias(b->v, &L->bv, T, KVD);
@@ -224,9 +234,9 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
         for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
 
         rmsnorm_rows(b, b->x, NULL, T, &L->ffn_norm, b->xb);
-        if ((rc = matmul(b, &L->w_gate, b->xb, T, b->gate)) ||
-            (rc = matmul(b, &L->w_up, b->xb, T, b->up)))
-            return rc;
+        const pgd_weight *gu_w[] = {&L->w_gate, &L->w_up};
+        float *const gu_y[] = {b->gate, b->up};
+        if ((rc = matmul_group(b, gu_w, gu_y, 2, b->xb, T))) return rc;
         swiglu_ctx gc = {b->gate, b->up, cfg->n_ff};
         pgd_threadpool_run(b->tp, (int)T, swiglu_task, &gc);
         if ((rc = matmul(b, &L->w_down, b->gate, T, b->xb))) return rc;

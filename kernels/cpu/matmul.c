@@ -602,6 +602,33 @@ fail:
     return rc;
 }
 
+int pgd_matmul_group(pgd_threadpool *pool, pgd_act_mode mode, const pgd_matmul_part *parts,
+                     int n_parts, int64_t k, const float *x, int64_t m, void *scratch,
+                     size_t scratch_size) {
+    if (n_parts < 1 || n_parts > PGD__FA_MAX_PARTS)
+        return pgd_error_set(PGD_EINVAL, "matmul group of %d parts", n_parts);
+    pgd__fa_part fp[PGD__FA_MAX_PARTS];
+    bool fused = mode == PGD_ACT_F32 && m > 0;
+    for (int i = 0; i < n_parts && fused; i++) {
+        size_t row_bytes = 0;
+        fp[i].kt = kq_index(parts[i].wtype);
+        fused = fp[i].kt >= 0 && parts[i].n > 0 &&
+                check_weights(parts[i].wtype, parts[i].n, k, &row_bytes) == 0;
+        fp[i].w = parts[i].w;
+        fp[i].row_bytes = row_bytes;
+        fp[i].n = parts[i].n;
+        fp[i].y = parts[i].y;
+    }
+    if (fused)
+        return pgd__matmul_fa_group(pool, fa_kernels_for(PGD_ISA_AUTO), fp, n_parts, k, x, m);
+    for (int i = 0; i < n_parts; i++) {
+        int rc = pgd_matmul_mode(pool, mode, parts[i].wtype, parts[i].w, parts[i].n, k, x, m,
+                                 parts[i].y, scratch, scratch_size);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int pgd_matmul_mode(pgd_threadpool *pool, pgd_act_mode mode, uint32_t wtype, const void *w,
                     int64_t n, int64_t k, const float *x, int64_t m, float *y, void *scratch,
                     size_t scratch_size) {

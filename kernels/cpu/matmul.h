@@ -99,6 +99,22 @@ int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode
                         const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y,
                         void *scratch, size_t scratch_size);
 
+/* One weight of pgd_matmul_group: y[m][n] = x[m][k] · W[n][k]^T. */
+typedef struct pgd_matmul_part {
+    uint32_t wtype;
+    const void *w; /* [n][k] in wtype */
+    int64_t n;
+    float *y; /* [m][n] */
+} pgd_matmul_part;
+
+/* pgd_matmul_mode for n_parts weights that share x (a layer's q/k/v or gate/up projections):
+ * one pool run for all of them when every part is a quantized type and mode is PGD_ACT_F32
+ * (fewer fork/join points per step), else one pgd_matmul_mode per part. Same bits either way.
+ * Same errors as pgd_matmul_mode; PGD_EINVAL for n_parts outside [1, 4]. */
+int pgd_matmul_group(pgd_threadpool *pool, pgd_act_mode mode, const pgd_matmul_part *parts,
+                     int n_parts, int64_t k, const float *x, int64_t m, void *scratch,
+                     size_t scratch_size);
+
 /* The same three in the default mode (PGD_ACT_F32). */
 size_t pgd_matmul_scratch_bytes(uint32_t wtype, int64_t m, int64_t k);
 int pgd_matmul(pgd_threadpool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,

@@ -222,20 +222,50 @@ static void fa_task(int task, int thread, void *ctx) {
         fa_prefill(j, r0, r1);
 }
 
-int pgd__matmul_fa(pgd_threadpool *pool, const pgd__fa_kernels *kern, int kt, const uint8_t *w,
-                   size_t row_bytes, int64_t n, int64_t k, const float *x, int64_t m, float *y) {
-    fa_job job = {kern, kt, w, row_bytes, n, k, m, x, y, n};
+/* Rows per task of one multiply: about FA_TASKS_PER_THREAD tasks per thread, whole panels. */
+static int64_t fa_rows_per_task(int threads, int64_t n) {
+    if (threads <= 1) return n;
+    int64_t rpt =
+        (n + (int64_t)threads * FA_TASKS_PER_THREAD - 1) / ((int64_t)threads * FA_TASKS_PER_THREAD);
+    if (rpt < 8) rpt = 8;
+    return (rpt + PGD__FA_PR - 1) / PGD__FA_PR * PGD__FA_PR;
+}
+
+typedef struct fa_group {
+    fa_job jobs[PGD__FA_MAX_PARTS];
+    int first_task[PGD__FA_MAX_PARTS + 1]; /* job i owns tasks [first_task[i], first_task[i+1]) */
+    int n_jobs;
+} fa_group;
+
+static void fa_group_task(int task, int thread, void *ctx) {
+    const fa_group *g = ctx;
+    int i = 0;
+    while (task >= g->first_task[i + 1]) i++;
+    fa_task(task - g->first_task[i], thread, (void *)&g->jobs[i]);
+}
+
+int pgd__matmul_fa_group(pgd_threadpool *pool, const pgd__fa_kernels *kern,
+                         const pgd__fa_part *parts, int n_parts, int64_t k, const float *x,
+                         int64_t m) {
+    fa_group g = {.n_jobs = n_parts};
     const int threads = pgd_threadpool_size(pool);
-    if (threads > 1) {
-        int64_t rpt = (n + (int64_t)threads * FA_TASKS_PER_THREAD - 1) /
-                      ((int64_t)threads * FA_TASKS_PER_THREAD);
-        if (rpt < 8) rpt = 8;
-        job.rows_per_task = (rpt + PGD__FA_PR - 1) / PGD__FA_PR * PGD__FA_PR;
+    for (int i = 0; i < n_parts; i++) {
+        const pgd__fa_part *p = &parts[i];
+        g.jobs[i] = (fa_job){kern, p->kt, p->w, p->row_bytes, p->n,
+                             k,    m,     x,    p->y,         fa_rows_per_task(threads, p->n)};
+        g.first_task[i + 1] =
+            g.first_task[i] + (int)((p->n + g.jobs[i].rows_per_task - 1) / g.jobs[i].rows_per_task);
     }
-    const int64_t n_tasks = (n + job.rows_per_task - 1) / job.rows_per_task;
+    const int n_tasks = g.first_task[n_parts];
     if (n_tasks == 1) {
-        fa_task(0, 0, &job);
+        fa_task(0, 0, &g.jobs[0]);
         return 0;
     }
-    return pgd_threadpool_run(pool, (int)n_tasks, fa_task, &job);
+    return pgd_threadpool_run(pool, n_tasks, fa_group_task, &g);
+}
+
+int pgd__matmul_fa(pgd_threadpool *pool, const pgd__fa_kernels *kern, int kt, const uint8_t *w,
+                   size_t row_bytes, int64_t n, int64_t k, const float *x, int64_t m, float *y) {
+    const pgd__fa_part part = {kt, w, row_bytes, n, y};
+    return pgd__matmul_fa_group(pool, kern, &part, 1, k, x, m);
 }

@@ -131,6 +131,22 @@ typedef struct pgd__fa_kernels {
 const pgd__fa_kernels *pgd__fa_kernels_avx2(void);
 const pgd__fa_kernels *pgd__fa_kernels_avx512(void);
 
+/* One weight of a group multiply (pgd__matmul_fa_group). */
+#define PGD__FA_MAX_PARTS 4
+typedef struct pgd__fa_part {
+    int kt;           /* PGD__KQ_* */
+    const uint8_t *w; /* [n][row_bytes] */
+    size_t row_bytes;
+    int64_t n;
+    float *y; /* [m][n] */
+} pgd__fa_part;
+
+/* y_i = x · W_i^T for 1 <= n_parts <= PGD__FA_MAX_PARTS weights sharing x[m][k], all in one
+ * pool run (the tasks of every part side by side); same bits as one call per part. */
+int pgd__matmul_fa_group(pgd_threadpool *pool, const pgd__fa_kernels *kern,
+                         const pgd__fa_part *parts, int n_parts, int64_t k, const float *x,
+                         int64_t m);
+
 /* y[m][n] in PGD_ACT_F32 mode with the given kernel set (matmul_f32.c). kt: PGD__KQ_*;
  * w: n rows of row_bytes; shapes already checked (n, m >= 1, k % 32 == 0). 0 or the pool's
  * error. */

@@ -93,9 +93,8 @@ static void test_attention_paths(void) {
     static const pgd_cpu_isa isas[] = {PGD_ISA_AVX2, PGD_ISA_AVX512};
     static const struct {
         uint32_t n_kv_head, n_group, head_dim, block_size;
-    } shapes[] = {{3, 3, 64, 16}, {1, 1, 64, 16}, {2, 4, 128, 16}, {2, 7, 64, 16},
-                  {1, 9, 32, 16}, {4, 2, 16, 16}, {2, 2, 80, 16},  {2, 3, 64, 8},
-                  {1, 2, 24, 16}};
+    } shapes[] = {{3, 3, 64, 16}, {1, 1, 64, 16}, {2, 4, 128, 16}, {2, 7, 64, 16}, {1, 9, 32, 16},
+                  {4, 2, 16, 16}, {2, 2, 80, 16}, {2, 3, 64, 8},   {1, 2, 24, 16}};
     static const uint32_t ctxs[] = {1, 2, 15, 16, 17, 31, 33, 100, 300};
     int compared = 0;
     for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++) {
@@ -128,8 +127,8 @@ static void test_attention_paths(void) {
                 if (!pgd_cpu_isa_supported(isas[k])) continue;
                 for (uint32_t i = 0; i < G * (320 + BS); i++) scores[i] = frand() * 1e6f;
                 memset(got, 0xff, G * D * 4);
-                REQUIRE(pgd_attn_paged_f32_isa(isas[k], &s, kvh, q, kc, vc, table, ctxs[c],
-                                               scores, got) == 0);
+                REQUIRE(pgd_attn_paged_f32_isa(isas[k], &s, kvh, q, kc, vc, table, ctxs[c], scores,
+                                               got) == 0);
                 if (memcmp(got, ref, G * D * 4) != 0) {
                     fprintf(stderr, "  %s: shape %zu n_ctx %u differs from the scalar path\n",
                             pgd_cpu_isa_name(isas[k]), si, ctxs[c]);

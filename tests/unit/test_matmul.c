@@ -643,6 +643,52 @@ static void test_determinism(void) {
     determinism_case(PGD_ACT_F32, 30, 1056, 100);
 }
 
+/* pgd_matmul_group: the parts of one run (mixed quantized types, then with an F16 part that
+ * takes the one-call-per-part route, and in Q8 mode) give exactly the bits of separate calls,
+ * (and part 0 its reference's accuracy); bad part counts are refused. */
+static void test_group(void) {
+    const int64_t k = 576, m = 7;
+    static const int64_t ns[] = {200, 72, 64, 130};
+    static const size_t types[][4] = {{2, 4, 3, 5}, {6, 2, 1, 4}, {4, 4, 4, 4}};
+    for (size_t tc = 0; tc < PGD_ARRAY_LEN(types); tc++) {
+        for (int mode = PGD_ACT_F32; mode <= PGD_ACT_Q8; mode++) {
+            problem p[4];
+            float *yg[4], *ys[4];
+            pgd_matmul_part parts[4];
+            rng_state = 0x51ed270b27a1c5ULL + tc;
+            for (int i = 0; i < 4; i++) {
+                REQUIRE(problem_make(&p[i], &TYPES[types[tc][i]], ns[i], k, m, 0) == 0);
+                if (i > 0) memcpy(p[i].x, p[0].x, sizeof(float) * (size_t)(m * k));
+                yg[i] = malloc(sizeof(float) * (size_t)(m * ns[i]));
+                ys[i] = malloc(sizeof(float) * (size_t)(m * ns[i]));
+                REQUIRE(yg[i] && ys[i]);
+                parts[i] = (pgd_matmul_part){p[i].t->type, p[i].w, p[i].n, yg[i]};
+            }
+            for (int n_parts = 1; n_parts <= 4; n_parts++) {
+                for (int i = 0; i < n_parts; i++) memset(yg[i], 0xff, sizeof(float) * m * ns[i]);
+                CHECK_EQ_INT(pgd_matmul_group(pool3, (pgd_act_mode)mode, parts, n_parts, k, p[0].x,
+                                              m, NULL, 0),
+                             0);
+                for (int i = 0; i < n_parts; i++) {
+                    REQUIRE(pgd_matmul_mode(pool2, (pgd_act_mode)mode, p[i].t->type, p[i].w, p[i].n,
+                                            k, p[0].x, m, ys[i], NULL, 0) == 0);
+                    CHECK(memcmp(yg[i], ys[i], sizeof(float) * (size_t)(m * ns[i])) == 0);
+                    /* part 0 keeps the x its reference was computed with */
+                    if (i == 0 && mode == PGD_ACT_F32 && p[i].t->block == 32)
+                        CHECK_EQ_INT(check_result_f32(&p[i], yg[i], "group", 0), 0);
+                }
+            }
+            CHECK_EQ_INT(
+                pgd_matmul_group(pool3, (pgd_act_mode)mode, parts, 0, k, p[0].x, m, NULL, 0),
+                PGD_EINVAL);
+            CHECK_EQ_INT(
+                pgd_matmul_group(pool3, (pgd_act_mode)mode, parts, 5, k, p[0].x, m, NULL, 0),
+                PGD_EINVAL);
+            for (int i = 0; i < 4; i++) problem_free(&p[i]), free(yg[i]), free(ys[i]);
+        }
+    }
+}
+
 /* Modes and their scratch; pre-quantized activations shared by several weights; caller
  * scratch; bad arguments. */
 static void test_api(void) {
@@ -790,6 +836,7 @@ int main(void) {
     RUN(test_float_tails);
     RUN(test_determinism);
     RUN(test_api);
+    RUN(test_group);
     const char *b = getenv("PGD_BENCH");
     if (b && strcmp(b, "1") == 0) bench();
     pgd_threadpool_destroy(pool2);
