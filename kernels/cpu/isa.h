@@ -23,6 +23,9 @@ typedef enum pgd_cpu_isa {
 pgd_cpu_isa pgd_cpu_isa_best(void);
 /* Whether this CPU (and this build) can run `isa`; AUTO and SCALAR always can. */
 bool pgd_cpu_isa_supported(pgd_cpu_isa isa);
+/* For the *_isa entry points: AUTO becomes the best path; 0, or PGD_EINVAL (with a message
+ * naming `kernel`) when this CPU or build cannot run *isa. */
+int pgd_cpu_isa_resolve(pgd_cpu_isa *isa, const char *kernel);
 /* "scalar", "avx2", "avx512"; "auto" for AUTO; "?" otherwise. */
 const char *pgd_cpu_isa_name(pgd_cpu_isa isa);
 

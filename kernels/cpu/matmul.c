@@ -85,6 +85,13 @@ bool pgd_cpu_isa_supported(pgd_cpu_isa isa) {
     return false;
 }
 
+int pgd_cpu_isa_resolve(pgd_cpu_isa *isa, const char *kernel) {
+    if (*isa == PGD_ISA_AUTO) *isa = pgd_cpu_isa_best();
+    if (pgd_cpu_isa_supported(*isa)) return 0;
+    return pgd_error_set(PGD_EINVAL, "%s: this CPU cannot run the %s path", kernel,
+                         pgd_cpu_isa_name(*isa));
+}
+
 pgd_cpu_isa pgd_cpu_isa_best(void) {
     if (pgd_cpu_isa_supported(PGD_ISA_AVX512)) return PGD_ISA_AVX512;
     if (pgd_cpu_isa_supported(PGD_ISA_AVX2)) return PGD_ISA_AVX2;

@@ -234,7 +234,6 @@ static int64_t fa_rows_per_task(int threads, int64_t n) {
 typedef struct fa_group {
     fa_job jobs[PGD__FA_MAX_PARTS];
     int first_task[PGD__FA_MAX_PARTS + 1]; /* job i owns tasks [first_task[i], first_task[i+1]) */
-    int n_jobs;
 } fa_group;
 
 static void fa_group_task(int task, int thread, void *ctx) {
@@ -247,7 +246,7 @@ static void fa_group_task(int task, int thread, void *ctx) {
 int pgd__matmul_fa_group(pgd_threadpool *pool, const pgd__fa_kernels *kern,
                          const pgd__fa_part *parts, int n_parts, int64_t k, const float *x,
                          int64_t m) {
-    fa_group g = {.n_jobs = n_parts};
+    fa_group g = {0};
     const int threads = pgd_threadpool_size(pool);
     for (int i = 0; i < n_parts; i++) {
         const pgd__fa_part *p = &parts[i];

@@ -15,7 +15,6 @@
 void pgd_swiglu_f32(const float *gate, const float *up, float *out, uint64_t n);
 
 /* The same on a given path (tests); PGD_EINVAL when this CPU or build cannot run it. */
-int pgd_swiglu_f32_isa(pgd_cpu_isa isa, const float *gate, const float *up, float *out,
-                       uint64_t n);
+int pgd_swiglu_f32_isa(pgd_cpu_isa isa, const float *gate, const float *up, float *out, uint64_t n);
 
 #endif
