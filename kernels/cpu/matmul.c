@@ -11,9 +11,10 @@
  * the pool size or on which thread runs which task.
  * Work split: the n output rows are cut into tasks of consecutive rows; inside a task rows are
  * taken in blocks of MM_ROW_BLOCK and, for each block, tokens in tiles (PGD__QMR / PGD__FMR
- * tokens per kernel call, or PGD__MT for the batched quantized kernel that unpacks a weight
- * row once for all of them), so a block of weight rows stays in cache while every token tile
- * uses it. Outputs go through a small tile so each y row segment is written once.
+ * tokens per kernel call, or up to PGD__MT for the batched quantized kernels that unpack the
+ * weights once for all of them: kqb, a whole row block per call, where the kernel set has it,
+ * else kqm, one row per call), so a block of weight rows stays in cache while every token
+ * tile uses it. Outputs go through a small tile so each y row segment is written once.
  * Threading: see matmul.h.
  */
 #include "kernels/cpu/matmul.h"
@@ -31,11 +32,13 @@
 #include <cpuid.h>
 #endif
 
-#define MM_ROW_BLOCK        16 /* weight rows per cache block inside a task */
+#define MM_ROW_BLOCK        PGD__QBR /* weight rows per cache block inside a task */
 #define MM_TASKS_PER_THREAD 4
 #define MM_ALIGN            64
 #define MM_KQM_MIN_M        3 /* batches of at least this many tokens use kqm */
+#define MM_KQB_MIN_M        2 /* ... or kqb, where the kernel set has it */
 #define MM_KQM_L1_BYTES     32768
+#define MM_PF_BLOCKS        2 /* prefetch distance of kqb, in row blocks */
 
 /* ---- CPU features ------------------------------------------------------------------------ */
 
@@ -254,6 +257,7 @@ static const pgd__matmul_kernels kernels_scalar = {
     quant_row_scalar,
     {kq_scalar_q8_0, kq_scalar_q4_0, kq_scalar_q4_1, kq_scalar_q5_0, kq_scalar_q5_1},
     {kqm_scalar_q8_0, kqm_scalar_q4_0, kqm_scalar_q4_1, kqm_scalar_q5_0, kqm_scalar_q5_1},
+    {NULL, NULL, NULL, NULL, NULL},
     kf_scalar,
 };
 
@@ -401,6 +405,31 @@ typedef struct mm_job {
     int64_t rows_per_task;
 } mm_job;
 
+/* Whether m tokens go through the batched kernels (kqb or kqm) rather than kq. */
+static int use_batched(const pgd__matmul_kernels *kern, int kt, int64_t m) {
+    return m >= (kern->kqb[kt] ? MM_KQB_MIN_M : MM_KQM_MIN_M);
+}
+
+/* Rows [rb, rb + nrows) of task rows [r0, r1) for tokens [t0, t0 + mr) by the kqb kernel. */
+static void mm_kqb_block(const mm_job *j, int64_t r0, int64_t r1, int64_t rb, int nrows, int64_t t0,
+                         int mr) {
+    float ob[PGD__MT * PGD__QBR]; /* [mr][PGD__QBR] */
+    if (t0 == 0) {
+        /* rows MM_PF_BLOCKS blocks ahead into cache while this block is multiplied (on the
+         * first block, every block up to there): weights beyond L2 otherwise stall the
+         * unpacking */
+        int64_t p0 = rb == r0 ? rb + MM_ROW_BLOCK : rb + MM_PF_BLOCKS * MM_ROW_BLOCK;
+        int64_t p1 = rb + (MM_PF_BLOCKS + 1) * MM_ROW_BLOCK;
+        if (p1 > r1) p1 = r1;
+        const uint8_t *pw = j->w + (size_t)p0 * j->row_bytes;
+        for (size_t o = 0; p0 < p1 && o < (size_t)(p1 - p0) * j->row_bytes; o += 64)
+            __builtin_prefetch(pw + o, 0, 3);
+    }
+    j->kern->kqb[j->kt](j->w + (size_t)rb * j->row_bytes, j->row_bytes, nrows, j->xq, t0, mr, ob);
+    for (int t = 0; t < mr; t++)
+        memcpy(j->y + (t0 + t) * j->n + rb, ob + t * PGD__QBR, sizeof(float) * (size_t)nrows);
+}
+
 static void mm_task(int task, int thread, void *ctx) {
     const mm_job *j = ctx;
     int64_t r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
@@ -418,7 +447,10 @@ static void mm_task(int task, int thread, void *ctx) {
             const int mr = j->m - t0 < tile_m ? (int)(j->m - t0) : tile_m;
             float tile[PGD__MT][MM_ROW_BLOCK]; /* y[t0 + t][rb + i] */
             float out[PGD__MT > PGD__FMR * PGD__NR ? PGD__MT : PGD__FMR * PGD__NR];
-            if (j->kt >= 0) {
+            if (j->kt >= 0 && j->batched && j->kern->kqb[j->kt]) {
+                mm_kqb_block(j, r0, r1, rb, nrows, t0, mr);
+                continue;
+            } else if (j->kt >= 0) {
                 for (int i = 0; i < nrows; i++) {
                     const uint8_t *w = j->w + (size_t)(rb + i) * j->row_bytes;
                     if (j->batched)
@@ -505,7 +537,7 @@ int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const v
     if (n == 0) return 0;
     mm_job job = {.kern = kern,
                   .kt = kt,
-                  .batched = x->m >= MM_KQM_MIN_M,
+                  .batched = use_batched(kern, kt, x->m),
                   .w = w,
                   .row_bytes = row_bytes,
                   .n = n,
@@ -595,7 +627,7 @@ int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode
     if (rc) goto fail;
     mm_job job = {.kern = kern,
                   .kt = kt,
-                  .batched = m >= MM_KQM_MIN_M,
+                  .batched = use_batched(kern, kt, m),
                   .w = w,
                   .row_bytes = row_bytes,
                   .n = n,

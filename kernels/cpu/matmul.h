@@ -7,10 +7,10 @@
  *     (in registers, or once per chunk into an f32 tile shared by many tokens) to the exact
  *     f32 value d·q (+ m) and multiplied with x by f32 FMA. As accurate as multiplying by the
  *     f32-dequantized matrix (relative error ~1e-6).
- *   PGD_ACT_Q8 (opt-in; faster on some prefill shapes, less exact): activations quantized once per
- * row to Q8 blocks of 32, then exact integer dot products per block, accumulated in float per
- * block. Costs accuracy (the logits of small models move by up to ~1e-1 relative). F32/F16 weights
- * always use f32 activations (the mode does not apply to them).
+ *   PGD_ACT_Q8 (opt-in; faster for batches of 2 or more tokens on AVX-512 VNNI, less exact):
+ * activations quantized once per row to Q8 blocks of 32, then exact integer dot products per block,
+ * accumulated in float per block. Costs accuracy (the logits of small models move by up to ~1e-1
+ * relative). F32/F16 weights always use f32 activations (the mode does not apply to them).
  *
  * Determinism: every y[i][j] is a fixed function of (x row i, W row j, mode) alone: the
  * reduction order over k is defined once per mode (kernels/cpu/matmul_kern.h) and every code

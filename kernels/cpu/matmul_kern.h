@@ -45,6 +45,7 @@ enum { PGD__KQ_Q8_0, PGD__KQ_Q4_0, PGD__KQ_Q4_1, PGD__KQ_Q5_0, PGD__KQ_Q5_1, PGD
 
 #define PGD__QMR 2  /* most tokens per kq call (natural layout, small batches) */
 #define PGD__MT  32 /* most tokens per kqm call (transposed layout, batches) */
+#define PGD__QBR 16 /* most weight rows per kqb call */
 #define PGD__FMR 4  /* most tokens per F32/F16 kernel call */
 #define PGD__NR  4  /* most weight rows per F32/F16 kernel call */
 
@@ -62,6 +63,12 @@ typedef void (*pgd__kq_fn)(const uint8_t *w, const pgd_q8_act *x, int64_t t0, in
 typedef void (*pgd__kqm_fn)(const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mt,
                             float *out /* [mt] */);
 
+/* out[t * PGD__QBR + r] = dot(W row r, x row t0 + t) for r < nr <= PGD__QBR, t < mt <= PGD__MT:
+ * a block of rows (row_bytes apart) against many tokens, reading x->qt; same bits as
+ * pgd__kq_fn. Optional in a kernel set (NULL: kqm per row). */
+typedef void (*pgd__kqb_fn)(const uint8_t *w, size_t row_bytes, int nr, const pgd_q8_act *x,
+                            int64_t t0, int mt, float *out /* [mt][PGD__QBR] */);
+
 /* out[t * PGD__NR + r] = dot(W row r, x row t) for t < mr, r < nr (1 <= mr <= PGD__FMR,
  * 1 <= nr <= PGD__NR); W rows are row_bytes apart, F32 or F16 (f16 != 0), k elements. */
 typedef void (*pgd__kf_fn)(int f16, const uint8_t *w, size_t row_bytes, int nr,
@@ -72,6 +79,7 @@ typedef struct pgd__matmul_kernels {
     pgd__quant_row_fn quant_row;
     pgd__kq_fn kq[PGD__KQ_COUNT];
     pgd__kqm_fn kqm[PGD__KQ_COUNT];
+    pgd__kqb_fn kqb[PGD__KQ_COUNT]; /* all NULL or none */
     pgd__kf_fn kf;
 } pgd__matmul_kernels;
 

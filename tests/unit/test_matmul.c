@@ -801,7 +801,7 @@ out:
  * only Q8_0, only the best ISA. */
 static void bench(void) {
     static const int64_t shapes[][2] = {{576, 1536}, {576, 49152}, {1536, 576}};
-    static const int64_t ms[] = {1, 64};
+    static const int64_t ms[] = {1, 16, 64};
     static const size_t tis[] = {2, 3, 4, 1}; /* Q8_0, Q4_0, Q4_1, F16 */
     const char *q = getenv("PGD_BENCH_QUICK");
     const int quick = q && strcmp(q, "1") == 0;
