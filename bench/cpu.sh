@@ -3,6 +3,7 @@
 #   1. offline: prefill and decode tokens/s per batch size (pagoda bench, 128 in / 128 out)
 #   2. online (scheduler): concurrency 1/4/16/64, 128 in / 128 out
 #   3. online with a shared 512-token prefix, prefix cache on vs off
+#   4. offline and online again with int8 activation blocks (--int8-activations)
 # Usage: bench/cpu.sh [MODEL] > bench/results/cpu.md   (needs build/pagoda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,3 +39,12 @@ echo
 echo "### prefix cache off"
 run $BIN bench --model "$MODEL" --num-prompts 16 --concurrency 4 --prompt-len 576 \
   --shared-prefix-len 512 --gen-len 64 --no-prefix-caching
+
+echo
+echo "## int8 activation blocks (--int8-activations: opt-in, less exact; see README)"
+run $BIN bench --model "$MODEL" --prompt-len 128 --gen-len 128 --batch 1,16 --int8-activations
+for c in 1 16 64; do
+  n=$(( c * 2 > 16 ? c * 2 : 16 ))
+  run $BIN bench --model "$MODEL" --num-prompts $n --concurrency $c --prompt-len 128 --gen-len 128 \
+    --int8-activations
+done
