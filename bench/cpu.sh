@@ -10,6 +10,14 @@ cd "$(dirname "$0")/.."
 MODEL=${1:-$(scripts/fetch-model)}
 BIN=build/pagoda
 run() { echo; echo '```'; echo "\$ $*"; echo '```'; echo; "$@"; }
+# online "CONCURRENCIES" [FLAGS...]: 128 in / 128 out at each concurrency, 2c prompts (>= 16)
+online() {
+  local cs=$1; shift
+  for c in $cs; do
+    run $BIN bench --model "$MODEL" --num-prompts $(( c * 2 > 16 ? c * 2 : 16 )) --concurrency $c \
+      --prompt-len 128 --gen-len 128 "$@"
+  done
+}
 
 echo "# CPU benchmarks"
 echo
@@ -24,10 +32,7 @@ run $BIN bench --model "$MODEL" --prompt-len 128 --gen-len 128 --batch 1,4,16
 
 echo
 echo "## Online (scheduler, continuous batching): 128 in / 128 out"
-for c in 1 4 16 64; do
-  n=$(( c * 2 > 16 ? c * 2 : 16 ))
-  run $BIN bench --model "$MODEL" --num-prompts $n --concurrency $c --prompt-len 128 --gen-len 128
-done
+online "1 4 16 64"
 
 echo
 echo "## Shared 512-token prefix (16 prompts, 512 shared + 64 own tokens, 64 out, concurrency 4)"
@@ -43,8 +48,4 @@ run $BIN bench --model "$MODEL" --num-prompts 16 --concurrency 4 --prompt-len 57
 echo
 echo "## int8 activation blocks (--int8-activations: opt-in, less exact; see README)"
 run $BIN bench --model "$MODEL" --prompt-len 128 --gen-len 128 --batch 1,16 --int8-activations
-for c in 1 16 64; do
-  n=$(( c * 2 > 16 ? c * 2 : 16 ))
-  run $BIN bench --model "$MODEL" --num-prompts $n --concurrency $c --prompt-len 128 --gen-len 128 \
-    --int8-activations
-done
+online "1 16 64" --int8-activations

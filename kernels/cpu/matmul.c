@@ -152,13 +152,10 @@ static void quant_row_scalar(const float *x /* [k] */, int64_t k, int8_t *qs /* 
     }
 }
 
-/* Bytes per 32-block of each quantized kernel type. */
-static const size_t kq_block_bytes[PGD__KQ_COUNT] = {34, 18, 20, 22, 24};
-
 static inline __attribute__((always_inline)) void
 kq_scalar(int kt, const uint8_t *w, const pgd_q8_act *x, int64_t t0, int mr, float *out) {
     const int64_t nb = x->k / PGD_QK;
-    const size_t bs = kq_block_bytes[kt];
+    const size_t bs = pgd__kq_block_bytes(kt);
     for (int t = 0; t < mr; t++) {
         const int8_t *xq = x->qs + (t0 + t) * x->nb_pad * PGD_QK; /* [k] */
         const float *xd = x->d + (t0 + t) * x->nb_pad;            /* [nb] */
@@ -513,7 +510,7 @@ static int check_weights(uint32_t wtype, int64_t n, int64_t k, size_t *row_bytes
         tsz = 2;
         break;
     default:
-        bsz = PGD_QK, tsz = (int64_t)kq_block_bytes[kq_index(wtype)];
+        bsz = PGD_QK, tsz = (int64_t)pgd__kq_block_bytes(kq_index(wtype));
         break;
     }
     if (k % bsz)

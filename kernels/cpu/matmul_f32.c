@@ -30,8 +30,6 @@
 #define FA_TASKS_PER_THREAD 4
 #define FA_ROW_BLOCK        16 /* output rows staged in a tile before they go to y */
 
-static const size_t fa_block_bytes[PGD__KQ_COUNT] = {34, 18, 20, 22, 24};
-
 /* ---- scalar reference kernels ------------------------------------------------------------ */
 
 static inline float rdf16(const uint8_t *p) {
@@ -86,7 +84,7 @@ static inline __attribute__((always_inline)) void deq_block_scalar(int kt, const
 static inline __attribute__((always_inline)) void kd_scalar(int kt, const uint8_t *w,
                                                             const float *x /* [mr][k] */, int64_t k,
                                                             int mr, float *out /* [mr] */) {
-    const size_t bs = fa_block_bytes[kt];
+    const size_t bs = pgd__kq_block_bytes(kt);
     float acc[PGD__FA_MR][32] = {{0}};
     for (int64_t b = 0; b < k / PGD_QK; b++) {
         float wb[32];
@@ -101,7 +99,7 @@ static inline __attribute__((always_inline)) void kd_scalar(int kt, const uint8_
 static inline __attribute__((always_inline)) void deq_scalar(int kt, const uint8_t *w, int64_t nb,
                                                              float *dst /* [nb * 32] */) {
     for (int64_t b = 0; b < nb; b++)
-        deq_block_scalar(kt, w + (size_t)b * fa_block_bytes[kt], dst + b * PGD_QK);
+        deq_block_scalar(kt, w + (size_t)b * pgd__kq_block_bytes(kt), dst + b * PGD_QK);
 }
 
 #define FA_SCALAR(sfx, kt)                                                                         \
@@ -167,7 +165,7 @@ static void fa_decode(const fa_job *j, int64_t r0, int64_t r1) {
 
 static void fa_prefill(const fa_job *j, int64_t r0, int64_t r1) {
     const pgd__deq_fn deq = j->kern->deq[j->kt];
-    const size_t bs = fa_block_bytes[j->kt];
+    const size_t bs = pgd__kq_block_bytes(j->kt);
     _Alignas(64) float wd[PGD__FA_PR][PGD__FA_KC];       /* the panel chunk, dequantized */
     _Alignas(64) float part[PGD__FA_PT][PGD__FA_PR][32]; /* lanes of (token, row) */
     _Alignas(64) float yt[PGD__FA_PT][FA_ROW_BLOCK];     /* y[t0 + t][rb + i] */

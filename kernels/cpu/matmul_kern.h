@@ -43,6 +43,12 @@
 /* Quantized weight formats the integer kernels handle, in table order. */
 enum { PGD__KQ_Q8_0, PGD__KQ_Q4_0, PGD__KQ_Q4_1, PGD__KQ_Q5_0, PGD__KQ_Q5_1, PGD__KQ_COUNT };
 
+/* Bytes per 32-element block of a PGD__KQ_* format (the GGUF block sizes). */
+static inline size_t pgd__kq_block_bytes(int kt) {
+    static const size_t bytes[PGD__KQ_COUNT] = {34, 18, 20, 22, 24};
+    return bytes[kt];
+}
+
 #define PGD__QMR 2  /* most tokens per kq call (natural layout, small batches) */
 #define PGD__MT  32 /* most tokens per kqm call (transposed layout, batches) */
 #define PGD__QBR 16 /* most weight rows per kqb call */

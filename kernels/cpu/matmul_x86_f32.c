@@ -43,8 +43,6 @@
 #define T5  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 #define INL inline __attribute__((always_inline))
 
-static const size_t blk_bytes[PGD__KQ_COUNT] = {34, 18, 20, 22, 24};
-
 static INL uint16_t rd16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);
@@ -126,7 +124,7 @@ T2 static INL void deq_avx2(int kt, const uint8_t *blk, __m256 w[4]) {
 
 T2 static INL void kd_avx2_body(int kt, int mr, const uint8_t *w, const float *x, int64_t k,
                                 float *out) {
-    const size_t bs = blk_bytes[kt];
+    const size_t bs = pgd__kq_block_bytes(kt);
     __m256 acc[PGD__FA_MR][4];
     for (int t = 0; t < mr; t++)
         for (int i = 0; i < 4; i++) acc[t][i] = _mm256_setzero_ps();
@@ -146,7 +144,7 @@ T2 static INL void kd_avx2_body(int kt, int mr, const uint8_t *w, const float *x
 }
 
 T2 static INL void deq_avx2_row(int kt, const uint8_t *w, int64_t nb, float *dst) {
-    const size_t bs = blk_bytes[kt];
+    const size_t bs = pgd__kq_block_bytes(kt);
     for (int64_t b = 0; b < nb; b++) {
         __m256 wv[4];
         deq_avx2(kt, w + (size_t)b * bs, wv);
@@ -349,7 +347,7 @@ T5 static INL float hsum32_v(__m512 a0, __m512 a1) {
 
 T5 static INL void kd_avx512_body(int kt, int mr, const uint8_t *w, const float *x, int64_t k,
                                   float *out) {
-    const size_t bs = blk_bytes[kt];
+    const size_t bs = pgd__kq_block_bytes(kt);
     __m512 acc[PGD__FA_MR][2];
     for (int t = 0; t < mr; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < k / PGD_QK; b++) {
@@ -366,7 +364,7 @@ T5 static INL void kd_avx512_body(int kt, int mr, const uint8_t *w, const float 
 }
 
 T5 static INL void deq_avx512_row(int kt, const uint8_t *w, int64_t nb, float *dst) {
-    const size_t bs = blk_bytes[kt];
+    const size_t bs = pgd__kq_block_bytes(kt);
     for (int64_t b = 0; b < nb; b++) {
         __m512 wv[2];
         deq_avx512(kt, w + (size_t)b * bs, wv);
