@@ -46,7 +46,8 @@ typedef struct pgd_backend_config {
     uint32_t block_size; /* tokens per block */
     uint32_t max_tokens; /* largest T a forward call will get */
     uint32_t n_threads;  /* CPU: 0 = one per core */
-    bool act_q8;         /* CPU: quantize activations to int8 blocks (faster batches, less exact;
+    bool act_q8;         /* CPU: quantize activations to int8 blocks (faster, less exact; the
+                            weights are packed once for the int8 kernel where the CPU has it;
                             default: f32 activations against the GGUF-typed weights) */
 } pgd_backend_config;
 

@@ -3,7 +3,8 @@
  *
  * Owns: the KV cache (per layer K [n_blocks][n_kv_head][head_dim][block_size] and
  * V [n_blocks][n_kv_head][block_size][head_dim], f32; see kernels/cpu/attention.h),
- * the thread pool, and scratch activations sized for cfg.max_tokens tokens.
+ * the thread pool, scratch activations sized for cfg.max_tokens tokens, and with int8
+ * activations a packed copy of the matmul weights (pgd_q8_pack; about the model's size).
  * Every op is row-independent and reduces in a fixed order, so a token's logits do not depend
  * on what else shares its batch (see kernels/cpu/matmul.h for the matmul guarantee).
  *
@@ -22,6 +23,15 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/cpu/threadpool.h"
+
+/* A layer's matmul weights, in the order pack_weights walks them. */
+enum { PK_Q, PK_K, PK_V, PK_O, PK_GATE, PK_UP, PK_DOWN, PK_COUNT };
+
+static const pgd_weight *layer_weight(const pgd_layer_weights *L, int i) {
+    const pgd_weight *w[PK_COUNT] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                     &L->w_gate, &L->w_up, &L->w_down};
+    return w[i];
+}
 
 typedef struct cpu_backend {
     pgd_backend base;
@@ -44,6 +54,11 @@ typedef struct cpu_backend {
     uint32_t *seq_of; /* [T] sequence index of each token */
     void *mm;         /* matmul scratch (Q8 activations) */
     size_t mm_size;
+    /* int8 activations: the matmul weights packed for the batch kernel (pgd_q8_pack), in one
+     * buffer; NULL entries use the model's own */
+    void *packed_buf;
+    const void *(*packed)[PK_COUNT]; /* [n_layer] */
+    const void *packed_out;
 } cpu_backend;
 
 uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size) {
@@ -58,20 +73,57 @@ typedef struct {
     uint32_t layer;
 } step_ctx;
 
-static int matmul(cpu_backend *b, const pgd_weight *w, const float *x /* [m][cols] */, uint32_t m,
-                  float *y /* [m][rows] */) {
-    return pgd_matmul_mode(b->tp, b->base.cfg.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, w->type, w->data,
-                           (int64_t)w->rows, (int64_t)w->cols, x, m, y, b->mm, b->mm_size);
-}
-
-/* y_i = x · W_i^T for weights sharing x, in one pool run (see pgd_matmul_group). */
-static int matmul_group(cpu_backend *b, const pgd_weight *const *w, float *const *y, int n,
-                        const float *x /* [m][cols] */, uint32_t m) {
+/* y_i = x · W_i^T for weights sharing x, in one pool run (see pgd_matmul_group); packed[i]:
+ * W_i's packed copy or NULL. */
+static int matmul_group(cpu_backend *b, const pgd_weight *const *w, const void *const *packed,
+                        float *const *y, int n, const float *x /* [m][cols] */, uint32_t m) {
     pgd_matmul_part parts[4];
     for (int i = 0; i < n; i++)
-        parts[i] = (pgd_matmul_part){w[i]->type, w[i]->data, (int64_t)w[i]->rows, y[i]};
+        parts[i] = (pgd_matmul_part){w[i]->type, w[i]->data, (int64_t)w[i]->rows, y[i],
+                                     packed ? packed[i] : NULL};
     return pgd_matmul_group(b->tp, b->base.cfg.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, parts, n,
                             (int64_t)w[0]->cols, x, m, b->mm, b->mm_size);
+}
+
+static int matmul(cpu_backend *b, const pgd_weight *w, const void *packed,
+                  const float *x /* [m][cols] */, uint32_t m, float *y /* [m][rows] */) {
+    return matmul_group(b, &w, &packed, &y, 1, x, m);
+}
+
+/* With int8 activations, a packed copy of every matmul weight that has a packed layout on this
+ * CPU (pgd_q8_pack_bytes), all in b->packed_buf. Without, nothing. */
+static int pack_weights(cpu_backend *b) {
+    const pgd_model *m = b->base.model;
+    const uint32_t nl = m->cfg.n_layer;
+    if (!b->base.cfg.act_q8) return 0;
+    if (!(b->packed = calloc(nl, sizeof *b->packed))) return PGD_ENOMEM;
+    for (int pass = 0; pass < 2; pass++) { /* sizes, then the packing */
+        size_t off = 0;
+        for (uint32_t i = 0; i <= nl * PK_COUNT; i++) {
+            const pgd_weight *w = i < nl * PK_COUNT
+                                      ? layer_weight(&m->layers[i / PK_COUNT], (int)(i % PK_COUNT))
+                                      : &m->output;
+            size_t need =
+                pgd_q8_pack_bytes(PGD_ISA_AUTO, w->type, (int64_t)w->rows, (int64_t)w->cols);
+            if (!need) continue;
+            if (pass == 1) {
+                uint8_t *dst = (uint8_t *)b->packed_buf + off;
+                int rc = pgd_q8_pack(PGD_ISA_AUTO, w->type, w->data, (int64_t)w->rows,
+                                     (int64_t)w->cols, dst, need);
+                if (rc) return rc;
+                if (i < nl * PK_COUNT)
+                    b->packed[i / PK_COUNT][i % PK_COUNT] = dst;
+                else
+                    b->packed_out = dst;
+            }
+            off += (need + 63) / 64 * 64;
+        }
+        if (pass == 0 && off && !(b->packed_buf = aligned_alloc(64, off)))
+            return pgd_error_set(PGD_ENOMEM, "out of memory for packed weights (%zu MiB)",
+                                 off >> 20);
+        if (!off) break;
+    }
+    return 0;
 }
 
 static void add_bias(float *y, const pgd_weight *bias, uint32_t m, uint64_t n) {
@@ -222,29 +274,30 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
         const pgd_layer_weights *L = &m->layers[l];
         sc.layer = l;
         rmsnorm_rows(b, b->x, NULL, T, &L->attn_norm, b->xb);
+        const void *const *pk = b->packed ? b->packed[l] : NULL;
         const pgd_weight *qkv_w[] = {&L->wq, &L->wk, &L->wv};
         float *const qkv_y[] = {b->q, b->k, b->v};
-        if ((rc = matmul_group(b, qkv_w, qkv_y, 3, b->xb, T))) return rc;
+        if ((rc = matmul_group(b, qkv_w, pk ? pk + PK_Q : NULL, qkv_y, 3, b->xb, T))) return rc;
         add_bias(b->q, &L->bq, T, QD);
         add_bias(b->k, &L->bk, T, KVD);
         add_bias(b->v, &L->bv, T, KVD);
         pgd_threadpool_run(b->tp, (int)T, rope_store_task, &sc);
         pgd_threadpool_run(b->tp, (int)(T * cfg->n_head_kv), attention_task, &sc);
-        if ((rc = matmul(b, &L->wo, b->att, T, b->xb))) return rc;
+        if ((rc = matmul(b, &L->wo, pk ? pk[PK_O] : NULL, b->att, T, b->xb))) return rc;
         for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
 
         rmsnorm_rows(b, b->x, NULL, T, &L->ffn_norm, b->xb);
         const pgd_weight *gu_w[] = {&L->w_gate, &L->w_up};
         float *const gu_y[] = {b->gate, b->up};
-        if ((rc = matmul_group(b, gu_w, gu_y, 2, b->xb, T))) return rc;
+        if ((rc = matmul_group(b, gu_w, pk ? pk + PK_GATE : NULL, gu_y, 2, b->xb, T))) return rc;
         swiglu_ctx gc = {b->gate, b->up, cfg->n_ff};
         pgd_threadpool_run(b->tp, (int)T, swiglu_task, &gc);
-        if ((rc = matmul(b, &L->w_down, b->gate, T, b->xb))) return rc;
+        if ((rc = matmul(b, &L->w_down, pk ? pk[PK_DOWN] : NULL, b->gate, T, b->xb))) return rc;
         for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
     }
     if (bt->n_logits == 0) return 0;
     rmsnorm_rows(b, b->x, bt->logit_rows, bt->n_logits, &m->output_norm, b->xb);
-    return matmul(b, &m->output, b->xb, bt->n_logits, logits);
+    return matmul(b, &m->output, b->packed_out, b->xb, bt->n_logits, logits);
 }
 
 static int cpu_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
@@ -271,6 +324,8 @@ static void cpu_destroy(pgd_backend *base) {
     if (!b) return;
     pgd_threadpool_destroy(b->tp);
     free(b->mm);
+    free(b->packed_buf);
+    free(b->packed);
     free(b->k_cache);
     free(b->v_cache);
     free(b->inv_freq);
@@ -344,6 +399,7 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
         rc = PGD_ENOMEM;
         goto fail;
     }
+    if ((rc = pack_weights(b))) goto fail;
     pgd_rope_inv_freq(b->inv_freq, c->rope_dim, c->rope_base,
                       m->rope_freqs.data ? (const float *)m->rope_freqs.data : NULL);
     *out = &b->base;

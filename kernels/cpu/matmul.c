@@ -14,7 +14,8 @@
  * tokens per kernel call, or up to PGD__MT for the batched quantized kernels that unpack the
  * weights once for all of them: kqb, a whole row block per call, where the kernel set has it,
  * else kqm, one row per call), so a block of weight rows stays in cache while every token
- * tile uses it. Outputs go through a small tile so each y row segment is written once.
+ * tile uses it. Packed weights (pgd_q8_pack) go by whole row blocks of 16 through kqp, for any
+ * number of tokens. Outputs go through a small tile so each y row segment is written once.
  * Threading: see matmul.h.
  */
 #include "kernels/cpu/matmul.h"
@@ -255,6 +256,7 @@ static const pgd__matmul_kernels kernels_scalar = {
     {kq_scalar_q8_0, kq_scalar_q4_0, kq_scalar_q4_1, kq_scalar_q5_0, kq_scalar_q5_1},
     {kqm_scalar_q8_0, kqm_scalar_q4_0, kqm_scalar_q4_1, kqm_scalar_q5_0, kqm_scalar_q5_1},
     {NULL, NULL, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
     kf_scalar,
 };
 
@@ -395,6 +397,7 @@ typedef struct mm_job {
     int f16;     /* F16 weights (kt == -1) */
     const uint8_t *w;
     size_t row_bytes;
+    const uint8_t *packed; /* pgd_q8_pack of w (kqp), or NULL */
     int64_t n, k, m;
     const pgd_q8_act *xq; /* quantized types */
     const float *xf;      /* [m][k], F32/F16 */
@@ -427,10 +430,34 @@ static void mm_kqb_block(const mm_job *j, int64_t r0, int64_t r1, int64_t rb, in
         memcpy(j->y + (t0 + t) * j->n + rb, ob + t * PGD__QBR, sizeof(float) * (size_t)nrows);
 }
 
+/* Rows [r0, r1) (r0 a multiple of PGD__QBR) from packed weights, a row block per kqp call. */
+static void mm_kqp_rows(const mm_job *j, int64_t r0, int64_t r1) {
+    const size_t bb = pgd__qp_block_bytes(j->kt, j->k / PGD_QK);
+    float ob[PGD__MT * PGD__QBR]; /* [mr][PGD__QBR] */
+    for (int64_t rb = r0; rb < r1; rb += PGD__QBR) {
+        const int nrows = (int)(r1 - rb < PGD__QBR ? r1 - rb : PGD__QBR);
+        const uint8_t *blk = j->packed + (size_t)(rb / PGD__QBR) * bb;
+        if (rb + MM_PF_BLOCKS * PGD__QBR < r1) /* a block ahead into cache, as in kqb */
+            for (size_t o = 0; o < bb; o += 64)
+                __builtin_prefetch(blk + MM_PF_BLOCKS * bb + o, 0, 3);
+        for (int64_t t0 = 0; t0 < j->m; t0 += PGD__MT) {
+            const int mr = (int)(j->m - t0 < PGD__MT ? j->m - t0 : PGD__MT);
+            j->kern->kqp[j->kt](blk, j->xq, t0, mr, ob);
+            for (int t = 0; t < mr; t++)
+                memcpy(j->y + (t0 + t) * j->n + rb, ob + t * PGD__QBR,
+                       sizeof(float) * (size_t)nrows);
+        }
+    }
+}
+
 static void mm_task(int task, int thread, void *ctx) {
     const mm_job *j = ctx;
     int64_t r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
     if (r1 > j->n) r1 = j->n;
+    if (j->packed) {
+        mm_kqp_rows(j, r0, r1);
+        return;
+    }
     int tile_m = j->kt < 0 ? PGD__FMR : PGD__QMR;
     if (j->kt >= 0 && j->batched) {
         /* tokens per kqm call: enough to amortize unpacking a weight row, few enough that
@@ -474,22 +501,56 @@ static void mm_task(int task, int thread, void *ctx) {
     }
 }
 
-static int mm_run(pgd_threadpool *pool, mm_job *job) {
-    int threads = pgd_threadpool_size(pool);
+/* Sets job->rows_per_task (whole row blocks for packed weights) for `threads` threads; returns
+ * the number of tasks, or -1 when more than an int holds. */
+static int64_t mm_split(mm_job *job, int threads) {
     int64_t rpt = job->n;
     if (threads > 1) {
         rpt = (job->n + (int64_t)threads * MM_TASKS_PER_THREAD - 1) /
               ((int64_t)threads * MM_TASKS_PER_THREAD);
-        rpt = round_up(rpt < 8 ? 8 : rpt, 4);
+        rpt = round_up(rpt < 8 ? 8 : rpt, job->packed ? PGD__QBR : 4);
     }
-    int64_t n_tasks = (job->n + rpt - 1) / rpt;
-    if (n_tasks > INT32_MAX) return pgd_error_set(PGD_ERANGE, "matmul: too many rows");
     job->rows_per_task = rpt;
+    int64_t n_tasks = (job->n + rpt - 1) / rpt;
+    return n_tasks > INT32_MAX ? -1 : n_tasks;
+}
+
+static int mm_run(pgd_threadpool *pool, mm_job *job) {
+    int64_t n_tasks = mm_split(job, pgd_threadpool_size(pool));
+    if (n_tasks < 0) return pgd_error_set(PGD_ERANGE, "matmul: too many rows");
     if (n_tasks == 1) {
         mm_task(0, 0, job);
         return 0;
     }
     return pgd_threadpool_run(pool, (int)n_tasks, mm_task, job);
+}
+
+/* Several jobs in one pool run, their tasks side by side. */
+typedef struct mm_group {
+    mm_job jobs[PGD__FA_MAX_PARTS];
+    int first_task[PGD__FA_MAX_PARTS + 1]; /* job i owns tasks [first_task[i], first_task[i+1]) */
+} mm_group;
+
+static void mm_group_task(int task, int thread, void *ctx) {
+    const mm_group *g = ctx;
+    int i = 0;
+    while (task >= g->first_task[i + 1]) i++;
+    mm_task(task - g->first_task[i], thread, (void *)&g->jobs[i]);
+}
+
+static int mm_group_run(pgd_threadpool *pool, mm_group *g, int n_jobs) {
+    const int threads = pgd_threadpool_size(pool);
+    for (int i = 0; i < n_jobs; i++) {
+        int64_t nt = mm_split(&g->jobs[i], threads);
+        if (nt < 0 || nt > INT32_MAX - g->first_task[i])
+            return pgd_error_set(PGD_ERANGE, "matmul: too many rows");
+        g->first_task[i + 1] = g->first_task[i] + (int)nt;
+    }
+    if (g->first_task[n_jobs] == 1) {
+        mm_task(0, 0, &g->jobs[0]);
+        return 0;
+    }
+    return pgd_threadpool_run(pool, g->first_task[n_jobs], mm_group_task, g);
 }
 
 static int check_weights(uint32_t wtype, int64_t n, int64_t k, size_t *row_bytes) {
@@ -543,6 +604,91 @@ int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const v
                   .xq = x,
                   .y = y};
     return mm_run(pool, &job);
+}
+
+/* PGD_ACT_Q8 for quantized parts (checked, n >= 1) sharing x [m][k], m >= 1: x quantized
+ * once into scratch (NULL: allocated here), then every part in one pool run. */
+static int q8_parts(pgd_threadpool *pool, const pgd__matmul_kernels *kern,
+                    const pgd_matmul_part *parts, int n_parts, int64_t k, const float *x, int64_t m,
+                    void *scratch, size_t scratch_size) {
+    void *owned = NULL;
+    size_t need = pgd_q8_act_bytes(m, k);
+    if (!need) return pgd_error_set(PGD_ERANGE, "matmul: activations too large");
+    if (!scratch) {
+        scratch = owned = malloc(need);
+        scratch_size = need;
+        if (!owned) return PGD_ENOMEM;
+    }
+    pgd_q8_act a;
+    int rc = pgd_q8_act_init(&a, scratch, scratch_size, m, k);
+    if (rc) goto fail;
+    rc = quantize_with(pool, kern, x, &a);
+    if (rc) goto fail;
+    mm_group g = {0};
+    for (int i = 0; i < n_parts; i++) {
+        const int kt = kq_index(parts[i].wtype);
+        g.jobs[i] = (mm_job){.kern = kern,
+                             .kt = kt,
+                             .batched = use_batched(kern, kt, m),
+                             .w = parts[i].w,
+                             .row_bytes = (size_t)(k / PGD_QK) * pgd__kq_block_bytes(kt),
+                             .packed = kern->kqp[kt] ? parts[i].packed : NULL,
+                             .n = parts[i].n,
+                             .k = k,
+                             .m = m,
+                             .xq = &a,
+                             .y = parts[i].y};
+    }
+    rc = mm_group_run(pool, &g, n_parts);
+fail:
+    free(owned);
+    return rc;
+}
+
+size_t pgd_q8_pack_bytes(pgd_cpu_isa isa, uint32_t wtype, int64_t n, int64_t k) {
+    const int kt = kq_index(wtype);
+    const pgd__matmul_kernels *kern = kernels_for(isa);
+    if (kt < 0 || !kern || !kern->kqp[kt] || n < 1 || k < PGD_QK || k % PGD_QK) return 0;
+    const int64_t blocks = (n + PGD__QBR - 1) / PGD__QBR;
+    const size_t bb = pgd__qp_block_bytes(kt, k / PGD_QK);
+    if ((uint64_t)blocks > SIZE_MAX / bb) return 0;
+    return (size_t)blocks * bb;
+}
+
+int pgd_q8_pack(pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n, int64_t k, void *dst,
+                size_t size) {
+    const size_t need = pgd_q8_pack_bytes(isa, wtype, n, k);
+    const int kt = kq_index(wtype);
+    if (!need || kt < 0)
+        return pgd_error_set(PGD_EUNSUPPORTED, "matmul: no packed layout for this weight");
+    if (size < need || ((uintptr_t)dst & (MM_ALIGN - 1)))
+        return pgd_error_set(PGD_EINVAL, "matmul pack: %zu bytes at %p (need %zu, 64-aligned)",
+                             size, dst, need);
+    const int64_t nb = k / PGD_QK;
+    const size_t bs = pgd__kq_block_bytes(kt), C = pgd__qp_quant_dwords(kt);
+    const size_t qoff = kt == PGD__KQ_Q4_1 ? 4 : 2, bb = pgd__qp_block_bytes(kt, nb);
+    memset(dst, 0, need);
+    for (int64_t r = 0; r < n; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * (size_t)nb * bs;
+        uint8_t *blk = (uint8_t *)dst + (size_t)(r / PGD__QBR) * bb;
+        const int p = (int)(r % PGD__QBR) / 2, h = (int)(r % 2);
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t g = b / 8;
+            const int l = (int)(b % 8), nbg = nb - 8 * g < 8 ? (int)(nb - 8 * g) : 8;
+            const uint8_t *src = row + (size_t)b * bs;
+            uint8_t *rec = blk + (size_t)g * pgd__qp_group_bytes(kt, 8);
+            const size_t vbytes = 8 * (size_t)nbg, pbytes = C * vbytes;
+            for (size_t c = 0; c < C; c++) {
+                uint8_t *q = rec + (size_t)p * pbytes + c * vbytes + 4 * (size_t)(h * nbg + l);
+                for (int i = 0; i < 4; i++)
+                    q[i] = src[qoff + 4 * c + (size_t)i] ^ (kt == PGD__KQ_Q8_0 ? 0x80 : 0);
+            }
+            uint8_t *sc = rec + 8 * pbytes + 32 * (size_t)p + 2 * (size_t)(8 * h + l);
+            memcpy(sc, src, 2);
+            if (kt == PGD__KQ_Q4_1) memcpy(sc + 256, src + 2, 2);
+        }
+    }
+    return 0;
 }
 
 const char *pgd_act_mode_name(pgd_act_mode mode) {
@@ -608,34 +754,8 @@ int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode
     }
     if (mode == PGD_ACT_F32)
         return pgd__matmul_fa(pool, fa_kernels_for(isa), kt, w, row_bytes, n, k, x, m, y);
-
-    void *owned = NULL;
-    size_t need = pgd_q8_act_bytes(m, k);
-    if (!need) return pgd_error_set(PGD_ERANGE, "matmul: activations too large");
-    if (!scratch) {
-        scratch = owned = malloc(need);
-        scratch_size = need;
-        if (!owned) return PGD_ENOMEM;
-    }
-    pgd_q8_act a;
-    rc = pgd_q8_act_init(&a, scratch, scratch_size, m, k);
-    if (rc) goto fail;
-    rc = quantize_with(pool, kern, x, &a);
-    if (rc) goto fail;
-    mm_job job = {.kern = kern,
-                  .kt = kt,
-                  .batched = use_batched(kern, kt, m),
-                  .w = w,
-                  .row_bytes = row_bytes,
-                  .n = n,
-                  .k = k,
-                  .m = m,
-                  .xq = &a,
-                  .y = y};
-    rc = mm_run(pool, &job);
-fail:
-    free(owned);
-    return rc;
+    const pgd_matmul_part part = {wtype, w, n, y, NULL};
+    return q8_parts(pool, kern, &part, 1, k, x, m, scratch, scratch_size);
 }
 
 int pgd_matmul_group(pgd_threadpool *pool, pgd_act_mode mode, const pgd_matmul_part *parts,
@@ -644,7 +764,7 @@ int pgd_matmul_group(pgd_threadpool *pool, pgd_act_mode mode, const pgd_matmul_p
     if (n_parts < 1 || n_parts > PGD__FA_MAX_PARTS)
         return pgd_error_set(PGD_EINVAL, "matmul group of %d parts", n_parts);
     pgd__fa_part fp[PGD__FA_MAX_PARTS];
-    bool fused = mode == PGD_ACT_F32 && m > 0;
+    bool fused = (mode == PGD_ACT_F32 || mode == PGD_ACT_Q8) && m > 0;
     for (int i = 0; i < n_parts && fused; i++) {
         size_t row_bytes = 0;
         fp[i].kt = kq_index(parts[i].wtype);
@@ -655,8 +775,11 @@ int pgd_matmul_group(pgd_threadpool *pool, pgd_act_mode mode, const pgd_matmul_p
         fp[i].n = parts[i].n;
         fp[i].y = parts[i].y;
     }
-    if (fused)
+    if (fused && mode == PGD_ACT_F32)
         return pgd__matmul_fa_group(pool, fa_kernels_for(PGD_ISA_AUTO), fp, n_parts, k, x, m);
+    if (fused)
+        return q8_parts(pool, kernels_for(PGD_ISA_AUTO), parts, n_parts, k, x, m, scratch,
+                        scratch_size);
     for (int i = 0; i < n_parts; i++) {
         int rc = pgd_matmul_mode(pool, mode, parts[i].wtype, parts[i].w, parts[i].n, k, x, m,
                                  parts[i].y, scratch, scratch_size);

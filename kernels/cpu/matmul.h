@@ -7,7 +7,7 @@
  *     (in registers, or once per chunk into an f32 tile shared by many tokens) to the exact
  *     f32 value d·q (+ m) and multiplied with x by f32 FMA. As accurate as multiplying by the
  *     f32-dequantized matrix (relative error ~1e-6).
- *   PGD_ACT_Q8 (opt-in; faster for batches of 2 or more tokens on AVX-512 VNNI, less exact):
+ *   PGD_ACT_Q8 (opt-in; faster on AVX-512 VNNI, above all with packed weights, less exact):
  * activations quantized once per row to Q8 blocks of 32, then exact integer dot products per block,
  * accumulated in float per block. Costs accuracy (the logits of small models move by up to ~1e-1
  * relative). F32/F16 weights always use f32 activations (the mode does not apply to them).
@@ -99,18 +99,34 @@ int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode
                         const void *w, int64_t n, int64_t k, const float *x, int64_t m, float *y,
                         void *scratch, size_t scratch_size);
 
+/* Packed weights for PGD_ACT_Q8: a Q8_0, Q4_0 or Q4_1 matrix rearranged once (at model load)
+ * into the order the AVX-512 VNNI batch kernel reads (rows in blocks of 16, each group of 8
+ * blocks of a row pair transposed, Q4 quants still 4-bit; kernels/cpu/matmul_kern.h), so no
+ * multiply rearranges weights per call, and one token runs through the same kernel as many.
+ * About the size of the original; results have the same bits as with the original.
+ * pgd_q8_pack_bytes: bytes of the packed copy, or 0 when this type, shape or ISA (AUTO: the
+ * best) has no packed kernel (then use the original). */
+size_t pgd_q8_pack_bytes(pgd_cpu_isa isa, uint32_t wtype, int64_t n, int64_t k);
+
+/* Packs w [n][k] of wtype into dst[size] (64-byte aligned, size >= pgd_q8_pack_bytes). 0,
+ * PGD_EUNSUPPORTED (not packable here), PGD_EINVAL (alignment, size). */
+int pgd_q8_pack(pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n, int64_t k, void *dst,
+                size_t size);
+
 /* One weight of pgd_matmul_group: y[m][n] = x[m][k] · W[n][k]^T. */
 typedef struct pgd_matmul_part {
     uint32_t wtype;
     const void *w; /* [n][k] in wtype */
     int64_t n;
-    float *y; /* [m][n] */
+    float *y;           /* [m][n] */
+    const void *packed; /* pgd_q8_pack of w for the best ISA, or NULL; PGD_ACT_Q8 reads it */
 } pgd_matmul_part;
 
 /* pgd_matmul_mode for n_parts weights that share x (a layer's q/k/v or gate/up projections):
- * one pool run for all of them when every part is a quantized type and mode is PGD_ACT_F32
- * (fewer fork/join points per step), else one pgd_matmul_mode per part. Same bits either way.
- * Same errors as pgd_matmul_mode; PGD_EINVAL for n_parts outside [1, 4]. */
+ * when every part is a quantized type, one pool run for all of them (fewer fork/join points
+ * per step) and, in PGD_ACT_Q8 mode, one quantization of x (scratch: as for one part); else
+ * one pgd_matmul_mode per part. Same bits either way, packed or not. Same errors as
+ * pgd_matmul_mode; PGD_EINVAL for n_parts outside [1, 4]. */
 int pgd_matmul_group(pgd_threadpool *pool, pgd_act_mode mode, const pgd_matmul_part *parts,
                      int n_parts, int64_t k, const float *x, int64_t m, void *scratch,
                      size_t scratch_size);

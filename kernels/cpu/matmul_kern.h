@@ -81,11 +81,49 @@ typedef void (*pgd__kf_fn)(int f16, const uint8_t *w, size_t row_bytes, int nr,
                            const float *x /* [mr][k] */, int64_t k, int mr,
                            float *out /* [mr][PGD__NR] */);
 
+/* THE PACKED LAYOUT (pgd_q8_pack; Q8_0, Q4_0, Q4_1): the weights in the order kqp reads them.
+ * Rows in blocks of PGD__QBR = 16 (the last padded with zero rows); a row block is ngroups =
+ * ceil(nb / 8) group records back to back (nb = k / 32 blocks; the last group has nbg =
+ * nb - 8 (ngroups - 1) blocks, the others 8). A group record, for the 8 row pairs p (rows 2p,
+ * 2p + 1) of the block:
+ *   quants [8 pairs][C][2 * nbg] dwords: vector c of pair p is dword c of blocks 0 .. nbg-1 of
+ *          row 2p, then the same of row 2p + 1. Q4_0/Q4_1: C = 4, dword c of the 16 packed
+ *          quant bytes (its low nibbles are elements 4c .. 4c+3, its high ones 16+4c ..);
+ *          Q8_0: C = 8, dword c of the 32 quants, each + 128 (the VNNI unsigned operand).
+ *   d      [8 pairs][16] f16: lanes 0-7 the scales of row 2p's blocks, 8-15 row 2p+1's (zero
+ *          from nbg on in each half)
+ *   m      [8 pairs][16] f16, the same for the mins (Q4_1 only)
+ * Every record, quant vector and scale row is 64- (32-) byte aligned from the block's start.
+ * A full group's record is the size of its 16 x 8 GGUF blocks; the last group's scales are
+ * padded to 16 lanes, so a row block is that much larger than its 16 rows (e.g. Q4_1,
+ * k = 576: 6144 bytes for 5760). */
+static inline size_t pgd__qp_quant_dwords(int kt) { /* C: dwords of a block's quants */
+    return kt == PGD__KQ_Q8_0 ? 8 : 4;
+}
+static inline size_t pgd__qp_group_bytes(int kt, int nbg) { /* a record of nbg blocks */
+    return 64 * pgd__qp_quant_dwords(kt) * (size_t)nbg + (kt == PGD__KQ_Q4_1 ? 512 : 256);
+}
+/* Bytes of one packed row block of nb blocks per row. */
+static inline size_t pgd__qp_block_bytes(int kt, int64_t nb) {
+    const int64_t full = nb / 8;
+    return (size_t)full * pgd__qp_group_bytes(kt, 8) +
+           (nb % 8 ? pgd__qp_group_bytes(kt, (int)(nb % 8)) : 0);
+}
+static inline int pgd__qp_packable(int kt) {
+    return kt == PGD__KQ_Q8_0 || kt == PGD__KQ_Q4_0 || kt == PGD__KQ_Q4_1;
+}
+
+/* out[t * PGD__QBR + r] = dot(row r of the packed row block blk, x row t0 + t) for r < 16,
+ * t < mt <= PGD__MT, reading x->qt; same bits as pgd__kq_fn on the unpacked rows. */
+typedef void (*pgd__kqp_fn)(const uint8_t *blk, const pgd_q8_act *x, int64_t t0, int mt,
+                            float *out /* [mt][PGD__QBR] */);
+
 typedef struct pgd__matmul_kernels {
     pgd__quant_row_fn quant_row;
     pgd__kq_fn kq[PGD__KQ_COUNT];
     pgd__kqm_fn kqm[PGD__KQ_COUNT];
     pgd__kqb_fn kqb[PGD__KQ_COUNT]; /* all NULL or none */
+    pgd__kqp_fn kqp[PGD__KQ_COUNT]; /* NULL where the set has none (packed types only) */
     pgd__kf_fn kf;
 } pgd__matmul_kernels;
 

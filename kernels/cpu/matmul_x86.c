@@ -1,9 +1,10 @@
 /*
  * kernels/cpu/matmul_x86.c — x86-64 SIMD kernel sets for matmul.c: AVX2 (+FMA, F16C) and
  * AVX-512 (the AVX2 set with the quantized dot products redone with the VNNI instruction
- * vpdpbusd on 256-bit vectors, plus the 512-bit row-block kernel kqb for batches). The library is
- * built without -march flags, so each function carries its own target attribute and matmul.c picks
- * a set at run time after checking the CPU (pgd_cpu_isa_supported).
+ * vpdpbusd on 256-bit vectors, plus the 512-bit row-block kernels: kqb for batches, kqp for
+ * packed weights). The library is built without -march flags, so each function carries its own
+ * target attribute and matmul.c picks a set at run time after checking the CPU
+ * (pgd_cpu_isa_supported).
  *
  * Owns: two constant kernel tables. The quantized kernels live in matmul_x86.inc (included
  * once per variant); the F32/F16 kernels and the activation quantizer are here, shared.
@@ -170,6 +171,7 @@ static const pgd__matmul_kernels kernels_avx2 = {
     {kq_q8_0_avx2, kq_q4_0_avx2, kq_q4_1_avx2, kq_q5_0_avx2, kq_q5_1_avx2},
     {kqm_q8_0_avx2, kqm_q4_0_avx2, kqm_q4_1_avx2, kqm_q5_0_avx2, kqm_q5_1_avx2},
     {NULL, NULL, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
     kf_avx2,
 };
 
@@ -178,6 +180,7 @@ static const pgd__matmul_kernels kernels_avx512 = {
     {kq_q8_0_avx512, kq_q4_0_avx512, kq_q4_1_avx512, kq_q5_0_avx512, kq_q5_1_avx512},
     {kqm_q8_0_avx512, kqm_q4_0_avx512, kqm_q4_1_avx512, kqm_q5_0_avx512, kqm_q5_1_avx512},
     {kqb_q8_0_avx512, kqb_q4_0_avx512, kqb_q4_1_avx512, kqb_q5_0_avx512, kqb_q5_1_avx512},
+    {kqp_q8_0_avx512, kqp_q4_0_avx512, kqp_q4_1_avx512, NULL, NULL},
     kf_avx2,
 };
 

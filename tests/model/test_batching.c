@@ -2,7 +2,7 @@
  * tests/model/test_batching.c — paging and batching are right: one batch holding several
  * sequences of different lengths, some mid-prompt and some decoding, gives the same logits for
  * every position as each sequence run alone (the issue allows relative 1e-5; the design promises
- * bit-identical rows, which is what this checks first).
+ * bit-identical rows, which is what this checks first). Both activation modes (f32, int8).
  *
  * Needs the default model: PAGODA_MODEL=path (exit 77 = skipped when unset). Label `model`.
  */
@@ -156,11 +156,17 @@ int main(void) {
     o.block_size = 16;
     o.max_batch_tokens = 64;
     o.prefix_caching = false; /* the alone runs must not feed the mixed run's prefixes */
-    if (pgd_llm_open(&o, &g_llm)) {
-        fprintf(stderr, "cannot open %s: %s\n", path, pgd_error_detail());
-        return 1;
+    /* both activation modes: int8 runs on packed weights where the CPU has them, one kernel
+     * for 1 token and for many */
+    for (int q8 = 0; q8 < 2; q8++) {
+        o.act_q8 = q8;
+        if (pgd_llm_open(&o, &g_llm)) {
+            fprintf(stderr, "cannot open %s: %s\n", path, pgd_error_detail());
+            return 1;
+        }
+        fprintf(stderr, "activations: %s\n", q8 ? "int8" : "f32");
+        RUN(test_mixed_batch_equals_alone);
+        pgd_llm_close(g_llm);
     }
-    RUN(test_mixed_batch_equals_alone);
-    pgd_llm_close(g_llm);
     return test_summary();
 }

@@ -662,7 +662,7 @@ static void test_group(void) {
                 yg[i] = malloc(sizeof(float) * (size_t)(m * ns[i]));
                 ys[i] = malloc(sizeof(float) * (size_t)(m * ns[i]));
                 REQUIRE(yg[i] && ys[i]);
-                parts[i] = (pgd_matmul_part){p[i].t->type, p[i].w, p[i].n, yg[i]};
+                parts[i] = (pgd_matmul_part){p[i].t->type, p[i].w, p[i].n, yg[i], NULL};
             }
             for (int n_parts = 1; n_parts <= 4; n_parts++) {
                 for (int i = 0; i < n_parts; i++) memset(yg[i], 0xff, sizeof(float) * m * ns[i]);
@@ -687,6 +687,86 @@ static void test_group(void) {
             for (int i = 0; i < 4; i++) problem_free(&p[i]), free(yg[i]), free(ys[i]);
         }
     }
+}
+
+/* Packed weights (pgd_q8_pack, PGD_ACT_Q8): the same bits as the scalar path on the original
+ * weights for every packable type, random bit patterns too, rows not a multiple of 16, partial
+ * last groups (k = 32 .. 4672), 1 .. 37 tokens and 1 .. 3 threads, alone and in a group beside
+ * unpacked parts; sizes and errors. Where the CPU has no packed kernel, pgd_q8_pack_bytes is 0. */
+static void test_packed(void) {
+    static const int64_t shapes[][2] = {{1, 32},   {16, 64},  {24, 224},  {33, 288},
+                                        {40, 416}, {77, 576}, {20, 1056}, {9, 4672}};
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 17, 37};
+    pgd_threadpool *pool1 = NULL;
+    REQUIRE(pgd_threadpool_create(1, &pool1) == 0);
+    pgd_threadpool *pools[] = {NULL, pool1, pool2, pool3};
+    const int have = pgd_cpu_isa_supported(PGD_ISA_AVX512);
+    int cases = 0;
+    for (size_t ti = 2; ti <= 4; ti++) { /* Q8_0, Q4_0, Q4_1 */
+        for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++) {
+            const int64_t n = shapes[si][0], k = shapes[si][1], m = 37;
+            const size_t need = pgd_q8_pack_bytes(PGD_ISA_AUTO, TYPES[ti].type, n, k);
+            CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_SCALAR, TYPES[ti].type, n, k), 0);
+            CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_AVX2, TYPES[ti].type, n, k), 0);
+            if (!have) {
+                CHECK_EQ_INT(need, 0);
+                continue;
+            }
+            /* rows padded to 16; per row block the original's bytes, but the scales (and
+             * mins) of a last partial group padded to 16 rows x 8 blocks */
+            const int64_t nb = k / 32, tail = nb % 8;
+            const int64_t qbytes = TYPES[ti].type == PGD_TYPE_Q8_0 ? 32 : 16;
+            const int64_t scales = TYPES[ti].type == PGD_TYPE_Q4_1 ? 2 : 1;
+            const size_t rb = (size_t)(16 * (nb - tail) * TYPES[ti].block_size +
+                                       (tail ? 16 * tail * qbytes + 256 * scales : 0));
+            CHECK(need == (size_t)((n + 15) / 16) * rb);
+            for (int random_bits = 0; random_bits < 2; random_bits++) {
+                problem p;
+                REQUIRE(problem_make(&p, &TYPES[ti], n, k, m, random_bits) == 0);
+                void *pk = aligned_alloc(64, (need + 63) / 64 * 64);
+                float *ys = malloc(sizeof(float) * (size_t)(m * n));
+                float *yp = malloc(sizeof(float) * (size_t)(m * n));
+                REQUIRE(pk && ys && yp);
+                CHECK_EQ_INT(pgd_q8_pack(PGD_ISA_AUTO, p.t->type, p.w, n, k, pk, need), 0);
+                int bad = 0;
+                for (size_t mi = 0; mi < PGD_ARRAY_LEN(ms); mi++) {
+                    const int64_t mm_ = ms[mi], at = (5 * mm_) % (m - mm_ + 1);
+                    REQUIRE(mm(NULL, PGD_ISA_SCALAR, PGD_ACT_Q8, &p, p.x + at * k, mm_, ys) == 0);
+                    const size_t bytes = sizeof(float) * (size_t)(mm_ * n);
+                    for (size_t pi = 0; pi < PGD_ARRAY_LEN(pools); pi++) {
+                        memset(yp, 0xff, bytes);
+                        const pgd_matmul_part part = {p.t->type, p.w, n, yp, pk};
+                        CHECK_EQ_INT(pgd_matmul_group(pools[pi], PGD_ACT_Q8, &part, 1, k,
+                                                      p.x + at * k, mm_, NULL, 0),
+                                     0);
+                        if (memcmp(ys, yp, bytes)) bad++;
+                    }
+                    cases++;
+                }
+                if (bad)
+                    fprintf(stderr, "  packed %s n=%lld k=%lld%s: %d mismatches vs scalar\n",
+                            p.t->name, (long long)n, (long long)k, random_bits ? " (bits)" : "",
+                            bad);
+                CHECK_EQ_INT(bad, 0);
+                /* errors: too small, misaligned */
+                CHECK_EQ_INT(pgd_q8_pack(PGD_ISA_AUTO, p.t->type, p.w, n, k, pk, need - 1),
+                             PGD_EINVAL);
+                CHECK_EQ_INT(pgd_q8_pack(PGD_ISA_AUTO, p.t->type, p.w, n, k, (char *)pk + 32, need),
+                             PGD_EINVAL);
+                free(pk), free(ys), free(yp);
+                problem_free(&p);
+            }
+        }
+    }
+    CHECK(!have || cases == 3 * 8 * 2 * 7);
+    /* types without a packed layout */
+    CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_AUTO, PGD_TYPE_Q5_0, 16, 64), 0);
+    CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_AUTO, PGD_TYPE_F16, 16, 64), 0);
+    CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_AUTO, PGD_TYPE_Q4_1, 16, 48), 0);
+    _Alignas(64) uint8_t buf[64];
+    CHECK_EQ_INT(pgd_q8_pack(PGD_ISA_AUTO, PGD_TYPE_Q5_1, buf, 1, 32, buf, sizeof buf),
+                 PGD_EUNSUPPORTED);
+    pgd_threadpool_destroy(pool1);
 }
 
 /* Modes and their scratch; pre-quantized activations shared by several weights; caller
@@ -837,6 +917,7 @@ int main(void) {
     RUN(test_determinism);
     RUN(test_api);
     RUN(test_group);
+    RUN(test_packed);
     const char *b = getenv("PGD_BENCH");
     if (b && strcmp(b, "1") == 0) bench();
     pgd_threadpool_destroy(pool2);
