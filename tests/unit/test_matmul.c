@@ -691,12 +691,13 @@ static void test_group(void) {
 }
 
 /* Packed weights (pgd_q8_pack, PGD_ACT_Q8): the same bits as the scalar path on the original
- * weights for every packable type, random bit patterns too, rows not a multiple of 16, partial
- * last groups (k = 32 .. 4672), 1 .. 37 tokens and 1 .. 3 threads, alone and in a group beside
- * unpacked parts; sizes and errors. Where the CPU has no packed kernel, pgd_q8_pack_bytes is 0. */
+ * weights for every packable type, random bit patterns too, rows not a multiple of 16, last
+ * groups of 1 .. 5 and 7 blocks (k = 32 .. 4672), 1 .. 37 tokens and 1 .. 3 threads, alone and
+ * in a group beside an unpacked part; sizes and errors. Where
+ * the CPU has no packed kernel, pgd_q8_pack_bytes is 0. */
 static void test_packed(void) {
-    static const int64_t shapes[][2] = {{1, 32},   {16, 64},  {24, 224},  {33, 288},
-                                        {40, 416}, {77, 576}, {20, 1056}, {9, 4672}};
+    static const int64_t shapes[][2] = {{1, 32},   {16, 64},  {3, 96},   {16, 128},  {24, 224},
+                                        {33, 288}, {40, 416}, {77, 576}, {20, 1056}, {9, 4672}};
     static const int64_t ms[] = {1, 2, 3, 4, 5, 17, 37};
     pgd_threadpool *pool1 = NULL;
     REQUIRE(pgd_threadpool_create(1, &pool1) == 0);
@@ -759,7 +760,27 @@ static void test_packed(void) {
             }
         }
     }
-    CHECK(!have || cases == 3 * 8 * 2 * 7);
+    CHECK(!have || cases == 3 * 10 * 2 * 7);
+    /* a group of a packed part beside an unpacked one (Q5_1: no packed layout), sharing x */
+    if (have) {
+        const int64_t k = 576, m = 9;
+        problem a, b;
+        REQUIRE(problem_make(&a, &TYPES[4], 50, k, m, 0) == 0);
+        REQUIRE(problem_make(&b, &TYPES[6], 21, k, m, 0) == 0);
+        const size_t need = pgd_q8_pack_bytes(PGD_ISA_AUTO, a.t->type, a.n, k);
+        void *pk = aligned_alloc(64, (need + 63) / 64 * 64);
+        float ya[50 * 9], yb[21 * 9], ra[50 * 9], rb[21 * 9];
+        REQUIRE(pk && pgd_q8_pack(PGD_ISA_AUTO, a.t->type, a.w, a.n, k, pk, need) == 0);
+        const pgd_matmul_part parts[2] = {{a.t->type, a.w, a.n, ya, pk},
+                                          {b.t->type, b.w, b.n, yb, NULL}};
+        CHECK_EQ_INT(pgd_matmul_group(pool3, PGD_ACT_Q8, parts, 2, k, a.x, m, NULL, 0), 0);
+        REQUIRE(mm(NULL, PGD_ISA_SCALAR, PGD_ACT_Q8, &a, a.x, m, ra) == 0);
+        REQUIRE(mm(NULL, PGD_ISA_SCALAR, PGD_ACT_Q8, &b, a.x, m, rb) == 0);
+        CHECK(memcmp(ya, ra, sizeof ya) == 0);
+        CHECK(memcmp(yb, rb, sizeof yb) == 0);
+        free(pk);
+        problem_free(&a), problem_free(&b);
+    }
     /* types without a packed layout */
     CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_AUTO, PGD_TYPE_Q5_0, 16, 64), 0);
     CHECK_EQ_INT(pgd_q8_pack_bytes(PGD_ISA_AUTO, PGD_TYPE_F16, 16, 64), 0);
