@@ -152,30 +152,35 @@ T2 static INL void deq_avx2_row(int kt, const uint8_t *w, int64_t nb, float *dst
     }
 }
 
-#define KD_AVX2(sfx, kt)                                                                           \
-    T2 __attribute__((noinline)) static void kd_avx2_##sfx##_1(const uint8_t *w, const float *x,   \
-                                                               int64_t k, float *out) {            \
-        kd_avx2_body(kt, 1, w, x, k, out);                                                         \
+/* The per-type decode and dequantize entry points of one ISA variant (isa: avx2 or avx512,
+ * T_: its target attribute): kd_<isa>_<type> dispatching to a function per token count, and
+ * deq_<isa>_<type>. */
+#define KD_SET(T_, isa, sfx, kt)                                                                   \
+    T_ __attribute__((noinline)) static void kd_##isa##_##sfx##_1(                                 \
+        const uint8_t *w, const float *x, int64_t k, float *out) {                                 \
+        kd_##isa##_body(kt, 1, w, x, k, out);                                                      \
     }                                                                                              \
-    T2 __attribute__((noinline)) static void kd_avx2_##sfx##_2(const uint8_t *w, const float *x,   \
-                                                               int64_t k, float *out) {            \
-        kd_avx2_body(kt, 2, w, x, k, out);                                                         \
+    T_ __attribute__((noinline)) static void kd_##isa##_##sfx##_2(                                 \
+        const uint8_t *w, const float *x, int64_t k, float *out) {                                 \
+        kd_##isa##_body(kt, 2, w, x, k, out);                                                      \
     }                                                                                              \
-    static void kd_avx2_##sfx(const uint8_t *w, const float *x, int64_t k, int mr, float *out) {   \
+    static void kd_##isa##_##sfx(const uint8_t *w, const float *x, int64_t k, int mr,              \
+                                 float *out) {                                                     \
         if (mr == 2)                                                                               \
-            kd_avx2_##sfx##_2(w, x, k, out);                                                       \
+            kd_##isa##_##sfx##_2(w, x, k, out);                                                    \
         else                                                                                       \
-            kd_avx2_##sfx##_1(w, x, k, out);                                                       \
+            kd_##isa##_##sfx##_1(w, x, k, out);                                                    \
     }                                                                                              \
-    T2 static void deq_avx2_##sfx(const uint8_t *w, int64_t nb, float *dst) {                      \
-        deq_avx2_row(kt, w, nb, dst);                                                              \
+    T_ static void deq_##isa##_##sfx(const uint8_t *w, int64_t nb, float *dst) {                   \
+        deq_##isa##_row(kt, w, nb, dst);                                                           \
     }
-KD_AVX2(q8_0, PGD__KQ_Q8_0)
-KD_AVX2(q4_0, PGD__KQ_Q4_0)
-KD_AVX2(q4_1, PGD__KQ_Q4_1)
-KD_AVX2(q5_0, PGD__KQ_Q5_0)
-KD_AVX2(q5_1, PGD__KQ_Q5_1)
-#undef KD_AVX2
+#define KD_SETS(T_, isa)                                                                           \
+    KD_SET(T_, isa, q8_0, PGD__KQ_Q8_0)                                                            \
+    KD_SET(T_, isa, q4_0, PGD__KQ_Q4_0)                                                            \
+    KD_SET(T_, isa, q4_1, PGD__KQ_Q4_1)                                                            \
+    KD_SET(T_, isa, q5_0, PGD__KQ_Q5_0)                                                            \
+    KD_SET(T_, isa, q5_1, PGD__KQ_Q5_1)
+KD_SETS(T2, avx2)
 
 /* hsum8 of four 8-lane vectors, transposed: [hsum8(h0), hsum8(h1), hsum8(h2), hsum8(h3)],
  * each by the tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
@@ -373,30 +378,9 @@ T5 static INL void deq_avx512_row(int kt, const uint8_t *w, int64_t nb, float *d
     }
 }
 
-#define KD_AVX512(sfx, kt)                                                                         \
-    T5 __attribute__((noinline)) static void kd_avx512_##sfx##_1(const uint8_t *w, const float *x, \
-                                                                 int64_t k, float *out) {          \
-        kd_avx512_body(kt, 1, w, x, k, out);                                                       \
-    }                                                                                              \
-    T5 __attribute__((noinline)) static void kd_avx512_##sfx##_2(const uint8_t *w, const float *x, \
-                                                                 int64_t k, float *out) {          \
-        kd_avx512_body(kt, 2, w, x, k, out);                                                       \
-    }                                                                                              \
-    static void kd_avx512_##sfx(const uint8_t *w, const float *x, int64_t k, int mr, float *out) { \
-        if (mr == 2)                                                                               \
-            kd_avx512_##sfx##_2(w, x, k, out);                                                     \
-        else                                                                                       \
-            kd_avx512_##sfx##_1(w, x, k, out);                                                     \
-    }                                                                                              \
-    T5 static void deq_avx512_##sfx(const uint8_t *w, int64_t nb, float *dst) {                    \
-        deq_avx512_row(kt, w, nb, dst);                                                            \
-    }
-KD_AVX512(q8_0, PGD__KQ_Q8_0)
-KD_AVX512(q4_0, PGD__KQ_Q4_0)
-KD_AVX512(q4_1, PGD__KQ_Q4_1)
-KD_AVX512(q5_0, PGD__KQ_Q5_0)
-KD_AVX512(q5_1, PGD__KQ_Q5_1)
-#undef KD_AVX512
+KD_SETS(T5, avx512)
+#undef KD_SETS
+#undef KD_SET
 
 /* hsum32 of four outputs from s_r[i] = a_r[i] + a_r[i + 16] (i < 16), transposed:
  * [hsum32(a0), .., hsum32(a3)], each by the tree of matmul_kern.h. */

@@ -6,38 +6,25 @@ server counts the abort (pagoda_requests_aborted_total) and frees the request's 
 Needs chromium, chromedriver (Debian: chromium, chromium-driver) and selenium; skipped without
 them.
 """
-import shutil
+import functools
 import time
 
 import pytest
 
 from pagoda_e2e import metric, poll
 
-selenium = pytest.importorskip("selenium")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+import chromium_page
+from chromium_page import assistants, needs_chromium, start_chromium, text_of, type_and_enter
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which(
-    "google-chrome")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="chromium and chromedriver are needed (apt-get install "
-                                       "chromium chromium-driver)")
+pytestmark = needs_chromium
 NAME = "smol-web"
 LONG = "Write a very long story about a dragon who lives in a castle."
 
 
 @pytest.fixture(scope="module")
 def driver():
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1200,860"):
-        opts.add_argument(arg)
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    d = start_chromium("--disable-gpu", "--window-size=1200,860")
     d.set_page_load_timeout(30)
     d.set_script_timeout(30)
     yield d
@@ -49,8 +36,7 @@ def srv(start_server):
     return start_server("--served-model-name", NAME)
 
 
-def wait(d, pred, timeout=20, msg=""):
-    return WebDriverWait(d, timeout, poll_frequency=0.02).until(lambda _: pred(), msg)
+wait = functools.partial(chromium_page.wait, timeout=20)
 
 
 def model_options(d):
@@ -73,20 +59,6 @@ def set_field(d, id_, value):
     el.send_keys(value)
 
 
-def assistants(d):
-    return d.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant")
-
-
-def text_of(el):
-    return el.find_element(By.CSS_SELECTOR, ".content").get_property("textContent")
-
-
-def send(d, text):
-    box = d.find_element(By.ID, "prompt")
-    box.send_keys(text)
-    box.send_keys(Keys.ENTER)
-
-
 def test_page_served(srv):
     st, headers, body = srv.request("GET", "/")
     assert st == 200
@@ -101,7 +73,7 @@ def test_chat_streams_the_greedy_answer(driver, srv, generate):
     set_field(d, "temperature", "0")
     set_field(d, "max-tokens", "24")
     question = "What is the capital of France?"
-    send(d, question)
+    type_and_enter(d, question)
     wait(d, lambda: len(assistants(d)) == 1)
     msg = assistants(d)[0]
     wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), timeout=60,
@@ -119,7 +91,7 @@ def test_stop_aborts_on_the_server(driver, srv):
     set_field(d, "temperature", "0")
     set_field(d, "max-tokens", "4000")
     before = metric(srv.metrics(), "pagoda_requests_aborted_total")
-    send(d, LONG)
+    type_and_enter(d, LONG)
     wait(d, lambda: len(assistants(d)) == 1)
     msg = assistants(d)[0]
     # Text streams in: at least three different, growing, non-empty texts seen.
@@ -163,7 +135,7 @@ def test_page_with_api_key(driver, start_server):
     d.find_element(By.ID, "system").click()  # blur: the page reloads the model list
     wait(d, lambda: model_options(d) == [NAME], msg="model list not loaded with the key")
     set_field(d, "max-tokens", "4")
-    send(d, "Hello")
+    type_and_enter(d, "Hello")
     wait(d, lambda: len(assistants(d)) == 1)
     wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), timeout=60)
     msg = assistants(d)[0]

@@ -11,9 +11,9 @@ Bearer token; New chat starts over.
 Needs chromium, chromedriver (Debian: chromium, chromium-driver) and selenium; skipped without
 them. PAGODA_WEB_SCREENSHOT=path.png saves a screenshot of a chat in progress (never committed).
 """
+import functools
 import os
 import re
-import shutil
 import sys
 import time
 import pathlib
@@ -23,32 +23,21 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from mock_openai_server import MODEL, PAGE, REPLY, MockOpenAI  # noqa: E402
 
-selenium = pytest.importorskip("selenium")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+import chromium_page  # noqa: E402
+from chromium_page import (assistants, needs_chromium, start_chromium, text_of,  # noqa: E402
+                           type_and_enter)
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which(
-    "google-chrome")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="chromium and chromedriver are needed (apt-get install "
-                                       "chromium chromium-driver)")
+pytestmark = needs_chromium
 
 
 # ---- fixtures --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def driver():
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1200,860", "--force-prefers-reduced-motion"):
-        opts.add_argument(arg)
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    d = start_chromium("--disable-gpu", "--window-size=1200,860", "--force-prefers-reduced-motion")
     d.set_script_timeout(30)
     yield d
     d.quit()
@@ -61,8 +50,7 @@ def mock():
     m.stop()
 
 
-def wait(d, pred, timeout=10, msg=""):
-    return WebDriverWait(d, timeout, poll_frequency=0.02).until(lambda _: pred(), msg)
+wait = functools.partial(chromium_page.wait, timeout=10)
 
 
 def open_page(d, mock):
@@ -73,20 +61,6 @@ def open_page(d, mock):
                      for o in d.find_elements(By.CSS_SELECTOR, "#model option")] == [MODEL],
          msg="model list not loaded")
     return d
-
-
-def assistants(d):
-    return d.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant")
-
-
-def text_of(el):
-    return el.find_element(By.CSS_SELECTOR, ".content").get_property("textContent")
-
-
-def type_and_enter(d, text):
-    box = d.find_element(By.ID, "prompt")
-    box.send_keys(text)
-    box.send_keys(Keys.ENTER)
 
 
 def status(d):
@@ -350,11 +324,7 @@ def test_errors_are_shown(driver, mock):
 def test_api_key_sent_as_bearer():
     m = MockOpenAI(api_key="sk-test").start()
     try:
-        opts = webdriver.ChromeOptions()
-        opts.binary_location = CHROMIUM
-        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-            opts.add_argument(arg)
-        d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+        d = start_chromium()
         try:
             d.get(m.url + "/")
             # Without the key the model list fails readably.

@@ -51,17 +51,6 @@ static void model_prompt(uint64_t seed, int32_t *out, uint32_t n) {
     make_tokens(seed, out, n, 17, 40000); /* skip control tokens 0..16 */
 }
 
-static pgd_request greedy_req(const int32_t *prompt, uint32_t n, int64_t max_tokens) {
-    pgd_request r;
-    pgd_request_init(&r);
-    r.prompt = prompt;
-    r.n_prompt = n;
-    r.params.sampling.temperature = 0;
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    return r;
-}
-
 static int run_idle(pgd_sched *s, recorder *rec, int max_steps) {
     for (int i = 0; i < max_steps; i++) {
         if (!pgd_sched_has_work(s)) return i;

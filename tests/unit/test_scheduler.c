@@ -85,17 +85,6 @@ static bool pool_all_free(const pgd_llm *llm) {
            pgd_kvpool_check(llm->pool) == 0;
 }
 
-static pgd_request greedy_req(const int32_t *prompt, uint32_t n, int64_t max_tokens) {
-    pgd_request r;
-    pgd_request_init(&r);
-    r.prompt = prompt;
-    r.n_prompt = n;
-    r.params.sampling.temperature = 0;
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    return r;
-}
-
 static bool output_is(const recorder *rc, uint64_t id, uint32_t choice, const int32_t *want,
                       uint32_t n) {
     if (id >= rc->cap) return false;

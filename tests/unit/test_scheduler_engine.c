@@ -64,17 +64,6 @@ static bool drain_until(pgd_engine *e, recorder *rec, uint64_t target, double ti
     }
 }
 
-static pgd_request greedy_req(const int32_t *prompt, uint32_t n, int64_t max_tokens) {
-    pgd_request r;
-    pgd_request_init(&r);
-    r.prompt = prompt;
-    r.n_prompt = n;
-    r.params.sampling.temperature = 0;
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    return r;
-}
-
 /* ---- concurrent submitters ---------------------------------------------------------------- */
 
 #define N_THREADS  4

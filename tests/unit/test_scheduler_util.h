@@ -2,8 +2,8 @@
  * tests/unit/test_scheduler_util.h — shared helpers of the scheduler tests: an event recorder
  * that also checks the event contract (TOKEN events of a choice, then exactly one FINISH per
  * choice or one ERROR per request; nothing after `done`; n_output matching the tokens seen),
- * and prompt generators. Header-only (static functions), included by test_scheduler*.c and
- * tests/model/test_scheduler_model.c.
+ * prompt generators and a greedy request. Header-only (static functions), included by
+ * test_scheduler*.c and tests/model/test_scheduler_model.c.
  *
  * Threading: a recorder is filled by one thread at a time (the thread that drains events).
  */
@@ -152,6 +152,18 @@ static void make_tokens(uint64_t seed, int32_t *out, uint32_t n, int32_t lo, uin
 
 static bool same_tokens(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb) {
     return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+/* A greedy request (temperature 0) for max_tokens tokens, EOS ignored. */
+static inline pgd_request greedy_req(const int32_t *prompt, uint32_t n, int64_t max_tokens) {
+    pgd_request r;
+    pgd_request_init(&r);
+    r.prompt = prompt;
+    r.n_prompt = n;
+    r.params.sampling.temperature = 0;
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    return r;
 }
 
 #endif
