@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "engine/model.h"
+#include "kernels/cpu/attention.h" /* pgd_kv_dtype */
 
 typedef struct pgd_batch {
     uint32_t n_tokens;                  /* T */
@@ -42,13 +43,14 @@ typedef struct pgd_batch {
 } pgd_batch;
 
 typedef struct pgd_backend_config {
-    uint32_t n_blocks;   /* KV blocks (block 0 is the null block and is never written) */
-    uint32_t block_size; /* tokens per block */
-    uint32_t max_tokens; /* largest T a forward call will get */
-    uint32_t n_threads;  /* CPU: 0 = one per core */
-    bool act_q8;         /* CPU: quantize activations to int8 blocks (faster, less exact; the
-                            weights are packed once for the int8 kernel where the CPU has it;
-                            default: f32 activations against the GGUF-typed weights) */
+    uint32_t n_blocks;     /* KV blocks (block 0 is the null block and is never written) */
+    uint32_t block_size;   /* tokens per block */
+    uint32_t max_tokens;   /* largest T a forward call will get */
+    uint32_t n_threads;    /* CPU: 0 = one per core */
+    bool act_q8;           /* CPU: quantize activations to int8 blocks (faster, less exact; the
+                              weights are packed once for the int8 kernel where the CPU has it;
+                              default: f32 activations against the GGUF-typed weights) */
+    pgd_kv_dtype kv_dtype; /* KV cache elements, F32 (0) or F16 (kernels/cpu/attention.h) */
 } pgd_backend_config;
 
 typedef struct pgd_backend pgd_backend;
@@ -69,7 +71,7 @@ struct pgd_backend {
 };
 
 /* Bytes of KV memory one block takes on the CPU backend (all layers, K and V). */
-uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size);
+uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size, pgd_kv_dtype dtype);
 
 int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pgd_backend **out);
 

@@ -1,8 +1,9 @@
 /*
- * engine/cpu_backend.c — the CPU backend: llama-family forward pass over a paged f32 KV cache.
+ * engine/cpu_backend.c — the CPU backend: llama-family forward pass over a paged KV cache.
  *
  * Owns: the KV cache (per layer K [n_blocks][n_kv_head][head_dim][block_size] and
- * V [n_blocks][n_kv_head][block_size][head_dim], f32; see kernels/cpu/attention.h),
+ * V [n_blocks][n_kv_head][block_size][head_dim], f32 or f16 elements as configured; see
+ * kernels/cpu/attention.h),
  * the thread pool, scratch activations sized for cfg.max_tokens tokens, and with int8
  * activations a packed copy of the matmul weights (pgd_q8_pack; about the model's size).
  * Every op is row-independent and reduces in a fixed order, so a token's logits do not depend
@@ -37,10 +38,11 @@ typedef struct cpu_backend {
     pgd_backend base;
     pgd_threadpool *tp;
     uint32_t n_threads;
-    float *k_cache, *v_cache; /* [n_layer][layer_floats], layouts in kernels/cpu/attention.h */
-    uint64_t layer_floats;    /* n_blocks * n_kv_head * block_size * head_dim */
-    uint32_t max_ctx;         /* longest context a query can attend to */
-    double *inv_freq;         /* [rope_dim/2] */
+    void *k_cache, *v_cache; /* [n_layer][layer_bytes], layouts in kernels/cpu/attention.h */
+    uint64_t layer_bytes;    /* n_blocks * n_kv_head * block_size * head_dim * element size */
+    pgd_attn_shape shape;    /* of one layer's cache */
+    uint32_t max_ctx;        /* longest context a query can attend to */
+    double *inv_freq;        /* [rope_dim/2] */
     /* scratch, T = cfg.max_tokens */
     float *x;         /* [T][n_embd] residual stream */
     float *xb;        /* [T][n_embd] normed input / projection output */
@@ -61,8 +63,16 @@ typedef struct cpu_backend {
     const void *packed_out;
 } cpu_backend;
 
-uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size) {
-    return 2ull * c->n_layer * c->n_head_kv * block_size * c->head_dim * sizeof(float);
+uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size,
+                                pgd_kv_dtype dtype) {
+    return 2ull * c->n_layer * c->n_head_kv * block_size * c->head_dim * pgd_kv_dtype_bytes(dtype);
+}
+
+static void *layer_k(const cpu_backend *b, uint32_t l) {
+    return (char *)b->k_cache + l * b->layer_bytes;
+}
+static void *layer_v(const cpu_backend *b, uint32_t l) {
+    return (char *)b->v_cache + l * b->layer_bytes;
 }
 
 /* ---- parallel helpers ------------------------------------------------------------------ */
@@ -146,17 +156,9 @@ static void rope_store_task(int t_, int thread, void *arg) {
     const float *cs = b->cs + (uint64_t)t * cfg->rope_dim;
     pgd_rope_apply(q, cs, H, D, cfg->rope_dim, neox);
     pgd_rope_apply(k, cs, HK, D, cfg->rope_dim, neox);
-    int64_t slot = c->batch->slots[t];
-    uint64_t blk = (uint64_t)slot / BS;
-    uint32_t off = (uint32_t)((uint64_t)slot % BS);
-    pgd_attn_shape sh = {.n_kv_head = HK, .n_group = H / HK, .head_dim = D, .block_size = BS};
-    float *kc = b->k_cache + c->layer * b->layer_floats; /* [blocks][HK][D][BS] */
-    float *vc = b->v_cache + c->layer * b->layer_floats; /* [blocks][HK][BS][D] */
-    const float *v = b->v + (uint64_t)t * HK * D;
-    for (uint32_t h = 0; h < HK; h++) {
-        for (uint32_t d = 0; d < D; d++) kc[pgd_attn_k_index(&sh, blk, h, d, off)] = k[h * D + d];
-        memcpy(vc + ((blk * HK + h) * BS + off) * D, v + (uint64_t)h * D, D * sizeof(float));
-    }
+    uint64_t slot = (uint64_t)c->batch->slots[t];
+    pgd_attn_store(&b->shape, layer_k(b, c->layer), layer_v(b, c->layer), slot / BS,
+                   (uint32_t)(slot % BS), k, b->v + (uint64_t)t * HK * D);
 }
 
 /* Task per (token, kv head). */
@@ -168,17 +170,11 @@ static void attention_task(int task_, int thread, void *arg) {
     const uint32_t HK = cfg->n_head_kv, G = cfg->n_head / HK, D = cfg->head_dim;
     uint32_t t = task / HK, kvh = task % HK;
     uint32_t s = b->seq_of[t];
-    pgd_attn_shape sh = {.n_kv_head = HK,
-                         .n_group = G,
-                         .head_dim = D,
-                         .block_size = b->base.cfg.block_size,
-                         .scale = 1.0f / sqrtf((float)D)};
     uint32_t n_ctx = (uint32_t)c->batch->positions[t] + 1;
     float *scores = b->scores + (uint64_t)thread * G * b->max_ctx;
     uint64_t qoff = (uint64_t)t * cfg->n_head * D + (uint64_t)kvh * G * D;
-    pgd_attn_paged_f32(&sh, kvh, b->q + qoff, b->k_cache + c->layer * b->layer_floats,
-                       b->v_cache + c->layer * b->layer_floats, c->batch->block_tables[s], n_ctx,
-                       scores, b->att + qoff);
+    pgd_attn_paged(&b->shape, kvh, b->q + qoff, layer_k(b, c->layer), layer_v(b, c->layer),
+                   c->batch->block_tables[s], n_ctx, scores, b->att + qoff);
 }
 
 typedef struct {
@@ -303,17 +299,15 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
 static int cpu_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
     cpu_backend *b = (cpu_backend *)base;
     const pgd_model_config *cfg = &base->model->cfg;
-    uint64_t blk = (uint64_t)cfg->n_head_kv * base->cfg.block_size * cfg->head_dim;
+    uint64_t blk = b->layer_bytes / base->cfg.n_blocks; /* one block of one layer, K or V */
     for (uint32_t i = 0; i < n; i++) {
         if (src[i] <= 0 || dst[i] <= 0 || (uint32_t)src[i] >= base->cfg.n_blocks ||
             (uint32_t)dst[i] >= base->cfg.n_blocks)
             return pgd_error_set(PGD_EINVAL, "copy_blocks: block id out of range");
         for (uint32_t l = 0; l < cfg->n_layer; l++) {
-            uint64_t o = l * b->layer_floats;
-            memcpy(b->k_cache + o + dst[i] * blk, b->k_cache + o + src[i] * blk,
-                   blk * sizeof(float));
-            memcpy(b->v_cache + o + dst[i] * blk, b->v_cache + o + src[i] * blk,
-                   blk * sizeof(float));
+            char *k = layer_k(b, l), *v = layer_v(b, l);
+            memcpy(k + dst[i] * blk, k + src[i] * blk, blk);
+            memcpy(v + dst[i] * blk, v + src[i] * blk, blk);
         }
     }
     return 0;
@@ -351,6 +345,8 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     const pgd_model_config *c = &m->cfg;
     if (cfg->n_blocks < 2 || cfg->block_size == 0 || cfg->max_tokens == 0)
         return pgd_error_set(PGD_EINVAL, "backend needs >= 2 blocks, a block size and max tokens");
+    if (cfg->kv_dtype != PGD_KV_F32 && cfg->kv_dtype != PGD_KV_F16)
+        return pgd_error_set(PGD_EINVAL, "KV cache dtype %d: use f32 or f16", (int)cfg->kv_dtype);
     cpu_backend *b = calloc(1, sizeof *b);
     if (!b) return PGD_ENOMEM;
     b->base.ops = &k_cpu_ops;
@@ -361,12 +357,19 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     b->n_threads = (uint32_t)pgd_threadpool_size(b->tp);
     const uint64_t T = cfg->max_tokens, E = c->n_embd, D = c->head_dim;
     const uint64_t QD = (uint64_t)c->n_head * D, KVD = (uint64_t)c->n_head_kv * D;
-    b->layer_floats = (uint64_t)cfg->n_blocks * c->n_head_kv * cfg->block_size * D;
+    b->shape = (pgd_attn_shape){.n_kv_head = c->n_head_kv,
+                                .n_group = c->n_head / c->n_head_kv,
+                                .head_dim = (uint32_t)D,
+                                .block_size = cfg->block_size,
+                                .scale = 1.0f / sqrtf((float)D),
+                                .dtype = cfg->kv_dtype};
+    b->layer_bytes = (uint64_t)cfg->n_blocks * c->n_head_kv * cfg->block_size * D *
+                     pgd_kv_dtype_bytes(cfg->kv_dtype);
     uint64_t pool_tokens = (uint64_t)cfg->n_blocks * cfg->block_size;
     b->max_ctx = (uint32_t)(pool_tokens < UINT32_MAX ? pool_tokens : UINT32_MAX);
     uint32_t G = c->n_head / c->n_head_kv;
-    b->k_cache = calloc(c->n_layer * b->layer_floats, sizeof(float));
-    b->v_cache = calloc(c->n_layer * b->layer_floats, sizeof(float));
+    b->k_cache = calloc(c->n_layer, b->layer_bytes);
+    b->v_cache = calloc(c->n_layer, b->layer_bytes);
     b->inv_freq = malloc(c->rope_dim / 2 * sizeof(double));
     b->x = malloc(T * E * sizeof(float));
     b->xb = malloc(T * (E > QD ? E : QD) * sizeof(float));
@@ -383,7 +386,7 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     if (!b->k_cache || !b->v_cache || !b->inv_freq || !b->x || !b->xb || !b->q || !b->k || !b->v ||
         !b->att || !b->gate || !b->up || !b->cs || !b->scores || !b->seq_of) {
         rc = pgd_error_set(PGD_ENOMEM, "out of memory for the KV cache (%llu MiB) or scratch",
-                           (unsigned long long)(2 * c->n_layer * b->layer_floats * 4 >> 20));
+                           (unsigned long long)(2 * c->n_layer * b->layer_bytes >> 20));
         goto fail;
     }
     uint32_t max_k = c->n_ff > E ? c->n_ff : (uint32_t)E;

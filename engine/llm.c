@@ -20,6 +20,7 @@ void pgd_llm_options_default(pgd_llm_options *o) {
     o->block_size = 16;
     o->max_batch_tokens = 512;
     o->prefix_caching = true;
+    o->kv_dtype = PGD_KV_AUTO;
 }
 
 static int alloc_step_scratch(pgd_llm *llm) {
@@ -113,7 +114,9 @@ int pgd_llm_open(const pgd_llm_options *o, pgd_llm **out) {
     }
 
     uint32_t bs = llm->opt.block_size;
-    uint64_t block_bytes = pgd_cpu_kv_block_bytes(c, bs);
+    pgd_kv_dtype kv = o->kv_dtype;
+    if (kv == PGD_KV_AUTO) kv = (o->model_flags & PGD_MODEL_F32) ? PGD_KV_F32 : PGD_KV_F16;
+    uint64_t block_bytes = pgd_cpu_kv_block_bytes(c, bs, kv);
     uint64_t n_blocks = o->kv_blocks;
     if (!n_blocks) {
         uint64_t bytes = o->kv_cache_bytes ? o->kv_cache_bytes : DEFAULT_KV_BYTES;
@@ -129,7 +132,8 @@ int pgd_llm_open(const pgd_llm_options *o, pgd_llm **out) {
                              .block_size = bs,
                              .max_tokens = llm->opt.max_batch_tokens,
                              .n_threads = o->n_threads,
-                             .act_q8 = o->act_q8};
+                             .act_q8 = o->act_q8,
+                             .kv_dtype = kv};
     if ((rc = pgd_backend_cpu_create(llm->model, &bc, &llm->backend)) || (rc = finish_init(llm)))
         goto fail;
     *out = llm;

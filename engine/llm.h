@@ -40,6 +40,8 @@ typedef struct pgd_llm_options {
     uint32_t max_ctx;          /* context limit; 0 = the model's trained context */
     uint32_t n_threads;        /* 0 = one per core */
     bool act_q8;               /* int8 activations in the CPU matmuls (see backend.h) */
+    pgd_kv_dtype kv_dtype;     /* KV cache elements; default PGD_KV_AUTO: f32 with PGD_MODEL_F32
+                                  weights (the precise mode), else f16 */
     bool prefix_caching;
 } pgd_llm_options;
 

@@ -42,6 +42,13 @@ int pgd_cli_run_flag(int argc, char **argv, int *i, pgd_llm_options *o) {
     int r;
     if ((r = pgd_cli_flag_value(argc, argv, i, "--model", &o->model_path))) return r;
     if ((r = pgd_cli_flag_value(argc, argv, i, "--chat-template", &o->chat_template))) return r;
+    if ((r = pgd_cli_flag_value(argc, argv, i, "--kv-cache-dtype", &v))) {
+        if (r > 0 && pgd_kv_dtype_parse(v, &o->kv_dtype)) {
+            fprintf(stderr, "pagoda: --kv-cache-dtype: %s\n", pgd_error_detail());
+            return -1;
+        }
+        return r;
+    }
     if (!strcmp(argv[*i], "--f32")) {
         o->model_flags |= PGD_MODEL_F32;
         return 1;

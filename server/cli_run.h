@@ -1,7 +1,8 @@
 /*
  * server/cli_run.h — engine flags shared by the CLI commands that run the model (generate,
- * eval, bench): --model, --f32, --threads, --kv-cache-mb, --block-size, --max-batch-tokens,
- * --ctx-size, --chat-template, --no-prefix-caching.
+ * eval, bench): --model, --f32, --int8-activations, --threads, --kv-cache-mb,
+ * --kv-cache-dtype, --block-size, --max-batch-tokens, --ctx-size, --chat-template,
+ * --no-prefix-caching.
  */
 #ifndef PGD_SERVER_CLI_RUN_H
 #define PGD_SERVER_CLI_RUN_H
@@ -15,6 +16,7 @@
     "  --int8-activations      int8 activation blocks in the matmuls (faster, less exact)\n"       \
     "  --threads N             compute threads (default: one per core)\n"                          \
     "  --kv-cache-mb N         KV cache memory (default 1024)\n"                                   \
+    "  --kv-cache-dtype T      KV cache elements: auto (f16; f32 with --f32), f16, f32\n"          \
     "  --block-size N          tokens per KV block (default 16)\n"                                 \
     "  --max-batch-tokens N    tokens per forward pass (default 512)\n"                            \
     "  --ctx-size N            context limit (default: the model's)\n"                             \

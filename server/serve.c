@@ -55,6 +55,8 @@ static const opt_def k_opts[] = {
     {"int8-activations", OPT_BOOL, O(act_q8),
      "int8 activation blocks in the matmuls (faster, "
      "less exact)"},
+    {"kv-cache-dtype", OPT_STR, O(kv_cache_dtype),
+     "KV cache elements: auto (f16; f32 with --f32), f16 or f32"},
     {"no-prefix-caching", OPT_BOOL, O(no_prefix_caching), "disable the prefix cache"},
     {"chat-template", OPT_STR, O(chat_template), "override the model's chat template family"},
     {"max-body-mb", OPT_U64, O(max_body_mb), "largest request body in MiB (4; 413 beyond)"},
@@ -262,9 +264,12 @@ static void load_done(uv_work_t *w, int status) {
                                     srv->llm->n_ctx, &srv->pm) == 0)
         srv->metrics_ready = true;
     srv->state = PGD_SRV_READY;
-    fprintf(stderr, "pagoda serve: model '%s' ready (%u layers, context %u, %u KV blocks of %u)\n",
+    fprintf(stderr,
+            "pagoda serve: model '%s' ready (%u layers, context %u, %u KV blocks of %u tokens, "
+            "%s)\n",
             srv->served_name, srv->llm->model->cfg.n_layer, srv->llm->n_ctx,
-            pgd_kvpool_num_blocks(srv->llm->pool), srv->llm->opt.block_size);
+            pgd_kvpool_num_blocks(srv->llm->pool), srv->llm->opt.block_size,
+            pgd_kv_dtype_name(srv->llm->backend->cfg.kv_dtype));
     free(j);
 }
 
@@ -378,6 +383,12 @@ int pgd_cli_serve(int argc, char **argv) {
         json_decref(config_json);
         return 2;
     }
+    pgd_kv_dtype kv_dtype = PGD_KV_AUTO;
+    if (cfg.kv_cache_dtype && pgd_kv_dtype_parse(cfg.kv_cache_dtype, &kv_dtype)) {
+        fprintf(stderr, "pagoda serve: --kv-cache-dtype: %s\n", pgd_error_detail());
+        json_decref(config_json);
+        return 2;
+    }
 
     static pgd_srv srv_storage;
     pgd_srv *srv = &srv_storage;
@@ -437,6 +448,7 @@ int pgd_cli_serve(int argc, char **argv) {
     j->o.n_threads = (uint32_t)cfg.threads;
     j->o.prefix_caching = !cfg.no_prefix_caching;
     j->o.act_q8 = cfg.act_q8;
+    j->o.kv_dtype = kv_dtype;
     j->o.max_batch_tokens = cfg.max_num_batched_tokens ? (uint32_t)cfg.max_num_batched_tokens : 512;
     j->work.data = j;
     uv_queue_work(srv->loop, &j->work, load_work, load_done);

@@ -37,6 +37,7 @@ typedef struct pgd_serve_config {
     uint64_t kv_cache_mb, block_size, ctx_size, threads;
     bool f32, act_q8, no_prefix_caching;
     const char *chat_template;
+    const char *kv_cache_dtype; /* "auto" (default), "f16" or "f32" */
 } pgd_serve_config;
 
 typedef enum { PGD_SRV_LOADING, PGD_SRV_READY, PGD_SRV_DRAINING, PGD_SRV_FAILED } pgd_srv_state;

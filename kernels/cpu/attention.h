@@ -1,13 +1,16 @@
 /*
- * kernels/cpu/attention.h — causal attention of one query token over a paged f32 KV cache.
+ * kernels/cpu/attention.h — causal attention of one query token over a paged KV cache of f32
+ * or IEEE f16 elements, and the store of a token's K and V into it.
  *
- * Cache layout of one layer:
+ * Cache layout of one layer (elements of the cache's dtype):
  *   K: [n_blocks][n_kv_head][head_dim][block_size]   (d-major inside a block)
  *   V: [n_blocks][n_kv_head][block_size][head_dim]
  * Position p of a sequence lives in block block_table[p / block_size] at offset
  * p % block_size. K is stored d-major so the scores of a block's positions accumulate as
  * independent lanes (s[j] += q[d] * K[d][j], d ascending): vector code, the same order for every
  * position, no reassociation — results are identical on every instruction set.
+ * An f16 cache holds each value rounded to nearest even (pgd_f32_to_f16) and is read back
+ * exactly, so attention over it gives the bits of the f32 path over the rounded values.
  *
  * One call handles the query heads of one kv head group (n_group = n_head / n_kv_head heads
  * that share kv head `kvh`). THE ORDER (every path follows it, so the SIMD paths give the
@@ -29,30 +32,54 @@
 
 #include <stdint.h>
 
+/* Element type of a KV cache. */
+typedef enum pgd_kv_dtype {
+    PGD_KV_F32 = 0,
+    PGD_KV_F16 = 1,  /* IEEE binary16: half the memory and bandwidth, ~3 significant digits */
+    PGD_KV_AUTO = 2, /* engine option only: f32 beside f32 weights, else f16 (engine/llm.h) */
+} pgd_kv_dtype;
+
 typedef struct pgd_attn_shape {
     uint32_t n_kv_head, n_group, head_dim, block_size;
-    float scale; /* usually 1/sqrt(head_dim) */
+    float scale;        /* usually 1/sqrt(head_dim) */
+    pgd_kv_dtype dtype; /* of k_cache and v_cache */
 } pgd_attn_shape;
+
+/* Bytes of one cache element: 4 or 2. */
+static inline uint32_t pgd_kv_dtype_bytes(pgd_kv_dtype t) {
+    return t == PGD_KV_F16 ? 2u : 4u;
+}
+/* "f32" / "f16" / "auto"; parse: 0, or PGD_EINVAL with a message naming the accepted values. */
+const char *pgd_kv_dtype_name(pgd_kv_dtype t);
+int pgd_kv_dtype_parse(const char *name, pgd_kv_dtype *out);
 
 /*
  * q:       [n_group][head_dim]   queries of heads kvh*n_group .. (kvh+1)*n_group-1
- * k_cache: [n_blocks][n_kv_head][head_dim][block_size]
+ * k_cache: [n_blocks][n_kv_head][head_dim][block_size]   (s->dtype elements)
  * v_cache: [n_blocks][n_kv_head][block_size][head_dim]
  * block_table: [ceil(n_ctx / block_size)]
  * scores:  [n_group][n_ctx rounded up to block_size] scratch
  * out:     [n_group][head_dim]
  */
-void pgd_attn_paged_f32(const pgd_attn_shape *s, uint32_t kvh, const float *q, const float *k_cache,
-                        const float *v_cache, const int32_t *block_table, uint32_t n_ctx,
-                        float *scores, float *out);
+void pgd_attn_paged(const pgd_attn_shape *s, uint32_t kvh, const float *q, const void *k_cache,
+                    const void *v_cache, const int32_t *block_table, uint32_t n_ctx, float *scores,
+                    float *out);
 
 /* The same on a given instruction-set path (tests); PGD_EINVAL when this CPU or build cannot
  * run it. Paths give identical bits. */
-int pgd_attn_paged_f32_isa(pgd_cpu_isa isa, const pgd_attn_shape *s, uint32_t kvh, const float *q,
-                           const float *k_cache, const float *v_cache, const int32_t *block_table,
-                           uint32_t n_ctx, float *scores, float *out);
+int pgd_attn_paged_isa(pgd_cpu_isa isa, const pgd_attn_shape *s, uint32_t kvh, const float *q,
+                       const void *k_cache, const void *v_cache, const int32_t *block_table,
+                       uint32_t n_ctx, float *scores, float *out);
 
-/* Index of element (d, offset j) of kv head h in block b of a K cache (floats). */
+/* Store one token's keys and values (k, v: [n_kv_head][head_dim] f32) at offset j of block b,
+ * converted to s->dtype (f16: round to nearest even, the bits of pgd_f32_to_f16 on every
+ * path). */
+void pgd_attn_store(const pgd_attn_shape *s, void *k_cache, void *v_cache, uint64_t b, uint32_t j,
+                    const float *k, const float *v);
+int pgd_attn_store_isa(pgd_cpu_isa isa, const pgd_attn_shape *s, void *k_cache, void *v_cache,
+                       uint64_t b, uint32_t j, const float *k, const float *v);
+
+/* Index of element (d, offset j) of kv head h in block b of a K cache (elements). */
 static inline uint64_t pgd_attn_k_index(const pgd_attn_shape *s, uint64_t b, uint32_t h, uint32_t d,
                                         uint32_t j) {
     return ((b * s->n_kv_head + h) * s->head_dim + d) * s->block_size + j;

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #define PGD__INL inline __attribute__((always_inline))
-#define PGD__V5  __attribute__((target("avx2,fma,avx512f,avx512dq")))
-#define PGD__V2  __attribute__((target("avx2,fma")))
+#define PGD__V5  __attribute__((target("avx2,fma,f16c,avx512f,avx512dq")))
+#define PGD__V2  __attribute__((target("avx2,fma,f16c")))
 
 /* ---- AVX-512 ---- */
 typedef __m512 a5_v;
@@ -30,6 +30,14 @@ PGD__V5 static PGD__INL a5_v a5_ld(const float *p) {
 }
 PGD__V5 static PGD__INL void a5_st(float *p, a5_v v) {
     _mm512_storeu_ps(p, v);
+}
+/* 16 IEEE halves, exactly */
+PGD__V5 static PGD__INL a5_v a5_ldh(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+/* to 16 IEEE halves, rounding to nearest even (the bits of pgd_f32_to_f16) */
+PGD__V5 static PGD__INL void a5_sth(uint16_t *p, a5_v v) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 PGD__V5 static PGD__INL a5_v a5_set1(float x) {
     return _mm512_set1_ps(x);
@@ -108,6 +116,14 @@ PGD__V2 static PGD__INL a2_v a2_ld(const float *p) {
 PGD__V2 static PGD__INL void a2_st(float *p, a2_v v) {
     _mm256_storeu_ps(p, v.a);
     _mm256_storeu_ps(p + 8, v.b);
+}
+PGD__V2 static PGD__INL a2_v a2_ldh(const uint16_t *p) {
+    return (a2_v){_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
+                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)))};
+}
+PGD__V2 static PGD__INL void a2_sth(uint16_t *p, a2_v v) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v.a, _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128((__m128i *)(p + 8), _mm256_cvtps_ph(v.b, _MM_FROUND_TO_NEAREST_INT));
 }
 PGD__V2 static PGD__INL a2_v a2_set1(float x) {
     return (a2_v){_mm256_set1_ps(x), _mm256_set1_ps(x)};

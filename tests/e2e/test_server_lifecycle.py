@@ -7,6 +7,7 @@ connections, and the process exits 0. A second signal aborts at once.
 import http.client as httpclient
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -128,6 +129,24 @@ def test_api_key_and_name_from_env(start_server):
     assert st == 200 and body["model"] == "env-name"
 
 
+def test_kv_cache_dtype(start_server):
+    """f16 (the default) holds twice the KV blocks of f32 in the same --kv-cache-mb; both serve."""
+    blocks = {}
+    for flags, dtype in (([], "f16"), (["--kv-cache-dtype", "f32"], "f32"),
+                         (["--kv-cache-dtype", "f16"], "f16")):
+        s = start_server("--kv-cache-mb", "64", *flags)
+        m = re.search(r"(\d+) KV blocks of 16 tokens, (\w+)\)", s.log())
+        assert m and m[2] == dtype, s.log()
+        blocks.setdefault(dtype, set()).add(int(m[1]))
+        st, _, body = s.post_json("/v1/chat/completions", {"messages": MSG, "max_tokens": 4,
+                                                           "temperature": 0})
+        assert st == 200 and body["usage"]["completion_tokens"] == 4, body
+        s.stop()
+    assert len(blocks["f16"]) == 1
+    (n16,), (n32,) = blocks["f16"], blocks["f32"]
+    assert n32 > 16 and abs(n16 - 2 * n32) <= 1, blocks
+
+
 @pytest.mark.parametrize("args,env,config,msg", [
     ([], {"PAGODA_PORT": "abc"}, None, "PAGODA_PORT"),
     (["--port", "-1"], {}, None, "port"),
@@ -136,6 +155,8 @@ def test_api_key_and_name_from_env(start_server):
     ([], {}, {"no_such_setting": 1}, "no_such_setting"),
     ([], {}, {"port": "x"}, "port"),
     ([], {}, "{not json", "config"),
+    (["--kv-cache-dtype", "fp8"], {}, None, "use auto, f16 or f32"),
+    ([], {"PAGODA_KV_CACHE_DTYPE": "int4"}, None, "kv-cache-dtype"),
 ])
 def test_bad_settings_exit_2(pagoda_bin, model_path, tmp_path, args, env, config, msg):
     argv = [pagoda_bin, "serve", "--model", model_path, *args]

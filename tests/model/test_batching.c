@@ -2,7 +2,8 @@
  * tests/model/test_batching.c — paging and batching are right: one batch holding several
  * sequences of different lengths, some mid-prompt and some decoding, gives the same logits for
  * every position as each sequence run alone (the issue allows relative 1e-5; the design promises
- * bit-identical rows, which is what this checks first). Both activation modes (f32, int8).
+ * bit-identical rows, which is what this checks first). Both activation modes (f32, int8) and
+ * both KV cache dtypes (f32, f16).
  *
  * Needs the default model: PAGODA_MODEL=path (exit 77 = skipped when unset). Label `model`.
  */
@@ -156,15 +157,21 @@ int main(void) {
     o.block_size = 16;
     o.max_batch_tokens = 64;
     o.prefix_caching = false; /* the alone runs must not feed the mixed run's prefixes */
-    /* both activation modes: int8 runs on packed weights where the CPU has them, one kernel
-     * for 1 token and for many */
-    for (int q8 = 0; q8 < 2; q8++) {
-        o.act_q8 = q8;
+    /* both activation modes (int8 runs on packed weights where the CPU has them, one kernel
+     * for 1 token and for many) and both KV cache dtypes */
+    static const struct {
+        bool q8;
+        pgd_kv_dtype kv;
+    } modes[] = {{false, PGD_KV_F32}, {false, PGD_KV_F16}, {true, PGD_KV_F16}};
+    for (size_t mi = 0; mi < PGD_ARRAY_LEN(modes); mi++) {
+        o.act_q8 = modes[mi].q8;
+        o.kv_dtype = modes[mi].kv;
         if (pgd_llm_open(&o, &g_llm)) {
             fprintf(stderr, "cannot open %s: %s\n", path, pgd_error_detail());
             return 1;
         }
-        fprintf(stderr, "activations: %s\n", q8 ? "int8" : "f32");
+        fprintf(stderr, "activations: %s, KV cache: %s\n", modes[mi].q8 ? "int8" : "f32",
+                pgd_kv_dtype_name(modes[mi].kv));
         RUN(test_mixed_batch_equals_alone);
         pgd_llm_close(g_llm);
     }

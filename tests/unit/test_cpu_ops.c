@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
@@ -64,7 +65,7 @@ static void test_attention_paged(void) {
     for (size_t c = 0; c < PGD_ARRAY_LEN(ctxs); c++) {
         for (uint32_t i = 0; i < G * D; i++) q[i] = frand() * 3;
         for (uint32_t kvh = 0; kvh < s.n_kv_head; kvh++) {
-            pgd_attn_paged_f32(&s, kvh, q, kc, vc, table, ctxs[c], scores, out);
+            pgd_attn_paged(&s, kvh, q, kc, vc, table, ctxs[c], scores, out);
             attn_ref(&s, kvh, q, kc, vc, table, ctxs[c], ref);
             double e2 = 0, r2 = 0;
             for (uint32_t i = 0; i < G * D; i++) {
@@ -77,7 +78,7 @@ static void test_attention_paged(void) {
             CHECK(sqrt(e2 / r2) <= 1e-5);
             /* The same query again with garbage left in the scratch: same bits. */
             for (uint32_t i = 0; i < G * 512; i++) scores[i] = frand() * 1e6f;
-            pgd_attn_paged_f32(&s, kvh, q, kc, vc, table, ctxs[c], scores, out2);
+            pgd_attn_paged(&s, kvh, q, kc, vc, table, ctxs[c], scores, out2);
             CHECK(memcmp(out, out2, sizeof out) == 0);
         }
     }
@@ -88,7 +89,9 @@ static void test_attention_paged(void) {
 
 /* Every instruction-set path gives the scalar reference's bits, on shapes beyond the default
  * model's (heads per group 1..9, head_dim 16..128, partial and scattered blocks, block sizes the
- * SIMD paths do not take), and stays within 1e-5 of the double reference. */
+ * SIMD paths do not take), for f32 and f16 caches, and stays within 1e-5 of the double
+ * reference. An f16 cache gives the bits of the f32 path over the same values rounded to f16
+ * (attention.h). */
 static void test_attention_paths(void) {
     static const pgd_cpu_isa isas[] = {PGD_ISA_AVX2, PGD_ISA_AVX512};
     static const struct {
@@ -96,53 +99,157 @@ static void test_attention_paths(void) {
     } shapes[] = {{3, 3, 64, 16}, {1, 1, 64, 16}, {2, 4, 128, 16}, {2, 7, 64, 16}, {1, 9, 32, 16},
                   {4, 2, 16, 16}, {2, 2, 80, 16}, {2, 3, 64, 8},   {1, 2, 24, 16}};
     static const uint32_t ctxs[] = {1, 2, 15, 16, 17, 31, 33, 100, 300};
-    int compared = 0;
+    int compared = 0, compared_f16 = 0;
     for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++) {
-        pgd_attn_shape s = {shapes[si].n_kv_head, shapes[si].n_group, shapes[si].head_dim,
-                            shapes[si].block_size, 0};
+        pgd_attn_shape s = {shapes[si].n_kv_head,
+                            shapes[si].n_group,
+                            shapes[si].head_dim,
+                            shapes[si].block_size,
+                            0,
+                            PGD_KV_F32};
         s.scale = 1.0f / sqrtf((float)s.head_dim);
         const uint32_t D = s.head_dim, G = s.n_group, BS = s.block_size;
         const uint32_t n_blocks = 320 / BS + 2;
         uint64_t floats = (uint64_t)n_blocks * s.n_kv_head * BS * D;
         float *kc = malloc(floats * 4), *vc = malloc(floats * 4);
+        float *kr = malloc(floats * 4), *vr = malloc(floats * 4); /* kc, vc rounded to f16 */
+        uint16_t *kh = malloc(floats * 2), *vh = malloc(floats * 2);
         float *q = malloc(G * D * 4), *ref = malloc(G * D * 4), *got = malloc(G * D * 4);
         float *scores = malloc((size_t)G * (320 + BS) * 4);
         double *exact = malloc(G * D * sizeof(double));
         int32_t *table = malloc(n_blocks * sizeof(int32_t));
-        for (uint64_t i = 0; i < floats; i++) kc[i] = frand() * 2, vc[i] = frand();
+        for (uint64_t i = 0; i < floats; i++) {
+            kc[i] = frand() * 2, vc[i] = frand();
+            kh[i] = pgd_f32_to_f16(kc[i]), vh[i] = pgd_f32_to_f16(vc[i]);
+            kr[i] = pgd_f16_to_f32(kh[i]), vr[i] = pgd_f16_to_f32(vh[i]);
+        }
         for (uint32_t i = 0; i < n_blocks; i++) table[i] = (int32_t)((i * 7 + 3) % n_blocks);
-        for (size_t c = 0; c < PGD_ARRAY_LEN(ctxs); c++) {
+        for (size_t c = 0; c < 2 * PGD_ARRAY_LEN(ctxs); c++) {
+            const bool f16 = c >= PGD_ARRAY_LEN(ctxs);
+            const uint32_t n_ctx = ctxs[c % PGD_ARRAY_LEN(ctxs)];
+            const void *K = f16 ? (const void *)kh : kc, *V = f16 ? (const void *)vh : vc;
+            s.dtype = f16 ? PGD_KV_F16 : PGD_KV_F32;
             for (uint32_t i = 0; i < G * D; i++) q[i] = frand() * 3;
             const uint32_t kvh = (uint32_t)c % s.n_kv_head;
-            REQUIRE(pgd_attn_paged_f32_isa(PGD_ISA_SCALAR, &s, kvh, q, kc, vc, table, ctxs[c],
-                                           scores, ref) == 0);
-            attn_ref(&s, kvh, q, kc, vc, table, ctxs[c], exact);
+            REQUIRE(pgd_attn_paged_isa(PGD_ISA_SCALAR, &s, kvh, q, K, V, table, n_ctx, scores,
+                                       ref) == 0);
+            attn_ref(&s, kvh, q, f16 ? kr : kc, f16 ? vr : vc, table, n_ctx, exact);
             double e2 = 0, r2 = 0;
             for (uint32_t i = 0; i < G * D; i++) {
                 e2 += (ref[i] - exact[i]) * (ref[i] - exact[i]);
                 r2 += exact[i] * exact[i];
             }
             CHECK(sqrt(e2 / r2) <= 1e-5);
+            if (f16) { /* the f32 path over the rounded values: the same bits */
+                pgd_attn_shape s32 = s;
+                s32.dtype = PGD_KV_F32;
+                REQUIRE(pgd_attn_paged_isa(PGD_ISA_SCALAR, &s32, kvh, q, kr, vr, table, n_ctx,
+                                           scores, got) == 0);
+                CHECK(memcmp(got, ref, G * D * 4) == 0);
+            }
             for (size_t k = 0; k < PGD_ARRAY_LEN(isas); k++) {
                 if (!pgd_cpu_isa_supported(isas[k])) continue;
                 for (uint32_t i = 0; i < G * (320 + BS); i++) scores[i] = frand() * 1e6f;
                 memset(got, 0xff, G * D * 4);
-                REQUIRE(pgd_attn_paged_f32_isa(isas[k], &s, kvh, q, kc, vc, table, ctxs[c], scores,
-                                               got) == 0);
+                REQUIRE(pgd_attn_paged_isa(isas[k], &s, kvh, q, K, V, table, n_ctx, scores, got) ==
+                        0);
                 if (memcmp(got, ref, G * D * 4) != 0) {
-                    fprintf(stderr, "  %s: shape %zu n_ctx %u differs from the scalar path\n",
-                            pgd_cpu_isa_name(isas[k]), si, ctxs[c]);
+                    fprintf(stderr, "  %s: %s shape %zu n_ctx %u differs from the scalar path\n",
+                            pgd_cpu_isa_name(isas[k]), pgd_kv_dtype_name(s.dtype), si, n_ctx);
                     tu_failed_checks++;
                 }
-                compared++;
+                compared++, compared_f16 += f16;
             }
         }
-        free(kc), free(vc), free(q), free(ref), free(got), free(scores), free(exact), free(table);
+        free(kc), free(vc), free(kr), free(vr), free(kh), free(vh);
+        free(q), free(ref), free(got), free(scores), free(exact), free(table);
     }
     if (!pgd_cpu_isa_supported(PGD_ISA_AVX2))
         fprintf(stderr, "  no AVX2 on this CPU: only the scalar path was checked\n");
     else
-        CHECK(compared > 0);
+        CHECK(compared > 0 && compared_f16 > 0);
+}
+
+/* pgd_attn_store puts a token's K and V where the layout of attention.h says, and nowhere
+ * else; in an f16 cache each value is pgd_f32_to_f16 of it (ties, subnormals, overflow to
+ * infinity, NaN), on every path. */
+static void test_attention_store(void) {
+    static const pgd_cpu_isa isas[] = {PGD_ISA_SCALAR, PGD_ISA_AVX2, PGD_ISA_AVX512};
+    static const float special[] = {0.0f,       -0.0f,    1.0f + 0x1p-11f, 1.0f + 0x3p-11f,
+                                    65504.0f,   65520.0f, -1e9f,           0x1p-25f,
+                                    0x1.8p-25f, 0x1p-24f, 0x1.7fp-15f,     INFINITY,
+                                    -INFINITY,  NAN,      1e-30f,          0x1.ffcp-15f};
+    static const struct {
+        uint32_t n_kv_head, head_dim, block_size;
+    } shapes[] = {{3, 64, 16}, {2, 24, 8}, {1, 512, 16}};
+    int stored = 0;
+    for (size_t si = 0; si < PGD_ARRAY_LEN(shapes); si++) {
+        const uint32_t HK = shapes[si].n_kv_head, D = shapes[si].head_dim;
+        const uint32_t BS = shapes[si].block_size, n_blocks = 3;
+        const uint64_t n = (uint64_t)n_blocks * HK * BS * D;
+        float *k = malloc(HK * D * 4), *v = malloc(HK * D * 4);
+        for (uint32_t i = 0; i < HK * D; i++) {
+            k[i] = i % 5 == 0 ? special[(i / 5) % PGD_ARRAY_LEN(special)] : frand() * 100;
+            v[i] = i % 3 == 0 ? special[(i / 3 + 7) % PGD_ARRAY_LEN(special)] : frand() * 1e-4f;
+        }
+        for (int f16 = 0; f16 < 2; f16++) {
+            pgd_attn_shape s = {HK, 1, D, BS, 1.0f, f16 ? PGD_KV_F16 : PGD_KV_F32};
+            const uint32_t eb = pgd_kv_dtype_bytes(s.dtype);
+            uint8_t *kc = malloc(n * eb), *vc = malloc(n * eb);
+            for (size_t ii = 0; ii < PGD_ARRAY_LEN(isas); ii++) {
+                if (!pgd_cpu_isa_supported(isas[ii])) continue;
+                memset(kc, 0x5a, n * eb);
+                memset(vc, 0x5a, n * eb);
+                const uint64_t b = 1;
+                const uint32_t j = BS - 3;
+                REQUIRE(pgd_attn_store_isa(isas[ii], &s, kc, vc, b, j, k, v) == 0);
+                uint64_t bad = 0;
+                for (uint64_t e = 0; e < n; e++) { /* which value belongs at element e */
+                    const uint64_t blk = e / ((uint64_t)HK * BS * D),
+                                   r = e % ((uint64_t)HK * BS * D);
+                    const uint32_t h = (uint32_t)(r / ((uint64_t)BS * D));
+                    const uint32_t kd = (uint32_t)(r % ((uint64_t)BS * D) / BS), kj = r % BS;
+                    const uint32_t vj = (uint32_t)(r % ((uint64_t)BS * D) / D), vd = r % D;
+                    const bool kin = blk == b && kj == j, vin = blk == b && vj == j;
+                    for (int which = 0; which < 2; which++) {
+                        const uint8_t *c = (which ? vc : kc) + e * eb;
+                        const bool in = which ? vin : kin;
+                        const float x = which ? v[h * D + vd] : k[h * D + kd];
+                        uint8_t want[4];
+                        if (!in)
+                            memset(want, 0x5a, 4);
+                        else if (f16) {
+                            uint16_t hv = pgd_f32_to_f16(x);
+                            memcpy(want, &hv, 2);
+                        } else
+                            memcpy(want, &x, 4);
+                        bad += memcmp(c, want, eb) != 0;
+                    }
+                }
+                if (bad)
+                    fprintf(stderr, "  store %s %s shape %zu: %llu elements wrong\n",
+                            pgd_cpu_isa_name(isas[ii]), pgd_kv_dtype_name(s.dtype), si,
+                            (unsigned long long)bad);
+                CHECK(bad == 0);
+                stored++;
+            }
+            free(kc), free(vc);
+        }
+        free(k), free(v);
+    }
+    CHECK(stored >= 6);
+}
+
+static void test_kv_dtype_names(void) {
+    pgd_kv_dtype t = PGD_KV_F32;
+    CHECK(pgd_kv_dtype_parse("f16", &t) == 0 && t == PGD_KV_F16);
+    CHECK(pgd_kv_dtype_parse("f32", &t) == 0 && t == PGD_KV_F32);
+    CHECK(pgd_kv_dtype_parse("fp8", &t) == PGD_EINVAL && t == PGD_KV_F32);
+    CHECK(strstr(pgd_error_detail(), "auto, f16 or f32") != NULL);
+    CHECK(pgd_kv_dtype_parse("auto", &t) == 0 && t == PGD_KV_AUTO);
+    CHECK(pgd_kv_dtype_parse(NULL, &t) == PGD_EINVAL);
+    CHECK(!strcmp(pgd_kv_dtype_name(PGD_KV_F16), "f16") && pgd_kv_dtype_bytes(PGD_KV_F16) == 2);
+    CHECK(!strcmp(pgd_kv_dtype_name(PGD_KV_F32), "f32") && pgd_kv_dtype_bytes(PGD_KV_F32) == 4);
 }
 
 /* pgd__expf: within 3 ulp of exp over the range softmax and SiLU use; the clamps hold. */
@@ -231,6 +338,8 @@ static void test_swiglu(void) {
 int main(void) {
     RUN(test_attention_paged);
     RUN(test_attention_paths);
+    RUN(test_attention_store);
+    RUN(test_kv_dtype_names);
     RUN(test_expf);
     RUN(test_rmsnorm);
     RUN(test_rope);
