@@ -4,6 +4,7 @@
 #   2. online (scheduler): concurrency 1/4/16/64, 128 in / 128 out
 #   3. online with a shared 512-token prefix, prefix cache on vs off
 #   4. offline and online again with int8 activation blocks (--int8-activations)
+#   5. offline and online with an f32 KV cache (--kv-cache-dtype f32; the default is f16)
 # Usage: bench/cpu.sh [MODEL] > bench/results/cpu.md   (needs build/pagoda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,3 +50,9 @@ echo
 echo "## int8 activation blocks (--int8-activations: opt-in, less exact; see README)"
 run $BIN bench --model "$MODEL" --prompt-len 128 --gen-len 128 --batch 1,16 --int8-activations
 online "1 16 64" --int8-activations
+
+echo
+echo "## f32 KV cache (--kv-cache-dtype f32; the default is f16)"
+run $BIN bench --model "$MODEL" --prompt-len 128 --gen-len 128 --batch 1,16 --kv-cache-dtype f32
+online "1 16" --kv-cache-dtype f32
+online "1 16" --kv-cache-dtype f32 --int8-activations
