@@ -207,6 +207,7 @@ static double exp_gap(uint64_t *x, double r) {
 }
 
 static int run_online(pgd_llm *llm, const online_opts *op) {
+    const char *kv_dtype = pgd_kv_dtype_name(llm->backend->cfg.kv_dtype);
     pgd_engine_config ec;
     pgd_engine_config_default(&ec);
     ec.sched.max_num_batched_tokens = (uint32_t)op->max_batched;
@@ -346,13 +347,13 @@ static int run_online(pgd_llm *llm, const online_opts *op) {
         printf("{\"mode\":\"online\",\"num_prompts\":%llu,\"request_rate\":\"%s\","
                "\"concurrency\":%llu,\"prompt_len\":%llu,\"shared_prefix_len\":%llu,"
                "\"gen_len\":%llu,\"max_num_batched_tokens\":%u,\"max_num_seqs\":%u,"
-               "\"completed\":%llu,\"failed\":%llu,\"duration_s\":%.4f,"
+               "\"kv_cache_dtype\":\"%s\",\"completed\":%llu,\"failed\":%llu,\"duration_s\":%.4f,"
                "\"request_throughput\":%.4f,\"output_tokens_per_s\":%.2f,"
                "\"total_tokens_per_s\":%.2f,\"prompt_tokens\":%llu,\"output_tokens\":%llu,"
                "\"preemptions\":%llu,\"prefix_hit_tokens\":%llu,\"prefix_query_tokens\":%llu",
                (unsigned long long)N, rate, (unsigned long long)op->concurrency,
                (unsigned long long)L, (unsigned long long)op->shared_prefix, (unsigned long long)G,
-               sc->max_num_batched_tokens, sc->max_num_seqs, (unsigned long long)n_ok,
+               sc->max_num_batched_tokens, sc->max_num_seqs, kv_dtype, (unsigned long long)n_ok,
                (unsigned long long)(N - n_ok), duration, req_s, out_s, tot_s,
                (unsigned long long)prompt_tokens, (unsigned long long)out_tokens,
                (unsigned long long)st.n_preemptions, (unsigned long long)st.prefix_hit_tokens,
@@ -368,9 +369,10 @@ static int run_online(pgd_llm *llm, const online_opts *op) {
         else
             snprintf(conc, sizeof conc, "unlimited");
         printf("online: %llu prompts of %llu tokens (%llu shared), %llu output tokens each, "
-               "rate %s/s, concurrency %s; step budget %u tokens, %u sequences\n\n",
+               "rate %s/s, concurrency %s; step budget %u tokens, %u sequences; KV cache %s\n\n",
                (unsigned long long)N, (unsigned long long)L, (unsigned long long)op->shared_prefix,
-               (unsigned long long)G, rate, conc, sc->max_num_batched_tokens, sc->max_num_seqs);
+               (unsigned long long)G, rate, conc, sc->max_num_batched_tokens, sc->max_num_seqs,
+               kv_dtype);
         printf("| metric | value |\n|---|---:|\n"
                "| completed / failed | %llu / %llu |\n"
                "| duration (s) | %.3f |\n"
