@@ -1,8 +1,8 @@
 /*
  * kernels/cpu/attention.c — paged causal attention over an f32 or f16 KV cache: the scalar
  * reference of the order in attention.h and its x86 SIMD paths (attention_x86.inc, built for
- * AVX-512 and AVX2, each for both cache dtypes), which must give the same bits; and the store
- * of a token's K and V.
+ * AVX-512 and AVX2, each for both cache dtypes through attention_x86_dtypes.inc), which must
+ * give the same bits; and the store of a token's K and V.
  *
  * SIMD shape (block_size 16: a block's 16 positions are one vector of 16 lanes):
  *   pass 1: per pair of blocks and tile of up to ATT_GT heads, the two d-parity chains of every
@@ -141,20 +141,7 @@ typedef void (*attn_fn)(const pgd_attn_shape *, uint32_t, const float *, const v
 #define ATT_GT 4 /* heads per register tile */
 #define ATT_NB 2 /* blocks per pass-1 tile */
 #define ATT_DV 4 /* 16-float slices of head_dim per pass-3 tile */
-#define KV_T   float
-#define KV_LD  a5_ld
-#define KFN(x) a5_##x##_f32
-#include "kernels/cpu/attention_x86.inc"
-#undef KV_T
-#undef KV_LD
-#undef KFN
-#define KV_T   uint16_t
-#define KV_LD  a5_ldh
-#define KFN(x) a5_##x##_f16
-#include "kernels/cpu/attention_x86.inc"
-#undef KV_T
-#undef KV_LD
-#undef KFN
+#include "kernels/cpu/attention_x86_dtypes.inc"
 #undef T
 #undef FN
 #undef ATT_GT
@@ -167,20 +154,7 @@ typedef void (*attn_fn)(const pgd_attn_shape *, uint32_t, const float *, const v
 #define ATT_GT 2
 #define ATT_NB 1
 #define ATT_DV 2
-#define KV_T   float
-#define KV_LD  a2_ld
-#define KFN(x) a2_##x##_f32
-#include "kernels/cpu/attention_x86.inc"
-#undef KV_T
-#undef KV_LD
-#undef KFN
-#define KV_T   uint16_t
-#define KV_LD  a2_ldh
-#define KFN(x) a2_##x##_f16
-#include "kernels/cpu/attention_x86.inc"
-#undef KV_T
-#undef KV_LD
-#undef KFN
+#include "kernels/cpu/attention_x86_dtypes.inc"
 #undef T
 #undef FN
 #undef ATT_GT

@@ -528,31 +528,18 @@ static int mm_run(pgd_threadpool *pool, mm_job *job) {
 }
 
 /* Several jobs in one pool run, their tasks side by side. */
-typedef struct mm_group {
-    mm_job jobs[PGD__FA_MAX_PARTS];
-    int first_task[PGD__FA_MAX_PARTS + 1]; /* job i owns tasks [first_task[i], first_task[i+1]) */
-} mm_group;
-
-static void mm_group_task(int task, int thread, void *ctx) {
-    const mm_group *g = ctx;
-    int i = 0;
-    while (task >= g->first_task[i + 1]) i++;
-    mm_task(task - g->first_task[i], thread, (void *)&g->jobs[i]);
-}
-
-static int mm_group_run(pgd_threadpool *pool, mm_group *g, int n_jobs) {
+static int mm_group_run(pgd_threadpool *pool, mm_job *jobs, int n_jobs) {
     const int threads = pgd_threadpool_size(pool);
+    pgd_task_span spans[PGD__FA_MAX_PARTS];
+    int64_t total = 0;
     for (int i = 0; i < n_jobs; i++) {
-        int64_t nt = mm_split(&g->jobs[i], threads);
-        if (nt < 0 || nt > INT32_MAX - g->first_task[i])
+        int64_t nt = mm_split(&jobs[i], threads);
+        if (nt < 0 || nt > INT32_MAX - total)
             return pgd_error_set(PGD_ERANGE, "matmul: too many rows");
-        g->first_task[i + 1] = g->first_task[i] + (int)nt;
+        spans[i] = (pgd_task_span){mm_task, &jobs[i], (int)nt};
+        total += nt;
     }
-    if (g->first_task[n_jobs] == 1) {
-        mm_task(0, 0, &g->jobs[0]);
-        return 0;
-    }
-    return pgd_threadpool_run(pool, g->first_task[n_jobs], mm_group_task, g);
+    return pgd_threadpool_run_spans(pool, spans, n_jobs);
 }
 
 static int check_weights(uint32_t wtype, int64_t n, int64_t k, size_t *row_bytes) {
@@ -626,22 +613,22 @@ static int q8_parts(pgd_threadpool *pool, const pgd__matmul_kernels *kern,
     if (rc) goto fail;
     rc = quantize_with(pool, kern, x, &a);
     if (rc) goto fail;
-    mm_group g = {0};
+    mm_job jobs[PGD__FA_MAX_PARTS];
     for (int i = 0; i < n_parts; i++) {
         const int kt = kq_index(parts[i].wtype);
-        g.jobs[i] = (mm_job){.kern = kern,
-                             .kt = kt,
-                             .batched = use_batched(kern, kt, m),
-                             .w = parts[i].w,
-                             .row_bytes = (size_t)(k / PGD_QK) * pgd__kq_block_bytes(kt),
-                             .packed = kern->kqp[kt] ? parts[i].packed : NULL,
-                             .n = parts[i].n,
-                             .k = k,
-                             .m = m,
-                             .xq = &a,
-                             .y = parts[i].y};
+        jobs[i] = (mm_job){.kern = kern,
+                           .kt = kt,
+                           .batched = use_batched(kern, kt, m),
+                           .w = parts[i].w,
+                           .row_bytes = (size_t)(k / PGD_QK) * pgd__kq_block_bytes(kt),
+                           .packed = kern->kqp[kt] ? parts[i].packed : NULL,
+                           .n = parts[i].n,
+                           .k = k,
+                           .m = m,
+                           .xq = &a,
+                           .y = parts[i].y};
     }
-    rc = mm_group_run(pool, &g, n_parts);
+    rc = mm_group_run(pool, jobs, n_parts);
 fail:
     free(owned);
     return rc;

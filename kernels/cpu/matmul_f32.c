@@ -229,36 +229,20 @@ static int64_t fa_rows_per_task(int threads, int64_t n) {
     return (rpt + PGD__FA_PR - 1) / PGD__FA_PR * PGD__FA_PR;
 }
 
-typedef struct fa_group {
-    fa_job jobs[PGD__FA_MAX_PARTS];
-    int first_task[PGD__FA_MAX_PARTS + 1]; /* job i owns tasks [first_task[i], first_task[i+1]) */
-} fa_group;
-
-static void fa_group_task(int task, int thread, void *ctx) {
-    const fa_group *g = ctx;
-    int i = 0;
-    while (task >= g->first_task[i + 1]) i++;
-    fa_task(task - g->first_task[i], thread, (void *)&g->jobs[i]);
-}
-
 int pgd__matmul_fa_group(pgd_threadpool *pool, const pgd__fa_kernels *kern,
                          const pgd__fa_part *parts, int n_parts, int64_t k, const float *x,
                          int64_t m) {
-    fa_group g = {0};
+    fa_job jobs[PGD__FA_MAX_PARTS];
+    pgd_task_span spans[PGD__FA_MAX_PARTS];
     const int threads = pgd_threadpool_size(pool);
     for (int i = 0; i < n_parts; i++) {
         const pgd__fa_part *p = &parts[i];
-        g.jobs[i] = (fa_job){kern, p->kt, p->w, p->row_bytes, p->n,
-                             k,    m,     x,    p->y,         fa_rows_per_task(threads, p->n)};
-        g.first_task[i + 1] =
-            g.first_task[i] + (int)((p->n + g.jobs[i].rows_per_task - 1) / g.jobs[i].rows_per_task);
+        jobs[i] = (fa_job){kern, p->kt, p->w, p->row_bytes, p->n,
+                           k,    m,     x,    p->y,         fa_rows_per_task(threads, p->n)};
+        spans[i] = (pgd_task_span){
+            fa_task, &jobs[i], (int)((p->n + jobs[i].rows_per_task - 1) / jobs[i].rows_per_task)};
     }
-    const int n_tasks = g.first_task[n_parts];
-    if (n_tasks == 1) {
-        fa_task(0, 0, &g.jobs[0]);
-        return 0;
-    }
-    return pgd_threadpool_run(pool, n_tasks, fa_group_task, &g);
+    return pgd_threadpool_run_spans(pool, spans, n_parts);
 }
 
 int pgd__matmul_fa(pgd_threadpool *pool, const pgd__fa_kernels *kern, int kt, const uint8_t *w,

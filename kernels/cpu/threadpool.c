@@ -29,6 +29,7 @@
 
 #include "common/error.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
@@ -288,4 +289,24 @@ int pgd_threadpool_run(pgd_threadpool *pool, int n_tasks, pgd_task_fn fn, void *
     }
     atomic_store(&pool->busy, 0);
     return 0;
+}
+
+/* Task `task` of the run over the spans at arg: the span it falls in, its index there. */
+static void span_task(int task, int thread, void *arg) {
+    const pgd_task_span *s = arg;
+    while (task >= s->n_tasks) task -= s++->n_tasks;
+    s->fn(task, thread, s->ctx);
+}
+
+int pgd_threadpool_run_spans(pgd_threadpool *pool, const pgd_task_span *spans, int n_spans) {
+    int64_t total = 0;
+    for (int j = 0; j < n_spans; j++) {
+        if (spans[j].n_tasks < 0)
+            return pgd_error_set(PGD_EINVAL, "threadpool: span %d has %d tasks", j,
+                                 spans[j].n_tasks);
+        total += spans[j].n_tasks;
+    }
+    if (total > INT_MAX) return pgd_error_set(PGD_EINVAL, "threadpool: too many tasks");
+    if (n_spans == 1) return pgd_threadpool_run(pool, spans[0].n_tasks, spans[0].fn, spans[0].ctx);
+    return pgd_threadpool_run(pool, (int)total, span_task, (void *)spans);
 }

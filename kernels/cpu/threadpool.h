@@ -48,4 +48,16 @@ int pgd_threadpool_size(const pgd_threadpool *pool);
  * (nothing is run then). */
 int pgd_threadpool_run(pgd_threadpool *pool, int n_tasks, pgd_task_fn fn, void *ctx);
 
+/* One parallel-for of a pgd_threadpool_run_spans call. */
+typedef struct pgd_task_span {
+    pgd_task_fn fn;
+    void *ctx;
+    int n_tasks;
+} pgd_task_span;
+
+/* Several parallel-fors as one run (one fork/join): fn_j(i, thread, ctx_j) exactly once for
+ * every span j < n_spans and i in [0, n_tasks_j), spans side by side in the task order. Returns
+ * as pgd_threadpool_run, and PGD_EINVAL for a negative n_tasks or more than INT_MAX in all. */
+int pgd_threadpool_run_spans(pgd_threadpool *pool, const pgd_task_span *spans, int n_spans);
+
 #endif

@@ -36,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 
+from byte_level import bytes_to_unicode  # tests/reference/, beside this script
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CORPUS = HERE / "tokenizer_corpus.json"
@@ -50,20 +52,6 @@ def variant_texts(corpus):
     """The corpus strings (not the long-* ones) joined by newlines, VARIANT_CHUNK at a time."""
     texts = [c["text"] for c in corpus if not c["name"].startswith("long-")]
     return ["\n".join(texts[i:i + VARIANT_CHUNK]) for i in range(0, len(texts), VARIANT_CHUNK)]
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> character table."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-          + list(range(ord("®"), ord("ÿ") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 def pairs_vocab():

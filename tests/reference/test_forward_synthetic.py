@@ -14,6 +14,7 @@ import pytest
 from gguf.quants import quantize
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from byte_level import bytes_to_unicode  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
 E, H, HKV, FF, LAYERS, CTX = 64, 4, 2, 128, 2, 256
@@ -21,16 +22,8 @@ E, H, HKV, FF, LAYERS, CTX = 64, 4, 2, 128, 2, 256
 
 def byte_tokens():
     """The GPT-2 byte-to-unicode alphabet: one token per byte (a byte-level BPE vocabulary)."""
-    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    table = dict(zip(bs, cs))
-    return [chr(table[b]) for b in range(256)]
+    table = bytes_to_unicode()
+    return [table[b] for b in range(256)]
 
 
 def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):

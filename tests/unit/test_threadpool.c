@@ -1,13 +1,15 @@
 /*
  * tests/unit/test_threadpool.c — kernels/cpu/threadpool: every task index runs exactly once
  * per run over many rounds (spinning and sleeping workers), thread indices in range, the
- * caller sees all writes, nested and concurrent runs are refused, create/destroy while idle.
+ * caller sees all writes, nested and concurrent runs are refused, create/destroy while idle;
+ * several spans as one run.
  */
 #include "kernels/cpu/threadpool.h"
 
 #include "common/error.h"
 #include "testutil.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -72,6 +74,46 @@ static void test_exactly_once(void) {
     }
     CHECK_EQ_INT(run_rounds(NULL, 100, 0), 0); /* NULL pool: inline */
     CHECK_EQ_INT(pgd_threadpool_size(NULL), 1);
+}
+
+/* Spans: every (span, index) exactly once, each span with its own function and context,
+ * empty spans skipped; a negative span and an int overflow refused before anything runs. */
+static void test_spans(void) {
+    static const int n_tasks[] = {0, 5, 1, 0, 17, 2};
+    count_ctx *c = calloc(PGD_ARRAY_LEN(n_tasks), sizeof *c);
+    REQUIRE(c != NULL);
+    pgd_task_span spans[PGD_ARRAY_LEN(n_tasks)];
+    for (int threads = 1; threads <= 3; threads += 2) {
+        pgd_threadpool *pool = NULL;
+        REQUIRE(pgd_threadpool_create(threads, &pool) == 0);
+        for (int round = 1; round <= 200; round++) {
+            const int n = 1 + round % (int)PGD_ARRAY_LEN(n_tasks); /* 1 .. all spans */
+            for (int j = 0; j < n; j++) {
+                c[j].size = threads;
+                c[j].round = round;
+                for (int i = 0; i < MAX_TASKS; i++) atomic_store(&c[j].hits[i], 0);
+                spans[j] = (pgd_task_span){count_task, &c[j], n_tasks[j]};
+            }
+            CHECK_EQ_INT(pgd_threadpool_run_spans(pool, spans, n), 0);
+            int bad = 0;
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < MAX_TASKS; i++) {
+                    bad += atomic_load(&c[j].hits[i]) != (i < n_tasks[j]);
+                    bad += i < n_tasks[j] && c[j].plain[i] != round;
+                    bad += atomic_load(&c[j].bad_thread);
+                }
+            CHECK_EQ_INT(bad, 0);
+        }
+        spans[0] = (pgd_task_span){count_task, &c[0], 3};
+        spans[1] = (pgd_task_span){count_task, &c[1], -1};
+        for (int i = 0; i < MAX_TASKS; i++) atomic_store(&c[0].hits[i], 0);
+        CHECK_EQ_INT(pgd_threadpool_run_spans(pool, spans, 2), PGD_EINVAL);
+        spans[0].n_tasks = spans[1].n_tasks = INT_MAX / 2 + 1;
+        CHECK_EQ_INT(pgd_threadpool_run_spans(pool, spans, 2), PGD_EINVAL);
+        CHECK_EQ_INT(atomic_load(&c[0].hits[0]), 0);
+        pgd_threadpool_destroy(pool);
+    }
+    free(c);
 }
 
 static void test_default_size(void) {
@@ -191,6 +233,7 @@ static void test_create_destroy_idle(void) {
 
 int main(void) {
     RUN(test_exactly_once);
+    RUN(test_spans);
     RUN(test_default_size);
     RUN(test_parallel);
     RUN(test_nested_refused);
