@@ -437,14 +437,13 @@ static void mm_kqp_rows(const mm_job *j, int64_t r0, int64_t r1) {
     for (int64_t rb = r0; rb < r1; rb += PGD__QBR) {
         const int nrows = (int)(r1 - rb < PGD__QBR ? r1 - rb : PGD__QBR);
         const uint8_t *blk = j->packed + (size_t)(rb / PGD__QBR) * bb;
-        /* blocks ahead into cache, as in kqb: at the task's first block the next MM_PF_BLOCKS,
-         * then the one MM_PF_BLOCKS ahead */
-        for (int64_t p = rb == r0 ? 1 : MM_PF_BLOCKS; p <= MM_PF_BLOCKS; p++)
-            if (rb + p * PGD__QBR < r1)
-                for (size_t o = 0; o < bb; o += 64) __builtin_prefetch(blk + p * bb + o, 0, 3);
+        /* the task's next row block into cache while this one is multiplied, spread over the
+         * kernel's register tiles (a burst of a block's prefetches stalls the core until they
+         * drain: measured slower, at any distance) */
+        const uint8_t *next = rb + PGD__QBR < r1 ? blk + bb : NULL;
         for (int64_t t0 = 0; t0 < j->m; t0 += PGD__MT) {
             const int mr = (int)(j->m - t0 < PGD__MT ? j->m - t0 : PGD__MT);
-            j->kern->kqp[j->kt](blk, j->xq, t0, mr, ob);
+            j->kern->kqp[j->kt](blk, j->xq, t0, mr, ob, t0 == 0 ? next : NULL, bb);
             for (int t = 0; t < mr; t++)
                 memcpy(j->y + (t0 + t) * j->n + rb, ob + t * PGD__QBR,
                        sizeof(float) * (size_t)nrows);

@@ -114,9 +114,12 @@ static inline int pgd__qp_packable(int kt) {
 }
 
 /* out[t * PGD__QBR + r] = dot(row r of the packed row block blk, x row t0 + t) for r < 16,
- * t < mt <= PGD__MT, reading x->qt; same bits as pgd__kq_fn on the unpacked rows. */
+ * t < mt <= PGD__MT, reading x->qt; same bits as pgd__kq_fn on the unpacked rows. Also
+ * prefetches pf[pf_bytes] (64-byte lines; NULL: none) a few lines at a time between its
+ * register tiles, so that weights coming from DRAM load while this block computes without a
+ * burst of prefetches stalling it. */
 typedef void (*pgd__kqp_fn)(const uint8_t *blk, const pgd_q8_act *x, int64_t t0, int mt,
-                            float *out /* [mt][PGD__QBR] */);
+                            float *out /* [mt][PGD__QBR] */, const uint8_t *pf, size_t pf_bytes);
 
 typedef struct pgd__matmul_kernels {
     pgd__quant_row_fn quant_row;
