@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/kv_dtype.h"
 #include "engine/model.h"
-#include "kernels/cpu/attention.h" /* pgd_kv_dtype */
 
 typedef struct pgd_batch {
     uint32_t n_tokens;                  /* T */
@@ -50,7 +50,7 @@ typedef struct pgd_backend_config {
     bool act_q8;           /* CPU: quantize activations to int8 blocks (faster, less exact; the
                               weights are packed once for the int8 kernel where the CPU has it;
                               default: f32 activations against the GGUF-typed weights) */
-    pgd_kv_dtype kv_dtype; /* KV cache elements, F32 (0) or F16 (kernels/cpu/attention.h) */
+    pgd_kv_dtype kv_dtype; /* KV cache elements, F32 (0) or F16 (common/kv_dtype.h) */
 } pgd_backend_config;
 
 typedef struct pgd_backend pgd_backend;

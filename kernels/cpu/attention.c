@@ -15,7 +15,6 @@
  */
 #include "kernels/cpu/attention.h"
 
-#include "common/error.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/vexp.h"
 
@@ -30,22 +29,6 @@ static inline double sum16d(const double s[16]) {
     double h[8];
     for (int i = 0; i < 8; i++) h[i] = s[i] + s[i + 8];
     return ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
-}
-
-static const char *const k_kv_dtype_names[] = {"f32", "f16", "auto"};
-
-const char *pgd_kv_dtype_name(pgd_kv_dtype t) {
-    return (unsigned)t < 3 ? k_kv_dtype_names[t] : "?";
-}
-
-int pgd_kv_dtype_parse(const char *name, pgd_kv_dtype *out) {
-    for (unsigned t = 0; name && t < 3; t++)
-        if (!strcmp(name, k_kv_dtype_names[t])) {
-            *out = (pgd_kv_dtype)t;
-            return 0;
-        }
-    return pgd_error_set(PGD_EINVAL, "KV cache dtype '%s': use auto, f16 or f32",
-                         name ? name : "(null)");
 }
 
 /* ---- the scalar reference ---------------------------------------------------------------- */

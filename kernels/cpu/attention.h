@@ -28,30 +28,16 @@
 #ifndef PGD_KERNELS_CPU_ATTENTION_H
 #define PGD_KERNELS_CPU_ATTENTION_H
 
+#include "common/kv_dtype.h"
 #include "kernels/cpu/isa.h"
 
 #include <stdint.h>
-
-/* Element type of a KV cache. */
-typedef enum pgd_kv_dtype {
-    PGD_KV_F32 = 0,
-    PGD_KV_F16 = 1,  /* IEEE binary16: half the memory and bandwidth, ~3 significant digits */
-    PGD_KV_AUTO = 2, /* engine option only: f32 beside f32 weights, else f16 (engine/llm.h) */
-} pgd_kv_dtype;
 
 typedef struct pgd_attn_shape {
     uint32_t n_kv_head, n_group, head_dim, block_size;
     float scale;        /* usually 1/sqrt(head_dim) */
     pgd_kv_dtype dtype; /* of k_cache and v_cache */
 } pgd_attn_shape;
-
-/* Bytes of one cache element: 4 or 2. */
-static inline uint32_t pgd_kv_dtype_bytes(pgd_kv_dtype t) {
-    return t == PGD_KV_F16 ? 2u : 4u;
-}
-/* "f32" / "f16" / "auto"; parse: 0, or PGD_EINVAL with a message naming the accepted values. */
-const char *pgd_kv_dtype_name(pgd_kv_dtype t);
-int pgd_kv_dtype_parse(const char *name, pgd_kv_dtype *out);
 
 /*
  * q:       [n_group][head_dim]   queries of heads kvh*n_group .. (kvh+1)*n_group-1
