@@ -39,7 +39,6 @@
 #define MM_KQM_MIN_M        3 /* batches of at least this many tokens use kqm */
 #define MM_KQB_MIN_M        2 /* ... or kqb, where the kernel set has it */
 #define MM_KQM_L1_BYTES     32768
-#define MM_PF_BLOCKS        2 /* prefetch distance of kqb, in row blocks */
 
 /* ---- CPU features ------------------------------------------------------------------------ */
 
@@ -410,22 +409,14 @@ static int use_batched(const pgd__matmul_kernels *kern, int kt, int64_t m) {
     return m >= (kern->kqb[kt] ? MM_KQB_MIN_M : MM_KQM_MIN_M);
 }
 
-/* Rows [rb, rb + nrows) of task rows [r0, r1) for tokens [t0, t0 + mr) by the kqb kernel. */
-static void mm_kqb_block(const mm_job *j, int64_t r0, int64_t r1, int64_t rb, int nrows, int64_t t0,
-                         int mr) {
+/* Rows [rb, rb + nrows) of task rows [r0, r1) for tokens [t0, t0 + mr) by the kqb kernel, which
+ * on the first token tile also prefetches the task's next row block (spread, as kqp does). */
+static void mm_kqb_block(const mm_job *j, int64_t r1, int64_t rb, int nrows, int64_t t0, int mr) {
     float ob[PGD__MT * PGD__QBR]; /* [mr][PGD__QBR] */
-    if (t0 == 0) {
-        /* rows MM_PF_BLOCKS blocks ahead into cache while this block is multiplied (on the
-         * first block, every block up to there): weights beyond L2 otherwise stall the
-         * unpacking */
-        int64_t p0 = rb == r0 ? rb + MM_ROW_BLOCK : rb + MM_PF_BLOCKS * MM_ROW_BLOCK;
-        int64_t p1 = rb + (MM_PF_BLOCKS + 1) * MM_ROW_BLOCK;
-        if (p1 > r1) p1 = r1;
-        const uint8_t *pw = j->w + (size_t)p0 * j->row_bytes;
-        for (size_t o = 0; p0 < p1 && o < (size_t)(p1 - p0) * j->row_bytes; o += 64)
-            __builtin_prefetch(pw + o, 0, 3);
-    }
-    j->kern->kqb[j->kt](j->w + (size_t)rb * j->row_bytes, j->row_bytes, nrows, j->xq, t0, mr, ob);
+    const int64_t nx = rb + MM_ROW_BLOCK, nx_rows = r1 - nx < MM_ROW_BLOCK ? r1 - nx : MM_ROW_BLOCK;
+    const uint8_t *pf = t0 == 0 && nx < r1 ? j->w + (size_t)nx * j->row_bytes : NULL;
+    j->kern->kqb[j->kt](j->w + (size_t)rb * j->row_bytes, j->row_bytes, nrows, j->xq, t0, mr, ob,
+                        pf, pf ? (size_t)nx_rows * j->row_bytes : 0);
     for (int t = 0; t < mr; t++)
         memcpy(j->y + (t0 + t) * j->n + rb, ob + t * PGD__QBR, sizeof(float) * (size_t)nrows);
 }
@@ -473,7 +464,7 @@ static void mm_task(int task, int thread, void *ctx) {
             float tile[PGD__MT][MM_ROW_BLOCK]; /* y[t0 + t][rb + i] */
             float out[PGD__MT > PGD__FMR * PGD__NR ? PGD__MT : PGD__FMR * PGD__NR];
             if (j->kt >= 0 && j->batched && j->kern->kqb[j->kt]) {
-                mm_kqb_block(j, r0, r1, rb, nrows, t0, mr);
+                mm_kqb_block(j, r1, rb, nrows, t0, mr);
                 continue;
             } else if (j->kt >= 0) {
                 for (int i = 0; i < nrows; i++) {

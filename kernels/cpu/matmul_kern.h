@@ -71,9 +71,11 @@ typedef void (*pgd__kqm_fn)(const uint8_t *w, const pgd_q8_act *x, int64_t t0, i
 
 /* out[t * PGD__QBR + r] = dot(W row r, x row t0 + t) for r < nr <= PGD__QBR, t < mt <= PGD__MT:
  * a block of rows (row_bytes apart) against many tokens, reading x->qt; same bits as
- * pgd__kq_fn. Optional in a kernel set (NULL: kqm per row). */
+ * pgd__kq_fn. Also prefetches pf[pf_bytes] as kqp does (below). Optional in a kernel set
+ * (NULL: kqm per row). */
 typedef void (*pgd__kqb_fn)(const uint8_t *w, size_t row_bytes, int nr, const pgd_q8_act *x,
-                            int64_t t0, int mt, float *out /* [mt][PGD__QBR] */);
+                            int64_t t0, int mt, float *out /* [mt][PGD__QBR] */, const uint8_t *pf,
+                            size_t pf_bytes);
 
 /* out[t * PGD__NR + r] = dot(W row r, x row t) for t < mr, r < nr (1 <= mr <= PGD__FMR,
  * 1 <= nr <= PGD__NR); W rows are row_bytes apart, F32 or F16 (f16 != 0), k elements. */
