@@ -191,16 +191,15 @@ static void fa_prefill(const fa_job *j, int64_t r0, int64_t r1) {
                     const int64_t kc = j->k - c0 < PGD__FA_KC ? j->k - c0 : PGD__FA_KC;
                     const uint8_t *wc = j->w + (size_t)(rb + p0) * j->row_bytes +
                                         (size_t)(c0 / PGD_QK) * bs; /* [nr][row_bytes] */
-                    for (int r = 0; r < nr; r++)
+                    /* the next panel's chunk into cache while this one is dequantized and
+                     * multiplied (weights beyond L2 otherwise stall the next deq), a row
+                     * after each row's deq rather than all at once */
+                    const int pf = t0 == 0 && rb + p0 + 2 * PGD__FA_PR <= r1;
+                    const size_t cb = (size_t)(kc / PGD_QK) * bs;
+                    for (int r = 0; r < nr; r++) {
                         deq(wc + (size_t)r * j->row_bytes, kc / PGD_QK, wd[r]);
-                    if (t0 == 0 && rb + p0 + 2 * PGD__FA_PR <= r1) {
-                        /* the next panel's chunk into cache while this one is multiplied:
-                         * weights beyond L2 otherwise stall the next deq */
-                        const uint8_t *nx = wc + (size_t)PGD__FA_PR * j->row_bytes;
-                        const size_t cb = (size_t)(kc / PGD_QK) * bs;
-                        for (int r = 0; r < PGD__FA_PR; r++)
-                            for (size_t o = 0; o < cb; o += 64)
-                                __builtin_prefetch(nx + (size_t)r * j->row_bytes + o, 0, 3);
+                        const uint8_t *nx = wc + (size_t)(PGD__FA_PR + r) * j->row_bytes;
+                        for (size_t o = 0; pf && o < cb; o += 64) __builtin_prefetch(nx + o, 0, 3);
                     }
                     j->kern->kp(&wd[0][0], PGD__FA_KC, j->x + t0 * j->k + c0, j->k, mt, kc,
                                 &part[0][0][0], c0 == 0, c0 + kc == j->k ? &yt[0][p0] : NULL,
