@@ -657,12 +657,22 @@ int pgd_q8_pack(pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n, int64
             const uint8_t *src = row + (size_t)b * bs;
             uint8_t *rec = blk + (size_t)g * pgd__qp_group_bytes(kt, 8);
             const size_t vbytes = 8 * (size_t)nbg, pbytes = C * vbytes;
+            /* the pair layout: vector c of pair p, dword h nbg + l; a last group of up to 4
+             * blocks, the tile layout: vector c of tile p / 2, dword (2 (p % 2) + h) nbg + l */
+            const int tiled = nbg <= 4;
+            const size_t lane =
+                tiled ? (size_t)((2 * (p % 2) + h) * nbg + l) : (size_t)(h * nbg + l);
             for (size_t c = 0; c < C; c++) {
-                uint8_t *q = rec + (size_t)p * pbytes + c * vbytes + 4 * (size_t)(h * nbg + l);
+                uint8_t *q = rec +
+                             (tiled ? (size_t)(p / 2) * 2 * pbytes + c * 2 * vbytes
+                                    : (size_t)p * pbytes + c * vbytes) +
+                             4 * lane;
                 for (int i = 0; i < 4; i++)
                     q[i] = src[qoff + 4 * c + (size_t)i] ^ (kt == PGD__KQ_Q8_0 ? 0x80 : 0);
             }
-            uint8_t *sc = rec + 8 * pbytes + 32 * (size_t)p + 2 * (size_t)(8 * h + l);
+            uint8_t *sc = rec + 8 * pbytes +
+                          (tiled ? 32 * (size_t)(p / 2) + 2 * lane
+                                 : 32 * (size_t)p + 2 * (size_t)(8 * h + l));
             memcpy(sc, src, 2);
             if (kt == PGD__KQ_Q4_1) memcpy(sc + 256, src + 2, 2);
         }

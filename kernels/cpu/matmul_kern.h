@@ -95,10 +95,16 @@ typedef void (*pgd__kf_fn)(int f16, const uint8_t *w, size_t row_bytes, int nr,
  *   d      [8 pairs][16] f16: lanes 0-7 the scales of row 2p's blocks, 8-15 row 2p+1's (zero
  *          from nbg on in each half)
  *   m      [8 pairs][16] f16, the same for the mins (Q4_1 only)
- * Every record, quant vector and scale row is 64- (32-) byte aligned from the block's start.
- * A full group's record is the size of its 16 x 8 GGUF blocks; the last group's scales are
- * padded to 16 lanes, so a row block is that much larger than its 16 rows (e.g. Q4_1,
- * k = 576: 6144 bytes for 5760). */
+ * A last group of nbg <= 4 blocks is in the tile layout instead, the same bytes: the 4 rows of
+ * pairs 2q, 2q + 1 (q < 4, a kqp register tile) share each vector and scale row,
+ *   quants [4 tiles][C][4 * nbg] dwords: dword r nbg + l of vector c of tile q is dword c of
+ *          block l of row 4q + r
+ *   d, m   [4 tiles][16] f16 (lanes r nbg + l; zero from 4 nbg on), then 128 bytes of zeros
+ * so a token's dot products with that group take one vector per tile, not one per pair.
+ * Every record, quant vector and scale row of the pair layout is 64- (32-) byte aligned from
+ * the block's start. A full group's record is the size of its 16 x 8 GGUF blocks; the last
+ * group's scales are padded to 16 lanes, so a row block is that much larger than its 16 rows
+ * (e.g. Q4_1, k = 576: 6144 bytes for 5760). */
 static inline size_t pgd__qp_quant_dwords(int kt) { /* C: dwords of a block's quants */
     return kt == PGD__KQ_Q8_0 ? 8 : 4;
 }
