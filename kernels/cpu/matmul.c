@@ -35,6 +35,7 @@
 
 #define MM_ROW_BLOCK        PGD__QBR /* weight rows per cache block inside a task */
 #define MM_TASKS_PER_THREAD 4
+#define MM_STREAM_MAX_M     2 /* ... but one per thread for packed weights and m up to this */
 #define MM_ALIGN            64
 #define MM_KQM_MIN_M        3 /* batches of at least this many tokens use kqm */
 #define MM_KQB_MIN_M        2 /* ... or kqb, where the kernel set has it */
@@ -498,8 +499,10 @@ static void mm_task(int task, int thread, void *ctx) {
 static int64_t mm_split(mm_job *job, int threads) {
     int64_t rpt = job->n;
     if (threads > 1) {
-        rpt = (job->n + (int64_t)threads * MM_TASKS_PER_THREAD - 1) /
-              ((int64_t)threads * MM_TASKS_PER_THREAD);
+        /* a decode step's tokens on packed weights: one long task per thread streams the rows
+         * (each task's first block comes without prefetch); else several, for balance */
+        const int64_t per = job->packed && job->m <= MM_STREAM_MAX_M ? 1 : MM_TASKS_PER_THREAD;
+        rpt = (job->n + (int64_t)threads * per - 1) / ((int64_t)threads * per);
         rpt = round_up(rpt < 8 ? 8 : rpt, job->packed ? PGD__QBR : 4);
     }
     job->rows_per_task = rpt;

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #define FA_TASKS_PER_THREAD 4
+#define FA_DECODE_TASKS     2  /* per thread, for m <= PGD__FA_MR */
 #define FA_ROW_BLOCK        16 /* output rows staged in a tile before they go to y */
 #define FA_PF_ROWS          8  /* decode: prefetch distance in weight rows (measured 8-12 best) */
 
@@ -224,11 +225,12 @@ static void fa_task(int task, int thread, void *ctx) {
         fa_prefill(j, r0, r1);
 }
 
-/* Rows per task of one multiply: about FA_TASKS_PER_THREAD tasks per thread, whole panels. */
-static int64_t fa_rows_per_task(int threads, int64_t n) {
+/* Rows per task of one multiply of m tokens: about FA_TASKS_PER_THREAD tasks per thread (for
+ * decode, m <= PGD__FA_MR, FA_DECODE_TASKS: longer streams of rows), whole panels. */
+static int64_t fa_rows_per_task(int threads, int64_t n, int64_t m) {
     if (threads <= 1) return n;
-    int64_t rpt =
-        (n + (int64_t)threads * FA_TASKS_PER_THREAD - 1) / ((int64_t)threads * FA_TASKS_PER_THREAD);
+    const int64_t per = m <= PGD__FA_MR ? FA_DECODE_TASKS : FA_TASKS_PER_THREAD;
+    int64_t rpt = (n + (int64_t)threads * per - 1) / ((int64_t)threads * per);
     if (rpt < 8) rpt = 8;
     return (rpt + PGD__FA_PR - 1) / PGD__FA_PR * PGD__FA_PR;
 }
@@ -242,7 +244,7 @@ int pgd__matmul_fa_group(pgd_threadpool *pool, const pgd__fa_kernels *kern,
     for (int i = 0; i < n_parts; i++) {
         const pgd__fa_part *p = &parts[i];
         jobs[i] = (fa_job){kern, p->kt, p->w, p->row_bytes, p->n,
-                           k,    m,     x,    p->y,         fa_rows_per_task(threads, p->n)};
+                           k,    m,     x,    p->y,         fa_rows_per_task(threads, p->n, m)};
         spans[i] = (pgd_task_span){
             fa_task, &jobs[i], (int)((p->n + jobs[i].rows_per_task - 1) / jobs[i].rows_per_task)};
     }
