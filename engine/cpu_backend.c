@@ -3,9 +3,9 @@
  *
  * Owns: the KV cache (per layer K [n_blocks][n_kv_head][head_dim][block_size] and
  * V [n_blocks][n_kv_head][block_size][head_dim], f32 or f16 elements as configured; see
- * kernels/cpu/attention.h),
- * the thread pool, scratch activations sized for cfg.max_tokens tokens, and with int8
- * activations a packed copy of the matmul weights (pgd_q8_pack; about the model's size).
+ * kernels/cpu/attention.h), the thread pool, scratch activations sized for cfg.max_tokens
+ * tokens, and with int8 activations a packed copy of the matmul weights (pgd_q8_pack; about
+ * the model's size).
  * Every op is row-independent and reduces in a fixed order, so a token's logits do not depend
  * on what else shares its batch (see kernels/cpu/matmul.h for the matmul guarantee).
  *
@@ -63,9 +63,15 @@ typedef struct cpu_backend {
     const void *packed_out;
 } cpu_backend;
 
+/* Bytes of one block's K (or V) in one layer. */
+static uint64_t block_layer_bytes(const pgd_model_config *c, uint32_t block_size,
+                                  pgd_kv_dtype dtype) {
+    return (uint64_t)c->n_head_kv * block_size * c->head_dim * pgd_kv_dtype_bytes(dtype);
+}
+
 uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size,
                                 pgd_kv_dtype dtype) {
-    return 2ull * c->n_layer * c->n_head_kv * block_size * c->head_dim * pgd_kv_dtype_bytes(dtype);
+    return 2ull * c->n_layer * block_layer_bytes(c, block_size, dtype);
 }
 
 static void *layer_k(const cpu_backend *b, uint32_t l) {
@@ -299,7 +305,7 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
 static int cpu_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
     cpu_backend *b = (cpu_backend *)base;
     const pgd_model_config *cfg = &base->model->cfg;
-    uint64_t blk = b->layer_bytes / base->cfg.n_blocks; /* one block of one layer, K or V */
+    const uint64_t blk = block_layer_bytes(cfg, base->cfg.block_size, base->cfg.kv_dtype);
     for (uint32_t i = 0; i < n; i++) {
         if (src[i] <= 0 || dst[i] <= 0 || (uint32_t)src[i] >= base->cfg.n_blocks ||
             (uint32_t)dst[i] >= base->cfg.n_blocks)
@@ -363,8 +369,7 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
                                 .block_size = cfg->block_size,
                                 .scale = 1.0f / sqrtf((float)D),
                                 .dtype = cfg->kv_dtype};
-    b->layer_bytes = (uint64_t)cfg->n_blocks * c->n_head_kv * cfg->block_size * D *
-                     pgd_kv_dtype_bytes(cfg->kv_dtype);
+    b->layer_bytes = cfg->n_blocks * block_layer_bytes(c, cfg->block_size, cfg->kv_dtype);
     uint64_t pool_tokens = (uint64_t)cfg->n_blocks * cfg->block_size;
     b->max_ctx = (uint32_t)(pool_tokens < UINT32_MAX ? pool_tokens : UINT32_MAX);
     uint32_t G = c->n_head / c->n_head_kv;

@@ -497,36 +497,22 @@ static void mm_task(int task, int thread, void *ctx) {
 /* Sets job->rows_per_task (whole row blocks for packed weights) for `threads` threads; returns
  * the number of tasks, or -1 when more than an int holds. */
 static int64_t mm_split(mm_job *job, int threads) {
-    int64_t rpt = job->n;
-    if (threads > 1) {
-        /* a decode step's tokens on packed weights: one long task per thread streams the rows
-         * (each task's first block comes without prefetch); else several, for balance */
-        const int64_t per = job->packed && job->m <= MM_STREAM_MAX_M ? 1 : MM_TASKS_PER_THREAD;
-        rpt = (job->n + (int64_t)threads * per - 1) / ((int64_t)threads * per);
-        rpt = round_up(rpt < 8 ? 8 : rpt, job->packed ? PGD__QBR : 4);
-    }
+    /* a decode step's tokens on packed weights: one long task per thread streams the rows
+     * (each task's first block comes without prefetch); else several, for balance */
+    const int64_t per = job->packed && job->m <= MM_STREAM_MAX_M ? 1 : MM_TASKS_PER_THREAD;
+    const int64_t rpt = pgd__rows_per_task(threads, job->n, per, job->packed ? PGD__QBR : 4);
     job->rows_per_task = rpt;
     int64_t n_tasks = (job->n + rpt - 1) / rpt;
     return n_tasks > INT32_MAX ? -1 : n_tasks;
 }
 
-static int mm_run(pgd_threadpool *pool, mm_job *job) {
-    int64_t n_tasks = mm_split(job, pgd_threadpool_size(pool));
-    if (n_tasks < 0) return pgd_error_set(PGD_ERANGE, "matmul: too many rows");
-    if (n_tasks == 1) {
-        mm_task(0, 0, job);
-        return 0;
-    }
-    return pgd_threadpool_run(pool, (int)n_tasks, mm_task, job);
-}
-
-/* Several jobs in one pool run, their tasks side by side. */
-static int mm_group_run(pgd_threadpool *pool, mm_job *jobs, int n_jobs) {
+/* One or more jobs in one pool run, their tasks side by side (a single task runs inline). */
+static int mm_run(pgd_threadpool *pool, mm_job *jobs, int n_jobs) {
     const int threads = pgd_threadpool_size(pool);
     pgd_task_span spans[PGD__FA_MAX_PARTS];
     int64_t total = 0;
     for (int i = 0; i < n_jobs; i++) {
-        int64_t nt = mm_split(&jobs[i], threads);
+        const int64_t nt = mm_split(&jobs[i], threads);
         if (nt < 0 || nt > INT32_MAX - total)
             return pgd_error_set(PGD_ERANGE, "matmul: too many rows");
         spans[i] = (pgd_task_span){mm_task, &jobs[i], (int)nt};
@@ -585,7 +571,7 @@ int pgd_matmul_q8(pgd_threadpool *pool, pgd_cpu_isa isa, uint32_t wtype, const v
                   .m = x->m,
                   .xq = x,
                   .y = y};
-    return mm_run(pool, &job);
+    return mm_run(pool, &job, 1);
 }
 
 /* PGD_ACT_Q8 for quantized parts (checked, n >= 1) sharing x [m][k], m >= 1: x quantized
@@ -621,7 +607,7 @@ static int q8_parts(pgd_threadpool *pool, const pgd__matmul_kernels *kern,
                            .xq = &a,
                            .y = parts[i].y};
     }
-    rc = mm_group_run(pool, jobs, n_parts);
+    rc = mm_run(pool, jobs, n_parts);
 fail:
     free(owned);
     return rc;
@@ -662,7 +648,7 @@ int pgd_q8_pack(pgd_cpu_isa isa, uint32_t wtype, const void *w, int64_t n, int64
             const size_t vbytes = 8 * (size_t)nbg, pbytes = C * vbytes;
             /* the pair layout: vector c of pair p, dword h nbg + l; a last group of up to 4
              * blocks, the tile layout: vector c of tile p / 2, dword (2 (p % 2) + h) nbg + l */
-            const int tiled = nbg <= 4;
+            const int tiled = pgd__qp_tiled(nbg);
             const size_t lane =
                 tiled ? (size_t)((2 * (p % 2) + h) * nbg + l) : (size_t)(h * nbg + l);
             for (size_t c = 0; c < C; c++) {
@@ -742,7 +728,7 @@ int pgd_matmul_isa_mode(pgd_threadpool *pool, pgd_cpu_isa isa, pgd_act_mode mode
                       .m = m,
                       .xf = x,
                       .y = y};
-        return mm_run(pool, &job);
+        return mm_run(pool, &job, 1);
     }
     if (mode == PGD_ACT_F32)
         return pgd__matmul_fa(pool, fa_kernels_for(isa), kt, w, row_bytes, n, k, x, m, y);

@@ -228,11 +228,8 @@ static void fa_task(int task, int thread, void *ctx) {
 /* Rows per task of one multiply of m tokens: about FA_TASKS_PER_THREAD tasks per thread (for
  * decode, m <= PGD__FA_MR, FA_DECODE_TASKS: longer streams of rows), whole panels. */
 static int64_t fa_rows_per_task(int threads, int64_t n, int64_t m) {
-    if (threads <= 1) return n;
-    const int64_t per = m <= PGD__FA_MR ? FA_DECODE_TASKS : FA_TASKS_PER_THREAD;
-    int64_t rpt = (n + (int64_t)threads * per - 1) / ((int64_t)threads * per);
-    if (rpt < 8) rpt = 8;
-    return (rpt + PGD__FA_PR - 1) / PGD__FA_PR * PGD__FA_PR;
+    return pgd__rows_per_task(threads, n, m <= PGD__FA_MR ? FA_DECODE_TASKS : FA_TASKS_PER_THREAD,
+                              PGD__FA_PR);
 }
 
 int pgd__matmul_fa_group(pgd_threadpool *pool, const pgd__fa_kernels *kern,

@@ -52,8 +52,17 @@ static inline size_t pgd__kq_block_bytes(int kt) {
 #define PGD__QMR 2  /* most tokens per kq call (natural layout, small batches) */
 #define PGD__MT  32 /* most tokens per kqm call (transposed layout, batches) */
 #define PGD__QBR 16 /* most weight rows per kqb call */
-#define PGD__FMR 4  /* most tokens per F32/F16 kernel call */
-#define PGD__NR  4  /* most weight rows per F32/F16 kernel call */
+
+/* Rows per task when n rows are split into about `per` tasks per thread: at least 8, a multiple
+ * of `unit` (the drivers' row block or panel). */
+static inline int64_t pgd__rows_per_task(int threads, int64_t n, int64_t per, int64_t unit) {
+    if (threads <= 1) return n;
+    int64_t rpt = (n + (int64_t)threads * per - 1) / ((int64_t)threads * per);
+    if (rpt < 8) rpt = 8;
+    return (rpt + unit - 1) / unit * unit;
+}
+#define PGD__FMR 4 /* most tokens per F32/F16 kernel call */
+#define PGD__NR  4 /* most weight rows per F32/F16 kernel call */
 
 /* Quantizes one row x[k] (k % 32 == 0) into qs[k], d/s/sum[k/32] (the format in matmul.h,
  * natural layout; matmul.c pads and builds the transposed copy). */
@@ -95,8 +104,8 @@ typedef void (*pgd__kf_fn)(int f16, const uint8_t *w, size_t row_bytes, int nr,
  *   d      [8 pairs][16] f16: lanes 0-7 the scales of row 2p's blocks, 8-15 row 2p+1's (zero
  *          from nbg on in each half)
  *   m      [8 pairs][16] f16, the same for the mins (Q4_1 only)
- * A last group of nbg <= 4 blocks is in the tile layout instead, the same bytes: the 4 rows of
- * pairs 2q, 2q + 1 (q < 4, a kqp register tile) share each vector and scale row,
+ * A last group of nbg <= PGD__QP_TILE_NBG = 4 blocks is in the tile layout instead, the same bytes:
+ * the 4 rows of pairs 2q, 2q + 1 (q < 4, a kqp register tile) share each vector and scale row,
  *   quants [4 tiles][C][4 * nbg] dwords: dword r nbg + l of vector c of tile q is dword c of
  *          block l of row 4q + r
  *   d, m   [4 tiles][16] f16 (lanes r nbg + l; zero from 4 nbg on), then 128 bytes of zeros
@@ -117,8 +126,10 @@ static inline size_t pgd__qp_block_bytes(int kt, int64_t nb) {
     return (size_t)full * pgd__qp_group_bytes(kt, 8) +
            (nb % 8 ? pgd__qp_group_bytes(kt, (int)(nb % 8)) : 0);
 }
-static inline int pgd__qp_packable(int kt) {
-    return kt == PGD__KQ_Q8_0 || kt == PGD__KQ_Q4_0 || kt == PGD__KQ_Q4_1;
+/* Whether a last group of nbg blocks is in the tile layout (else the pair layout). */
+#define PGD__QP_TILE_NBG 4
+static inline int pgd__qp_tiled(int nbg) {
+    return nbg <= PGD__QP_TILE_NBG;
 }
 
 /* out[t * PGD__QBR + r] = dot(row r of the packed row block blk, x row t0 + t) for r < 16,
