@@ -5,7 +5,8 @@
 #   make test       build, then C unit tests (ctest -L unit), model tests (ctest -L model) and
 #                   the pytest suites (reference checks and end-to-end CLI tests)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
-#   make format     clang-format every C source in place
+#   make format     clang-format every C and CUDA source in place
+#   make format-check  fail if any source differs from .clang-format (CI runs it)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
@@ -18,7 +19,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SERVE_ARGS ?=
 
-.PHONY: all bootstrap build serve test test-unit test-model test-py test-asan model format clean
+.PHONY: all bootstrap build serve test test-unit test-model test-py test-asan model format \
+	format-check clean
 
 all: build
 
@@ -54,9 +56,13 @@ test-asan: bootstrap
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j$(JOBS)
 
+FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu'
+
 format:
-	find common engine kvpool scheduler kernels server api tests -name '*.[ch]' -o -name '*.cu' \
-	  | xargs clang-format -i
+	$(FORMAT_SOURCES) | xargs clang-format -i
+
+format-check: bootstrap
+	$(FORMAT_SOURCES) | xargs clang-format --dry-run -Werror
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "engine/chat_template.h"
+#include "engine/text/chat_template.h"
 
 typedef struct pgd_messages {
     pgd_chat_msg *msgs; /* [n] */

@@ -44,9 +44,9 @@
 #include "api/error.h"
 #include "api/messages.h"
 #include "common/text.h"
-#include "engine/llm.h"
-#include "engine/sampler.h"
-#include "engine/stop.h"
+#include "engine/seq.h"
+#include "engine/sampling/sampler.h"
+#include "engine/text/stop.h"
 
 #define PGD_API_MAX_N        16 /* choices per prompt */
 #define PGD_API_MAX_LOGPROBS 20 /* top logprobs */

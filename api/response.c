@@ -13,7 +13,7 @@
 
 #include "api/jsonutil.h"
 #include "common/error.h"
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 
 #define LOGPROB_FLOOR (-9999.0) /* OpenAI's stand-in for -inf */
 

@@ -41,7 +41,7 @@
 
 #include "api/request.h"
 #include "common/text.h"
-#include "engine/stop.h"
+#include "engine/text/stop.h"
 
 #define PGD_API_SSE_DONE "data: [DONE]\n\n"
 

@@ -12,7 +12,7 @@
 typedef enum pgd_kv_dtype {
     PGD_KV_F32 = 0,
     PGD_KV_F16 = 1,  /* IEEE binary16: half the memory and bandwidth, ~3 significant digits */
-    PGD_KV_AUTO = 2, /* engine option only: f32 beside f32 weights, else f16 (engine/llm.h) */
+    PGD_KV_AUTO = 2, /* engine option only: f32 beside f32 weights, else f16 (engine/runner.h) */
 } pgd_kv_dtype;
 
 /* Bytes of one cache element: 4 or 2. */

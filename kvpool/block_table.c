@@ -85,7 +85,8 @@ uint32_t pgd_block_table_find_prefix(const pgd_block_table *bt, const int32_t *t
 }
 
 int pgd_block_table_attach_prefix(pgd_block_table *bt, const int32_t *tokens, uint32_t n_tokens,
-                                  uint32_t n_new_tokens, uint32_t *n_cached_tokens) {
+                                  uint32_t n_new_tokens, uint32_t reserve,
+                                  uint32_t *n_cached_tokens) {
     *n_cached_tokens = 0;
     if (bt->n_blocks != 0 || bt->n_tokens != 0)
         return pgd_error_set(PGD_EINVAL, "block table: attach_prefix on a non-empty table");
@@ -104,7 +105,8 @@ int pgd_block_table_attach_prefix(pgd_block_table *bt, const int32_t *tokens, ui
         return pgd_error_set(PGD_ERANGE, "block table: %llu tokens", (unsigned long long)total);
     uint32_t n_total_blocks = (uint32_t)ceil_div(total, bs), n_new_blocks = n_total_blocks - hits;
     if ((rc = ensure_cap(bt, n_total_blocks))) return rc;
-    if ((uint64_t)n_new_blocks + n_free_hits > pgd_kvpool_num_free(pool)) return PGD_ENOBLOCKS;
+    if ((uint64_t)n_new_blocks + n_free_hits + reserve > pgd_kvpool_num_free(pool))
+        return PGD_ENOBLOCKS;
 
     for (uint32_t i = 0; i < hits; i++) pgd_kvpool_incref(pool, bt->blocks[i]);
     if (n_new_blocks) { /* bt->blocks may still be NULL when nothing is attached */
@@ -125,6 +127,18 @@ uint32_t pgd_block_table_blocks_needed(const pgd_block_table *bt, uint32_t n_new
     uint64_t blocks = ceil_div((uint64_t)bt->n_tokens + n_new_tokens, bs) - bt->n_blocks;
     blocks += needs_cow(bt) ? 1 : 0;
     return blocks > UINT32_MAX ? UINT32_MAX : (uint32_t)blocks;
+}
+
+uint32_t pgd_block_table_fit(const pgd_block_table *bt, uint32_t want) {
+    if (want == 0) return 0;
+    uint32_t bs = pgd_kvpool_block_size(bt->pool), n_free = pgd_kvpool_num_free(bt->pool);
+    uint64_t slack = (uint64_t)bt->n_blocks * bs - bt->n_tokens; /* room in the last block */
+    if (needs_cow(bt)) {
+        if (n_free == 0) return 0;
+        n_free--;
+    }
+    uint64_t room = slack + (uint64_t)n_free * bs;
+    return room < want ? (uint32_t)room : want;
 }
 
 /* Replace the shared partial last block by a fresh one; the caller checked needs_cow and that

@@ -69,15 +69,21 @@ uint32_t pgd_block_table_find_prefix(const pgd_block_table *bt, const int32_t *t
  * pgd_block_table_find_prefix), taking a reference on each hit, then reserve slots for
  * n_new_tokens more tokens after it (usually the first prefill chunk). *n_cached_tokens gets
  * the prefix length; the table then holds *n_cached_tokens + n_new_tokens positions. All or
- * nothing: on PGD_ENOBLOCKS (hits taken off the free list + new blocks would not fit) or
- * PGD_ENOMEM nothing changes. Counts one query in the pool's counters on success.
- * PGD_EINVAL if the table is not empty. */
+ * nothing: on PGD_ENOBLOCKS (hits taken off the free list + new blocks would leave fewer than
+ * `reserve` blocks free) or PGD_ENOMEM nothing changes. Counts one query in the pool's
+ * counters on success. PGD_EINVAL if the table is not empty. */
 int pgd_block_table_attach_prefix(pgd_block_table *bt, const int32_t *tokens, uint32_t n_tokens,
-                                  uint32_t n_new_tokens, uint32_t *n_cached_tokens);
+                                  uint32_t n_new_tokens, uint32_t reserve,
+                                  uint32_t *n_cached_tokens);
 
 /* Free blocks that pgd_block_table_grow(bt, n_new_tokens) would take from the pool (new
  * blocks plus one if the partial last block is shared and must be copied). */
 uint32_t pgd_block_table_blocks_needed(const pgd_block_table *bt, uint32_t n_new_tokens);
+
+/* The most tokens, at most `want`, that pgd_block_table_grow can add now with the pool's free
+ * blocks (the room left in the last block, one block for its copy-on-write if it is shared,
+ * then whole blocks). 0 when not even one fits. Changes nothing. */
+uint32_t pgd_block_table_fit(const pgd_block_table *bt, uint32_t want);
 
 /* Reserve slots for n_new_tokens more positions, allocating blocks as needed. If the partial
  * last block is shared (after a fork) it is first replaced by a private copy: *cow tells the

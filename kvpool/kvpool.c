@@ -225,7 +225,7 @@ static void uncache(pgd_kvpool *pool, int32_t id) {
 int pgd_kvpool_create(uint32_t n_blocks, uint32_t block_size, bool prefix_caching,
                       pgd_kvpool **out) {
     *out = NULL;
-    if (block_size == 0) block_size = PGD_KVPOOL_DEFAULT_BLOCK_SIZE;
+    if (block_size == 0) return pgd_error_set(PGD_EINVAL, "kvpool: a block holds no tokens");
     if (n_blocks < 2)
         return pgd_error_set(PGD_EINVAL, "kvpool: need at least 2 blocks (got %u)", n_blocks);
     if (n_blocks > KV_MAX_BLOCKS || block_size > KV_MAX_BLOCK_SIZE)

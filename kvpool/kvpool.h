@@ -48,8 +48,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define PGD_KVPOOL_DEFAULT_BLOCK_SIZE 16u
-
 typedef struct pgd_kvpool pgd_kvpool;
 
 /* A 128-bit prefix-cache key. */
@@ -84,7 +82,7 @@ typedef struct pgd_kvpool_block {
 } pgd_kvpool_block;
 
 /* Create a pool of n_blocks blocks (2 <= n_blocks <= INT32_MAX; block 0 is the null block) of
- * block_size tokens each (0 means PGD_KVPOOL_DEFAULT_BLOCK_SIZE). prefix_caching off makes
+ * block_size >= 1 tokens each (the backend decides it). prefix_caching off makes
  * every lookup miss and every registration a no-op. 0, PGD_EINVAL, PGD_ERANGE or PGD_ENOMEM.
  * The caller destroys the pool with pgd_kvpool_destroy after every block table using it. */
 int pgd_kvpool_create(uint32_t n_blocks, uint32_t block_size, bool prefix_caching,

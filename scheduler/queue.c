@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 
 /* ---- MPSC ---------------------------------------------------------------------------------- */
@@ -194,10 +195,7 @@ bool pgd__outbox_wait(pgd__outbox *o, int timeout_ms) {
         if (timeout_ms < 0) {
             while (o->n_seen == o->n_notify) pthread_cond_wait(&o->cv, &o->mu);
         } else {
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            uint64_t dl = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec +
-                          (uint64_t)timeout_ms * 1000000ull;
+            uint64_t dl = pgd_now_ns() + (uint64_t)timeout_ms * 1000000ull;
             struct timespec ts = ns_to_ts(dl);
             while (o->n_seen == o->n_notify)
                 if (pthread_cond_timedwait(&o->cv, &o->mu, &ts) == ETIMEDOUT) break;

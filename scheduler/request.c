@@ -5,9 +5,9 @@
  */
 #include "scheduler/request.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/error.h"
 
@@ -31,72 +31,92 @@ const char *pgd_finish_reason_str(pgd_finish_reason r) {
     }
 }
 
-uint64_t pgd__now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Tokens the KV cache holds for one sequence, plus one: the last sampled token is never
  * computed, so a sequence of L tokens needs L - 1 slots. */
-static uint64_t seq_token_cap(const pgd__req_limits *lim) {
+static uint64_t seq_token_cap(const pgd_req_limits *lim) {
     uint64_t pool = (uint64_t)lim->usable_blocks * lim->block_size + 1;
     return pool < lim->n_ctx ? pool : lim->n_ctx;
 }
 
-int pgd__request_check(const pgd_request *r, const pgd__req_limits *lim) {
-    if (!r->prompt || r->n_prompt == 0) return pgd_error_set(PGD_EINVAL, "the prompt is empty");
+void pgd_req_limits_of(const pgd_model_info *info, const pgd_backend_caps *caps, uint32_t max_n,
+                       pgd_req_limits *out) {
+    const int32_t *eog;
+    *out = (pgd_req_limits){.n_ctx = info->n_ctx,
+                            .n_vocab = info->n_vocab,
+                            .block_size = caps->block_size,
+                            .usable_blocks = caps->n_blocks - 1,
+                            .max_n = max_n < PGD_REQUEST_MAX_N ? max_n : PGD_REQUEST_MAX_N,
+                            .n_eog = (uint32_t)pgd_tokenizer_eog_ids(info->tok, &eog)};
+}
+
+int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim) {
+    if (!r->prompt || r->n_prompt == 0)
+        return pgd_error_set_param(PGD_EINVAL, "prompt", "the prompt is empty");
     if (r->n_prompt >= lim->n_ctx)
-        return pgd_error_set(PGD_EINVAL,
-                             "the prompt has %u tokens; this model's context holds %u (prompt "
-                             "and output together)",
-                             r->n_prompt, lim->n_ctx);
+        return pgd_error_set_param(PGD_EINVAL, "prompt",
+                                   "This model's maximum context length is %u tokens. However, "
+                                   "your prompt has %u tokens, which leaves no room for a "
+                                   "completion.",
+                                   lim->n_ctx, r->n_prompt);
     for (uint32_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || (uint32_t)r->prompt[i] >= lim->n_vocab)
-            return pgd_error_set(PGD_EINVAL, "prompt token %d at %u is out of range [0, %u)",
-                                 r->prompt[i], i, lim->n_vocab);
+            return pgd_error_set_param(PGD_EINVAL, "prompt",
+                                       "token id %d (at %u) is out of range [0, %u)", r->prompt[i],
+                                       i, lim->n_vocab);
     uint32_t n = r->n ? r->n : 1;
     if (n > lim->max_n)
-        return pgd_error_set(PGD_EINVAL, "n = %u choices; at most %u are allowed", n, lim->max_n);
+        return pgd_error_set_param(PGD_EINVAL, "n", "n = %u choices; at most %u are allowed", n,
+                                   lim->max_n);
     const char *param = NULL;
     int rc = pgd_sampling_params_validate(&r->params.sampling, (int32_t)lim->n_vocab, &param);
-    if (rc) return rc;
+    if (rc) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", pgd_error_detail());
+        return pgd_error_set_param(rc, param, "%s", why);
+    }
     if (r->params.n_stop < 0 || r->params.n_stop > PGD_STOP_MAX_STRINGS ||
         (r->params.n_stop > 0 && !r->params.stop))
-        return pgd_error_set(PGD_EINVAL, "stop: at most %d strings", PGD_STOP_MAX_STRINGS);
+        return pgd_error_set_param(PGD_EINVAL, "stop", "stop: at most %d strings",
+                                   PGD_STOP_MAX_STRINGS);
     for (int i = 0; i < r->params.n_stop; i++)
         if (!r->params.stop[i].ptr || r->params.stop[i].len == 0 ||
             r->params.stop[i].len > PGD_STOP_MAX_LEN)
-            return pgd_error_set(PGD_EINVAL, "stop string %d must have 1 to %d bytes", i,
-                                 PGD_STOP_MAX_LEN);
+            return pgd_error_set_param(PGD_EINVAL, "stop", "stop string %d must have 1 to %d bytes",
+                                       i, PGD_STOP_MAX_LEN);
     if (r->params.n_stop_ids < 0 ||
         (uint32_t)r->params.n_stop_ids + lim->n_eog > PGD_FINISH_MAX_EOS ||
         (r->params.n_stop_ids > 0 && !r->params.stop_ids))
-        return pgd_error_set(PGD_EINVAL, "stop_token_ids: at most %u ids",
-                             PGD_FINISH_MAX_EOS - lim->n_eog);
+        return pgd_error_set_param(PGD_EINVAL, "stop_token_ids", "stop_token_ids: at most %u ids",
+                                   PGD_FINISH_MAX_EOS - lim->n_eog);
     for (int i = 0; i < r->params.n_stop_ids; i++)
         if (r->params.stop_ids[i] < 0 || (uint32_t)r->params.stop_ids[i] >= lim->n_vocab)
-            return pgd_error_set(PGD_EINVAL, "stop token id %d is out of range",
-                                 r->params.stop_ids[i]);
+            return pgd_error_set_param(PGD_EINVAL, "stop_token_ids",
+                                       "stop token id %d is out of range [0, %u)",
+                                       r->params.stop_ids[i], lim->n_vocab);
+    uint64_t total =
+        (uint64_t)r->n_prompt + (uint64_t)(r->params.max_tokens > 0 ? r->params.max_tokens : 0);
+    if (r->params.max_tokens > 0 && total > lim->n_ctx)
+        return pgd_error_set_param(PGD_EINVAL, "max_tokens",
+                                   "This model's maximum context length is %u tokens. However, "
+                                   "you requested %llu tokens (%u in the prompt, %lld in the "
+                                   "completion). Please reduce the prompt or max_tokens.",
+                                   lim->n_ctx, (unsigned long long)total, r->n_prompt,
+                                   (long long)r->params.max_tokens);
     /* One sequence must fit in the KV cache on its own, or it could never finish. */
     uint64_t cap = seq_token_cap(lim);
-    if (r->params.max_tokens > 0) {
-        uint64_t total = (uint64_t)r->n_prompt + (uint64_t)r->params.max_tokens;
-        if (total > lim->n_ctx) total = lim->n_ctx; /* the context ends it first */
-        if (total > cap)
-            return pgd_error_set(PGD_EINVAL,
-                                 "the prompt (%u tokens) and max_tokens (%lld) need %llu KV slots "
-                                 "but the KV cache holds %llu (%u blocks of %u tokens); lower "
-                                 "max_tokens or shorten the prompt",
-                                 r->n_prompt, (long long)r->params.max_tokens,
-                                 (unsigned long long)(total - 1), (unsigned long long)(cap - 1),
-                                 lim->usable_blocks, lim->block_size);
-    } else if (r->n_prompt + 1ull > cap) {
-        return pgd_error_set(PGD_EINVAL,
-                             "the prompt (%u tokens) does not fit in the KV cache (%u blocks of "
-                             "%u tokens)",
-                             r->n_prompt, lim->usable_blocks, lim->block_size);
-    }
+    if (r->params.max_tokens > 0 && total > cap)
+        return pgd_error_set_param(PGD_EINVAL, "max_tokens",
+                                   "the prompt (%u tokens) and max_tokens (%lld) need %llu KV "
+                                   "slots but the KV cache holds %llu (%u blocks of %u tokens); "
+                                   "lower max_tokens or shorten the prompt",
+                                   r->n_prompt, (long long)r->params.max_tokens,
+                                   (unsigned long long)(total - 1), (unsigned long long)(cap - 1),
+                                   lim->usable_blocks, lim->block_size);
+    if (r->n_prompt + 1ull > cap)
+        return pgd_error_set_param(PGD_EINVAL, "prompt",
+                                   "the prompt (%u tokens) does not fit in the KV cache (%u "
+                                   "blocks of %u tokens)",
+                                   r->n_prompt, lim->usable_blocks, lim->block_size);
     return 0;
 }
 
@@ -110,7 +130,7 @@ void pgd__request_free(pgd__req_spec *s) {
     free(s);
 }
 
-int pgd__request_dup(const pgd_request *r, const pgd__req_limits *lim, pgd__req_spec **out) {
+int pgd__request_dup(const pgd_request *r, const pgd_req_limits *lim, pgd__req_spec **out) {
     *out = NULL;
     pgd__req_spec *s = calloc(1, sizeof *s);
     if (!s) return PGD_ENOMEM;

@@ -2,11 +2,13 @@
  * scheduler/request.h — what goes into the scheduler and what comes out of it: a request
  * (prompt ids, sampling and stop parameters, n choices, tenant, weight, priority), the events
  * the scheduler posts for it (token deltas with text and logprobs, a finish with its reason and
- * usage, errors) and the engine's statistics.
+ * usage, errors) and the scheduler's statistics.
  *
- * A request is validated and deep-copied on the submitting thread (pgd__request_check,
- * pgd__request_dup) so the scheduler thread only ever sees its own copy; a copy (pgd__req_spec)
- * is owned by whoever holds it last and freed with pgd__request_free.
+ * A request is checked once, where it enters (pgd_request_check, called by pgd_worker_submit
+ * and pgd_sched_submit on the submitting thread), with the OpenAI names of the parameters in
+ * its errors; the layers below assert what it checked. It is then deep-copied
+ * (pgd__request_dup) so the scheduler thread only ever sees its own copy; a copy
+ * (pgd__req_spec) is owned by whoever holds it last and freed with pgd__request_free.
  *
  * Event contract, per request: every choice i in [0, n) gets zero or more TOKEN events, in
  * order, then exactly one FINISH event (reason stop, length or abort) — or the whole request
@@ -22,7 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/llm.h"
+#include "engine/runner.h"
+#include "engine/sampling/sampler.h"
+#include "engine/seq.h"
 
 #define PGD_REQUEST_MAX_N 128 /* most choices one request may ask for */
 
@@ -51,7 +55,7 @@ typedef enum pgd_finish_reason {
     PGD_REASON_NONE = 0,
     PGD_REASON_STOP,   /* an end id or a stop string */
     PGD_REASON_LENGTH, /* max_tokens, the context or the KV cache's capacity */
-    PGD_REASON_ABORT,  /* pgd_engine_abort / pgd_sched_abort, or shutdown */
+    PGD_REASON_ABORT,  /* pgd_worker_abort / pgd_sched_abort, or shutdown */
 } pgd_finish_reason;
 
 /* "stop", "length", "abort" ("" for NONE). */
@@ -91,7 +95,7 @@ typedef struct pgd_event {
 typedef void (*pgd_event_fn)(const pgd_event *ev, void *ud);
 
 /* A snapshot of the scheduler's state and counters (for metrics). */
-typedef struct pgd_engine_stats {
+typedef struct pgd_sched_stats {
     uint32_t n_requests;          /* requests not finished (waiting or running) */
     uint32_t n_running;           /* sequences (choices) holding KV blocks */
     uint32_t n_waiting;           /* sequences waiting: new and preempted */
@@ -108,19 +112,30 @@ typedef struct pgd_engine_stats {
     uint64_t generation_tokens;                      /* tokens sampled */
     uint64_t computed_tokens;        /* tokens run through the forward pass (all kinds) */
     uint64_t prompt_computed_tokens; /* of which prompt positions (first time or recompute) */
-} pgd_engine_stats;
+} pgd_sched_stats;
 
-/* ---- internal: validated deep copies ------------------------------------------------------ */
-
-/* What a request is checked against. */
-typedef struct pgd__req_limits {
+/* What a request is checked against (fixed once the scheduler exists). */
+typedef struct pgd_req_limits {
     uint32_t n_ctx;         /* the model's context (prompt + output) */
     uint32_t n_vocab;       /* valid ids are [0, n_vocab) */
     uint32_t block_size;    /* KV block size */
     uint32_t usable_blocks; /* KV blocks one sequence may hold at most */
     uint32_t max_n;         /* most choices */
     uint32_t n_eog;         /* end-of-generation ids the tokenizer adds to every sequence */
-} pgd__req_limits;
+} pgd_req_limits;
+
+/* The limits of a runner made from `info` with capabilities `caps`, allowing max_n choices. */
+void pgd_req_limits_of(const pgd_model_info *info, const pgd_backend_caps *caps, uint32_t max_n,
+                       pgd_req_limits *out);
+
+/* 0, or PGD_EINVAL with a detail and the parameter's OpenAI name (pgd_error_set_param, the
+ * caller's thread: "prompt", "max_tokens", "n", "stop", "stop_token_ids", "temperature", ...)
+ * saying what is wrong: an empty prompt or one that leaves no room in the context, an id out
+ * of range, bad sampling parameters, too many stop strings, n out of range, prompt + max_tokens
+ * beyond the context, or a sequence that can never fit in the KV cache. */
+int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim);
+
+/* ---- internal: deep copies ---------------------------------------------------------------- */
 
 /* A request's own copy. params' pointers point into this object. */
 typedef struct pgd__req_spec {
@@ -138,17 +153,9 @@ typedef struct pgd__req_spec {
     pgd_logit_bias *biases; /* [params.sampling.n_logit_bias] */
 } pgd__req_spec;
 
-/* 0, or PGD_EINVAL with a detail (pgd_error_set, the caller's thread) saying what is wrong:
- * an empty or too long prompt, an id out of range, bad sampling parameters, too many stop
- * strings, n out of range, or prompt + max_tokens that can never fit in the KV cache. */
-int pgd__request_check(const pgd_request *r, const pgd__req_limits *lim);
-
 /* A deep copy of a checked request; max_tokens <= 0 ("up to the context") becomes the most
  * the context and the KV cache allow. 0 or PGD_ENOMEM. */
-int pgd__request_dup(const pgd_request *r, const pgd__req_limits *lim, pgd__req_spec **out);
+int pgd__request_dup(const pgd_request *r, const pgd_req_limits *lim, pgd__req_spec **out);
 void pgd__request_free(pgd__req_spec *s); /* NULL is fine */
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t pgd__now_ns(void);
 
 #endif

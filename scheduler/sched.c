@@ -7,21 +7,25 @@
  * both kept sorted by rank = (priority descending, arrival ascending, choice index ascending).
  * The head of a list is the most important; the tail of the running list is the preemption
  * victim. A choice's pgd_seq exists from its first admission (choice 0) or fork (the others)
- * until it finishes; while waiting or preempted it holds no KV blocks.
+ * until it finishes; its block table lists the KV blocks of its computed positions — between
+ * steps exactly bt.n_tokens of them, none while it waits or is preempted.
  *
- * Planning reserves blocks: `reserved` is what the planned items' pgd_llm_step will take from
- * the free list (pgd_block_table_blocks_needed, which pgd_llm_step itself uses), so the step
- * cannot run out of blocks; if it ever does (PGD_ENOBLOCKS) the lowest-ranked planned sequence
- * is preempted and the step retried.
+ * Planning is allocating: an item's table grows as the item is planned (pgd_plan_add), and
+ * pgd_block_table_fit says beforehand how many tokens the free blocks can take, so a plan never
+ * holds an item the pool could not serve and the runner never meets a full pool.
  *
  * Threading: one thread (see sched.h).
  */
 #include "scheduler/sched.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
+#include "kvpool/block_table.h"
+#include "scheduler/plan.h"
 
 typedef struct sreq sreq;
 typedef struct sseq sseq;
@@ -30,9 +34,10 @@ struct sseq {
     sreq *req;
     uint32_t index;
     pgd_seq_state state;
-    pgd_seq *seq; /* NULL until first admitted (choice 0) or forked */
+    pgd_seq *seq;       /* NULL until first admitted (choice 0) or forked */
+    pgd_block_table bt; /* its KV blocks; empty unless running */
     sseq *prev, *next;
-    int32_t item; /* slot in the current plan, -1 when not planned */
+    int32_t item; /* index in the current plan, -1 when not planned */
 };
 
 typedef struct slist {
@@ -63,8 +68,9 @@ struct sreq {
 };
 
 struct pgd_sched {
-    pgd_llm *llm;
+    pgd_runner *runner;
     pgd_kvpool *pool;
+    pgd_req_limits lim;
     pgd_sched_config cfg;
     pgd_event_fn emit;
     void *ud;
@@ -77,28 +83,24 @@ struct pgd_sched {
     sreq **map; /* [map_mask + 1] chains */
     uint32_t map_mask, n_reqs;
     uint64_t next_arrival, n_resolved;
-    /* the plan (capacity 2 * S: each preempted planned item leaves a hole) */
-    pgd_step_item *items;
-    sseq **item_q;
-    uint32_t *item_need;
-    uint32_t n_items, n_planned, cap_items;
-    uint32_t budget, reserved;
+    pgd_plan *plan;
+    uint32_t budget;
     bool preempted;
     uint32_t n_admitted_step, n_preempted_step, n_forked_step;
     uint64_t now_ns;
-    pgd_sched_item_info *info; /* [cap_items] the latest step's log */
-    uint32_t n_info, last_tokens, last_items;
-    uint32_t *refs; /* [n_pool_blocks] checker scratch */
-    pgd_engine_stats st;
+    pgd_sched_item_info *info; /* [cap_info] the latest step's log */
+    uint32_t n_info, cap_info, last_tokens, last_items;
+    sreq **failing;    /* [cap_info] requests of a failed step */
+    uint32_t *refs;    /* [n_pool_blocks] checker scratch */
+    uint64_t *written; /* [n_pool_blocks] plan checker: step stamp of the last write */
+    uint64_t n_checked_plans;
+    pgd_sched_stats st;
 };
-
-static uint32_t ceil_div(uint64_t a, uint32_t b) {
-    return (uint32_t)((a + b - 1) / b);
-}
 
 void pgd_sched_config_default(pgd_sched_config *c) {
     memset(c, 0, sizeof *c);
     c->watermark_blocks = UINT32_MAX;
+    c->prefix_caching = true;
 }
 
 /* ---- lists ------------------------------------------------------------------------------- */
@@ -265,57 +267,55 @@ static void map_remove(pgd_sched *S, sreq *r) {
 
 /* ---- create / destroy --------------------------------------------------------------------- */
 
-static bool backend_is_gpu(const pgd_llm *llm) {
-    const char *name = llm->backend && llm->backend->ops ? llm->backend->ops->name : NULL;
-    return name && (strstr(name, "cuda") || strstr(name, "gpu"));
-}
-
-static void resolve_config(const pgd_llm *llm, const pgd_sched_config *in, pgd_sched_config *c) {
+static void resolve_config(const pgd_backend_caps *caps, const pgd_sched_config *in,
+                           pgd_sched_config *c) {
     *c = *in;
-    bool gpu = backend_is_gpu(llm);
-    if (!c->max_num_batched_tokens) c->max_num_batched_tokens = gpu ? 8192 : 512;
-    if (c->max_num_batched_tokens > llm->opt.max_batch_tokens)
-        c->max_num_batched_tokens = llm->opt.max_batch_tokens;
-    if (!c->max_num_seqs) c->max_num_seqs = gpu ? 256 : 64;
+    if (!c->max_num_batched_tokens || c->max_num_batched_tokens > caps->max_tokens)
+        c->max_num_batched_tokens = caps->max_tokens;
+    if (!c->max_num_seqs) c->max_num_seqs = caps->max_seqs;
     if (c->max_num_seqs > c->max_num_batched_tokens) c->max_num_seqs = c->max_num_batched_tokens;
-    if (!c->max_waiting) c->max_waiting = 1024;
-    uint32_t usable = pgd_kvpool_num_blocks(llm->pool) - 1;
-    if (c->watermark_blocks == UINT32_MAX) c->watermark_blocks = usable / 100;
+    if (!c->max_waiting) c->max_waiting = PGD_DEFAULT_MAX_WAITING;
+    if (c->watermark_blocks == UINT32_MAX) c->watermark_blocks = (caps->n_blocks - 1) / 100;
 }
 
-void pgd_sched_limits(const pgd_llm *llm, const pgd_sched_config *c, pgd__req_limits *out) {
-    const int32_t *eog;
-    out->n_ctx = llm->n_ctx;
-    out->n_vocab = llm->n_vocab;
-    out->block_size = pgd_kvpool_block_size(llm->pool);
-    out->usable_blocks = pgd_kvpool_num_blocks(llm->pool) - 1;
-    out->max_n = c->max_num_seqs < PGD_REQUEST_MAX_N ? c->max_num_seqs : PGD_REQUEST_MAX_N;
-    out->n_eog = (uint32_t)pgd_tokenizer_eog_ids(llm->tok, &eog);
+void pgd_sched_limits(const pgd_sched *S, pgd_req_limits *out) {
+    *out = S->lim;
 }
 
-int pgd_sched_create(pgd_llm *llm, const pgd_sched_config *cfg, pgd_event_fn emit, void *ud,
+pgd_kvpool *pgd_sched_pool(const pgd_sched *S) {
+    return S->pool;
+}
+
+int pgd_sched_create(pgd_runner *runner, const pgd_sched_config *cfg, pgd_event_fn emit, void *ud,
                      pgd_sched **out) {
     *out = NULL;
     pgd_sched *S = calloc(1, sizeof *S);
     if (!S) return PGD_ENOMEM;
-    S->llm = llm;
-    S->pool = llm->pool;
-    resolve_config(llm, cfg, &S->cfg);
+    const pgd_backend_caps *caps = pgd_runner_caps(runner);
+    const pgd_model_info *info = pgd_runner_info(runner);
+    S->runner = runner;
+    resolve_config(caps, cfg, &S->cfg);
     S->emit = emit;
     S->ud = ud;
-    S->bs = pgd_kvpool_block_size(S->pool);
-    S->n_pool_blocks = pgd_kvpool_num_blocks(S->pool);
+    int rc = pgd_kvpool_create(caps->n_blocks, caps->block_size, S->cfg.prefix_caching, &S->pool);
+    if (rc) {
+        free(S);
+        return rc;
+    }
+    S->bs = caps->block_size;
+    S->n_pool_blocks = caps->n_blocks;
     S->usable = S->n_pool_blocks - 1;
+    pgd_req_limits_of(info, caps, S->cfg.max_num_seqs, &S->lim);
     S->map_mask = 63;
     S->map = calloc(S->map_mask + 1, sizeof *S->map);
-    S->cap_items = 2 * S->cfg.max_num_seqs;
-    S->items = calloc(S->cap_items, sizeof *S->items);
-    S->item_q = calloc(S->cap_items, sizeof *S->item_q);
-    S->item_need = calloc(S->cap_items, sizeof *S->item_need);
-    S->info = calloc(S->cap_items, sizeof *S->info);
+    S->cap_info = S->cfg.max_num_seqs;
+    S->info = calloc(S->cap_info, sizeof *S->info);
+    S->failing = calloc(S->cap_info, sizeof *S->failing);
     S->refs = calloc(S->n_pool_blocks, sizeof *S->refs);
+    S->written = calloc(S->n_pool_blocks, sizeof *S->written);
     S->next_arrival = 1;
-    if (!S->map || !S->items || !S->item_q || !S->item_need || !S->info || !S->refs) {
+    if (!S->map || !S->info || !S->failing || !S->refs || !S->written ||
+        pgd_plan_create(S->cfg.max_num_batched_tokens, &S->plan)) {
         pgd_sched_destroy(S);
         return PGD_ENOMEM;
     }
@@ -324,7 +324,10 @@ int pgd_sched_create(pgd_llm *llm, const pgd_sched_config *cfg, pgd_event_fn emi
 }
 
 static void free_req(sreq *r) {
-    for (uint32_t i = 0; i < r->n; i++) pgd_seq_destroy(r->ch[i].seq);
+    for (uint32_t i = 0; i < r->n; i++) {
+        pgd_seq_destroy(r->ch[i].seq);
+        pgd_block_table_destroy(&r->ch[i].bt);
+    }
     pgd__request_free(r->spec);
     free(r);
 }
@@ -339,11 +342,12 @@ void pgd_sched_destroy(pgd_sched *S) {
     for (uint32_t i = 0; i < S->n_tenants; i++) free(S->tenants[i]);
     free(S->tenants);
     free(S->map);
-    free(S->items);
-    free(S->item_q);
-    free(S->item_need);
+    pgd_plan_destroy(S->plan);
     free(S->info);
+    free(S->failing);
     free(S->refs);
+    free(S->written);
+    pgd_kvpool_destroy(S->pool);
     free(S);
 }
 
@@ -358,7 +362,7 @@ static void base_event(pgd_sched *S, pgd_event *ev, pgd_event_kind kind, const s
     ev->kind = kind;
     ev->id = r->id;
     ev->user = r->spec->user;
-    ev->t_ns = S->now_ns ? S->now_ns : pgd__now_ns();
+    ev->t_ns = S->now_ns ? S->now_ns : pgd_now_ns();
     ev->usage.prompt_tokens = r->spec->n_prompt;
     ev->usage.completion_tokens = r->completion_tokens;
     ev->usage.cached_tokens = r->cached_tokens;
@@ -386,8 +390,12 @@ static void resolve(pgd_sched *S, sreq *r) {
     S->n_new_waiting--;
 }
 
-/* Take choice q off its list and free its sequence (its blocks go back to the pool). */
+static void unplan(pgd_sched *S, sseq *q);
+
+/* Take choice q off its list (and out of the plan) and free its sequence; its blocks go back
+ * to the pool. */
 static void detach(pgd_sched *S, sseq *q) {
+    unplan(S, q);
     switch (q->state) {
     case PGD_SEQ_RUNNING:
         run_remove(S, q);
@@ -403,7 +411,7 @@ static void detach(pgd_sched *S, sseq *q) {
     }
     pgd_seq_destroy(q->seq);
     q->seq = NULL;
-    q->item = -1;
+    pgd_block_table_free(&q->bt);
 }
 
 static bool live(const sseq *q) {
@@ -478,10 +486,13 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
     r->spec = spec;
     r->t = t;
     r->arrival = S->next_arrival++;
-    r->submit_ns = pgd__now_ns();
+    r->submit_ns = pgd_now_ns();
     r->n = r->n_live = spec->n;
     r->fork_pending = spec->n > 1;
-    for (uint32_t i = 0; i < r->n; i++) r->ch[i] = (sseq){.req = r, .index = i, .item = -1};
+    for (uint32_t i = 0; i < r->n; i++) {
+        r->ch[i] = (sseq){.req = r, .index = i, .item = -1};
+        pgd_block_table_init(&r->ch[i].bt, S->pool, spec->params.cache_salt);
+    }
     if ((rc = map_insert(S, r))) goto refuse;
     tenant_activate(S, t);
     wait_insert(S, &r->ch[0], PGD_SEQ_WAITING);
@@ -497,11 +508,9 @@ refuse:
 }
 
 int pgd_sched_submit(pgd_sched *S, uint64_t id, const pgd_request *req) {
-    pgd__req_limits lim;
     pgd__req_spec *spec;
-    pgd_sched_limits(S->llm, &S->cfg, &lim);
-    int rc = pgd__request_check(req, &lim);
-    if (!rc) rc = pgd__request_dup(req, &lim, &spec);
+    int rc = pgd_request_check(req, &S->lim);
+    if (!rc) rc = pgd__request_dup(req, &S->lim, &spec);
     if (rc) {
         S->n_resolved++;
         S->st.n_refused++;
@@ -546,70 +555,50 @@ pgd_seq_state pgd_sched_seq_state(const pgd_sched *S, uint64_t id, uint32_t inde
 
 /* ---- planning ----------------------------------------------------------------------------- */
 
-static uint32_t avail_blocks(const pgd_sched *S) {
-    uint32_t f = pgd_kvpool_num_free(S->pool);
-    return f > S->reserved ? f - S->reserved : 0;
-}
-
-/* Blocks pgd_llm_step takes from the free list to compute n more tokens of s. */
-static uint32_t need_for(const pgd_seq *s, uint32_t n) {
-    uint32_t end = s->n_computed + n;
-    return end > s->bt.n_tokens ? pgd_block_table_blocks_needed(&s->bt, end - s->bt.n_tokens) : 0;
-}
-
 /* Tokens q may compute now: all pending ones, except that choice 0 of a request still to be
- * forked stops before the last prompt token (each choice computes that one itself). */
+ * forked stops before the last prompt token (each choice computes that one itself). Its table
+ * holds exactly its computed positions (q is not planned yet). */
 static uint32_t pending_limit(const sseq *q) {
     const pgd_seq *s = q->seq;
+    uint32_t done = q->bt.n_tokens;
     if (q->index == 0 && q->req->fork_pending) {
         uint32_t lim = s->n_prompt - 1;
-        return lim > s->n_computed ? lim - s->n_computed : 0;
+        return lim > done ? lim - done : 0;
     }
-    return pgd_seq_pending(s);
+    return (uint32_t)s->tokens.n - done;
 }
 
-/* The most tokens <= want of s whose blocks fit in avail. */
-static uint32_t fit_tokens(const pgd_seq *s, uint32_t want, uint32_t avail) {
-    if (need_for(s, want) <= avail) return want;
-    uint32_t lo = 0, hi = want; /* need(lo) fits, need(hi) does not */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (need_for(s, mid) <= avail)
-            lo = mid;
-        else
-            hi = mid;
+/* Plan n tokens of q: its table grows now. The caller made sure they fit (pgd_block_table_fit,
+ * or an attach that reserved them), so only a lack of memory can fail; that fails q's request.
+ * false then. */
+static bool plan_item(pgd_sched *S, sseq *q, uint32_t start, uint32_t n) {
+    PGD_ASSERT(q->item < 0 && n > 0 && n <= S->budget);
+    uint32_t k;
+    int rc = pgd_plan_add(S->plan, q->seq, &q->bt, start, n, false, q, &k);
+    if (rc) {
+        PGD_ASSERT(rc != PGD_ENOBLOCKS); /* planning never promises what the pool lacks */
+        fail_request(S, q->req, rc, pgd_error_detail());
+        return false;
     }
-    return lo;
-}
-
-static void plan_item(pgd_sched *S, sseq *q, uint32_t n) {
-    PGD_ASSERT(S->n_items < S->cap_items && q->item < 0 && n > 0 && n <= S->budget);
-    uint32_t k = S->n_items++, need = need_for(q->seq, n);
-    S->items[k] = (pgd_step_item){.seq = q->seq, .n_tokens = n};
-    S->item_q[k] = q;
-    S->item_need[k] = need;
     q->item = (int32_t)k;
     S->budget -= n;
-    S->reserved += need;
-    S->n_planned++;
+    return true;
 }
 
 static void unplan(pgd_sched *S, sseq *q) {
     if (q->item < 0) return;
     uint32_t k = (uint32_t)q->item;
-    S->budget += S->items[k].n_tokens;
-    S->reserved -= S->item_need[k];
-    S->item_q[k] = NULL;
-    S->n_planned--;
+    S->budget += pgd_plan_item(S->plan, k)->n_tokens;
+    pgd_plan_drop(S->plan, k);
     q->item = -1;
 }
 
-/* Preemption by recompute: blocks back, requeued (ahead of newer requests of its tenant) with
- * its tokens, sampler and text state intact. */
+/* Preemption by recompute: its blocks go back now (also those planned this step), and it is
+ * requeued (ahead of newer requests of its tenant) with its tokens, sampler and text state. */
 static void preempt(pgd_sched *S, sseq *q) {
     unplan(S, q);
     run_remove(S, q);
-    pgd_seq_reset_kv(q->seq);
+    pgd_block_table_free(&q->bt);
     wait_insert(S, q, PGD_SEQ_PREEMPTED);
     S->st.n_preemptions++;
     S->n_preempted_step++;
@@ -617,15 +606,12 @@ static void preempt(pgd_sched *S, sseq *q) {
 }
 
 /* Plan up to `want` tokens of running q (fewer if only fewer fit). When not even one token
- * fits, preempt the lowest-ranked running sequence and retry. false when q itself was
- * preempted (it was then the lowest ranked: every later sequence is gone too). */
+ * fits, preempt the lowest-ranked running sequence and try again. false when q itself was
+ * preempted (it was then the lowest ranked: every later sequence is gone too) or failed. */
 static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
     for (;;) {
-        uint32_t n = fit_tokens(q->seq, want, avail_blocks(S));
-        if (n > 0) {
-            plan_item(S, q, n);
-            return true;
-        }
+        uint32_t n = pgd_block_table_fit(&q->bt, want);
+        if (n > 0) return plan_item(S, q, q->bt.n_tokens, n);
         sseq *victim = S->run.tail;
         preempt(S, victim);
         if (victim == q) return false;
@@ -634,22 +620,19 @@ static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
 
 /* Choices 1..n-1 of r share choice 0's blocks (every prompt token but the last is computed). */
 static int fork_choices(pgd_sched *S, sreq *r) {
-    pgd_seq *src = r->ch[0].seq;
+    sseq *src = &r->ch[0];
     r->fork_pending = false;
     S->n_seats -= r->n - 1; /* choice 0 held the seats of the whole request */
     for (uint32_t i = 1; i < r->n; i++) {
         sseq *c = &r->ch[i];
         pgd_seq_params p = r->spec->params;
         p.sampling.seed += i;
-        int rc = pgd_seq_create(S->llm, r->spec->prompt, r->spec->n_prompt, &p, &c->seq);
-        if (!rc) rc = pgd_block_table_fork(&c->seq->bt, &src->bt);
+        int rc = pgd_seq_create(S->runner, r->spec->prompt, r->spec->n_prompt, &p, &c->seq);
+        if (!rc) rc = pgd_block_table_fork(&c->bt, &src->bt);
         if (rc) {
             fail_request(S, r, rc, pgd_error_detail());
             return rc;
         }
-        /* The fork shares tokens [0, n_computed) of the prompt: same KV, same position. */
-        c->seq->n_computed = src->n_computed;
-        c->seq->n_cached_prompt = src->n_cached_prompt;
         r->t->n_active++;
         run_insert(S, c);
     }
@@ -658,40 +641,22 @@ static int fork_choices(pgd_sched *S, sreq *r) {
 }
 
 static bool fork_ready(const sseq *q) {
-    return q->index == 0 && q->req->fork_pending && q->seq &&
-           q->seq->n_computed + 1 >= q->seq->n_prompt && q->seq->bt.n_tokens == q->seq->n_computed;
-}
-
-/* Prefix-cache hits attach_prefix would take for s (tokens) and how many of those blocks sit on
- * the free list now (attaching takes them off it). Mirrors pgd_block_table_attach_prefix. */
-static uint32_t probe_prefix(const pgd_sched *S, const pgd_seq *s, uint32_t *free_hits) {
-    *free_hits = 0;
-    if (!pgd_kvpool_caching(S->pool)) return 0;
-    uint32_t max = ((uint32_t)s->tokens.n - 1) / S->bs, hits = 0;
-    int32_t parent = 0;
-    while (hits < max) {
-        int32_t id =
-            pgd_kvpool_lookup(S->pool, parent, s->bt.salt, s->tokens.ids + (size_t)hits * S->bs);
-        if (!id) break;
-        if (pgd_kvpool_refcount(S->pool, id) == 0) (*free_hits)++;
-        parent = id;
-        hits++;
-    }
-    return hits * S->bs;
+    return q->index == 0 && q->req->fork_pending && q->seq && q->item < 0 &&
+           q->bt.n_tokens + 1 >= q->seq->n_prompt;
 }
 
 /* Step phase 4: admissions in tenant-fair order while budget, seats and blocks allow. */
 static void admit(pgd_sched *S) {
     if (S->preempted) return;
     uint32_t S_max = S->cfg.max_num_seqs;
-    while (S->budget > 0 && S->n_planned < S_max) {
+    while (S->budget > 0 && pgd_plan_n_items(S->plan) < S_max) {
         tenant *t = pick_tenant(S);
         if (!t) break;
         sseq *q = t->wait.head;
         sreq *r = q->req;
         if (S->n_seats + seats_of(q) > S_max) break;
         if (!q->seq) {
-            int rc = pgd_seq_create(S->llm, r->spec->prompt, r->spec->n_prompt, &r->spec->params,
+            int rc = pgd_seq_create(S->runner, r->spec->prompt, r->spec->n_prompt, &r->spec->params,
                                     &q->seq);
             if (rc) {
                 fail_request(S, r, rc, pgd_error_detail());
@@ -699,83 +664,106 @@ static void admit(pgd_sched *S) {
             }
         }
         pgd_seq *s = q->seq;
-        uint32_t free_hits, hit = probe_prefix(S, s, &free_hits);
-        uint32_t limit =
-            q->index == 0 && r->fork_pending ? s->n_prompt - 1 - hit : (uint32_t)s->tokens.n - hit;
+        uint32_t n_tok = (uint32_t)s->tokens.n;
+        uint32_t hit = pgd_block_table_find_prefix(&q->bt, s->tokens.ids, n_tok);
+        uint32_t limit = q->index == 0 && r->fork_pending ? s->n_prompt - 1 - hit : n_tok - hit;
         uint32_t take = limit < S->budget ? limit : S->budget;
-        uint32_t blocks = ceil_div((uint64_t)hit + take, S->bs) - hit / S->bs + free_hits;
-        uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0;
-        if ((uint64_t)blocks + wm > avail_blocks(S)) break; /* head-of-line: wait for room */
-        wait_remove(S, q);
-        int rc = pgd_seq_attach_prefix(s);
+        uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0, attached;
+        /* The cached prefix and the first chunk's blocks, all or nothing. */
+        int rc = pgd_block_table_attach_prefix(&q->bt, s->tokens.ids, n_tok, take, wm, &attached);
+        if (rc == PGD_ENOBLOCKS) break; /* head-of-line: wait for room */
         if (rc) {
-            q->state = PGD_SEQ_DORMANT; /* off every list */
-            r->t->n_active--;
             fail_request(S, r, rc, pgd_error_detail());
             continue;
         }
-        PGD_ASSERT(s->n_computed == hit);
+        PGD_ASSERT(attached == hit);
+        wait_remove(S, q);
         run_insert(S, q);
         if (!r->admitted) {
             r->admitted = true;
             r->cached_tokens = hit;
-            uint64_t now = S->now_ns ? S->now_ns : pgd__now_ns();
+            uint64_t now = S->now_ns ? S->now_ns : pgd_now_ns();
             r->queue_ns = now > r->submit_ns ? now - r->submit_ns : 0;
             S->st.prompt_tokens += r->spec->n_prompt;
             resolve(S, r);
         }
         S->n_admitted_step++;
-        if (take) plan_item(S, q, take);
+        if (take && !plan_item(S, q, hit, take)) continue;
         if (fork_ready(q)) {
             if (fork_choices(S, r)) continue;
-            for (uint32_t i = 0; i < r->n && S->budget > 0 && S->n_planned < S_max; i++) {
+            for (uint32_t i = 0; i < r->n && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
+                 i++) {
                 sseq *c = &r->ch[i];
                 if (c->item >= 0 || c->state != PGD_SEQ_RUNNING) continue;
-                if (fit_tokens(c->seq, 1, avail_blocks(S))) plan_item(S, c, 1);
+                if (pgd_block_table_fit(&c->bt, 1) == 1 && !plan_item(S, c, c->bt.n_tokens, 1))
+                    break;
             }
         }
     }
 }
 
-/* Drop the holes preempted items left; fix the items' back-pointers. */
-static void compact_plan(pgd_sched *S) {
-    uint32_t m = 0;
-    for (uint32_t k = 0; k < S->n_items; k++) {
-        sseq *q = S->item_q[k];
-        if (!q) continue;
-        S->items[m] = S->items[k];
-        S->item_q[m] = q;
-        S->item_need[m] = S->item_need[k];
-        q->item = (int32_t)m++;
+/* With check_invariants: the plan about to run breaks no rule of allocation. Each item's table
+ * covers its positions, every block it writes is its own (one reference, not in the prefix
+ * cache: copied on write if it was shared), no block is written by two items, and the slots are
+ * those of the table. */
+static int check_plan(pgd_sched *S, const pgd_step_plan *sp) {
+    uint64_t stamp = ++S->n_checked_plans;
+    uint32_t t = 0;
+    for (uint32_t k = 0; k < sp->n_items; k++) {
+        const pgd_step_item *it = &sp->items[k];
+        const sseq *q = pgd_plan_owner(S->plan, k);
+        const pgd_block_table *bt = &q->bt;
+        if (q->item != (int32_t)k || q->seq != it->seq || q->state != PGD_SEQ_RUNNING)
+            return pgd_error_set(PGD_EINVAL, "plan: item %u is not its running sequence", k);
+        if (bt->n_tokens != it->start + it->n_tokens)
+            return pgd_error_set(PGD_EINVAL, "plan: item %u covers %u of %u positions", k,
+                                 bt->n_tokens, it->start + it->n_tokens);
+        const int32_t *row = sp->block_tables + (uint64_t)k * sp->bt_stride;
+        if (bt->n_blocks > sp->bt_stride || memcmp(row, bt->blocks, bt->n_blocks * sizeof *row))
+            return pgd_error_set(PGD_EINVAL, "plan: item %u's block table row differs", k);
+        for (uint32_t p = it->start; p < it->start + it->n_tokens; p++, t++) {
+            int32_t b = bt->blocks[p / S->bs];
+            pgd_kvpool_block bi;
+            if (pgd_kvpool_block_info(S->pool, b, &bi) || bi.ref != 1 || bi.cached)
+                return pgd_error_set(PGD_EINVAL,
+                                     "plan: item %u writes position %u into block %d, which it "
+                                     "does not own alone",
+                                     k, p, (int)b);
+            if (S->written[b] == stamp && (p == it->start || p % S->bs == 0))
+                return pgd_error_set(PGD_EINVAL, "plan: block %d is written by two items", (int)b);
+            S->written[b] = stamp;
+            if (sp->slots[t] != (int64_t)b * S->bs + p % S->bs)
+                return pgd_error_set(PGD_EINVAL, "plan: token %u's slot is not its table's", t);
+        }
     }
-    S->n_items = m;
-    PGD_ASSERT(m == S->n_planned);
+    if (t != sp->n_tokens)
+        return pgd_error_set(PGD_EINVAL, "plan: %u tokens, items hold %u", sp->n_tokens, t);
+    return 0;
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
-static void fail_planned(pgd_sched *S, int rc) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "the forward pass failed: %s", pgd_error_detail());
-    for (uint32_t k = 0; k < S->n_items; k++) {
-        sseq *q = S->item_q[k];
-        if (!q) continue;
-        sreq *r = q->req;
-        for (uint32_t j = k; j < S->n_items; j++)
-            if (S->item_q[j] && S->item_q[j]->req == r) {
-                S->item_q[j]->item = -1;
-                S->item_q[j] = NULL;
-            }
-        fail_request(S, r, rc, msg);
+/* The step's forward pass (or its plan) failed: every request with a planned item fails (each
+ * once: failing frees the request and its choices). */
+static void fail_planned(pgd_sched *S, int rc, const char *what) {
+    char msg[320];
+    snprintf(msg, sizeof msg, "%s: %s", what, pgd_error_detail());
+    uint32_t n = pgd_plan_n_items(S->plan), m = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        sseq *q = pgd_plan_owner(S->plan, k);
+        q->item = -1;
+        uint32_t j = 0;
+        while (j < m && S->failing[j] != q->req) j++;
+        if (j == m) S->failing[m++] = q->req;
     }
-    S->n_items = S->n_planned = 0;
+    pgd_plan_reset(S->plan);
+    for (uint32_t j = 0; j < m; j++) fail_request(S, S->failing[j], rc, msg);
 }
 
 int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
     const uint32_t B = S->cfg.max_num_batched_tokens, S_max = S->cfg.max_num_seqs;
     S->budget = B;
-    S->reserved = 0;
-    S->n_items = S->n_planned = 0;
+    pgd_plan_reset(S->plan);
     S->preempted = false;
     S->n_admitted_step = S->n_preempted_step = S->n_forked_step = 0;
     S->n_info = S->last_tokens = S->last_items = 0;
@@ -786,11 +774,14 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         next = q->next;
         if (fork_ready(q)) fork_choices(S, q->req);
     }
-    /* 2. decodes, in rank order */
-    for (sseq *q = S->run.head; q && S->budget > 0 && S->n_planned < S_max; q = q->next)
+    /* 2. decodes, in rank order (a preemption only removes sequences after q, or q itself,
+     * which ends the loop) */
+    for (sseq *q = S->run.head; q && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
+         q = q->next)
         if (q->item < 0 && pending_limit(q) == 1 && !plan_running(S, q, 1)) break;
     /* 3. chunks of pending prompts (and recomputes), in rank order */
-    for (sseq *q = S->run.head; q && S->budget > 0 && S->n_planned < S_max; q = q->next) {
+    for (sseq *q = S->run.head; q && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
+         q = q->next) {
         uint32_t lim = pending_limit(q);
         if (q->item >= 0 || lim < 2) continue;
         if (!plan_running(S, q, lim < S->budget ? lim : S->budget)) break;
@@ -798,49 +789,55 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
     /* 4. admissions */
     admit(S);
 
-    /* 5. run */
+    /* 5. run: the plan is allocated, the runner only computes */
     int rc = 0;
-    for (;;) {
-        compact_plan(S);
-        if (!S->n_items) break;
-        rc = pgd_llm_step(S->llm, S->items, S->n_items);
-        if (rc != PGD_ENOBLOCKS) break;
-        /* Planning reserves every block, so this is not expected; stay safe regardless. */
-        sseq *victim = S->run.tail;
-        while (victim && victim->item < 0) victim = victim->prev;
-        PGD_ASSERT(victim);
-        preempt(S, victim);
-        rc = 0;
+    pgd_step_plan *sp = NULL;
+    uint32_t n_items = pgd_plan_n_items(S->plan);
+    if (n_items) {
+        const char *what = "the step's plan";
+        rc = pgd_plan_finish(S->plan, &sp);
+        for (uint32_t k = 0; !rc && k < n_items; k++) /* indices after the squeeze */
+            ((sseq *)pgd_plan_owner(S->plan, k))->item = (int32_t)k;
+        if (!rc && S->cfg.check_invariants) rc = check_plan(S, sp);
+        if (!rc) {
+            what = "the forward pass failed";
+            rc = pgd_runner_step(S->runner, sp);
+        }
+        if (!rc) {
+            what = "caching the computed blocks";
+            rc = pgd_plan_commit(S->plan);
+        }
+        S->now_ns = pgd_now_ns();
+        if (rc) {
+            fail_planned(S, rc, what);
+            S->now_ns = 0;
+            return rc;
+        }
+        S->st.n_steps++;
     }
-    S->now_ns = pgd__now_ns();
-    if (rc) {
-        fail_planned(S, rc);
-        S->now_ns = 0;
-        return rc;
-    }
-    if (S->n_items) S->st.n_steps++;
 
     /* 6. events, counters, retirement */
-    S->last_items = S->n_items;
-    for (uint32_t k = 0; k < S->n_items; k++) {
-        sseq *q = S->item_q[k];
+    S->last_items = n_items;
+    for (uint32_t k = 0; k < n_items; k++) {
+        sseq *q = pgd_plan_owner(S->plan, k);
+        const pgd_step_item *it = pgd_plan_item(S->plan, k);
         pgd_seq *s = q->seq;
-        uint32_t n = S->items[k].n_tokens, before_n = s->n_computed - n;
+        uint32_t n = it->n_tokens, before_n = it->start;
         sreq *r = q->req;
-        S->info[S->n_info++] = (pgd_sched_item_info){.id = r->id,
-                                                     .index = q->index,
-                                                     .n_tokens = n,
-                                                     .n_computed = before_n,
-                                                     .n_prompt = s->n_prompt,
-                                                     .decode = n == 1 && s->sampled,
-                                                     .sampled = s->sampled};
+        if (S->n_info < S->cap_info)
+            S->info[S->n_info++] = (pgd_sched_item_info){.id = r->id,
+                                                         .index = q->index,
+                                                         .n_tokens = n,
+                                                         .n_computed = before_n,
+                                                         .n_prompt = s->n_prompt,
+                                                         .decode = n == 1 && s->sampled,
+                                                         .sampled = s->sampled};
         S->last_tokens += n;
         S->st.computed_tokens += n;
         if (before_n < s->n_prompt)
             S->st.prompt_computed_tokens += n < s->n_prompt - before_n ? n : s->n_prompt - before_n;
         r->t->vtime += (double)n / r->spec->weight;
         q->item = -1;
-        S->item_q[k] = NULL;
         if (s->sampled) {
             S->st.generation_tokens++;
             emit_token(S, q);
@@ -850,7 +847,7 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
             retire(S, q, s->finish == PGD_FINISH_STOP ? PGD_REASON_STOP : PGD_REASON_LENGTH);
         }
     }
-    S->n_items = S->n_planned = 0;
+    pgd_plan_reset(S->plan);
     S->now_ns = 0;
     if (info) {
         info->n_items = S->last_items;
@@ -867,7 +864,7 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
 
 /* ---- stats and checks --------------------------------------------------------------------- */
 
-void pgd_sched_get_stats(const pgd_sched *S, pgd_engine_stats *out) {
+void pgd_sched_get_stats(const pgd_sched *S, pgd_sched_stats *out) {
     *out = S->st;
     pgd_kvpool_stats ps;
     pgd_kvpool_get_stats(S->pool, &ps);
@@ -919,12 +916,13 @@ int pgd_sched_check(const pgd_sched *S) {
     for (const sseq *q = S->run.head; q; q = q->next) {
         const pgd_seq *s = q->seq;
         CHECK_OR_FAIL(s, "sched: running choice without a sequence");
-        if ((rc = pgd_block_table_check(&s->bt))) return rc;
-        CHECK_OR_FAIL(s->n_computed == s->bt.n_tokens && s->n_computed < s->tokens.n,
-                      "sched: request %llu: %u computed, %u slots, %zu tokens",
-                      (unsigned long long)q->req->id, s->n_computed, s->bt.n_tokens, s->tokens.n);
+        if ((rc = pgd_block_table_check(&q->bt))) return rc;
+        CHECK_OR_FAIL(q->bt.n_tokens < s->tokens.n,
+                      "sched: request %llu: %u computed of %zu tokens",
+                      (unsigned long long)q->req->id, q->bt.n_tokens, s->tokens.n);
+        CHECK_OR_FAIL(q->item < 0, "sched: a plan outlived its step");
         CHECK_OR_FAIL(s->finish == PGD_FINISH_NONE, "sched: a finished sequence is running");
-        for (uint32_t i = 0; i < s->bt.n_blocks; i++) S->refs[s->bt.blocks[i]]++;
+        for (uint32_t i = 0; i < q->bt.n_blocks; i++) S->refs[q->bt.blocks[i]]++;
         seats += seats_of(q);
     }
     CHECK_OR_FAIL(seats == S->n_seats && seats <= S->cfg.max_num_seqs,
@@ -941,7 +939,7 @@ int pgd_sched_check(const pgd_sched *S) {
         n_wait += t->wait.n;
         uint32_t n_run = 0;
         for (const sseq *q = t->wait.head; q; q = q->next)
-            CHECK_OR_FAIL(!q->seq || (q->seq->bt.n_blocks == 0 && q->seq->n_computed == 0),
+            CHECK_OR_FAIL(q->bt.n_blocks == 0 && q->bt.n_tokens == 0,
                           "sched: a waiting sequence holds KV blocks");
         for (const sseq *q = S->run.head; q; q = q->next) n_run += q->req->t == t;
         CHECK_OR_FAIL(t->n_active == n_run + t->wait.n, "sched: tenant %llu: %u active, counted %u",

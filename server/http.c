@@ -88,7 +88,6 @@ struct pgd_http_request {
     uint64_t t_handled, t_last_write; /* uv_now ms */
     pgd_http_close_fn on_close;
     void *on_close_arg;
-    void *user;
     uv_poll_t *watch; /* disconnect watch, or NULL */
     char remote[64];
     pgd_http_stream stream;
@@ -489,14 +488,6 @@ int pgd_http_stream_end(pgd_http_stream *s) {
     return 0;
 }
 
-size_t pgd_http_stream_pending(const pgd_http_stream *s) {
-    return s->req->out.len - s->req->out_off;
-}
-
-pgd_http_request *pgd_http_stream_request(pgd_http_stream *s) {
-    return s->req;
-}
-
 /* --- request accessors --- */
 
 const char *pgd_http_request_method(const pgd_http_request *req) {
@@ -545,14 +536,6 @@ const char *pgd_http_request_remote(pgd_http_request *req) {
 
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req) {
     return req->srv;
-}
-
-void pgd_http_request_set_user(pgd_http_request *req, void *user) {
-    req->user = user;
-}
-
-void *pgd_http_request_user(const pgd_http_request *req) {
-    return req->user;
 }
 
 void pgd_http_request_set_on_close(pgd_http_request *req, pgd_http_close_fn fn, void *arg) {

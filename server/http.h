@@ -172,10 +172,6 @@ pgd_str pgd_http_request_body(const pgd_http_request *req);
 const char *pgd_http_request_remote(pgd_http_request *req);
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req);
 
-/* The route's per-request pointer (NULL until set). */
-void pgd_http_request_set_user(pgd_http_request *req, void *user);
-void *pgd_http_request_user(const pgd_http_request *req);
-
 /* Register the close callback (replaces any earlier one). */
 void pgd_http_request_set_on_close(pgd_http_request *req, pgd_http_close_fn fn, void *arg);
 
@@ -225,11 +221,6 @@ int pgd_http_stream_write(pgd_http_stream *s, const void *data, size_t len);
 /* No more bytes: the response ends once the pending ones are sent (then the close callback
  * runs with COMPLETED). 0; PGD_EINVAL if already ended; PGD_ECANCELED when being aborted. */
 int pgd_http_stream_end(pgd_http_stream *s);
-
-/* Bytes written but not yet handed to MHD. */
-size_t pgd_http_stream_pending(const pgd_http_stream *s);
-
-pgd_http_request *pgd_http_stream_request(pgd_http_stream *s);
 
 #ifdef __cplusplus
 }

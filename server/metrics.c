@@ -668,7 +668,7 @@ int pgd_pagoda_metrics_register(pgd_metrics *r, const char *prefix, const char *
     return 0;
 }
 
-void pgd_pagoda_metrics_apply_stats(pgd_pagoda_metrics *pm, const pgd_engine_stats *st) {
+void pgd_pagoda_metrics_apply_stats(pgd_pagoda_metrics *pm, const pgd_sched_stats *st) {
     pgd_series_set(pm->running, (double)st->n_running);
     pgd_series_set(pm->waiting, (double)st->n_waiting);
     pgd_series_set(pm->kv_usage, st->kv_usage);

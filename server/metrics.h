@@ -127,7 +127,7 @@ int pgd_metrics_render(pgd_metrics *r, pgd_buf *out);
  *               build_info{version,model_name} = 1
  * Who feeds what: the HTTP loop observes TTFT, inter-token latency and, per finished request,
  * pgd_pagoda_metrics_request_done; at each scrape, pgd_pagoda_metrics_apply_stats copies a
- * scheduler snapshot (pgd_engine_get_stats) into the gauges and the counters the scheduler
+ * scheduler snapshot (pgd_worker_get_stats) into the gauges and the counters the scheduler
  * counts (tokens, preemptions, prefix cache, aborts) — with set_total, never backwards.
  *
  * Note: Prometheus' own linter (promtool check metrics) flags ':' in metric names because it
@@ -156,7 +156,7 @@ int pgd_pagoda_metrics_register(pgd_metrics *r, const char *prefix, const char *
 /* Copy a scheduler snapshot: gauges running / waiting / KV usage set; prompt and generation
  * tokens, preemptions, prefix-cache queries and hits, aborted requests set as totals (a total
  * below what was exposed before is ignored, so a counter never goes backwards). */
-void pgd_pagoda_metrics_apply_stats(pgd_pagoda_metrics *pm, const pgd_engine_stats *st);
+void pgd_pagoda_metrics_apply_stats(pgd_pagoda_metrics *pm, const pgd_sched_stats *st);
 
 /* One finished request: request_success_total{finished_reason} += 1 (reason as given, e.g.
  * pgd_finish_reason_str; NULL or "" counts nothing), and the histograms queue time, end-to-end

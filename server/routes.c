@@ -11,7 +11,7 @@
  * scheduler frees their KV blocks at the next step boundary.
  *
  * Threading: loop thread only, except tokenize_work() which runs on libuv's threadpool and
- * reads only the engine's immutable parts (tokenizer, chat template) and its own rctx.
+ * reads only the model info (immutable: tokenizer, chat template) and its own rctx.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,7 @@
 #include "api/error.h"
 #include "api/request.h"
 #include "api/response.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "server/server.h"
 
@@ -28,12 +29,6 @@ extern const unsigned char pgd_web_index_html[];
 extern const unsigned long pgd_web_index_html_len;
 
 #define JSON_TYPE "application/json"
-
-uint64_t pgd_srv_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* One choice's accumulated output (non-streamed answers; logprobs for both). */
 typedef struct choice_out {
@@ -166,7 +161,7 @@ static void maybe_free(pgd_rctx *c) {
 static void abort_engine(pgd_rctx *c) {
     if (c->aborted) return;
     c->aborted = true;
-    for (size_t i = 0; i < c->n_submitted; i++) pgd_engine_abort(c->srv->engine, c->eids[i]);
+    for (size_t i = 0; i < c->n_submitted; i++) pgd_worker_abort(c->srv->worker, c->eids[i]);
 }
 
 static void on_http_close(pgd_http_request *req, pgd_http_close_reason reason, void *arg) {
@@ -206,7 +201,7 @@ static pgd_api_meta meta_of(const pgd_rctx *c) {
 
 static void tokenize_work(uv_work_t *w) {
     pgd_rctx *c = w->data;
-    const pgd_llm *llm = c->srv->llm;
+    const pgd_model_info *info = c->srv->info;
     int rc = 0;
     c->n_prompts = c->kind == PGD_API_CHAT ? 1 : c->req.n_prompts;
     c->prompts = calloc(c->n_prompts, sizeof *c->prompts);
@@ -216,14 +211,14 @@ static void tokenize_work(uv_work_t *w) {
     }
     for (size_t i = 0; i < c->n_prompts && !rc; i++) {
         if (c->kind == PGD_API_CHAT) {
-            rc = pgd_llm_encode_chat(llm, c->req.messages.msgs, c->req.messages.n, true,
-                                     &c->prompts[0]);
+            rc = pgd_encode_chat(info, c->req.messages.msgs, c->req.messages.n, true,
+                                 &c->prompts[0]);
         } else if (c->req.prompts[i].is_tokens) {
             for (size_t j = 0; j < c->req.prompts[i].n_ids && !rc; j++)
                 rc = pgd_tokens_push(&c->prompts[i], c->req.prompts[i].ids[j]);
         } else {
             pgd_str t = c->req.prompts[i].text;
-            rc = pgd_llm_encode_text(llm, t.ptr, t.len, false, &c->prompts[i]);
+            rc = pgd_encode_text(info, t.ptr, t.len, false, &c->prompts[i]);
         }
     }
     /* echo: the prompt as given (text), or the text of its token ids. */
@@ -232,8 +227,8 @@ static void tokenize_work(uv_work_t *w) {
         if (!c->echo) rc = PGD_ENOMEM;
         for (size_t i = 0; i < c->n_prompts && !rc; i++) {
             const pgd_api_prompt *pr = &c->req.prompts[i];
-            rc = pr->is_tokens ? pgd_detokenize(llm->tok, c->prompts[i].ids, c->prompts[i].n, false,
-                                                &c->echo[i])
+            rc = pr->is_tokens ? pgd_detokenize(info->tok, c->prompts[i].ids, c->prompts[i].n,
+                                                false, &c->echo[i])
                                : pgd_buf_append(&c->echo[i], pr->text.ptr, pr->text.len);
         }
     }
@@ -262,47 +257,12 @@ static void tokenize_done(uv_work_t *w, int status) {
 static void submit_all(pgd_rctx *c) {
     pgd_srv *srv = c->srv;
     const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
-    uint32_t n_ctx = srv->llm->n_ctx;
     pgd_api_error e;
     /* Past the shutdown deadline (in-flight requests aborted) nothing new may start: a request
      * still tokenizing then would otherwise run to its end and hold the shutdown up. */
     if (srv->drain_aborted) {
         respond_simple_error(c->http, 503, NULL, NULL, "the server is shutting down");
         return;
-    }
-    /* Context limits, with the numbers. */
-    for (size_t i = 0; i < c->n_prompts; i++) {
-        size_t np = c->prompts[i].n;
-        if (np == 0) {
-            pgd_api_error_set(&e, 400, pparam, NULL, "the prompt is empty");
-            respond_error(c->http, &e);
-            return;
-        }
-        for (size_t j = 0; j < np; j++)
-            if (c->prompts[i].ids[j] < 0 || (uint32_t)c->prompts[i].ids[j] >= srv->llm->n_vocab) {
-                pgd_api_error_set(&e, 400, pparam, NULL, "token id %d is out of range [0, %u)",
-                                  c->prompts[i].ids[j], srv->llm->n_vocab);
-                respond_error(c->http, &e);
-                return;
-            }
-        if (np >= n_ctx) {
-            pgd_api_error_set(&e, 400, pparam, NULL,
-                              "This model's maximum context length is %u tokens. However, your "
-                              "prompt has %zu tokens, which leaves no room for a completion.",
-                              n_ctx, np);
-            respond_error(c->http, &e);
-            return;
-        }
-        if (c->req.max_tokens > 0 && np + (uint64_t)c->req.max_tokens > n_ctx) {
-            pgd_api_error_set(&e, 400, "max_tokens", NULL,
-                              "This model's maximum context length is %u tokens. However, you "
-                              "requested %llu tokens (%zu in the prompt, %lld in the completion). "
-                              "Please reduce the prompt or max_tokens.",
-                              n_ctx, (unsigned long long)(np + (uint64_t)c->req.max_tokens), np,
-                              (long long)c->req.max_tokens);
-            respond_error(c->http, &e);
-            return;
-        }
     }
     c->n_per_prompt = (uint32_t)(c->req.n > 0 ? c->req.n : 1);
     c->eids = calloc(c->n_prompts, sizeof *c->eids);
@@ -326,18 +286,10 @@ static void submit_all(pgd_rctx *c) {
         r.prompt = c->prompts[i].ids;
         r.n_prompt = (uint32_t)c->prompts[i].n;
         pgd_api_request_seq_params(&c->req, 0, seed + i * 1000003ull, &r.params);
-        if (r.params.max_tokens <= 0) r.params.max_tokens = (int64_t)(n_ctx - r.n_prompt);
-        const char *param = NULL;
-        int vrc =
-            pgd_sampling_params_validate(&r.params.sampling, (int32_t)srv->llm->n_vocab, &param);
-        if (vrc) {
-            pgd_api_error_set(&e, 400, param, NULL, "%s", pgd_error_detail());
-            goto refuse;
-        }
         r.n = c->n_per_prompt;
         r.priority = c->req.priority;
         r.user = c;
-        int rc = pgd_engine_submit(srv->engine, &r, &c->eids[i]);
+        int rc = pgd_worker_submit(srv->worker, &r, &c->eids[i]);
         if (rc == PGD_EFULL) {
             pgd_api_error_set(&e, 429, NULL, NULL,
                               "the server is busy: too many requests are waiting; retry shortly");
@@ -347,8 +299,10 @@ static void submit_all(pgd_rctx *c) {
             pgd_api_error_set(&e, 503, NULL, NULL, "the server is shutting down");
             goto refuse;
         }
-        if (rc) {
-            pgd_api_error_set(&e, rc == PGD_ENOMEM ? 500 : 400, rc == PGD_EINVAL ? pparam : NULL,
+        if (rc) { /* checked by the worker: the param names what is wrong */
+            const char *param = pgd_error_param();
+            if (param && !strcmp(param, "prompt")) param = pparam;
+            pgd_api_error_set(&e, rc == PGD_ENOMEM ? 500 : 400, rc == PGD_EINVAL ? param : NULL,
                               NULL, "%s", pgd_error_detail());
             goto refuse;
         }
@@ -388,7 +342,7 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
     }
     c->srv = srv;
     c->kind = kind;
-    c->t_arrival_ns = pgd_srv_now_ns();
+    c->t_arrival_ns = pgd_now_ns();
     c->created = (int64_t)time(NULL);
     c->finished_reason = -1;
     pgd_api_new_id(c->id, kind);
@@ -442,7 +396,7 @@ static choice_out *choice_of(pgd_rctx *c, const pgd_event *ev, uint32_t *global)
 /* Text of a token for logprobs (exact bytes), appended to the choice's byte store. */
 static lp_ref token_bytes(pgd_rctx *c, choice_out *co, int32_t id) {
     lp_ref r = {co->lp_bytes.len, 0};
-    pgd_token_piece(c->srv->llm->tok, id, true, &co->lp_bytes);
+    pgd_token_piece(c->srv->info->tok, id, true, &co->lp_bytes);
     r.len = co->lp_bytes.len - r.off;
     return r;
 }
@@ -599,7 +553,7 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
 
 static void finalize(pgd_rctx *c, const pgd_usage *u) {
     pgd_srv *srv = c->srv;
-    uint64_t now = pgd_srv_now_ns();
+    uint64_t now = pgd_now_ns();
     const char *reason = c->aborted                                ? "abort"
                          : c->finished_reason == PGD_REASON_LENGTH ? "length"
                                                                    : "stop";
@@ -691,7 +645,7 @@ static void on_event(const pgd_event *ev, void *ud) {
 }
 
 void pgd_srv_drain_events(pgd_srv *srv) {
-    if (srv->engine) pgd_engine_drain(srv->engine, on_event, srv);
+    if (srv->worker) pgd_worker_drain(srv->worker, on_event, srv);
 }
 
 void pgd_srv_abort_all(pgd_srv *srv) {
@@ -722,25 +676,25 @@ static void tok_job_close(pgd_http_request *req, pgd_http_close_reason reason, v
 
 static void tok_work(uv_work_t *w) {
     tok_job *j = w->data;
-    const pgd_llm *llm = j->srv->llm;
+    const pgd_model_info *info = j->srv->info;
     if (j->detok) {
         for (size_t i = 0; i < j->dreq.n_tokens; i++)
-            if (j->dreq.tokens[i] < 0 || (uint32_t)j->dreq.tokens[i] >= llm->n_vocab) {
+            if (j->dreq.tokens[i] < 0 || (uint32_t)j->dreq.tokens[i] >= info->n_vocab) {
                 j->rc = PGD_EINVAL;
                 snprintf(j->err, sizeof j->err, "token id %d is out of range [0, %u)",
-                         j->dreq.tokens[i], llm->n_vocab);
+                         j->dreq.tokens[i], info->n_vocab);
                 return;
             }
-        j->rc = pgd_detokenize(llm->tok, j->dreq.tokens, j->dreq.n_tokens, false, &j->text);
+        j->rc = pgd_detokenize(info->tok, j->dreq.tokens, j->dreq.n_tokens, false, &j->text);
     } else if (j->treq.chat) {
-        j->rc = pgd_llm_encode_chat(llm, j->treq.messages.msgs, j->treq.messages.n,
-                                    j->treq.add_generation_prompt, &j->ids);
+        j->rc = pgd_encode_chat(info, j->treq.messages.msgs, j->treq.messages.n,
+                                j->treq.add_generation_prompt, &j->ids);
     } else {
         /* add_special_tokens: the BOS the model asks for, as completions prompts get it. */
         j->rc =
             j->treq.add_special_tokens
-                ? pgd_llm_encode_text(llm, j->treq.prompt.ptr, j->treq.prompt.len, false, &j->ids)
-                : pgd_tokenize(llm->tok, j->treq.prompt.ptr, j->treq.prompt.len, NULL, 0, &j->ids);
+                ? pgd_encode_text(info, j->treq.prompt.ptr, j->treq.prompt.len, false, &j->ids)
+                : pgd_tokenize(info->tok, j->treq.prompt.ptr, j->treq.prompt.len, NULL, 0, &j->ids);
     }
     if (j->rc && !j->err[0]) snprintf(j->err, sizeof j->err, "%s", pgd_error_detail());
 }
@@ -759,7 +713,7 @@ static void tok_done(uv_work_t *w, int status) {
             int rc =
                 j->detok
                     ? pgd_api_detokenize_response(j->text.data ? j->text.data : "", j->text.len, &b)
-                    : pgd_api_tokenize_response(j->ids.ids, j->ids.n, j->srv->llm->n_ctx, &b);
+                    : pgd_api_tokenize_response(j->ids.ids, j->ids.n, j->srv->lim.n_ctx, &b);
             if (rc)
                 respond_simple_error(j->http, 500, NULL, NULL, "out of memory");
             else
@@ -815,7 +769,7 @@ static void serve_models(pgd_srv *srv, pgd_http_request *req) {
     pgd_api_model_info mi = {.id = srv->served_name,
                              .created = srv->created,
                              .owned_by = "pagoda",
-                             .max_model_len = srv->llm ? srv->llm->n_ctx : 0};
+                             .max_model_len = srv->info ? srv->lim.n_ctx : 0};
     pgd_buf b = PGD_BUF_INIT;
     if (pgd_api_models_list(&mi, 1, &b))
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
@@ -829,9 +783,9 @@ static void serve_metrics(pgd_srv *srv, pgd_http_request *req) {
         pgd_http_respond(req, 503, "text/plain", "metrics are not ready\n", 22, NULL, 0);
         return;
     }
-    if (srv->engine) {
-        pgd_engine_stats st;
-        pgd_engine_get_stats(srv->engine, &st);
+    if (srv->worker) {
+        pgd_sched_stats st;
+        pgd_worker_get_stats(srv->worker, &st);
         pgd_pagoda_metrics_apply_stats(&srv->pm, &st);
     }
     pgd_buf b = PGD_BUF_INIT;

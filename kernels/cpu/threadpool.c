@@ -27,6 +27,7 @@
  */
 #include "kernels/cpu/threadpool.h"
 
+#include "common/clock.h"
 #include "common/error.h"
 
 #include <limits.h>
@@ -82,9 +83,7 @@ static inline void cpu_relax(void) {
 }
 
 static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (int64_t)pgd_now_ns();
 }
 
 int pgd_cpu_count(void) {

@@ -7,7 +7,7 @@
  * input. Not built by CMake. From the repository root:
  *
  *   clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
- *     -fno-sanitize-recover=undefined -I. tests/fuzz/fuzz_gguf.c engine/gguf.c \
+ *     -fno-sanitize-recover=undefined -I. tests/fuzz/fuzz_gguf.c engine/model/gguf.c \
  *     kernels/cpu/quant.c common/error.c common/text.c -lxxhash -lm -o /tmp/fuzz_gguf
  *   mkdir -p /tmp/fuzz_gguf_corpus
  *   /tmp/fuzz_gguf -max_total_time=120 -max_len=65536 /tmp/fuzz_gguf_corpus [seed.gguf ...]
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 static volatile unsigned g_sink;
 

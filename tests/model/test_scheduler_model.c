@@ -1,7 +1,7 @@
 /*
  * tests/model/test_scheduler_model.c — the scheduler with the real model (PAGODA_MODEL, label
  * `model`, exit 77 = skipped when unset):
- *   - preemption: the same greedy requests through the threaded engine on a KV pool far too
+ *   - preemption: the same greedy requests through the threaded worker on a KV pool far too
  *     small for them (preemption by recompute happens) give exactly the outputs of a roomy run;
  *   - prefix cache: a second request sharing a 512-token system prompt computes only its
  *     suffix (pool and scheduler counters) and its greedy output equals a cache-off run;
@@ -12,39 +12,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/error.h"
-#include "engine/llm.h"
-#include "scheduler/engine.h"
+#include "engine/load.h"
+#include "scheduler/worker.h"
 #include "scheduler/sched.h"
 #include "test_scheduler_util.h"
 #include "testutil.h"
 
 static const char *g_path;
 
-static pgd_llm *open_llm(uint32_t kv_blocks, bool caching, uint32_t max_batch) {
-    pgd_llm_options o;
-    pgd_llm_options_default(&o);
+/* The model with a KV pool of kv_blocks blocks and steps of up to max_batch tokens. */
+typedef struct model {
+    pgd_model_info *info;
+    pgd_runner *runner;
+} model;
+
+static int open_model(model *m, uint32_t kv_blocks, uint32_t max_batch) {
+    pgd_load_options o;
+    pgd_load_options_default(&o);
     o.model_path = g_path;
-    o.kv_blocks = kv_blocks;
-    o.block_size = 16;
-    o.max_batch_tokens = max_batch;
-    o.prefix_caching = caching;
-    pgd_llm *llm = NULL;
-    if (pgd_llm_open(&o, &llm)) {
+    o.runner.kv_blocks = kv_blocks;
+    o.runner.block_size = 16;
+    o.runner.max_tokens = max_batch;
+    if (pgd_load(&o, &m->info, &m->runner)) {
         fprintf(stderr, "cannot open %s: %s\n", g_path, pgd_error_detail());
-        return NULL;
+        return -1;
     }
-    return llm;
+    return 0;
 }
 
-static pgd_sched *open_sched(pgd_llm *llm, uint32_t B, uint32_t S, recorder *rec) {
+static void close_model(model *m) {
+    pgd_runner_destroy(m->runner); /* NULL after a worker took it */
+    pgd_model_info_close(m->info);
+}
+
+static pgd_sched *open_sched(model *m, uint32_t B, uint32_t S, bool caching, recorder *rec) {
     pgd_sched_config c;
     pgd_sched_config_default(&c);
     c.max_num_batched_tokens = B;
     c.max_num_seqs = S;
+    c.prefix_caching = caching;
     c.check_invariants = true;
     pgd_sched *s = NULL;
-    return pgd_sched_create(llm, &c, rec_event, rec, &s) ? NULL : s;
+    return pgd_sched_create(m->runner, &c, rec_event, rec, &s) ? NULL : s;
 }
 
 static void model_prompt(uint64_t seed, int32_t *out, uint32_t n) {
@@ -75,46 +86,46 @@ static void test_preemption_same_greedy_output(void) {
     int32_t p[P_N][64];
     for (uint32_t i = 0; i < P_N; i++) model_prompt(40 + i, p[i], p_len(i));
     /* roomy: the scheduler directly */
-    pgd_llm *llm = open_llm(256, true, 128);
-    REQUIRE(llm);
+    model m;
+    REQUIRE(open_model(&m, 256, 128) == 0);
     recorder roomy = {0};
-    pgd_sched *s = open_sched(llm, 128, 8, &roomy);
+    pgd_sched *s = open_sched(&m, 128, 8, true, &roomy);
     REQUIRE(s);
     for (uint32_t i = 0; i < P_N; i++) {
         pgd_request r = greedy_req(p[i], p_len(i), P_GEN);
         CHECK_EQ_INT(pgd_sched_submit(s, i + 1, &r), 0);
     }
     CHECK(run_idle(s, &roomy, 1000) > 0);
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     pgd_sched_get_stats(s, &st);
     CHECK_EQ_INT(st.n_preemptions, 0);
     pgd_sched_destroy(s);
-    pgd_llm_close(llm);
+    close_model(&m);
 
     /* tight: 7 usable blocks (112 slots) for six sequences of up to 61 tokens, through the
-     * threaded engine */
-    llm = open_llm(8, true, 128);
-    REQUIRE(llm);
-    pgd_engine_config c;
-    pgd_engine_config_default(&c);
+     * threaded worker */
+    REQUIRE(open_model(&m, 8, 128) == 0);
+    pgd_worker_config c;
+    pgd_worker_config_default(&c);
     c.sched.max_num_batched_tokens = 128;
     c.sched.max_num_seqs = 8;
     c.sched.check_invariants = true;
-    pgd_engine *e = NULL;
-    REQUIRE(pgd_engine_create(llm, &c, &e) == 0);
+    pgd_worker *e = NULL;
+    REQUIRE(pgd_worker_create(m.runner, &c, &e) == 0);
+    m.runner = NULL; /* the worker's now */
     uint64_t ids[P_N];
     for (uint32_t i = 0; i < P_N; i++) {
         pgd_request r = greedy_req(p[i], p_len(i), P_GEN);
-        CHECK_EQ_INT(pgd_engine_submit(e, &r, &ids[i]), 0);
+        CHECK_EQ_INT(pgd_worker_submit(e, &r, &ids[i]), 0);
     }
     recorder tight = {0};
-    uint64_t t0 = pgd__now_ns();
-    while (tight.n_done < P_N && pgd__now_ns() - t0 < 120000000000ull) {
-        pgd_engine_wait(e, 100);
-        pgd_engine_drain(e, rec_event, &tight);
+    uint64_t t0 = pgd_now_ns();
+    while (tight.n_done < P_N && pgd_now_ns() - t0 < 120000000000ull) {
+        pgd_worker_wait(e, 100);
+        pgd_worker_drain(e, rec_event, &tight);
     }
-    pgd_engine_shutdown(e, 0);
-    pgd_engine_get_stats(e, &st);
+    pgd_worker_shutdown(e, 0);
+    pgd_worker_get_stats(e, &st);
     fprintf(stderr, "    tight pool: %llu preemptions, %llu tokens computed for %llu generated\n",
             (unsigned long long)st.n_preemptions, (unsigned long long)st.computed_tokens,
             (unsigned long long)st.generation_tokens);
@@ -129,7 +140,8 @@ static void test_preemption_same_greedy_output(void) {
         CHECK_EQ_STR(a->text.data ? a->text.data : "", b->text.data ? b->text.data : "");
     }
     CHECK_EQ_INT(roomy.violations + tight.violations, 0);
-    pgd_engine_destroy(e); /* closes llm */
+    pgd_worker_destroy(e); /* destroys the runner */
+    close_model(&m);
     rec_free(&roomy);
     rec_free(&tight);
 }
@@ -138,12 +150,12 @@ static void test_preemption_same_greedy_output(void) {
 
 enum { SYS = 512, SUF = 24, X_GEN = 12 };
 
-/* Runs A then B on a fresh llm; returns B's output in rec (ids 1, 2) and the counters. */
+/* Runs A then B on a fresh model; returns B's output in rec (ids 1, 2) and the counters. */
 static int run_prefix(bool caching, const int32_t *a, const int32_t *b, recorder *rec,
-                      pgd_engine_stats *after_a, pgd_engine_stats *after_b) {
-    pgd_llm *llm = open_llm(128, caching, 256);
-    if (!llm) return -1;
-    pgd_sched *s = open_sched(llm, 256, 8, rec);
+                      pgd_sched_stats *after_a, pgd_sched_stats *after_b) {
+    model m;
+    if (open_model(&m, 128, 256)) return -1;
+    pgd_sched *s = open_sched(&m, 256, 8, caching, rec);
     int rc = -1;
     if (!s) goto out;
     pgd_request r = greedy_req(a, SYS + SUF, X_GEN);
@@ -155,7 +167,7 @@ static int run_prefix(bool caching, const int32_t *a, const int32_t *b, recorder
     rc = 0;
 out:
     pgd_sched_destroy(s);
-    pgd_llm_close(llm);
+    close_model(&m);
     return rc;
 }
 
@@ -166,7 +178,7 @@ static void test_prefix_cache_prefills_suffix_only(void) {
     model_prompt(8, a + SYS, SUF);
     model_prompt(9, b + SYS, SUF);
     recorder on = {0}, off = {0};
-    pgd_engine_stats a1, b1, a0, b0;
+    pgd_sched_stats a1, b1, a0, b0;
     REQUIRE(run_prefix(true, a, b, &on, &a1, &b1) == 0);
     REQUIRE(run_prefix(false, a, b, &off, &a0, &b0) == 0);
     fprintf(stderr,
@@ -200,10 +212,10 @@ static void test_chunked_prefill_streams_keep_decoding(void) {
     REQUIRE(lp);
     model_prompt(77, lp, C_LONG);
     for (uint32_t i = 0; i < C_STREAMS; i++) model_prompt(80 + i, sp[i], 16);
-    pgd_llm *llm = open_llm(160, false, 128);
-    REQUIRE(llm);
+    model m;
+    REQUIRE(open_model(&m, 160, 128) == 0);
     recorder rec = {0};
-    pgd_sched *s = open_sched(llm, 128, 8, &rec);
+    pgd_sched *s = open_sched(&m, 128, 8, false, &rec);
     REQUIRE(s);
     /* solo runs: ids 101.. */
     for (uint32_t i = 0; i < C_STREAMS; i++) {
@@ -227,9 +239,9 @@ static void test_chunked_prefill_streams_keep_decoding(void) {
     for (int guard = 0; pgd_sched_has_work(s) && guard < 1000; guard++) {
         pgd_sched_step_info info;
         rec.step++;
-        uint64_t t0 = pgd__now_ns();
+        uint64_t t0 = pgd_now_ns();
         REQUIRE(pgd_sched_step(s, &info) == 0);
-        double ms = (double)(pgd__now_ns() - t0) * 1e-6;
+        double ms = (double)(pgd_now_ns() - t0) * 1e-6;
         const pgd_sched_item_info *lng = NULL;
         int decodes = 0;
         for (uint32_t k = 0; k < info.n_items; k++) {
@@ -254,7 +266,7 @@ static void test_chunked_prefill_streams_keep_decoding(void) {
                       rec.r[10].ch[0].n));
     CHECK_EQ_INT(rec.violations, 0);
     pgd_sched_destroy(s);
-    pgd_llm_close(llm);
+    close_model(&m);
     rec_free(&rec);
     free(lp);
 }

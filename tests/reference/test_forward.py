@@ -91,7 +91,7 @@ def test_logits_every_position(ref, run_pagoda, model_path, tmp_path, mode, flag
 def pagoda_greedy(run_pagoda, model_path, kind, prompt, *flags):
     src = ["--chat", json.dumps(prompt)] if kind == "chat" else ["--prompt", prompt]
     out = run_pagoda("generate", "--model", model_path, *src, "--temperature", 0,
-                     "--max-tokens", 64, "--ignore-eos", "--json", "--max-batch-tokens", 16,
+                     "--max-tokens", 64, "--ignore-eos", "--json", "--max-num-batched-tokens", 16,
                      *flags).stdout
     return json.loads(out)
 

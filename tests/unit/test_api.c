@@ -12,8 +12,8 @@
 #include "api/error.h"
 #include "api/request.h"
 #include "common/error.h"
-#include "engine/llm.h"
-#include "engine/sampler.h"
+#include "engine/seq.h"
+#include "engine/sampling/sampler.h"
 #include "testutil.h"
 
 #define CHAT_MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"

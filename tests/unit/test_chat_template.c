@@ -1,5 +1,6 @@
 /*
- * tests/unit/test_chat_template.c — chat template detection and rendering (engine/chat_template.h).
+ * tests/unit/test_chat_template.c — chat template detection and rendering
+ * (engine/text/chat_template.h).
  *
  * Expected prompts are written out by hand from the published templates (see
  * tests/reference/templates/), never produced by the code under test; the Jinja-rendered
@@ -11,8 +12,8 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "engine/chat_template.h"
-#include "engine/gguf.h"
+#include "engine/text/chat_template.h"
+#include "engine/model/gguf.h"
 #include "testutil.h"
 
 /* ---- published templates (verbatim, as C strings) ---- */

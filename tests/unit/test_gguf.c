@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 #include "kernels/cpu/quant.h"
 #include "testutil.h"
 

@@ -8,6 +8,7 @@
  * for), so a wrong prefix hit, a missing copy-on-write or a write into a shared block shows up.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +57,7 @@ static bool is_cached(pgd_kvpool *p, int32_t id) {
 static int admit_all(pgd_block_table *bt, const int32_t *tokens, uint32_t n, uint32_t *cached) {
     uint32_t c = 0;
     uint32_t hit = pgd_block_table_find_prefix(bt, tokens, n);
-    int rc = pgd_block_table_attach_prefix(bt, tokens, n, n - hit, &c);
+    int rc = pgd_block_table_attach_prefix(bt, tokens, n, n - hit, 0, &c);
     if (rc) return rc;
     if (cached) *cached = c;
     return pgd_block_table_cache_blocks(bt, tokens, n);
@@ -70,7 +71,9 @@ static void test_create(void) {
     CHECK_EQ_INT(pgd_kvpool_create(1, 16, true, &p), PGD_EINVAL);
     CHECK(p == NULL);
     CHECK_EQ_INT(pgd_kvpool_create(0, 16, true, &p), PGD_EINVAL);
-    REQUIRE(pgd_kvpool_create(10, 0, true, &p) == 0);
+    CHECK_EQ_INT(pgd_kvpool_create(10, 0, true, &p), PGD_EINVAL);
+    CHECK(p == NULL);
+    REQUIRE(pgd_kvpool_create(10, 16, true, &p) == 0);
     CHECK_EQ_INT(pgd_kvpool_block_size(p), 16);
     CHECK_EQ_INT(pgd_kvpool_num_blocks(p), 10);
     CHECK_EQ_INT(pgd_kvpool_num_free(p), 9);
@@ -148,7 +151,7 @@ static void test_exhaustion_changes_nothing(void) {
     int32_t prompt[9];
     fill_seq(prompt, 9, 100);
     uint32_t c = 99;
-    CHECK_EQ_INT(pgd_block_table_attach_prefix(&b, prompt, 9, 9, &c), PGD_ENOBLOCKS);
+    CHECK_EQ_INT(pgd_block_table_attach_prefix(&b, prompt, 9, 9, 0, &c), PGD_ENOBLOCKS);
     CHECK_EQ_INT(c, 0);
     CHECK_EQ_INT(b.n_blocks, 0);
     pgd_kvpool_get_stats(p, &s1);
@@ -171,11 +174,11 @@ static void test_exhaustion_changes_nothing(void) {
     pgd_kvpool_get_stats(p, &s0);
     CHECK_EQ_INT(s0.n_cached_free, 2);
     CHECK_EQ_INT(pgd_block_table_find_prefix(&z, prompt, 9), 8);
-    CHECK_EQ_INT(pgd_block_table_attach_prefix(&z, prompt, 9, 1, &c), PGD_ENOBLOCKS);
+    CHECK_EQ_INT(pgd_block_table_attach_prefix(&z, prompt, 9, 1, 0, &c), PGD_ENOBLOCKS);
     pgd_kvpool_get_stats(p, &s1);
     CHECK(stats_eq(&s0, &s1));
     CHECK_EQ_INT(z.n_blocks, 0);
-    CHECK_EQ_INT(pgd_block_table_attach_prefix(&z, prompt, 9, 0, &c), 0); /* hits only: fits */
+    CHECK_EQ_INT(pgd_block_table_attach_prefix(&z, prompt, 9, 0, 0, &c), 0); /* hits only: fits */
     CHECK_EQ_INT(c, 8);
     CHECK_EQ_INT(pgd_kvpool_num_free(p), 0);
     CHECK_EQ_INT(pgd_kvpool_check(p), 0);
@@ -196,7 +199,7 @@ static void test_eviction_order(void) {
     pgd_block_table_init(&x, p, 0);
     pgd_block_copy cow;
     uint32_t c;
-    REQUIRE(pgd_block_table_attach_prefix(&a, ta, 9, 8, &c) == 0); /* 4 full blocks */
+    REQUIRE(pgd_block_table_attach_prefix(&a, ta, 9, 8, 0, &c) == 0); /* 4 full blocks */
     REQUIRE(pgd_block_table_cache_blocks(&a, ta, 8) == 0);
     CHECK_EQ_INT(a.n_cached, 4);
     int32_t ab[4];
@@ -245,7 +248,7 @@ static void test_eviction_order(void) {
     /* Hit b's prefix again: b0 leaves the list, then comes back at the tail. */
     pgd_block_table z;
     pgd_block_table_init(&z, p, 0);
-    REQUIRE(pgd_block_table_attach_prefix(&z, tb, 3, 0, &c) == 0);
+    REQUIRE(pgd_block_table_attach_prefix(&z, tb, 3, 0, 0, &c) == 0);
     CHECK_EQ_INT(c, 2);
     CHECK_EQ_INT(z.blocks[0], bb[0]);
     pgd_block_table_free(&z); /* list: b1 c1 c0 b0 */
@@ -283,7 +286,7 @@ static void test_prefix_hit_after_free(void) {
     pgd_block_table_free(&a);
     CHECK_EQ_INT(pgd_kvpool_num_free(p), 32);
 
-    REQUIRE(pgd_block_table_attach_prefix(&b, t, 14, 2, &c) == 0);
+    REQUIRE(pgd_block_table_attach_prefix(&b, t, 14, 2, 0, &c) == 0);
     CHECK_EQ_INT(c, 12);
     CHECK_EQ_INT(b.n_tokens, 14);
     CHECK_EQ_INT(b.n_cached, 3);
@@ -306,12 +309,12 @@ static void test_prefix_hit_after_free(void) {
     CHECK_EQ_INT(pgd_block_table_find_prefix(&d, t, 13), 12);
     CHECK_EQ_INT(pgd_block_table_find_prefix(&d, t, 4), 0);
     CHECK_EQ_INT(pgd_block_table_find_prefix(&d, t, 0), 0);
-    REQUIRE(pgd_block_table_attach_prefix(&d, t, 3, 0, &c) == 0); /* nothing at all */
+    REQUIRE(pgd_block_table_attach_prefix(&d, t, 3, 0, 0, &c) == 0); /* nothing at all */
     CHECK_EQ_INT(c, 0);
     CHECK_EQ_INT(d.n_blocks, 0);
     CHECK_EQ_INT(pgd_block_table_check(&d), 0);
     /* Shared while b still holds them. */
-    REQUIRE(pgd_block_table_attach_prefix(&d, t, 12, 4, &c) == 0);
+    REQUIRE(pgd_block_table_attach_prefix(&d, t, 12, 4, 0, &c) == 0);
     CHECK_EQ_INT(c, 8);
     CHECK_EQ_INT(ref_of(p, ab[0]), 2);
     CHECK_EQ_INT(ref_of(p, ab[1]), 2);
@@ -439,7 +442,7 @@ static void test_hash_collisions(void) {
         CHECK_EQ_INT(pgd_kvpool_check(p), 0);
         for (int s = 0; s < NS; s++) {
             uint32_t c;
-            REQUIRE(pgd_block_table_attach_prefix(&t[s], toks[s], LEN, 1, &c) == 0);
+            REQUIRE(pgd_block_table_attach_prefix(&t[s], toks[s], LEN, 1, 0, &c) == 0);
             CHECK_EQ_INT(c, 8);
         }
         /* Evict through allocation (collision runs shift on removal), then look up again. */
@@ -457,7 +460,7 @@ static void test_hash_collisions(void) {
             uint32_t hit = pgd_block_table_find_prefix(&t[s], toks[s], LEN);
             CHECK(hit % 2 == 0 && hit <= 8);
             uint32_t c;
-            REQUIRE(pgd_block_table_attach_prefix(&t[s], toks[s], LEN, LEN - hit, &c) == 0);
+            REQUIRE(pgd_block_table_attach_prefix(&t[s], toks[s], LEN, LEN - hit, 0, &c) == 0);
             CHECK_EQ_INT(c, hit);
             REQUIRE(pgd_block_table_cache_blocks(&t[s], toks[s], LEN) == 0);
         }
@@ -596,8 +599,8 @@ static void test_duplicate_switches_to_cached(void) {
     pgd_block_table_init(&b, p, 1);
     uint32_t c;
     /* Both admitted before either registered: no hits, separate blocks. */
-    REQUIRE(pgd_block_table_attach_prefix(&a, t, 10, 10, &c) == 0);
-    REQUIRE(pgd_block_table_attach_prefix(&b, t, 10, 10, &c) == 0);
+    REQUIRE(pgd_block_table_attach_prefix(&a, t, 10, 10, 0, &c) == 0);
+    REQUIRE(pgd_block_table_attach_prefix(&b, t, 10, 10, 0, &c) == 0);
     CHECK_EQ_INT(c, 0);
     int32_t bb[3];
     memcpy(bb, b.blocks, sizeof bb);
@@ -876,7 +879,7 @@ static void op_new(pmodel *m, unsigned long op) {
     pgd_kvpool_stats before, after;
     pgd_kvpool_get_stats(m->pool, &before);
     uint32_t c = 0;
-    int rc = pgd_block_table_attach_prefix(&s->bt, s->toks, s->prompt, chunk, &c);
+    int rc = pgd_block_table_attach_prefix(&s->bt, s->toks, s->prompt, chunk, 0, &c);
     if (rc == PGD_ENOBLOCKS) {
         m->n_noblocks++;
         pgd_kvpool_get_stats(m->pool, &after);
@@ -1098,6 +1101,78 @@ static void run_property(uint32_t n_blocks, uint32_t bs, bool caching, unsigned 
     free(m);
 }
 
+/* pgd_block_table_fit promises exactly what pgd_block_table_grow then delivers: on random
+ * tables (private, forked with a shared partial last block, full) over random free counts,
+ * growing by fit(want) always succeeds, and when fit < want, growing by one token more is
+ * refused (the promise is tight). This is what lets the scheduler plan and allocate in one go. */
+static void test_fit_is_what_grow_gives(void) {
+    uint64_t rng = 0xF17;
+    uint64_t n_checked = 0, n_tight = 0, n_cow = 0;
+    for (int round = 0; round < 3000; round++) {
+        uint32_t bs = 1 + rng_below(&rng, 8), n_blocks = 3 + rng_below(&rng, 12);
+        pgd_kvpool *pool;
+        REQUIRE(pgd_kvpool_create(n_blocks, bs, false, &pool) == 0);
+        pgd_block_table a, b, hog;
+        pgd_block_table_init(&a, pool, 0);
+        pgd_block_table_init(&b, pool, 0);
+        pgd_block_table_init(&hog, pool, 0);
+        pgd_block_copy cow;
+        /* a: some tokens; maybe b forks it (shares a partial last block) */
+        uint32_t usable = n_blocks - 1, first = 1 + rng_below(&rng, usable * bs);
+        REQUIRE(pgd_block_table_grow(&a, first, &cow) == 0);
+        bool forked = rng_below(&rng, 2);
+        if (forked) REQUIRE(pgd_block_table_fork(&b, &a) == 0);
+        /* hog takes a random share of what is left */
+        uint32_t left = pgd_kvpool_num_free(pool);
+        if (left) REQUIRE(pgd_block_table_grow(&hog, 1 + rng_below(&rng, left * bs), &cow) == 0);
+        pgd_block_table *t = forked && rng_below(&rng, 2) ? &b : &a;
+        uint32_t want = 1 + rng_below(&rng, 3 * bs + 2);
+        uint32_t fit = pgd_block_table_fit(t, want);
+        CHECK(fit <= want);
+        uint32_t before = t->n_tokens;
+        if (fit < want) {
+            /* one more than promised must not fit (all or nothing: nothing changes) */
+            CHECK_EQ_INT(pgd_block_table_grow(t, fit + 1, &cow), PGD_ENOBLOCKS);
+            CHECK_EQ_INT(t->n_tokens, before);
+            n_tight++;
+        }
+        if (fit) {
+            CHECK_EQ_INT(pgd_block_table_grow(t, fit, &cow), 0);
+            CHECK_EQ_INT(t->n_tokens, before + fit);
+            n_cow += cow.src != 0;
+        }
+        CHECK_EQ_INT(pgd_block_table_check(t), 0);
+        n_checked++;
+        pgd_block_table_destroy(&hog);
+        pgd_block_table_destroy(&b);
+        pgd_block_table_destroy(&a);
+        CHECK_EQ_INT(pgd_kvpool_check(pool), 0);
+        pgd_kvpool_destroy(pool);
+    }
+    fprintf(stderr, "    %llu tables: %llu refused one token past the promise, %llu copies\n",
+            (unsigned long long)n_checked, (unsigned long long)n_tight, (unsigned long long)n_cow);
+    CHECK(n_tight > 100 && n_cow > 100);
+}
+
+/* attach_prefix keeps `reserve` blocks free or attaches nothing. */
+static void test_attach_keeps_the_reserve(void) {
+    pgd_kvpool *pool;
+    REQUIRE(pgd_kvpool_create(9, 4, true, &pool) == 0); /* 8 usable */
+    int32_t t[16];
+    fill_seq(t, 16, 100);
+    pgd_block_table a;
+    pgd_block_table_init(&a, pool, 0);
+    uint32_t c;
+    /* 16 tokens = 4 blocks; with 5 to keep free, 4 + 5 > 8 */
+    CHECK_EQ_INT(pgd_block_table_attach_prefix(&a, t, 16, 16, 5, &c), PGD_ENOBLOCKS);
+    CHECK_EQ_INT(a.n_tokens, 0);
+    CHECK_EQ_INT(pgd_kvpool_num_free(pool), 8);
+    CHECK_EQ_INT(pgd_block_table_attach_prefix(&a, t, 16, 16, 4, &c), 0);
+    CHECK_EQ_INT(pgd_kvpool_num_free(pool), 4);
+    pgd_block_table_destroy(&a);
+    pgd_kvpool_destroy(pool);
+}
+
 static void test_property_main(void) {
     run_property(49, 4, true, 128, 16, 100000, 1);
 }
@@ -1125,6 +1200,8 @@ int main(void) {
     RUN(test_duplicate_switches_to_cached);
     RUN(test_reset_prefix_cache);
     RUN(test_table_check_catches_corruption);
+    RUN(test_fit_is_what_grow_gives);
+    RUN(test_attach_keeps_the_reserve);
     RUN(test_property_main);
     RUN(test_property_cache_off);
     RUN(test_property_collisions);

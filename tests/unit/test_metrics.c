@@ -549,7 +549,7 @@ static void test_concurrent_updates(void) {
 /* ---- pagoda's set ----------------------------------------------------------------------------*/
 
 static void pagoda_updates(pgd_pagoda_metrics *pm) {
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     memset(&st, 0, sizeof(st));
     st.n_running = 3;
     st.n_waiting = 2;
@@ -657,7 +657,7 @@ static void test_pagoda_metrics(void) {
     free(text);
 
     /* An older snapshot never moves the counters back; gauges follow it. */
-    pgd_engine_stats old;
+    pgd_sched_stats old;
     memset(&old, 0, sizeof(old));
     old.n_running = 1;
     old.prompt_tokens = 5;

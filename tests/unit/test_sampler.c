@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "common/error.h"
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 #include "testutil.h"
 
 #define DRAWS 20000

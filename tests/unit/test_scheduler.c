@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_scheduler.c — the scheduler core (scheduler/sched.h) driven step by step over
- * the fake backend (scheduler/fake_backend.h): no model, deterministic.
+ * the fake backend (tests/support/fake_backend.h): no model, deterministic.
  *
  * Every step runs the invariant checker (check_invariants: budgets, block ref counts against
  * the running tables, pool invariants, list order and counts), the fake backend checks every
@@ -12,13 +12,14 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "scheduler/fake_backend.h"
+#include "support/fake_backend.h"
 #include "scheduler/sched.h"
 #include "test_scheduler_util.h"
 #include "testutil.h"
 
 typedef struct env {
-    pgd_llm *llm;
+    pgd_model_info *info;
+    pgd_runner *runner;
     pgd_sched *S;
     recorder rec;
     uint32_t B, S_max;
@@ -33,21 +34,18 @@ static int env_open(env *e, uint32_t n_blocks, uint32_t B, uint32_t S_max, uint3
                           .eos_every = eos_every,
                           .verify = true,
                           .record = true};
-    if (pgd_fake_llm_create(&fc, caching, &e->llm)) return -1;
-    pgd_sched_config c;
-    pgd_sched_config_default(&c);
-    c.max_num_batched_tokens = B;
-    c.max_num_seqs = S_max;
-    c.check_invariants = true;
+    if (pgd_fake_create(&fc, &e->info, &e->runner)) return -1;
+    pgd_sched_config c = checked_config(B, S_max, 0);
+    c.prefix_caching = caching;
     e->B = B;
     e->S_max = S_max;
-    return pgd_sched_create(e->llm, &c, rec_event, &e->rec, &e->S);
+    return pgd_sched_create(e->runner, &c, rec_event, &e->rec, &e->S);
 }
 
 /* The fake backend's own log: no forward exceeded the budgets. */
 static int log_violations(const env *e) {
     size_t n;
-    const pgd_fake_batch *log = pgd_fake_log(e->llm->backend, &n);
+    const pgd_fake_batch *log = pgd_fake_log(pgd_runner_backend(e->runner), &n);
     int bad = 0;
     for (size_t i = 0; i < n; i++) bad += log[i].n_tokens > e->B || log[i].n_seqs > e->S_max;
     return bad;
@@ -58,7 +56,8 @@ static void env_close(env *e) {
     if (e->rec.violations) fprintf(stderr, "  event contract: %s\n", e->rec.why);
     CHECK_EQ_INT(e->rec.violations, 0);
     pgd_sched_destroy(e->S);
-    pgd_llm_close(e->llm);
+    pgd_runner_destroy(e->runner);
+    pgd_model_info_close(e->info);
     rec_free(&e->rec);
 }
 
@@ -80,9 +79,10 @@ static int run_idle(env *e, int max_steps) {
     return -1;
 }
 
-static bool pool_all_free(const pgd_llm *llm) {
-    return pgd_kvpool_num_free(llm->pool) == pgd_kvpool_num_blocks(llm->pool) - 1 &&
-           pgd_kvpool_check(llm->pool) == 0;
+static bool pool_all_free(const pgd_sched *S) {
+    const pgd_kvpool *pool = pgd_sched_pool(S);
+    return pgd_kvpool_num_free(pool) == pgd_kvpool_num_blocks(pool) - 1 &&
+           pgd_kvpool_check(pool) == 0;
 }
 
 static bool output_is(const recorder *rc, uint64_t id, uint32_t choice, const int32_t *want,
@@ -120,12 +120,12 @@ static void test_greedy_matches_reference(void) {
         CHECK_EQ_STR(q->ch[0].text.data, text);
         total += M;
     }
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     pgd_sched_get_stats(e.S, &st);
     CHECK_EQ_INT(st.n_finished, 10);
     CHECK_EQ_INT(st.generation_tokens, total);
     CHECK_EQ_INT(st.n_running + st.n_waiting + st.n_requests, 0);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -171,7 +171,7 @@ static void test_eos_and_stop_strings(void) {
     }
     CHECK_EQ_INT(e.rec.r[6].ch[0].reason, PGD_REASON_STOP);
     CHECK_EQ_STR(e.rec.r[6].ch[0].text.data ? e.rec.r[6].ch[0].text.data : "", expect);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -229,7 +229,7 @@ static void test_chunked_prefill_keeps_streams_going(void) {
     }
     uint32_t n = pgd_fake_greedy(lp, LONG, 5, 0, true, want);
     CHECK(output_is(&e.rec, 10, 0, want, n));
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     free(lp);
     env_close(&e);
 }
@@ -248,7 +248,7 @@ static void run_prefix_case(bool caching) {
     pgd_request r = greedy_req(a, SYS + SUF, 16);
     CHECK_EQ_INT(pgd_sched_submit(e.S, 1, &r), 0);
     CHECK(run_idle(&e, 100) > 0);
-    pgd_engine_stats s0, s1, s2;
+    pgd_sched_stats s0, s1, s2;
     pgd_sched_get_stats(e.S, &s0);
     CHECK_EQ_INT(s0.kv_blocks_used, 0);
     if (caching) CHECK(s0.kv_blocks_cached >= SYS / 16); /* ref 0, still cached */
@@ -278,7 +278,7 @@ static void run_prefix_case(bool caching) {
     CHECK(output_is(&e.rec, 3, 0, want, n));
     CHECK_EQ_INT(s2.prefix_hit_tokens, s1.prefix_hit_tokens);
     CHECK_EQ_INT(s2.prompt_computed_tokens - s1.prompt_computed_tokens, SYS + SUF);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -308,7 +308,7 @@ static void run_load(uint32_t n_blocks, float temperature, int32_t out[LOAD_N][1
         CHECK_EQ_INT(pgd_sched_submit(e.S, i + 1, &r), 0);
     }
     CHECK(run_idle(&e, 5000) > 0);
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     pgd_sched_get_stats(e.S, &st);
     *n_preempt = st.n_preemptions;
     for (uint32_t i = 0; i < LOAD_N; i++) {
@@ -318,7 +318,7 @@ static void run_load(uint32_t n_blocks, float temperature, int32_t out[LOAD_N][1
         memcpy(out[i], c->tok, c->n * sizeof(int32_t));
     }
     CHECK_EQ_INT(st.n_finished, LOAD_N);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -378,7 +378,7 @@ static void test_preemption_victim_is_lowest_priority(void) {
     CHECK(output_is(&e.rec, 1, 0, want, n));
     n = pgd_fake_greedy(hi, 40, 120, 0, true, want);
     CHECK(output_is(&e.rec, 2, 0, want, n));
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -418,11 +418,11 @@ static void test_refuse_what_can_never_fit(void) {
     CHECK_EQ_INT(e.rec.r[3].ch[0].n, 45);
     CHECK_EQ_INT(e.rec.r[3].ch[0].reason, PGD_REASON_LENGTH);
     CHECK_EQ_INT(e.rec.r[5].ch[0].n, 1);
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     pgd_sched_get_stats(e.S, &st);
     CHECK_EQ_INT(st.n_refused, 6);
     CHECK_EQ_INT(st.n_finished, 3);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -430,13 +430,8 @@ static void test_max_waiting(void) {
     env e;
     REQUIRE(env_open(&e, 64, 64, 2, 0, true) == 0);
     pgd_sched_destroy(e.S);
-    pgd_sched_config c;
-    pgd_sched_config_default(&c);
-    c.max_num_batched_tokens = 64;
-    c.max_num_seqs = 2;
-    c.max_waiting = 3;
-    c.check_invariants = true;
-    REQUIRE(pgd_sched_create(e.llm, &c, rec_event, &e.rec, &e.S) == 0);
+    pgd_sched_config c = checked_config(64, 2, 3);
+    REQUIRE(pgd_sched_create(e.runner, &c, rec_event, &e.rec, &e.S) == 0);
     int32_t p[8];
     make_tokens(3, p, 8, 0, 256);
     pgd_request r = greedy_req(p, 8, 30);
@@ -448,7 +443,7 @@ static void test_max_waiting(void) {
     CHECK_EQ_INT(pgd_sched_submit(e.S, 7, &r), PGD_EFULL);
     CHECK(run_idle(&e, 1000) > 0);
     CHECK_EQ_INT(e.rec.n_done, 5);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -463,18 +458,18 @@ static void test_n_choices_share_prompt(void) {
     pgd_request r = greedy_req(p, 69, 12);
     r.n = 4;
     CHECK_EQ_INT(pgd_sched_submit(e.S, 1, &r), 0);
-    uint64_t copies0 = pgd_fake_n_copies(e.llm->backend);
+    uint64_t copies0 = pgd_fake_n_copies(pgd_runner_backend(e.runner));
     uint32_t used_at_fork = 0;
     for (int guard = 0; pgd_sched_has_work(e.S) && guard < 100; guard++) {
         REQUIRE(step(&e, NULL) == 0);
         if (!used_at_fork && e.rec.cap > 1 && e.rec.r[1].ch[3].n == 1) {
-            pgd_engine_stats st;
+            pgd_sched_stats st;
             pgd_sched_get_stats(e.S, &st);
             used_at_fork = st.kv_blocks_used;
         }
     }
     CHECK_EQ_INT(used_at_fork, 4 + 4); /* not 4 * 5 */
-    CHECK_EQ_INT(pgd_fake_n_copies(e.llm->backend) - copies0, 3);
+    CHECK_EQ_INT(pgd_fake_n_copies(pgd_runner_backend(e.runner)) - copies0, 3);
     uint32_t n = pgd_fake_greedy(p, 69, 12, 0, true, want);
     for (uint32_t c = 0; c < 4; c++) CHECK(output_is(&e.rec, 1, c, want, n));
     CHECK_EQ_INT(e.rec.r[1].usage.completion_tokens, 48);
@@ -487,10 +482,10 @@ static void test_n_choices_share_prompt(void) {
     r.params.sampling.temperature = 1.0f;
     r.params.sampling.seed = 42;
     r.n = 3;
-    copies0 = pgd_fake_n_copies(e.llm->backend);
+    copies0 = pgd_fake_n_copies(pgd_runner_backend(e.runner));
     CHECK_EQ_INT(pgd_sched_submit(e.S, 2, &r), 0);
     CHECK(run_idle(&e, 200) > 0);
-    CHECK_EQ_INT(pgd_fake_n_copies(e.llm->backend), copies0);
+    CHECK_EQ_INT(pgd_fake_n_copies(pgd_runner_backend(e.runner)), copies0);
     r.n = 1;
     for (uint32_t c = 0; c < 3; c++) {
         r.params.sampling.seed = 42 + c;
@@ -512,7 +507,7 @@ static void test_n_choices_share_prompt(void) {
     CHECK(run_idle(&e, 200) > 0);
     n = pgd_fake_greedy(p, 1, 7, 0, true, want);
     for (uint32_t c = 0; c < 3; c++) CHECK(output_is(&e.rec, 10, c, want, n));
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -551,7 +546,7 @@ static void test_abort_from_every_state(void) {
             }
             if (dormant && s0 == PGD_SEQ_RUNNING && !covered[4]) kind = 4;
             if (kind < 0 || covered[kind]) continue;
-            pgd_engine_stats before, after;
+            pgd_sched_stats before, after;
             pgd_sched_get_stats(e.S, &before);
             CHECK_EQ_INT(pgd_sched_abort(e.S, id), 0);
             pgd_sched_get_stats(e.S, &after);
@@ -576,11 +571,11 @@ static void test_abort_from_every_state(void) {
     CHECK_EQ_INT(pgd_sched_abort(e.S, aborted[0]), PGD_ENOTFOUND);
     CHECK_EQ_INT(pgd_sched_abort(e.S, 12345), PGD_ENOTFOUND);
     CHECK_EQ_INT(e.rec.n_done, 16);
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     pgd_sched_get_stats(e.S, &st);
     CHECK_EQ_INT(st.n_aborted, n_aborted);
     CHECK(st.n_preemptions > 0);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -638,7 +633,7 @@ static void test_tenant_fairness_no_starvation(void) {
     CHECK(max_wait[3] <= 20);
     CHECK_EQ_INT(fifo_breaks, 0);
     CHECK_EQ_INT((uint64_t)n_done, id - (uint64_t)refused);
-    CHECK(pool_all_free(e.llm));
+    CHECK(pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -658,16 +653,63 @@ static void test_priority_within_tenant(void) {
     env_close(&e);
 }
 
+/* A forward pass that fails fails the requests in its step (every choice of an n > 1 request
+ * once, one ERROR event each, done), gives their blocks back, and leaves the others running. */
+static void test_forward_failure_fails_its_step(void) {
+    env e;
+    REQUIRE(env_open(&e, 64, 64, 8, 0, true) == 0);
+    /* a new scheduler over a fake backend whose third forward fails */
+    pgd_sched_destroy(e.S);
+    pgd_runner_destroy(e.runner);
+    pgd_model_info_close(e.info);
+    pgd_fake_config fc = {.n_blocks = 64,
+                          .block_size = 16,
+                          .max_tokens = 64,
+                          .verify = true,
+                          .record = true,
+                          .fail_at = 3};
+    REQUIRE(pgd_fake_create(&fc, &e.info, &e.runner) == 0);
+    pgd_sched_config c = checked_config(64, 8, 0);
+    REQUIRE(pgd_sched_create(e.runner, &c, rec_event, &e.rec, &e.S) == 0);
+    int32_t p[3][24];
+    for (int i = 0; i < 3; i++) make_tokens(70 + i, p[i], 24, 0, 256);
+    pgd_request r = greedy_req(p[0], 24, 8);
+    r.n = 3;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 1, &r), 0);
+    r = greedy_req(p[1], 24, 8);
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 2, &r), 0);
+    CHECK_EQ_INT(step(&e, NULL), 0);
+    CHECK_EQ_INT(step(&e, NULL), 0);
+    /* the third forward fails: both requests were in it */
+    e.rec.step++;
+    CHECK_EQ_INT(pgd_sched_step(e.S, NULL), PGD_EIO);
+    CHECK_EQ_INT(e.rec.r[1].n_error, 1);
+    CHECK_EQ_INT(e.rec.r[1].n_done, 1);
+    CHECK_EQ_INT(e.rec.r[2].n_error, 1);
+    CHECK_EQ_INT(e.rec.r[1].error, PGD_EIO);
+    CHECK(strstr(e.rec.r[1].message, "forward") != NULL);
+    CHECK_EQ_INT(pgd_sched_check(e.S), 0);
+    CHECK(pool_all_free(e.S));
+    /* the scheduler goes on: a new request runs to its end */
+    r = greedy_req(p[2], 24, 8);
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 3, &r), 0);
+    CHECK(run_idle(&e, 100) > 0);
+    CHECK_EQ_INT(e.rec.r[3].n_error, 0);
+    CHECK_EQ_INT(e.rec.r[3].ch[0].n, 8);
+    CHECK(pool_all_free(e.S));
+    env_close(&e);
+}
+
 /* The checker is not vacuous: a block taken behind the scheduler's back is reported. */
 static void test_checker_detects_leak(void) {
     env e;
     REQUIRE(env_open(&e, 32, 32, 4, 0, true) == 0);
     CHECK_EQ_INT(pgd_sched_check(e.S), 0);
     int32_t id;
-    REQUIRE(pgd_kvpool_alloc(e.llm->pool, 1, &id) == 0);
+    REQUIRE(pgd_kvpool_alloc(pgd_sched_pool(e.S), 1, &id) == 0);
     CHECK_EQ_INT(pgd_sched_check(e.S), PGD_EINVAL);
     fprintf(stderr, "    checker: %s\n", pgd_error_detail());
-    pgd_kvpool_release(e.llm->pool, id);
+    pgd_kvpool_release(pgd_sched_pool(e.S), id);
     CHECK_EQ_INT(pgd_sched_check(e.S), 0);
     env_close(&e);
 }
@@ -687,6 +729,7 @@ int main(void) {
     RUN(test_abort_from_every_state);
     RUN(test_tenant_fairness_no_starvation);
     RUN(test_priority_within_tenant);
+    RUN(test_forward_failure_fails_its_step);
     RUN(test_checker_detects_leak);
     return test_summary();
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "scheduler/fake_backend.h"
+#include "support/fake_backend.h"
 #include "scheduler/sched.h"
 #include "test_scheduler_util.h"
 #include "testutil.h"
@@ -40,17 +40,13 @@ static void test_random_walk(void) {
                           .eos_every = EOS_EVERY,
                           .verify = true,
                           .record = false};
-    pgd_llm *llm = NULL;
-    REQUIRE(pgd_fake_llm_create(&fc, true, &llm) == 0);
+    pgd_model_info *minfo = NULL;
+    pgd_runner *runner = NULL;
+    REQUIRE(pgd_fake_create(&fc, &minfo, &runner) == 0);
     recorder rec = {0};
-    pgd_sched_config c;
-    pgd_sched_config_default(&c);
-    c.max_num_batched_tokens = 48;
-    c.max_num_seqs = 8;
-    c.max_waiting = 24;
-    c.check_invariants = true;
+    pgd_sched_config c = checked_config(48, 8, 24);
     pgd_sched *S = NULL;
-    REQUIRE(pgd_sched_create(llm, &c, rec_event, &rec, &S) == 0);
+    REQUIRE(pgd_sched_create(runner, &c, rec_event, &rec, &S) == 0);
 
     static spec specs[MAX_REQS];
     int32_t sys[3][64];
@@ -114,7 +110,7 @@ static void test_random_walk(void) {
     }
     CHECK(!pgd_sched_has_work(S));
     CHECK_EQ_INT(step_errors, 0);
-    pgd_engine_stats st;
+    pgd_sched_stats st;
     pgd_sched_get_stats(S, &st);
     fprintf(stderr,
             "    %llu submits (%llu refused: queue full), %llu aborts, %llu finishes, %llu "
@@ -128,8 +124,9 @@ static void test_random_walk(void) {
     CHECK(st.prefix_hit_tokens > 0);
     CHECK(n_full > 0);
     /* every block back, nothing left */
-    CHECK_EQ_INT(pgd_kvpool_num_free(llm->pool), pgd_kvpool_num_blocks(llm->pool) - 1);
-    CHECK_EQ_INT(pgd_kvpool_check(llm->pool), 0);
+    const pgd_kvpool *pool = pgd_sched_pool(S);
+    CHECK_EQ_INT(pgd_kvpool_num_free(pool), pgd_kvpool_num_blocks(pool) - 1);
+    CHECK_EQ_INT(pgd_kvpool_check(pool), 0);
     CHECK_EQ_INT(st.kv_blocks_used, 0);
     CHECK_EQ_INT(st.n_requests + st.n_running + st.n_waiting, 0);
     if (rec.violations) fprintf(stderr, "  event contract: %s\n", rec.why);
@@ -155,11 +152,93 @@ static void test_random_walk(void) {
     CHECK_EQ_INT(bad_done, 0);
     CHECK_EQ_INT(bad_out, 0);
     pgd_sched_destroy(S);
-    pgd_llm_close(llm);
+    pgd_runner_destroy(runner);
+    pgd_model_info_close(minfo);
     rec_free(&rec);
+}
+
+/* Planning is allocating, and it never promises a block the allocator then refuses: over many
+ * pool shapes (block sizes 1 to 16, pools of 3 blocks up, forks whose choices share a partial
+ * block, shared prefixes), with the plan checker on (every planned item's table covers its
+ * tokens, every block it writes is its own, no slot is written twice) no step fails, and every
+ * forward the fake backend runs holds exactly the tokens and sequences that were planned. */
+static void test_plans_are_allocated(void) {
+    uint64_t n_steps = 0, n_preempt = 0, n_forked = 0, n_done = 0;
+    int step_errors = 0, mismatches = 0;
+    for (int shape = 0; shape < 24; shape++) {
+        uint32_t bs = (uint32_t[]){1, 2, 3, 16}[shape % 4];
+        uint32_t max_prompt = 40, max_gen = 24;
+        /* at least one full-length sequence must fit: (40 + 24) tokens */
+        uint32_t need = (max_prompt + max_gen + bs - 1) / bs + 1;
+        uint32_t n_blocks = need + 1 + (uint32_t)(shape / 4) * need / 3;
+        pgd_fake_config fc = {.n_blocks = n_blocks,
+                              .block_size = bs,
+                              .max_tokens = 32,
+                              .eos_every = 0,
+                              .verify = true,
+                              .record = true};
+        pgd_model_info *minfo = NULL;
+        pgd_runner *runner = NULL;
+        REQUIRE(pgd_fake_create(&fc, &minfo, &runner) == 0);
+        pgd_backend *fake = pgd_runner_backend(runner);
+        recorder rec = {0};
+        pgd_sched_config c = checked_config(32, 6, 64);
+        pgd_sched *S = NULL;
+        REQUIRE(pgd_sched_create(runner, &c, rec_event, &rec, &S) == 0);
+        int32_t sys[32], prompt[64];
+        make_tokens(500 + shape, sys, 32, 0, 256);
+        for (uint64_t id = 1; id <= 60; id++) {
+            uint32_t n = 1 + rnd(max_prompt), pre = rnd(2) ? (n < 32 ? n : 32) : 0;
+            memcpy(prompt, sys, pre * sizeof *prompt);
+            make_tokens(id * 977 + shape, prompt + pre, n - pre, 0, 256);
+            pgd_request r = greedy_req(prompt, n, 1 + rnd(max_gen));
+            r.n = rnd(3) ? 1 : 2 + rnd(2);
+            r.priority = (int32_t)rnd(3);
+            CHECK_EQ_INT(pgd_sched_submit(S, id, &r), 0);
+            for (int k = rnd(4); k > 0 && pgd_sched_has_work(S); k--) {
+                pgd_sched_step_info info;
+                pgd_fake_log_clear(fake);
+                rec.step++;
+                n_steps++;
+                if (pgd_sched_step(S, &info)) {
+                    if (!step_errors++) fprintf(stderr, "  step: %s\n", pgd_error_detail());
+                    continue;
+                }
+                size_t n_log;
+                const pgd_fake_batch *log = pgd_fake_log(fake, &n_log);
+                bool ran =
+                    n_log == 1 && log[0].n_tokens == info.n_tokens && log[0].n_seqs == info.n_items;
+                mismatches += info.n_items ? !ran : n_log != 0;
+                n_preempt += info.n_preempted;
+                n_forked += info.n_forked;
+            }
+        }
+        for (int guard = 0; pgd_sched_has_work(S) && guard < 100000; guard++) {
+            rec.step++;
+            n_steps++;
+            if (pgd_sched_step(S, NULL) && !step_errors++)
+                fprintf(stderr, "  step: %s\n", pgd_error_detail());
+        }
+        const pgd_kvpool *pool = pgd_sched_pool(S);
+        CHECK_EQ_INT(pgd_kvpool_num_free(pool), pgd_kvpool_num_blocks(pool) - 1);
+        CHECK_EQ_INT(rec.violations, 0);
+        n_done += rec.n_done;
+        pgd_sched_destroy(S);
+        pgd_runner_destroy(runner);
+        pgd_model_info_close(minfo);
+        rec_free(&rec);
+    }
+    fprintf(stderr, "    %llu steps, %llu requests done, %llu preemptions, %llu forks\n",
+            (unsigned long long)n_steps, (unsigned long long)n_done, (unsigned long long)n_preempt,
+            (unsigned long long)n_forked);
+    CHECK_EQ_INT(step_errors, 0);
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(n_done, 24 * 60);
+    CHECK(n_preempt > 0 && n_forked > 0);
 }
 
 int main(void) {
     RUN(test_random_walk);
+    RUN(test_plans_are_allocated);
     return test_summary();
 }

@@ -18,6 +18,7 @@
 
 #include "common/text.h"
 #include "scheduler/request.h"
+#include "scheduler/sched.h"
 
 #define REC_MAX_N 8
 
@@ -152,6 +153,18 @@ static void make_tokens(uint64_t seed, int32_t *out, uint32_t n, int32_t lo, uin
 
 static bool same_tokens(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb) {
     return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+/* A scheduler configuration for tests: budgets B tokens and S sequences, max_waiting (0 = the
+ * default), every plan and step checked. */
+static inline pgd_sched_config checked_config(uint32_t B, uint32_t S, uint32_t max_waiting) {
+    pgd_sched_config c;
+    pgd_sched_config_default(&c);
+    c.max_num_batched_tokens = B;
+    c.max_num_seqs = S;
+    c.max_waiting = max_waiting;
+    c.check_invariants = true;
+    return c;
 }
 
 /* A greedy request (temperature 0) for max_tokens tokens, EOS ignored. */

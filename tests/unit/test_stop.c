@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "engine/stop.h"
+#include "engine/text/stop.h"
 #include "testutil.h"
 
 /* ---- reference ---------------------------------------------------------------------------- */

@@ -11,8 +11,8 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/model/gguf.h"
+#include "engine/text/tokenizer.h"
 #include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */

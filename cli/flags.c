@@ -1,0 +1,192 @@
+/*
+ * cli/flags.c — option tables and the shared engine flags (see flags.h).
+ */
+#include "cli/flags.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/error.h"
+
+const pgd_opt *pgd_opt_find(const pgd_opt_table *tables, size_t n_tables, const char *name,
+                            size_t len, const pgd_opt_table **table) {
+    for (size_t t = 0; t < n_tables; t++)
+        for (size_t i = 0; i < tables[t].n; i++) {
+            const char *o = tables[t].opts[i].name;
+            if (strlen(o) != len) continue;
+            size_t j = 0;
+            while (j < len && (o[j] == name[j] || (o[j] == '-' && name[j] == '_'))) j++;
+            if (j < len) continue;
+            if (table) *table = &tables[t];
+            return &tables[t].opts[i];
+        }
+    return NULL;
+}
+
+int pgd_opt_set(const pgd_opt_table *t, const pgd_opt *o, const char *v, const char *cmd,
+                const char *src) {
+    char *p = (char *)t->base + o->off;
+    switch (o->type) {
+    case PGD_OPT_STR:
+        *(const char **)p = v;
+        return 0;
+    case PGD_OPT_BOOL:
+        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"))
+            *(bool *)p = true;
+        else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no"))
+            *(bool *)p = false;
+        else {
+            fprintf(stderr, "pagoda %s: %s: %s wants true or false, got '%s'\n", cmd, src, o->name,
+                    v);
+            return -1;
+        }
+        return 0;
+    case PGD_OPT_U64: {
+        char flag[80];
+        snprintf(flag, sizeof flag, "%s: %s", src, o->name);
+        return pgd_cli_parse_u64(cmd, flag, v, (uint64_t *)p);
+    }
+    }
+    return -1;
+}
+
+int pgd_opt_parse_arg(const pgd_opt_table *tables, size_t n_tables, int argc, char **argv, int *i,
+                      const char *cmd) {
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) != 0) return 0;
+    const char *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    const pgd_opt_table *t;
+    const pgd_opt *o = pgd_opt_find(tables, n_tables, a + 2, len, &t);
+    if (!o) return 0;
+    if (o->type == PGD_OPT_BOOL && !eq) {
+        *(bool *)((char *)t->base + o->off) = true;
+        return 1;
+    }
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    const char *v;
+    if (pgd_cli_flag_value(argc, argv, i, flag, &v) <= 0) return -1;
+    return pgd_opt_set(t, o, v, cmd, "command line") ? -1 : 1;
+}
+
+int pgd_opt_load_env(const pgd_opt_table *tables, size_t n_tables, const char *cmd) {
+    for (size_t t = 0; t < n_tables; t++)
+        for (size_t i = 0; i < tables[t].n; i++) {
+            char name[64] = "PAGODA_";
+            size_t n = strlen(name);
+            for (const char *p = tables[t].opts[i].name; *p && n < sizeof name - 1; p++)
+                name[n++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+            name[n] = '\0';
+            const char *v = getenv(name);
+            if (v && *v && pgd_opt_set(&tables[t], &tables[t].opts[i], v, cmd, name)) return -1;
+        }
+    return 0;
+}
+
+void pgd_opt_usage(FILE *f, const pgd_opt_table *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        const pgd_opt *o = &t->opts[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", o->name,
+                 o->type == PGD_OPT_BOOL  ? ""
+                 : o->type == PGD_OPT_U64 ? " N"
+                                          : " VALUE");
+        fprintf(f, "  %-28s %s\n", left, o->help);
+    }
+}
+
+/* ---- the engine flags ----------------------------------------------------------------------- */
+
+#define E(field) offsetof(pgd_engine_flags, field)
+static const pgd_opt k_engine_opts[] = {
+    {"model", PGD_OPT_STR, E(model_path), "GGUF model file (required)"},
+    {"chat-template", PGD_OPT_STR, E(chat_template), "override the model's chat template family"},
+    {"ctx-size", PGD_OPT_U64, E(ctx_size), "context limit (default: the model's)"},
+    {"kv-cache-mb", PGD_OPT_U64, E(kv_cache_mb),
+     "KV cache memory in MiB (default " PGD_STR(PGD_DEFAULT_KV_CACHE_MB) ")"},
+    {"kv-cache-dtype", PGD_OPT_STR, E(kv_cache_dtype),
+     "KV cache elements: auto (f16; f32 with --f32), f16 or f32"},
+    {"block-size", PGD_OPT_U64, E(block_size),
+     "tokens per KV block (default " PGD_STR(PGD_DEFAULT_BLOCK_SIZE) ")"},
+    {"max-num-batched-tokens", PGD_OPT_U64, E(max_num_batched_tokens),
+     "tokens per step (default: the device's, " PGD_STR(PGD_CPU_STEP_TOKENS) " on the CPU)"},
+    {"max-num-seqs", PGD_OPT_U64, E(max_num_seqs),
+     "sequences per step (default: the device's, " PGD_STR(PGD_CPU_STEP_SEQS) " on the CPU)"},
+    {"max-waiting", PGD_OPT_U64, E(max_waiting),
+     "requests waiting for admission before 429 (default " PGD_STR(PGD_DEFAULT_MAX_WAITING) ")"},
+    {"threads", PGD_OPT_U64, E(threads), "compute threads (default: one per core)"},
+    {"f32", PGD_OPT_BOOL, E(f32), "dequantize every weight to f32 (precise, slower)"},
+    {"int8-activations", PGD_OPT_BOOL, E(act_q8),
+     "int8 activation blocks in the matmuls (faster, less exact)"},
+    {"no-prefix-caching", PGD_OPT_BOOL, E(no_prefix_caching), "disable the prefix cache"},
+};
+#undef E
+
+pgd_opt_table pgd_engine_flags_table(pgd_engine_flags *f) {
+    return (pgd_opt_table){k_engine_opts, PGD_ARRAY_LEN(k_engine_opts), f};
+}
+
+void pgd_engine_flags_usage(FILE *f) {
+    pgd_opt_table t = {k_engine_opts, PGD_ARRAY_LEN(k_engine_opts), NULL};
+    pgd_opt_usage(f, &t);
+}
+
+/* *out = v when it fits in 32 bits (and is >= min when set). 0 or -1 (printed). */
+static int to_u32(const char *cmd, const char *flag, uint64_t v, uint64_t max, uint32_t *out) {
+    if (v > max) {
+        fprintf(stderr, "pagoda %s: --%s %llu is too large (at most %llu)\n", cmd, flag,
+                (unsigned long long)v, (unsigned long long)max);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_load_options *load,
+                             pgd_sched_config *sched) {
+    pgd_load_options_default(load);
+    pgd_sched_config_default(sched);
+    if (!f->model_path) {
+        fprintf(stderr, "pagoda %s: --model PATH is required\n", cmd);
+        return -1;
+    }
+    load->model_path = f->model_path;
+    load->chat_template = f->chat_template;
+    pgd_runner_options *r = &load->runner;
+    r->model_flags = f->f32 ? PGD_MODEL_F32 : 0;
+    r->act_q8 = f->act_q8;
+    if (f->kv_cache_dtype && pgd_kv_dtype_parse(f->kv_cache_dtype, &r->kv_dtype)) {
+        fprintf(stderr, "pagoda %s: --kv-cache-dtype: %s\n", cmd, pgd_error_detail());
+        return -1;
+    }
+    if (f->kv_cache_mb > (UINT64_MAX >> 20)) {
+        fprintf(stderr, "pagoda %s: --kv-cache-mb is too large\n", cmd);
+        return -1;
+    }
+    r->kv_cache_bytes = f->kv_cache_mb << 20;
+    if (to_u32(cmd, "ctx-size", f->ctx_size, UINT32_MAX, &load->max_ctx) ||
+        to_u32(cmd, "block-size", f->block_size, 1u << 16, &r->block_size) ||
+        to_u32(cmd, "max-num-batched-tokens", f->max_num_batched_tokens, 1u << 20,
+               &r->max_tokens) ||
+        to_u32(cmd, "max-num-seqs", f->max_num_seqs, 1u << 20, &sched->max_num_seqs) ||
+        to_u32(cmd, "max-waiting", f->max_waiting, 1u << 30, &sched->max_waiting) ||
+        to_u32(cmd, "threads", f->threads, 4096, &r->n_threads))
+        return -1;
+    /* one budget: the runner is sized for the steps the scheduler plans */
+    sched->max_num_batched_tokens = r->max_tokens;
+    sched->prefix_caching = !f->no_prefix_caching;
+    return 0;
+}
+
+int pgd_cli_load(const char *cmd, const pgd_load_options *load, pgd_model_info **info,
+                 pgd_runner **runner) {
+    int rc = pgd_load(load, info, runner);
+    if (rc) {
+        fprintf(stderr, "pagoda %s: %s: %s\n", cmd, load->model_path,
+                pgd_error_detail()[0] ? pgd_error_detail() : pgd_strerror(rc));
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,150 @@
+/*
+ * cli/serve.c — `pagoda serve`: the server's settings from flags, the environment and a config
+ * file, then server/serve.h runs it.
+ *
+ * Settings come from, in increasing precedence: built-in defaults, a JSON config file
+ * (--config FILE or PAGODA_CONFIG; keys are the flag names with '_' for '-'), PAGODA_*
+ * environment variables (PAGODA_PORT, PAGODA_API_KEY, ...), and command-line flags. The engine
+ * flags are the table every model-running command shares (cli/flags.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "common/error.h"
+#include "server/serve.h"
+
+#define O(field) offsetof(pgd_serve_config, field)
+static const pgd_opt k_server_opts[] = {
+    {"host", PGD_OPT_STR, O(host), "address to listen on (default 127.0.0.1)"},
+    {"port", PGD_OPT_U64, O(port), "port (default 8000; 0 = any free port, printed at start)"},
+    {"served-model-name", PGD_OPT_STR, O(served_model_name),
+     "model name in the API (default: file name)"},
+    {"api-key", PGD_OPT_STR, O(api_key), "require 'Authorization: Bearer KEY' on the API routes"},
+    {"metrics-prefix", PGD_OPT_STR, O(metrics_prefix), "metric name prefix (default pagoda_)"},
+    {"max-body-mb", PGD_OPT_U64, O(max_body_mb), "largest request body in MiB (4; 413 beyond)"},
+    {"max-connections", PGD_OPT_U64, O(max_connections), "concurrent connections (1024)"},
+    {"idle-timeout", PGD_OPT_U64, O(idle_timeout_s), "seconds an idle connection is kept (30)"},
+    {"request-timeout", PGD_OPT_U64, O(request_timeout_s),
+     "seconds to receive a whole request (60)"},
+    {"shutdown-timeout", PGD_OPT_U64, O(shutdown_timeout_s),
+     "seconds in-flight requests may finish after SIGTERM (30)"},
+};
+#undef O
+
+static void usage(FILE *f, pgd_opt_table *tables) {
+    fprintf(f, "usage: pagoda serve --model PATH [options]\n"
+               "Serve the OpenAI-compatible API (chat, completions, models, metrics, web page).\n\n"
+               "  --config FILE                JSON file with the same settings (keys: flag names\n"
+               "                               with '_' for '-'); PAGODA_<NAME> environment\n"
+               "                               variables override it, flags override both\n");
+    pgd_opt_usage(f, &tables[0]);
+    fprintf(f, "\nengine flags:\n");
+    pgd_engine_flags_usage(f);
+}
+
+/* Strings from the config file live as long as the json tree (kept until exit). */
+static int load_config_file(pgd_opt_table *tables, const char *path, json_t **keep) {
+    json_error_t err;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        fprintf(stderr, "pagoda serve: config %s: line %d: %s\n", path, err.line, err.text);
+        return -1;
+    }
+    if (!json_is_object(root)) {
+        fprintf(stderr, "pagoda serve: config %s: must be a JSON object\n", path);
+        json_decref(root);
+        return -1;
+    }
+    *keep = root;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        const pgd_opt_table *t;
+        const pgd_opt *d = pgd_opt_find(tables, 2, key, strlen(key), &t);
+        if (!d) {
+            fprintf(stderr, "pagoda serve: config %s: unknown setting '%s'\n", path, key);
+            return -1;
+        }
+        char buf[32];
+        const char *s = NULL;
+        if (d->type == PGD_OPT_STR) {
+            if (!json_is_string(v)) {
+                fprintf(stderr, "pagoda serve: config %s: '%s' must be a string\n", path, key);
+                return -1;
+            }
+            s = json_string_value(v);
+        } else if (json_is_string(v)) {
+            s = json_string_value(v);
+        } else if (json_is_integer(v) && json_integer_value(v) >= 0) {
+            snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+            s = buf;
+        } else if (json_is_boolean(v)) {
+            s = json_is_true(v) ? "true" : "false";
+        }
+        if (!s) {
+            fprintf(stderr, "pagoda serve: config %s: '%s' has the wrong type\n", path, key);
+            return -1;
+        }
+        if (pgd_opt_set(t, d, s, "serve", path)) return -1;
+    }
+    return 0;
+}
+
+/* Flags, environment and config file into cfg. 0 = go on, else the exit status. */
+static int parse(int argc, char **argv, pgd_serve_config *cfg, json_t **config_json) {
+    pgd_engine_flags ef = {0};
+    pgd_opt_table tables[2] = {{k_server_opts, PGD_ARRAY_LEN(k_server_opts), cfg},
+                               pgd_engine_flags_table(&ef)};
+    /* The config file first (flag or env), then env, then flags. */
+    const char *config_path = getenv("PAGODA_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r = pgd_cli_flag_value(argc, argv, &i, "--config", &v);
+        if (r < 0) return 2;
+        if (r) config_path = v;
+    }
+    if ((config_path && load_config_file(tables, config_path, config_json)) ||
+        pgd_opt_load_env(tables, 2, "serve"))
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (pgd_cli_flag_value(argc, argv, &i, "--config", &v) > 0) continue;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout, tables);
+            return -1;
+        }
+        int r = pgd_opt_parse_arg(tables, 2, argc, argv, &i, "serve");
+        if (r < 0) return 2;
+        if (r == 0) {
+            fprintf(stderr, "pagoda serve: unknown argument '%s'\n", argv[i]);
+            usage(stderr, tables);
+            return 2;
+        }
+    }
+    if (!ef.model_path) {
+        fprintf(stderr, "pagoda serve: --model PATH is required (or PAGODA_MODEL, or \"model\" in "
+                        "the config file)\n");
+        return 2;
+    }
+    if (cfg->port > 65535) {
+        fprintf(stderr, "pagoda serve: port %llu is out of range\n", (unsigned long long)cfg->port);
+        return 2;
+    }
+    if (pgd_engine_flags_resolve(&ef, "serve", &cfg->load, &cfg->sched)) return 2;
+    return 0;
+}
+
+int pgd_cli_serve(int argc, char **argv) {
+    pgd_serve_config cfg;
+    pgd_serve_config_default(&cfg);
+    json_t *config_json = NULL;
+    int st = parse(argc, argv, &cfg, &config_json);
+    if (st == 0) st = pgd_serve_run(&cfg);
+    json_decref(config_json);
+    return st < 0 ? 0 : st;
+}

@@ -1,0 +1,115 @@
+/*
+ * engine/backends/backend.h — the interface between the scheduler and a compute backend (CPU,
+ * CUDA).
+ *
+ * A backend takes a loaded model once (create), reports its capabilities as data (caps: KV
+ * blocks, block size, the step size it prefers, its device kind), and then answers
+ * forward(batch): for a flat
+ * batch of tokens from many sequences, each with its own positions and block table, it writes
+ * every token's K/V into its paged slot, attends over the sequence's pages (causally), and
+ * returns logits only for the rows asked. KV memory belongs to the backend; kvpool hands out
+ * block ids. The backend owns its layer loop so each implementation can fuse and keep
+ * activations where it likes.
+ *
+ * Batch conventions (shape comments: T tokens, S sequences, R logit rows, V vocabulary):
+ *   - tokens of sequence s are the contiguous range q_start[s] .. q_start[s+1]-1, in position
+ *     order, and are the LAST tokens of that sequence: their positions are
+ *     kv_len[s] - (q_start[s+1]-q_start[s]) ... kv_len[s]-1;
+ *   - the K/V of positions below those were written by earlier forward calls into the blocks
+ *     that row s of block_tables lists (position p lives in block
+ *     block_tables[s * bt_stride + p / block_size] at offset p % block_size);
+ *   - slots[t] = block * block_size + offset is where token t's K/V go.
+ * Determinism: a row's results never depend on what else is in the batch.
+ *
+ * Threading: a backend is used by one thread (the scheduler thread) at a time.
+ */
+#ifndef PGD_ENGINE_BACKEND_H
+#define PGD_ENGINE_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/kv_dtype.h"
+#include "engine/model/model.h"
+
+typedef struct pgd_batch {
+    uint32_t n_tokens;           /* T */
+    const int32_t *tokens;       /* [T] */
+    const int32_t *positions;    /* [T] */
+    const int64_t *slots;        /* [T] */
+    uint32_t n_seqs;             /* S */
+    const uint32_t *q_start;     /* [S+1] */
+    const uint32_t *kv_len;      /* [S] context length after this step */
+    const int32_t *block_tables; /* [S][bt_stride]: row s lists ceil(kv_len[s] / block_size)
+                                    block ids, the rest of the row is unspecified */
+    uint32_t bt_stride;          /* entries per row (>= the longest row) */
+    uint32_t n_logits;           /* R */
+    const uint32_t *logit_rows;  /* [R] token indices whose logits are wanted */
+} pgd_batch;
+
+/* Where a backend computes. */
+typedef enum pgd_device_kind { PGD_DEVICE_CPU = 0, PGD_DEVICE_CUDA = 1 } pgd_device_kind;
+
+/* Defaults, each written once: tokens per KV block; the CPU backend's preferred step (512
+ * tokens: chunked prefill keeps a step's weights in cache without starving decodes; 64
+ * sequences). */
+#define PGD_DEFAULT_BLOCK_SIZE 16
+#define PGD_CPU_STEP_TOKENS    512
+#define PGD_CPU_STEP_SEQS      64
+
+typedef struct pgd_backend_config {
+    uint32_t n_blocks;     /* KV blocks (block 0 is the null block and is never written) */
+    uint32_t block_size;   /* tokens per block */
+    uint32_t max_tokens;   /* largest T a forward call will get; 0 = the backend's preferred
+                              step size (its caps.max_tokens) */
+    uint32_t n_threads;    /* CPU: 0 = one per core */
+    bool act_q8;           /* CPU: quantize activations to int8 blocks (faster, less exact; the
+                              weights are packed once for the int8 kernel where the CPU has it;
+                              default: f32 activations against the GGUF-typed weights) */
+    pgd_kv_dtype kv_dtype; /* KV cache elements, F32 (0) or F16 (common/kv_dtype.h) */
+} pgd_backend_config;
+
+/* What a backend reports about itself once created: the scheduler plans with these numbers
+ * and never looks at the backend's name. */
+typedef struct pgd_backend_caps {
+    pgd_device_kind kind;
+    const char *name;      /* for logs: "cpu", ... */
+    uint32_t n_blocks;     /* KV blocks, including the null block */
+    uint32_t block_size;   /* tokens per block */
+    uint32_t max_tokens;   /* largest T of one forward (the scheduler's default token budget) */
+    uint32_t max_seqs;     /* preferred sequences per step (the scheduler's default) */
+    pgd_kv_dtype kv_dtype; /* KV cache elements */
+    uint64_t kv_bytes;     /* KV memory the backend holds */
+} pgd_backend_caps;
+
+typedef struct pgd_backend pgd_backend;
+
+typedef struct pgd_backend_ops {
+    /* logits: [R][V] f32, row r for token logit_rows[r]. The batch is well formed (the caller
+     * builds it; a malformed one is a bug, asserted). */
+    int (*forward)(pgd_backend *b, const pgd_batch *batch, float *logits);
+    /* Copy the KV contents of blocks src[i] to dst[i] (copy-on-write of shared blocks). */
+    int (*copy_blocks)(pgd_backend *b, const int32_t *src, const int32_t *dst, uint32_t n);
+    void (*destroy)(pgd_backend *b);
+} pgd_backend_ops;
+
+struct pgd_backend {
+    const pgd_backend_ops *ops;
+    const pgd_model *model; /* borrowed; outlives the backend */
+    pgd_backend_config cfg; /* as created, defaults resolved */
+    pgd_backend_caps caps;
+};
+
+/* Bytes of KV memory one block takes on the CPU backend (all layers, K and V). */
+uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size, pgd_kv_dtype dtype);
+
+int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pgd_backend **out);
+
+static inline int pgd_backend_forward(pgd_backend *b, const pgd_batch *batch, float *logits) {
+    return b->ops->forward(b, batch, logits);
+}
+static inline void pgd_backend_destroy(pgd_backend *b) {
+    if (b) b->ops->destroy(b);
+}
+
+#endif

@@ -1,0 +1,418 @@
+/*
+ * engine/backends/cpu.c — the CPU backend: llama-family forward pass over a paged KV cache.
+ *
+ * Owns: the KV cache (per layer K [n_blocks][n_kv_head][head_dim][block_size] and
+ * V [n_blocks][n_kv_head][block_size][head_dim], f32 or f16 elements as configured; see
+ * kernels/cpu/attention.h), the thread pool, scratch activations sized for cfg.max_tokens
+ * tokens, and with int8 activations a packed copy of the matmul weights (pgd_q8_pack; about
+ * the model's size).
+ * Every op is row-independent and reduces in a fixed order, so a token's logits do not depend
+ * on what else shares its batch (see kernels/cpu/matmul.h for the matmul guarantee).
+ *
+ * Threading: one caller at a time (the scheduler thread); work fans out on the pool.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/backends/backend.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/threadpool.h"
+
+/* A layer's matmul weights, in the order pack_weights walks them. */
+enum { PK_Q, PK_K, PK_V, PK_O, PK_GATE, PK_UP, PK_DOWN, PK_COUNT };
+
+static const pgd_weight *layer_weight(const pgd_layer_weights *L, int i) {
+    const pgd_weight *w[PK_COUNT] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                     &L->w_gate, &L->w_up, &L->w_down};
+    return w[i];
+}
+
+typedef struct cpu_backend {
+    pgd_backend base;
+    pgd_threadpool *tp;
+    uint32_t n_threads;
+    void *k_cache, *v_cache; /* [n_layer][layer_bytes], layouts in kernels/cpu/attention.h */
+    uint64_t layer_bytes;    /* n_blocks * n_kv_head * block_size * head_dim * element size */
+    pgd_attn_shape shape;    /* of one layer's cache */
+    uint32_t max_ctx;        /* longest context a query can attend to */
+    double *inv_freq;        /* [rope_dim/2] */
+    /* scratch, T = cfg.max_tokens */
+    float *x;         /* [T][n_embd] residual stream */
+    float *xb;        /* [T][n_embd] normed input / projection output */
+    float *q;         /* [T][n_head*head_dim] */
+    float *k, *v;     /* [T][n_kv_head*head_dim] */
+    float *att;       /* [T][n_head*head_dim] attention output */
+    float *gate;      /* [T][n_ff] */
+    float *up;        /* [T][n_ff] */
+    float *cs;        /* [T][rope_dim] cos/sin per token */
+    float *scores;    /* [n_threads][n_group][max_ctx] */
+    uint32_t *seq_of; /* [T] sequence index of each token */
+    void *mm;         /* matmul scratch (Q8 activations) */
+    size_t mm_size;
+    /* int8 activations: the matmul weights packed for the batch kernel (pgd_q8_pack), in one
+     * buffer; NULL entries use the model's own */
+    void *packed_buf;
+    const void *(*packed)[PK_COUNT]; /* [n_layer] */
+    const void *packed_out;
+} cpu_backend;
+
+/* Bytes of one block's K (or V) in one layer. */
+static uint64_t block_layer_bytes(const pgd_model_config *c, uint32_t block_size,
+                                  pgd_kv_dtype dtype) {
+    return (uint64_t)c->n_head_kv * block_size * c->head_dim * pgd_kv_dtype_bytes(dtype);
+}
+
+uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size,
+                                pgd_kv_dtype dtype) {
+    return 2ull * c->n_layer * block_layer_bytes(c, block_size, dtype);
+}
+
+static void *layer_k(const cpu_backend *b, uint32_t l) {
+    return (char *)b->k_cache + l * b->layer_bytes;
+}
+static void *layer_v(const cpu_backend *b, uint32_t l) {
+    return (char *)b->v_cache + l * b->layer_bytes;
+}
+
+/* ---- parallel helpers ------------------------------------------------------------------ */
+
+typedef struct {
+    cpu_backend *b;
+    const pgd_batch *batch;
+    uint32_t layer;
+} step_ctx;
+
+/* y_i = x · W_i^T for weights sharing x, in one pool run (see pgd_matmul_group); packed[i]:
+ * W_i's packed copy or NULL. */
+static int matmul_group(cpu_backend *b, const pgd_weight *const *w, const void *const *packed,
+                        float *const *y, int n, const float *x /* [m][cols] */, uint32_t m) {
+    pgd_matmul_part parts[4];
+    for (int i = 0; i < n; i++)
+        parts[i] = (pgd_matmul_part){w[i]->type, w[i]->data, (int64_t)w[i]->rows, y[i],
+                                     packed ? packed[i] : NULL};
+    return pgd_matmul_group(b->tp, b->base.cfg.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, parts, n,
+                            (int64_t)w[0]->cols, x, m, b->mm, b->mm_size);
+}
+
+static int matmul(cpu_backend *b, const pgd_weight *w, const void *packed,
+                  const float *x /* [m][cols] */, uint32_t m, float *y /* [m][rows] */) {
+    return matmul_group(b, &w, &packed, &y, 1, x, m);
+}
+
+/* With int8 activations, a packed copy of every matmul weight that has a packed layout on this
+ * CPU (pgd_q8_pack_bytes), all in b->packed_buf. Without, nothing. */
+static int pack_weights(cpu_backend *b) {
+    const pgd_model *m = b->base.model;
+    const uint32_t nl = m->cfg.n_layer;
+    if (!b->base.cfg.act_q8) return 0;
+    if (!(b->packed = calloc(nl, sizeof *b->packed))) return PGD_ENOMEM;
+    for (int pass = 0; pass < 2; pass++) { /* sizes, then the packing */
+        size_t off = 0;
+        for (uint32_t i = 0; i <= nl * PK_COUNT; i++) {
+            const pgd_weight *w = i < nl * PK_COUNT
+                                      ? layer_weight(&m->layers[i / PK_COUNT], (int)(i % PK_COUNT))
+                                      : &m->output;
+            size_t need =
+                pgd_q8_pack_bytes(PGD_ISA_AUTO, w->type, (int64_t)w->rows, (int64_t)w->cols);
+            if (!need) continue;
+            if (pass == 1) {
+                uint8_t *dst = (uint8_t *)b->packed_buf + off;
+                int rc = pgd_q8_pack(PGD_ISA_AUTO, w->type, w->data, (int64_t)w->rows,
+                                     (int64_t)w->cols, dst, need);
+                if (rc) return rc;
+                if (i < nl * PK_COUNT)
+                    b->packed[i / PK_COUNT][i % PK_COUNT] = dst;
+                else
+                    b->packed_out = dst;
+            }
+            off += (need + 63) / 64 * 64;
+        }
+        if (pass == 0 && off && !(b->packed_buf = aligned_alloc(64, off)))
+            return pgd_error_set(PGD_ENOMEM, "out of memory for packed weights (%zu MiB)",
+                                 off >> 20);
+        if (!off) break;
+    }
+    return 0;
+}
+
+static void add_bias(float *y, const pgd_weight *bias, uint32_t m, uint64_t n) {
+    if (!bias->data) return;
+    const float *bv = bias->data;
+    for (uint32_t t = 0; t < m; t++)
+        for (uint64_t i = 0; i < n; i++) y[t * n + i] += bv[i];
+}
+
+/* Task per token: RoPE on q and k, then store k and v in the token's KV slot. */
+static void rope_store_task(int t_, int thread, void *arg) {
+    uint32_t t = (uint32_t)t_;
+    step_ctx *c = arg;
+    cpu_backend *b = c->b;
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    const uint32_t D = cfg->head_dim, H = cfg->n_head, HK = cfg->n_head_kv;
+    const uint32_t BS = b->base.cfg.block_size;
+    bool neox = cfg->rope_style == PGD_ROPE_NEOX;
+    float *q = b->q + (uint64_t)t * H * D, *k = b->k + (uint64_t)t * HK * D;
+    const float *cs = b->cs + (uint64_t)t * cfg->rope_dim;
+    pgd_rope_apply(q, cs, H, D, cfg->rope_dim, neox);
+    pgd_rope_apply(k, cs, HK, D, cfg->rope_dim, neox);
+    uint64_t slot = (uint64_t)c->batch->slots[t];
+    pgd_attn_store(&b->shape, layer_k(b, c->layer), layer_v(b, c->layer), slot / BS,
+                   (uint32_t)(slot % BS), k, b->v + (uint64_t)t * HK * D);
+}
+
+/* Task per (token, kv head). */
+static void attention_task(int task_, int thread, void *arg) {
+    uint32_t task = (uint32_t)task_;
+    step_ctx *c = arg;
+    cpu_backend *b = c->b;
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    const uint32_t HK = cfg->n_head_kv, G = cfg->n_head / HK, D = cfg->head_dim;
+    uint32_t t = task / HK, kvh = task % HK;
+    uint32_t s = b->seq_of[t];
+    uint32_t n_ctx = (uint32_t)c->batch->positions[t] + 1;
+    float *scores = b->scores + (uint64_t)thread * G * b->max_ctx;
+    uint64_t qoff = (uint64_t)t * cfg->n_head * D + (uint64_t)kvh * G * D;
+    pgd_attn_paged(&b->shape, kvh, b->q + qoff, layer_k(b, c->layer), layer_v(b, c->layer),
+                   c->batch->block_tables + (uint64_t)s * c->batch->bt_stride, n_ctx, scores,
+                   b->att + qoff);
+}
+
+typedef struct {
+    cpu_backend *b;
+    const float *src;     /* [rows][n] */
+    const uint32_t *rows; /* row index map or NULL */
+    const float *g;
+    float *dst; /* [rows][n] */
+    uint32_t n;
+} norm_ctx;
+
+static void norm_task(int t_, int thread, void *arg) {
+    uint32_t t = (uint32_t)t_;
+    norm_ctx *c = arg;
+    uint32_t r = c->rows ? c->rows[t] : t;
+    pgd_rmsnorm_f32(c->src + (uint64_t)r * c->n, c->g, c->dst + (uint64_t)t * c->n, c->n,
+                    c->b->base.model->cfg.rms_eps);
+}
+
+static void rmsnorm_rows(cpu_backend *b, const float *src, const uint32_t *rows, uint32_t m,
+                         const pgd_weight *g, float *dst) {
+    norm_ctx c = {b, src, rows, g->data, dst, (uint32_t)g->cols};
+    pgd_threadpool_run(b->tp, (int)m, norm_task, &c);
+}
+
+typedef struct {
+    float *gate;
+    const float *up;
+    uint64_t n;
+} swiglu_ctx;
+
+static void swiglu_task(int t_, int thread, void *arg) {
+    uint64_t t = (uint64_t)t_;
+    swiglu_ctx *c = arg;
+    pgd_swiglu_f32(c->gate + t * c->n, c->up + t * c->n, c->gate + t * c->n, c->n);
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* The batch contract of backend.h; the scheduler builds every batch, so a breach is a bug. */
+static void assert_batch(const cpu_backend *b, const pgd_batch *bt) {
+    const pgd_backend_config *bc = &b->base.cfg;
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    PGD_ASSERT(bt->n_tokens > 0 && bt->n_tokens <= bc->max_tokens && bt->n_seqs > 0 &&
+               bt->q_start[0] == 0 && bt->q_start[bt->n_seqs] == bt->n_tokens);
+    for (uint32_t s = 0; s < bt->n_seqs; s++) {
+        uint32_t a = bt->q_start[s], e = bt->q_start[s + 1];
+        PGD_ASSERT(e >= a && e - a <= bt->kv_len[s] && bt->kv_len[s] <= b->max_ctx);
+        PGD_ASSERT((bt->kv_len[s] + bc->block_size - 1) / bc->block_size <= bt->bt_stride);
+        for (uint32_t t = a; t < e; t++) {
+            PGD_ASSERT(bt->positions[t] == (int32_t)(bt->kv_len[s] - (e - t)));
+            PGD_ASSERT(bt->tokens[t] >= 0 && (uint32_t)bt->tokens[t] < cfg->n_vocab);
+            PGD_ASSERT(bt->slots[t] >= (int64_t)bc->block_size &&
+                       bt->slots[t] < (int64_t)bc->n_blocks * bc->block_size);
+        }
+    }
+    for (uint32_t r = 0; r < bt->n_logits; r++) PGD_ASSERT(bt->logit_rows[r] < bt->n_tokens);
+}
+
+static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pgd_model *m = base->model;
+    const pgd_model_config *cfg = &m->cfg;
+    const uint32_t T = bt->n_tokens, E = cfg->n_embd, D = cfg->head_dim;
+    const uint64_t QD = (uint64_t)cfg->n_head * D, KVD = (uint64_t)cfg->n_head_kv * D;
+    int rc = 0;
+    assert_batch(b, bt);
+
+    for (uint32_t s = 0; s < bt->n_seqs; s++)
+        for (uint32_t t = bt->q_start[s]; t < bt->q_start[s + 1]; t++) b->seq_of[t] = s;
+    for (uint32_t t = 0; t < T; t++) {
+        if ((rc = pgd_dequant_row(m->tok_embd.type,
+                                  (const char *)m->tok_embd.data +
+                                      (uint64_t)bt->tokens[t] * m->tok_embd.row_bytes,
+                                  b->x + (uint64_t)t * E, E)))
+            return rc;
+        pgd_rope_cos_sin(b->cs + (uint64_t)t * cfg->rope_dim, b->inv_freq, cfg->rope_dim,
+                         (double)bt->positions[t] / cfg->rope_linear_scale);
+    }
+
+    step_ctx sc = {b, bt, 0};
+    for (uint32_t l = 0; l < cfg->n_layer; l++) {
+        const pgd_layer_weights *L = &m->layers[l];
+        sc.layer = l;
+        rmsnorm_rows(b, b->x, NULL, T, &L->attn_norm, b->xb);
+        const void *const *pk = b->packed ? b->packed[l] : NULL;
+        const pgd_weight *qkv_w[] = {&L->wq, &L->wk, &L->wv};
+        float *const qkv_y[] = {b->q, b->k, b->v};
+        if ((rc = matmul_group(b, qkv_w, pk ? pk + PK_Q : NULL, qkv_y, 3, b->xb, T))) return rc;
+        add_bias(b->q, &L->bq, T, QD);
+        add_bias(b->k, &L->bk, T, KVD);
+        add_bias(b->v, &L->bv, T, KVD);
+        pgd_threadpool_run(b->tp, (int)T, rope_store_task, &sc);
+        pgd_threadpool_run(b->tp, (int)(T * cfg->n_head_kv), attention_task, &sc);
+        if ((rc = matmul(b, &L->wo, pk ? pk[PK_O] : NULL, b->att, T, b->xb))) return rc;
+        for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
+
+        rmsnorm_rows(b, b->x, NULL, T, &L->ffn_norm, b->xb);
+        const pgd_weight *gu_w[] = {&L->w_gate, &L->w_up};
+        float *const gu_y[] = {b->gate, b->up};
+        if ((rc = matmul_group(b, gu_w, pk ? pk + PK_GATE : NULL, gu_y, 2, b->xb, T))) return rc;
+        swiglu_ctx gc = {b->gate, b->up, cfg->n_ff};
+        pgd_threadpool_run(b->tp, (int)T, swiglu_task, &gc);
+        if ((rc = matmul(b, &L->w_down, pk ? pk[PK_DOWN] : NULL, b->gate, T, b->xb))) return rc;
+        for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
+    }
+    if (bt->n_logits == 0) return 0;
+    rmsnorm_rows(b, b->x, bt->logit_rows, bt->n_logits, &m->output_norm, b->xb);
+    return matmul(b, &m->output, b->packed_out, b->xb, bt->n_logits, logits);
+}
+
+static int cpu_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pgd_model_config *cfg = &base->model->cfg;
+    const uint64_t blk = block_layer_bytes(cfg, base->cfg.block_size, base->cfg.kv_dtype);
+    for (uint32_t i = 0; i < n; i++) {
+        PGD_ASSERT(src[i] > 0 && dst[i] > 0 && (uint32_t)src[i] < base->cfg.n_blocks &&
+                   (uint32_t)dst[i] < base->cfg.n_blocks);
+        for (uint32_t l = 0; l < cfg->n_layer; l++) {
+            char *k = layer_k(b, l), *v = layer_v(b, l);
+            memcpy(k + dst[i] * blk, k + src[i] * blk, blk);
+            memcpy(v + dst[i] * blk, v + src[i] * blk, blk);
+        }
+    }
+    return 0;
+}
+
+static void cpu_destroy(pgd_backend *base) {
+    cpu_backend *b = (cpu_backend *)base;
+    if (!b) return;
+    pgd_threadpool_destroy(b->tp);
+    free(b->mm);
+    free(b->packed_buf);
+    free(b->packed);
+    free(b->k_cache);
+    free(b->v_cache);
+    free(b->inv_freq);
+    free(b->x);
+    free(b->xb);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->att);
+    free(b->gate);
+    free(b->up);
+    free(b->cs);
+    free(b->scores);
+    free(b->seq_of);
+    free(b);
+}
+
+static const pgd_backend_ops k_cpu_ops = {
+    .forward = cpu_forward, .copy_blocks = cpu_copy_blocks, .destroy = cpu_destroy};
+
+int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pgd_backend **out) {
+    *out = NULL;
+    const pgd_model_config *c = &m->cfg;
+    if (cfg->n_blocks < 2 || cfg->block_size == 0)
+        return pgd_error_set(PGD_EINVAL, "backend needs >= 2 blocks and a block size");
+    if (cfg->kv_dtype != PGD_KV_F32 && cfg->kv_dtype != PGD_KV_F16)
+        return pgd_error_set(PGD_EINVAL, "KV cache dtype %d: use f32 or f16", (int)cfg->kv_dtype);
+    cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) return PGD_ENOMEM;
+    b->base.ops = &k_cpu_ops;
+    b->base.model = m;
+    b->base.cfg = *cfg;
+    if (!b->base.cfg.max_tokens) b->base.cfg.max_tokens = PGD_CPU_STEP_TOKENS;
+    cfg = &b->base.cfg;
+    int rc = pgd_threadpool_create((int)cfg->n_threads, &b->tp);
+    if (rc) goto fail;
+    b->n_threads = (uint32_t)pgd_threadpool_size(b->tp);
+    const uint64_t T = cfg->max_tokens, E = c->n_embd, D = c->head_dim;
+    const uint64_t QD = (uint64_t)c->n_head * D, KVD = (uint64_t)c->n_head_kv * D;
+    b->shape = (pgd_attn_shape){.n_kv_head = c->n_head_kv,
+                                .n_group = c->n_head / c->n_head_kv,
+                                .head_dim = (uint32_t)D,
+                                .block_size = cfg->block_size,
+                                .scale = 1.0f / sqrtf((float)D),
+                                .dtype = cfg->kv_dtype};
+    b->layer_bytes = cfg->n_blocks * block_layer_bytes(c, cfg->block_size, cfg->kv_dtype);
+    uint64_t pool_tokens = (uint64_t)cfg->n_blocks * cfg->block_size;
+    b->max_ctx = (uint32_t)(pool_tokens < UINT32_MAX ? pool_tokens : UINT32_MAX);
+    uint32_t G = c->n_head / c->n_head_kv;
+    b->k_cache = calloc(c->n_layer, b->layer_bytes);
+    b->v_cache = calloc(c->n_layer, b->layer_bytes);
+    b->inv_freq = malloc(c->rope_dim / 2 * sizeof(double));
+    b->x = malloc(T * E * sizeof(float));
+    b->xb = malloc(T * (E > QD ? E : QD) * sizeof(float));
+    b->q = malloc(T * QD * sizeof(float));
+    b->k = malloc(T * KVD * sizeof(float));
+    b->v = malloc(T * KVD * sizeof(float));
+    b->att = malloc(T * QD * sizeof(float));
+    b->gate = malloc(T * c->n_ff * sizeof(float));
+    b->up = malloc(T * c->n_ff * sizeof(float));
+    b->cs = malloc(T * c->rope_dim * sizeof(float));
+    /* max_ctx is a whole number of blocks, as the attention kernel's score rows need. */
+    b->scores = malloc((uint64_t)b->n_threads * G * b->max_ctx * sizeof(float));
+    b->seq_of = malloc(T * sizeof(uint32_t));
+    if (!b->k_cache || !b->v_cache || !b->inv_freq || !b->x || !b->xb || !b->q || !b->k || !b->v ||
+        !b->att || !b->gate || !b->up || !b->cs || !b->scores || !b->seq_of) {
+        rc = pgd_error_set(PGD_ENOMEM, "out of memory for the KV cache (%llu MiB) or scratch",
+                           (unsigned long long)(2 * c->n_layer * b->layer_bytes >> 20));
+        goto fail;
+    }
+    uint32_t max_k = c->n_ff > E ? c->n_ff : (uint32_t)E;
+    if (QD > max_k) max_k = (uint32_t)QD;
+    static const uint32_t qtypes[] = {PGD_TYPE_Q8_0, PGD_TYPE_Q4_0, PGD_TYPE_Q4_1, PGD_TYPE_Q5_0,
+                                      PGD_TYPE_Q5_1};
+    for (size_t i = 0; i < sizeof qtypes / sizeof qtypes[0]; i++) {
+        size_t need = pgd_matmul_scratch_bytes_mode(cfg->act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32,
+                                                    qtypes[i], cfg->max_tokens, max_k);
+        if (need != SIZE_MAX && need > b->mm_size) b->mm_size = need;
+    }
+    if (!(b->mm = malloc(b->mm_size ? b->mm_size : 1))) {
+        rc = PGD_ENOMEM;
+        goto fail;
+    }
+    if ((rc = pack_weights(b))) goto fail;
+    pgd_rope_inv_freq(b->inv_freq, c->rope_dim, c->rope_base,
+                      m->rope_freqs.data ? (const float *)m->rope_freqs.data : NULL);
+    b->base.caps = (pgd_backend_caps){.kind = PGD_DEVICE_CPU,
+                                      .name = "cpu",
+                                      .n_blocks = cfg->n_blocks,
+                                      .block_size = cfg->block_size,
+                                      .max_tokens = cfg->max_tokens,
+                                      .max_seqs = PGD_CPU_STEP_SEQS,
+                                      .kv_dtype = cfg->kv_dtype,
+                                      .kv_bytes = 2 * c->n_layer * b->layer_bytes};
+    *out = &b->base;
+    return 0;
+fail:
+    cpu_destroy(&b->base);
+    return rc;
+}

@@ -1,0 +1,318 @@
+/*
+ * engine/model/model.c — hyper-parameters and weight binding for llama-family GGUF models.
+ *
+ * Invariant after pgd_model_load: every pgd_weight has a type the CPU kernels accept
+ * (pgd_model_type_native) and the shape the config implies; 1-D weights are F32.
+ */
+#include "engine/model/model.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+bool pgd_model_type_native(uint32_t type) {
+    switch (type) {
+    case PGD_TYPE_F32:
+    case PGD_TYPE_F16:
+    case PGD_TYPE_Q8_0:
+    case PGD_TYPE_Q4_0:
+    case PGD_TYPE_Q4_1:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* `{arch}.suffix` lookups. */
+static int get_u32(const pgd_gguf *g, const char *arch, const char *suffix, uint32_t *out,
+                   bool required) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = pgd_gguf_get_u32(g, key, out);
+    if (rc == PGD_ENOTFOUND && !required) return 0;
+    if (rc == PGD_ENOTFOUND) return pgd_error_set(PGD_EFORMAT, "model metadata lacks %s", key);
+    if (rc) return pgd_error_set(PGD_EFORMAT, "model metadata %s is not an unsigned integer", key);
+    return 0;
+}
+
+static int get_f32(const pgd_gguf *g, const char *arch, const char *suffix, float *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = pgd_gguf_get_f32(g, key, out);
+    if (rc == PGD_ENOTFOUND) return 0;
+    if (rc) return pgd_error_set(PGD_EFORMAT, "model metadata %s is not a number", key);
+    return 0;
+}
+
+int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    pgd_str arch;
+    int rc = pgd_gguf_get_str(g, "general.architecture", &arch);
+    if (rc) return pgd_error_set(PGD_EFORMAT, "model metadata lacks general.architecture");
+    if (arch.len >= sizeof cfg->arch_name)
+        return pgd_error_set(PGD_EUNSUPPORTED, "architecture name too long");
+    memcpy(cfg->arch_name, arch.ptr, arch.len);
+    cfg->arch_name[arch.len] = '\0';
+    if (!strcmp(cfg->arch_name, "llama")) {
+        cfg->arch = PGD_ARCH_LLAMA;
+        cfg->rope_style = PGD_ROPE_NORM;
+    } else if (!strcmp(cfg->arch_name, "qwen2")) {
+        cfg->arch = PGD_ARCH_QWEN2;
+        cfg->rope_style = PGD_ROPE_NEOX;
+        cfg->qkv_bias = true;
+    } else {
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "architecture '%s' is not supported (supported: llama, qwen2)",
+                             cfg->arch_name);
+    }
+    const char *a = cfg->arch_name;
+    if ((rc = get_u32(g, a, "block_count", &cfg->n_layer, true)) ||
+        (rc = get_u32(g, a, "embedding_length", &cfg->n_embd, true)) ||
+        (rc = get_u32(g, a, "feed_forward_length", &cfg->n_ff, true)) ||
+        (rc = get_u32(g, a, "attention.head_count", &cfg->n_head, true)))
+        return rc;
+    cfg->n_head_kv = cfg->n_head;
+    cfg->n_ctx_train = 2048;
+    if ((rc = get_u32(g, a, "attention.head_count_kv", &cfg->n_head_kv, false)) ||
+        (rc = get_u32(g, a, "context_length", &cfg->n_ctx_train, false)))
+        return rc;
+    if (cfg->n_layer == 0 || cfg->n_layer > 1024 || cfg->n_embd == 0 || cfg->n_embd > 65536 ||
+        cfg->n_head == 0 || cfg->n_head > 1024 || cfg->n_head_kv == 0 ||
+        cfg->n_head % cfg->n_head_kv != 0 || cfg->n_ff == 0 || cfg->n_ff > 1 << 20)
+        return pgd_error_set(PGD_EFORMAT,
+                             "implausible hyper-parameters: layers %u, embedding %u, heads %u/%u "
+                             "(query/kv), feed-forward %u",
+                             cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->n_head_kv, cfg->n_ff);
+    cfg->head_dim = cfg->n_embd / cfg->n_head;
+    if ((rc = get_u32(g, a, "attention.key_length", &cfg->head_dim, false))) return rc;
+    uint32_t vlen = cfg->head_dim;
+    if ((rc = get_u32(g, a, "attention.value_length", &vlen, false))) return rc;
+    if (cfg->head_dim == 0 || cfg->head_dim % 2 || vlen != cfg->head_dim || cfg->head_dim > 1024)
+        return pgd_error_set(PGD_EUNSUPPORTED, "head size %u (value %u) is not supported",
+                             cfg->head_dim, vlen);
+    cfg->rope_dim = cfg->head_dim;
+    if ((rc = get_u32(g, a, "rope.dimension_count", &cfg->rope_dim, false))) return rc;
+    if (cfg->rope_dim == 0 || cfg->rope_dim > cfg->head_dim || cfg->rope_dim % 2)
+        return pgd_error_set(PGD_EFORMAT, "rope.dimension_count %u does not fit head size %u",
+                             cfg->rope_dim, cfg->head_dim);
+    cfg->rope_base = 10000.0f;
+    cfg->rms_eps = 1e-5f;
+    cfg->rope_linear_scale = 1.0f;
+    if ((rc = get_f32(g, a, "rope.freq_base", &cfg->rope_base)) ||
+        (rc = get_f32(g, a, "attention.layer_norm_rms_epsilon", &cfg->rms_eps)))
+        return rc;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    pgd_str st;
+    if (pgd_gguf_get_str(g, key, &st) == 0 && !pgd_str_eq(st, "none")) {
+        if (!pgd_str_eq(st, "linear"))
+            return pgd_error_set(PGD_EUNSUPPORTED, "rope scaling '%.*s' is not supported",
+                                 (int)st.len, st.ptr);
+        if ((rc = get_f32(g, a, "rope.scaling.factor", &cfg->rope_linear_scale))) return rc;
+    } else {
+        float f = 1.0f;
+        if ((rc = get_f32(g, a, "rope.scale_linear", &f))) return rc;
+        cfg->rope_linear_scale = f;
+    }
+    if (!(cfg->rope_linear_scale > 0.0f) || !(cfg->rope_base > 0.0f) || !(cfg->rms_eps > 0.0f))
+        return pgd_error_set(PGD_EFORMAT, "rope base, rope scale and RMS epsilon must be > 0");
+
+    /* Vocabulary size: metadata, else the token list, else the embedding's rows. */
+    const pgd_gguf_value *toks;
+    if (get_u32(g, a, "vocab_size", &cfg->n_vocab, false)) return PGD_EFORMAT;
+    if (!cfg->n_vocab && pgd_gguf_get_arr(g, "tokenizer.ggml.tokens", &toks) == 0)
+        cfg->n_vocab = (uint32_t)toks->v.arr.n;
+    const pgd_gguf_tensor *emb = pgd_gguf_find_tensor(g, "token_embd.weight");
+    if (!cfg->n_vocab && emb && emb->n_dims == 2) cfg->n_vocab = (uint32_t)emb->ne[1];
+    if (!cfg->n_vocab) return pgd_error_set(PGD_EFORMAT, "cannot tell the vocabulary size");
+    cfg->tied_output = pgd_gguf_find_tensor(g, "output.weight") == NULL;
+    cfg->rope_freq_factors = pgd_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    return 0;
+}
+
+/* ---- weight binding ------------------------------------------------------------------- */
+
+static int own(pgd_model *m, void *p) {
+    void **o = realloc(m->owned, (m->n_owned + 1) * sizeof *o);
+    if (!o) return PGD_ENOMEM;
+    m->owned = o;
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+/* Requantize one f32 row to Q8_0: per block of 32, d = max|x| / 127, q = round(x / d). */
+static void quantize_row_q8_0(const float *x /* [n] */, pgd_block_q8_0 *y, int64_t n) {
+    for (int64_t b = 0; b < n / PGD_QK; b++) {
+        const float *xb = x + b * PGD_QK;
+        float amax = 0.0f;
+        for (int j = 0; j < PGD_QK; j++) {
+            float v = xb[j] < 0 ? -xb[j] : xb[j];
+            if (v > amax) amax = v;
+        }
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        y[b].d = pgd_f32_to_f16(d);
+        for (int j = 0; j < PGD_QK; j++) {
+            float v = xb[j] * id;
+            y[b].qs[j] = (int8_t)(v < 0 ? v - 0.5f : v + 0.5f);
+        }
+    }
+}
+
+/* Convert a tensor to `to` (F32 or Q8_0) into owned memory. */
+static int convert(pgd_model *m, const pgd_gguf_tensor *t, uint32_t to, pgd_weight *w) {
+    uint64_t cols = t->ne[0], rows = t->nelem / cols, row_bytes;
+    int rc = pgd_row_bytes(to, cols, &row_bytes);
+    if (rc)
+        return pgd_error_set(rc, "tensor %s: cannot convert rows of %llu", t->name,
+                             (unsigned long long)cols);
+    void *dst = malloc(rows * row_bytes);
+    float *tmp = malloc(cols * sizeof(float)); /* [cols] */
+    if (!dst || !tmp) {
+        free(dst);
+        free(tmp);
+        return pgd_error_set(PGD_ENOMEM, "out of memory converting %s", t->name);
+    }
+    for (uint64_t r = 0; r < rows; r++) {
+        if ((rc = pgd_gguf_tensor_row_f32(
+                 t, r, to == PGD_TYPE_F32 ? (float *)((char *)dst + r * row_bytes) : tmp))) {
+            free(dst);
+            free(tmp);
+            return pgd_error_set(rc, "tensor %s: cannot dequantize type %s", t->name,
+                                 pgd_type_info(t->type) ? pgd_type_info(t->type)->name : "?");
+        }
+        if (to == PGD_TYPE_Q8_0)
+            quantize_row_q8_0(tmp, (pgd_block_q8_0 *)((char *)dst + r * row_bytes), (int64_t)cols);
+    }
+    free(tmp);
+    if ((rc = own(m, dst))) {
+        free(dst);
+        return rc;
+    }
+    w->type = to;
+    w->data = dst;
+    w->row_bytes = row_bytes;
+    m->weight_bytes += rows * row_bytes;
+    return 0;
+}
+
+typedef struct {
+    unsigned flags;
+    uint32_t n_convert, n_done;
+    bool tty;
+} load_ctx;
+
+/* Bind tensor `name` as a [rows][cols] weight (rows 0 = 1-D of cols). */
+static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uint64_t cols,
+                bool optional, pgd_weight *w) {
+    memset(w, 0, sizeof *w);
+    const pgd_gguf_tensor *t = pgd_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (optional) return 0;
+        return pgd_error_set(PGD_EFORMAT, "model lacks tensor %s", name);
+    }
+    bool one_d = rows == 0;
+    if (one_d ? (t->nelem != cols || t->ne[0] != cols)
+              : (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows))
+        return pgd_error_set(PGD_EFORMAT, "tensor %s has shape [%llu, %llu], expected [%llu, %llu]",
+                             name, (unsigned long long)t->ne[0],
+                             (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                             (unsigned long long)cols, (unsigned long long)(one_d ? 1 : rows));
+    w->rows = one_d ? 1 : rows;
+    w->cols = cols;
+    w->type = t->type;
+    w->data = t->data;
+    w->row_bytes = t->nbytes / w->rows;
+    bool want_f32 = one_d || (lc->flags & PGD_MODEL_F32);
+    /* With general.alignment < 4 an F32 tensor may sit at an odd address: copy it then. */
+    bool aligned = ((uintptr_t)t->data & 3) == 0;
+    if (want_f32 && t->type == PGD_TYPE_F32 && aligned) {
+        m->weight_bytes += t->nbytes;
+        return 0;
+    }
+    if (!want_f32 && pgd_model_type_native(t->type) && (t->type != PGD_TYPE_F32 || aligned)) {
+        m->weight_bytes += t->nbytes;
+        return 0;
+    }
+    uint32_t to = (want_f32 || t->type == PGD_TYPE_BF16 || t->type == PGD_TYPE_F64) ? PGD_TYPE_F32
+                                                                                    : PGD_TYPE_Q8_0;
+    if (to == PGD_TYPE_Q8_0 && cols % PGD_QK) to = PGD_TYPE_F32;
+    int rc = convert(m, t, to, w);
+    lc->n_done++;
+    if (lc->tty && !(lc->flags & PGD_MODEL_QUIET)) {
+        fprintf(stderr, "\rconverting weights: %u/%u tensors", lc->n_done, lc->n_convert);
+        if (lc->n_done == lc->n_convert) fputc('\n', stderr);
+    }
+    return rc;
+}
+
+int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out) {
+    *out = NULL;
+    pgd_model *m = calloc(1, sizeof *m);
+    if (!m) return PGD_ENOMEM;
+    m->gguf = g;
+    int rc = pgd_model_config_read(g, &m->cfg);
+    if (rc) goto fail;
+    const pgd_model_config *c = &m->cfg;
+    m->layers = calloc(c->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        rc = PGD_ENOMEM;
+        goto fail;
+    }
+    load_ctx lc = {.flags = flags, .tty = isatty(2)};
+    for (size_t i = 0; i < pgd_gguf_n_tensors(g); i++) {
+        const pgd_gguf_tensor *t = pgd_gguf_tensor_at(g, i);
+        bool vec = t->n_dims == 1;
+        if ((vec || (flags & PGD_MODEL_F32)) ? t->type != PGD_TYPE_F32
+                                             : !pgd_model_type_native(t->type))
+            lc.n_convert++;
+    }
+    uint64_t E = c->n_embd, Q = (uint64_t)c->n_head * c->head_dim,
+             KV = (uint64_t)c->n_head_kv * c->head_dim;
+    if ((rc = bind(m, &lc, "token_embd.weight", c->n_vocab, E, false, &m->tok_embd)) ||
+        (rc = bind(m, &lc, "output_norm.weight", 0, E, false, &m->output_norm)))
+        goto fail;
+    if (c->tied_output) {
+        m->output = m->tok_embd;
+    } else if ((rc = bind(m, &lc, "output.weight", c->n_vocab, E, false, &m->output))) {
+        goto fail;
+    }
+    if ((rc = bind(m, &lc, "rope_freqs.weight", 0, c->rope_dim / 2, true, &m->rope_freqs)))
+        goto fail;
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        pgd_layer_weights *L = &m->layers[l];
+        char n[96];
+#define BIND(field, suffix, rows, cols, opt)                                                       \
+    snprintf(n, sizeof n, "blk.%u." suffix, l);                                                    \
+    if ((rc = bind(m, &lc, n, rows, cols, opt, &L->field))) goto fail;
+        BIND(attn_norm, "attn_norm.weight", 0, E, false)
+        BIND(wq, "attn_q.weight", Q, E, false)
+        BIND(wk, "attn_k.weight", KV, E, false)
+        BIND(wv, "attn_v.weight", KV, E, false)
+        BIND(wo, "attn_output.weight", E, Q, false)
+        BIND(bq, "attn_q.bias", 0, Q, !c->qkv_bias)
+        BIND(bk, "attn_k.bias", 0, KV, !c->qkv_bias)
+        BIND(bv, "attn_v.bias", 0, KV, !c->qkv_bias)
+        BIND(ffn_norm, "ffn_norm.weight", 0, E, false)
+        BIND(w_gate, "ffn_gate.weight", c->n_ff, E, false)
+        BIND(w_up, "ffn_up.weight", c->n_ff, E, false)
+        BIND(w_down, "ffn_down.weight", E, c->n_ff, false)
+#undef BIND
+    }
+    *out = m;
+    return 0;
+fail:
+    pgd_model_free(m);
+    return rc;
+}
+
+void pgd_model_free(pgd_model *m) {
+    if (!m) return;
+    for (uint32_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m);
+}

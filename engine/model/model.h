@@ -1,0 +1,97 @@
+/*
+ * engine/model/model.h — a llama-family model: hyper-parameters read from GGUF metadata and the
+ * weight tensors bound by name, in the type the CPU kernels use.
+ *
+ * Supported: general.architecture "llama" (Llama 2/3, SmolLM2, Mistral, TinyLlama) and "qwen2"
+ * (Q/K/V bias, NEOX-style RoPE). RMSNorm, RoPE (base; linear scaling; per-dimension frequency
+ * factors from rope_freqs.weight as Llama 3.1 GGUFs carry them), GQA, SwiGLU, tied or untied
+ * output. YaRN scaling is refused as unsupported.
+ *
+ * Weights: F32, F16, Q8_0, Q4_0, Q4_1 tensors stay in their GGUF type and point into the file
+ * mapping (zero copy). Other types are converted once at load (K-quants and Q5 to Q8_0, BF16 to
+ * F32) into memory the model owns. With PGD_MODEL_F32 every weight is dequantized to F32 (the
+ * precise mode the reference tests use).
+ *
+ * Ownership: the model borrows the pgd_gguf (which must outlive it) and owns converted copies.
+ * Threading: load on one thread; afterwards immutable and readable from any thread.
+ */
+#ifndef PGD_ENGINE_MODEL_H
+#define PGD_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/model/gguf.h"
+
+typedef enum { PGD_ARCH_LLAMA, PGD_ARCH_QWEN2 } pgd_arch;
+typedef enum { PGD_ROPE_NORM, PGD_ROPE_NEOX } pgd_rope_style; /* adjacent pairs / half split */
+
+typedef struct pgd_model_config {
+    pgd_arch arch;
+    char arch_name[32];
+    uint32_t n_layer;
+    uint32_t n_embd;    /* d_model */
+    uint32_t n_head;    /* query heads */
+    uint32_t n_head_kv; /* key/value heads (GQA) */
+    uint32_t head_dim;  /* n_embd / n_head unless metadata says otherwise */
+    uint32_t n_ff;      /* feed-forward hidden size */
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;
+    uint32_t rope_dim; /* rotated dimensions per head (<= head_dim) */
+    float rope_base;
+    pgd_rope_style rope_style;
+    float rope_linear_scale; /* positions are divided by it (1 = none; "linear" scaling) */
+    bool rope_freq_factors;  /* rope_freqs.weight present (Llama 3.1 style scaling) */
+    float rms_eps;
+    bool tied_output; /* output.weight absent: logits use token_embd */
+    bool qkv_bias;
+} pgd_model_config;
+
+/* A 2-D weight W[rows][cols] (cols = the row length, GGUF ne[0]) or a 1-D vector (rows = 1). */
+typedef struct pgd_weight {
+    uint32_t type; /* pgd_type */
+    uint64_t rows, cols;
+    const void *data;   /* rows * row_bytes bytes */
+    uint64_t row_bytes; /* bytes of one row */
+} pgd_weight;
+
+typedef struct pgd_layer_weights {
+    pgd_weight attn_norm;  /* [n_embd] F32 */
+    pgd_weight wq;         /* [n_head*head_dim][n_embd] */
+    pgd_weight wk;         /* [n_head_kv*head_dim][n_embd] */
+    pgd_weight wv;         /* [n_head_kv*head_dim][n_embd] */
+    pgd_weight wo;         /* [n_embd][n_head*head_dim] */
+    pgd_weight bq, bk, bv; /* qwen2 biases, F32; data NULL when absent */
+    pgd_weight ffn_norm;   /* [n_embd] F32 */
+    pgd_weight w_gate;     /* [n_ff][n_embd] */
+    pgd_weight w_up;       /* [n_ff][n_embd] */
+    pgd_weight w_down;     /* [n_embd][n_ff] */
+} pgd_layer_weights;
+
+typedef struct pgd_model {
+    pgd_model_config cfg;
+    const pgd_gguf *gguf;      /* borrowed */
+    pgd_weight tok_embd;       /* [n_vocab][n_embd] */
+    pgd_weight output_norm;    /* [n_embd] F32 */
+    pgd_weight output;         /* [n_vocab][n_embd]; == tok_embd when tied */
+    pgd_weight rope_freqs;     /* [rope_dim/2] F32 frequency divisors; data NULL when absent */
+    pgd_layer_weights *layers; /* [n_layer] */
+    void **owned;              /* converted buffers, freed with the model */
+    uint32_t n_owned;
+    uint64_t weight_bytes; /* total bytes of all bound weights */
+} pgd_model;
+
+enum { PGD_MODEL_F32 = 1 << 0, PGD_MODEL_QUIET = 1 << 1 };
+
+/* Read the hyper-parameters only (cheap; no tensor is touched). */
+int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg);
+
+/* Bind all weights and check every shape against the config. flags: PGD_MODEL_*. The caller
+ * frees *out with pgd_model_free (before closing g). Errors name the offending tensor. */
+int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out);
+void pgd_model_free(pgd_model *m);
+
+/* True when the CPU kernels take this weight type directly. */
+bool pgd_model_type_native(uint32_t type);
+
+#endif

@@ -1,0 +1,216 @@
+/*
+ * engine/runner.c — weights and backend of a loaded model, and the step that computes a
+ * finished plan (see runner.h).
+ *
+ * Owns: the bound weights (pgd_model) when it loaded them, the backend, the sampler scratch,
+ * the flat batch arrays and the logits rows, all sized once for caps.max_tokens tokens except
+ * the logits, which grow to the most rows a step has asked for.
+ */
+#include "engine/runner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+struct pgd_runner {
+    const pgd_model_info *info; /* borrowed */
+    pgd_model *model;           /* owned when the runner loaded it; NULL when wrapped */
+    pgd_backend *backend;
+    pgd_sampler_scratch *sscratch;
+    uint32_t n_vocab, max_tokens;
+    /* the flat batch (T = max_tokens) */
+    int32_t *b_tokens, *b_pos; /* [T] */
+    uint32_t *b_qstart;        /* [T+1] */
+    uint32_t *b_kvlen;         /* [T] */
+    uint32_t *b_rows;          /* [T] */
+    float *logits;             /* [logits_rows][n_vocab] */
+    uint32_t logits_rows;
+    uint64_t n_forward_tokens;
+};
+
+void pgd_runner_options_default(pgd_runner_options *o) {
+    memset(o, 0, sizeof *o);
+    o->kv_dtype = PGD_KV_AUTO;
+}
+
+/* The parts every runner has once its backend exists. */
+static int finish_init(pgd_runner *r) {
+    const pgd_backend_caps *caps = &r->backend->caps;
+    r->n_vocab = r->info->n_vocab;
+    r->max_tokens = caps->max_tokens;
+    uint32_t T = r->max_tokens;
+    PGD_ASSERT(T > 0 && caps->n_blocks >= 2 && caps->block_size > 0);
+    r->b_tokens = malloc(T * sizeof *r->b_tokens);
+    r->b_pos = malloc(T * sizeof *r->b_pos);
+    r->b_qstart = malloc((T + 1) * sizeof *r->b_qstart);
+    r->b_kvlen = malloc(T * sizeof *r->b_kvlen);
+    r->b_rows = malloc(T * sizeof *r->b_rows);
+    if (!r->b_tokens || !r->b_pos || !r->b_qstart || !r->b_kvlen || !r->b_rows) return PGD_ENOMEM;
+    return pgd_sampler_scratch_create((int32_t)r->n_vocab, &r->sscratch);
+}
+
+int pgd_runner_wrap(const pgd_model_info *info, pgd_backend *backend, pgd_runner **out) {
+    *out = NULL;
+    pgd_runner *r = calloc(1, sizeof *r);
+    if (!r) {
+        pgd_backend_destroy(backend);
+        return PGD_ENOMEM;
+    }
+    r->info = info;
+    r->backend = backend;
+    int rc = finish_init(r);
+    if (rc) {
+        pgd_runner_destroy(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, pgd_runner **out) {
+    *out = NULL;
+    if (!info->gguf) return pgd_error_set(PGD_EINVAL, "this model description has no weights file");
+    pgd_runner *r = calloc(1, sizeof *r);
+    if (!r) return PGD_ENOMEM;
+    r->info = info;
+    int rc;
+    if ((rc = pgd_model_load(info->gguf, o->model_flags, &r->model))) goto fail;
+    uint32_t bs = o->block_size ? o->block_size : PGD_DEFAULT_BLOCK_SIZE;
+    pgd_kv_dtype kv = o->kv_dtype;
+    if (kv == PGD_KV_AUTO) kv = (o->model_flags & PGD_MODEL_F32) ? PGD_KV_F32 : PGD_KV_F16;
+    uint64_t block_bytes = pgd_cpu_kv_block_bytes(&r->model->cfg, bs, kv);
+    uint64_t n_blocks = o->kv_blocks;
+    if (!n_blocks) {
+        uint64_t bytes =
+            o->kv_cache_bytes ? o->kv_cache_bytes : (uint64_t)PGD_DEFAULT_KV_CACHE_MB << 20;
+        n_blocks = bytes / block_bytes;
+    }
+    if (n_blocks > UINT32_MAX / bs) n_blocks = UINT32_MAX / bs;
+    if (n_blocks < 2) {
+        rc = pgd_error_set(PGD_EINVAL, "KV cache too small: %llu blocks of %u tokens",
+                           (unsigned long long)n_blocks, bs);
+        goto fail;
+    }
+    pgd_backend_config bc = {.n_blocks = (uint32_t)n_blocks,
+                             .block_size = bs,
+                             .max_tokens = o->max_tokens,
+                             .n_threads = o->n_threads,
+                             .act_q8 = o->act_q8,
+                             .kv_dtype = kv};
+    if ((rc = pgd_backend_cpu_create(r->model, &bc, &r->backend)) || (rc = finish_init(r)))
+        goto fail;
+    *out = r;
+    return 0;
+fail:
+    pgd_runner_destroy(r);
+    return rc;
+}
+
+void pgd_runner_destroy(pgd_runner *r) {
+    if (!r) return;
+    pgd_backend_destroy(r->backend);
+    pgd_model_free(r->model);
+    pgd_sampler_scratch_destroy(r->sscratch);
+    free(r->b_tokens);
+    free(r->b_pos);
+    free(r->b_qstart);
+    free(r->b_kvlen);
+    free(r->b_rows);
+    free(r->logits);
+    free(r);
+}
+
+const pgd_model_info *pgd_runner_info(const pgd_runner *r) {
+    return r->info;
+}
+
+const pgd_backend_caps *pgd_runner_caps(const pgd_runner *r) {
+    return &r->backend->caps;
+}
+
+pgd_backend *pgd_runner_backend(pgd_runner *r) {
+    return r->backend;
+}
+
+pgd_sampler_scratch *pgd_runner_sampler_scratch(pgd_runner *r) {
+    return r->sscratch;
+}
+
+const float *pgd_runner_logits(const pgd_runner *r, uint32_t row) {
+    PGD_ASSERT(row < r->logits_rows);
+    return r->logits + (uint64_t)row * r->n_vocab;
+}
+
+uint64_t pgd_runner_n_forward_tokens(const pgd_runner *r) {
+    return r->n_forward_tokens;
+}
+
+/* ---- the step ----------------------------------------------------------------------------- */
+
+static int ensure_logits(pgd_runner *r, uint32_t rows) {
+    if (rows <= r->logits_rows) return 0;
+    float *p = realloc(r->logits, (uint64_t)rows * r->n_vocab * sizeof(float));
+    if (!p) return pgd_error_set(PGD_ENOMEM, "out of memory for %u logit rows", rows);
+    r->logits = p;
+    r->logits_rows = rows;
+    return 0;
+}
+
+int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
+    PGD_ASSERT(plan->n_items > 0 && plan->n_tokens > 0 && plan->n_tokens <= r->max_tokens);
+    int rc;
+    if (plan->n_copies && (rc = r->backend->ops->copy_blocks(r->backend, plan->copy_src,
+                                                             plan->copy_dst, plan->n_copies)))
+        return rc;
+
+    /* The flat batch: each item's tokens, in item order. */
+    uint32_t t = 0, rows = 0;
+    for (uint32_t i = 0; i < plan->n_items; i++) {
+        pgd_step_item *it = &plan->items[i];
+        pgd_seq *s = it->seq;
+        uint32_t n = it->n_tokens, c0 = it->start;
+        PGD_ASSERT(n > 0 && c0 + n <= s->tokens.n);
+        s->sampled = false;
+        r->b_qstart[i] = t;
+        r->b_kvlen[i] = c0 + n;
+        it->logits_row = rows;
+        bool sample = c0 + n == s->tokens.n && s->finish == PGD_FINISH_NONE;
+        for (uint32_t j = 0; j < n; j++, t++) {
+            r->b_tokens[t] = s->tokens.ids[c0 + j];
+            r->b_pos[t] = (int32_t)(c0 + j);
+            if (it->all_logits || (sample && j + 1 == n)) r->b_rows[rows++] = t;
+        }
+    }
+    PGD_ASSERT(t == plan->n_tokens);
+    r->b_qstart[plan->n_items] = t;
+    if ((rc = ensure_logits(r, rows))) return rc;
+    pgd_batch batch = {.n_tokens = t,
+                       .tokens = r->b_tokens,
+                       .positions = r->b_pos,
+                       .slots = plan->slots,
+                       .n_seqs = plan->n_items,
+                       .q_start = r->b_qstart,
+                       .kv_len = r->b_kvlen,
+                       .block_tables = plan->block_tables,
+                       .bt_stride = plan->bt_stride,
+                       .n_logits = rows,
+                       .logit_rows = r->b_rows};
+    if ((rc = pgd_backend_forward(r->backend, &batch, r->logits))) return rc;
+    r->n_forward_tokens += t;
+
+    /* Sample every sequence whose known tokens are now all computed. */
+    for (uint32_t i = 0; i < plan->n_items; i++) {
+        pgd_step_item *it = &plan->items[i];
+        pgd_seq *s = it->seq;
+        uint32_t n = it->n_tokens;
+        if (it->start + n != s->tokens.n || s->finish != PGD_FINISH_NONE) continue;
+        uint32_t row = it->logits_row + (it->all_logits ? n - 1 : 0);
+        pgd_sample_result res;
+        if ((rc = pgd_sampler_sample(s->sampler, r->logits + (uint64_t)row * r->n_vocab, &res)) ||
+            (rc = pgd_seq_append(s, &res)))
+            return rc;
+    }
+    return 0;
+}

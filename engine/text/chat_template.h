@@ -1,0 +1,134 @@
+/*
+ * engine/text/chat_template.h — chat templates: turn an OpenAI `messages` array into the prompt
+ * text a model was trained on.
+ *
+ * pagoda does not run Jinja. It recognises the family of a model's tokenizer.chat_template from
+ * the markers in its source text (or takes the family from an override name) and renders that
+ * family natively, byte for byte as the family's published template renders under Hugging
+ * Face's settings (trim_blocks, lstrip_blocks): the same whitespace, the same bos/eos
+ * placement, the same trimming, and the same refusals (a template's raise_exception becomes
+ * PGD_EINVAL with the same meaning). Supported families and the published template each one
+ * follows (copies in tests/reference/templates/):
+ *
+ *   chatml   <|im_start|>ROLE\n...<|im_end|>\n   SmolLM2-Instruct, Qwen2/2.5-Instruct; a default
+ *            system prompt that the template inserts when messages[0] is not a system message
+ *            is extracted from the template source
+ *   llama2   Llama-2-chat: [INST] / <<SYS>>, bos before every user turn, .strip() on content
+ *   llama3   Meta-Llama-3-Instruct: <|start_header_id|>ROLE<|end_header_id|>\n\n ... <|eot_id|>
+ *   mistral  Mistral-7B-Instruct-v0.2 (original): [INST] ... [/INST], no system role
+ *   gemma    Gemma-3-it: <start_of_turn>user|model, system folded into the first user turn;
+ *            a Gemma-1/2 template ("System role not supported") refuses system messages
+ *   zephyr   zephyr-7b-beta: <|system|> <|user|> <|assistant|>, each turn ends with eos + \n
+ *   phi3     Phi-3-mini-instruct: <|ROLE|>\n...<|end|>\n, eos when there is no generation
+ *            prompt; a Phi-3.5 template also drops empty system messages
+ *
+ * Beyond the templates: roles are "system", "user" and "assistant" only (anything else is
+ * PGD_EINVAL naming the role), and an empty `messages` array is PGD_EINVAL (as in the OpenAI
+ * API), so no family sees a conversation its template could not index.
+ *
+ * Every rendered prompt carries the byte ranges that came from the template (markers, role
+ * headers, bos/eos text, a default system prompt) as opposed to message content. The tokenizer
+ * recognises control tokens only inside those ranges, so a user who types "<|im_end|>" gets the
+ * literal text, not the control token.
+ *
+ * Threading: a pgd_chat_template is immutable after creation; any number of threads may render
+ * with it at once. Renders share no state. Error details go to the calling thread's
+ * pgd_error_detail().
+ */
+#ifndef PGD_ENGINE_CHAT_TEMPLATE_H
+#define PGD_ENGINE_CHAT_TEMPLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/text.h"
+#include "engine/model/gguf.h"
+
+typedef enum {
+    PGD_CHAT_CHATML,
+    PGD_CHAT_LLAMA2,
+    PGD_CHAT_LLAMA3,
+    PGD_CHAT_MISTRAL,
+    PGD_CHAT_GEMMA,
+    PGD_CHAT_ZEPHYR,
+    PGD_CHAT_PHI3
+} pgd_chat_family;
+
+#define PGD_CHAT_FAMILY_COUNT 7
+
+/* "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3"; "?" if out of range. */
+const char *pgd_chat_family_name(pgd_chat_family f);
+
+/* Family of a name (exact, lower case). 0, or PGD_EINVAL with a detail listing the known
+ * names. */
+int pgd_chat_family_from_name(const char *name, pgd_chat_family *out);
+
+/* "chatml, llama2, llama3, mistral, gemma, zephyr, phi3" (static string, for messages). */
+const char *pgd_chat_family_names(void);
+
+/* One message. `role` is a NUL-terminated string; the content is the concatenation of
+ * parts[0..n_parts) in order (n_parts may be 0: empty content). Borrowed: nothing here is
+ * copied beyond the render call. */
+typedef struct {
+    const char *role;
+    const pgd_str *parts;
+    size_t n_parts;
+} pgd_chat_msg;
+
+typedef struct pgd_chat_template pgd_chat_template;
+
+/* Recognise a template and build a renderer.
+ *   jinja_src, len   the template source (tokenizer.chat_template); may be NULL (len 0) when
+ *                    override_name is given.
+ *   override_name    a family name that overrides detection, or NULL. When the source is also
+ *                    given and is recognised as that same family, its variant details (default
+ *                    system prompt, Gemma/Phi-3.5 system handling) are still taken from it.
+ *   bos_text/eos_text the text of the model's bos/eos tokens as the template's bos_token and
+ *                    eos_token variables; NULL means "" (copied).
+ * Errors (with a detail): PGD_EINVAL for an unknown override name; PGD_ENOTFOUND when there is
+ * neither a template (NULL or only whitespace) nor an override; PGD_EUNSUPPORTED when the
+ * template matches no family (the detail quotes its first ~80 characters and lists the known
+ * names) or is a recognised family's variant whose rendering differs from the supported one
+ * (the detail names it and suggests the override); PGD_ENOMEM.
+ * On success the caller frees *out with pgd_chat_template_free; on failure *out is NULL. */
+int pgd_chat_template_detect(const char *jinja_src, size_t len, const char *override_name,
+                             const char *bos_text, const char *eos_text, pgd_chat_template **out);
+
+/* Same, with the source read from the model's tokenizer.chat_template metadata (absent is fine
+ * when override_name is given; otherwise PGD_ENOTFOUND saying the model has no chat template).
+ * The template keeps no reference to g. */
+int pgd_chat_template_from_gguf(const pgd_gguf *g, const char *override_name, const char *bos_text,
+                                const char *eos_text, pgd_chat_template **out);
+
+void pgd_chat_template_free(pgd_chat_template *t); /* NULL is fine */
+
+pgd_chat_family pgd_chat_template_family(const pgd_chat_template *t);
+
+/* The default system prompt a ChatML template inserts when messages[0] is not a system message
+ * (e.g. SmolLM2's "You are a helpful AI assistant named SmolLM, trained by Hugging Face"), as a
+ * view valid while t lives; {NULL, 0} when there is none. */
+pgd_str pgd_chat_template_default_system(const pgd_chat_template *t);
+
+/* A rendered prompt. text.data is NUL-terminated (text.len excludes the NUL). special[] lists
+ * the byte ranges of text written by the template, sorted, non-empty, non-overlapping and
+ * non-adjacent (touching ranges are merged); no range ever covers a byte of message content.
+ * Role names written into headers count as template text (only known roles are accepted). */
+typedef struct {
+    pgd_buf text;
+    pgd_span *special;
+    size_t n_special;
+} pgd_chat_prompt;
+
+/* Render msgs[0..n) with the template, followed by the assistant header when
+ * add_generation_prompt is true and the family has one (Llama-2 and Mistral have none: their
+ * templates ignore the flag). *out is overwritten (its previous contents are not freed); on
+ * success the caller frees it with pgd_chat_prompt_free, on failure it is left empty.
+ * Errors: PGD_EINVAL (empty messages, NULL role, unknown role, roles that the family's template
+ * refuses — e.g. not alternating user/assistant for llama2/mistral/gemma, a system message for
+ * mistral — with the template's own wording in the detail), PGD_ENOMEM. */
+int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
+                    bool add_generation_prompt, pgd_chat_prompt *out);
+
+void pgd_chat_prompt_free(pgd_chat_prompt *p); /* back to empty; NULL is fine */
+
+#endif

@@ -1,0 +1,258 @@
+/*
+ * engine/text/tokenizer_detok.c — token ids back to bytes: per-token pieces, whole sequences and
+ * the incremental (streaming) detokenizer.
+ *
+ * Owns: the piece table (decoded bytes of every token, built once at load) and the pgd_detok
+ * UTF-8 state machine.
+ * Pieces: byte-level BPE maps each character of the byte-unicode alphabet back to its byte (a
+ * character outside the alphabet keeps its UTF-8 bytes); SPM maps U+2581 to a space and a
+ * <0xXX> byte token to its byte. Control and unknown tokens keep their text, which is emitted
+ * only when the caller asks for special text; unused tokens have no piece.
+ * Incremental invariant: a pgd_detok holds at most 3 bytes, always a valid proper prefix of a
+ * UTF-8 character; everything it appended to the output is valid UTF-8.
+ *
+ * Threading: the piece table is immutable after load; a pgd_detok belongs to one thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/text/tokenizer_internal.h"
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* "<0xXX>" -> the byte, else -1. */
+static int byte_token(const char *s, size_t n) {
+    if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
+    int h = hexval(s[3]), l = hexval(s[4]);
+    return (h < 0 || l < 0) ? -1 : h * 16 + l;
+}
+
+/* Decode one code point starting at s (n bytes available); returns its length (1 on an invalid
+ * sequence, with *cp = 0xFFFFFFFF). */
+static size_t utf8_get(const unsigned char *s, size_t n, uint32_t *cp) {
+    int len = pgd_utf8_seq_len(s[0]);
+    *cp = 0xFFFFFFFFu;
+    if (len == 0 || (size_t)len > n) return 1;
+    if (len == 1) {
+        *cp = s[0];
+        return 1;
+    }
+    uint32_t c = s[0] & (0xFF >> (len + 1));
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 1;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    *cp = c;
+    return (size_t)len;
+}
+
+/* Write the piece of token id into dst (which has room for 3 * its text length + 1 bytes)
+ * and return its length. */
+static size_t build_piece(const pgd_tokenizer *tk, int32_t id, char *dst) {
+    size_t n;
+    const char *t = pgd__tok_text(tk, id, &n);
+    uint8_t type = tk->types[id];
+    if (type == PGD_TOKEN_UNUSED) return 0;
+    if (type == PGD_TOKEN_BYTE) {
+        int b = byte_token(t, n);
+        if (b >= 0) {
+            dst[0] = (char)b;
+            return 1;
+        }
+    }
+    if (type == PGD_TOKEN_CONTROL || type == PGD_TOKEN_UNKNOWN) {
+        memcpy(dst, t, n);
+        return n;
+    }
+    size_t m = 0;
+    if (tk->kind == PGD_TOKENIZER_SPM) {
+        for (size_t i = 0; i < n;) {
+            if (i + 3 <= n && !memcmp(t + i, "\xE2\x96\x81", 3)) {
+                dst[m++] = ' ';
+                i += 3;
+            } else {
+                dst[m++] = t[i++];
+            }
+        }
+        return m;
+    }
+    if (type == PGD_TOKEN_USER_DEFINED) { /* stored as plain text in byte-level vocabularies */
+        memcpy(dst, t, n);
+        return n;
+    }
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t cl = utf8_get((const unsigned char *)t + i, n - i, &cp);
+        int b = cp == 0xFFFFFFFFu ? -1 : pgd__bpe_cp_byte(cp);
+        if (b >= 0) {
+            dst[m++] = (char)b;
+        } else {
+            memcpy(dst + m, t + i, cl);
+            m += cl;
+        }
+        i += cl;
+    }
+    return m;
+}
+
+int pgd__detok_build_pieces(pgd_tokenizer *tk) {
+    size_t total = tk->text_off[tk->n_vocab]; /* a piece is never longer than its text */
+    tk->piece = malloc(total + 1);
+    tk->piece_off = malloc((tk->n_vocab + 1) * sizeof *tk->piece_off);
+    if (!tk->piece || !tk->piece_off) return PGD_ENOMEM;
+    uint32_t off = 0;
+    for (size_t i = 0; i < tk->n_vocab; i++) {
+        tk->piece_off[i] = off;
+        off += (uint32_t)build_piece(tk, (int32_t)i, tk->piece + off);
+    }
+    tk->piece_off[tk->n_vocab] = off;
+    return 0;
+}
+
+/* The bytes of a token's piece as the caller wants them ({NULL,0} for hidden control text). */
+static const char *piece_of(const pgd_tokenizer *tk, int32_t id, bool special, size_t *len) {
+    uint8_t type = tk->types[id];
+    if (!special && (type == PGD_TOKEN_CONTROL || type == PGD_TOKEN_UNKNOWN)) {
+        *len = 0;
+        return "";
+    }
+    *len = tk->piece_off[id + 1] - tk->piece_off[id];
+    return tk->piece + tk->piece_off[id];
+}
+
+static int bad_id(const pgd_tokenizer *tk, int32_t id) {
+    return pgd_error_set(PGD_EINVAL, "token id %d out of range [0, %zu)", (int)id, tk->n_vocab);
+}
+
+int pgd_token_piece(const pgd_tokenizer *tk, int32_t id, bool special, pgd_buf *out) {
+    if (id < 0 || (size_t)id >= tk->n_vocab) return bad_id(tk, id);
+    size_t n;
+    const char *p = piece_of(tk, id, special, &n);
+    return pgd_buf_append(out, p, n);
+}
+
+int pgd_detokenize(const pgd_tokenizer *tk, const int32_t *ids, size_t n, bool special,
+                   pgd_buf *out) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (size_t)ids[i] >= tk->n_vocab) return bad_id(tk, ids[i]);
+    size_t len0 = out->len;
+    bool strip = tk->kind == PGD_TOKENIZER_SPM && tk->add_space_prefix;
+    for (size_t i = 0; i < n; i++) {
+        size_t pl;
+        const char *p = piece_of(tk, ids[i], special, &pl);
+        if (pl == 0) continue;
+        if (strip && p[0] == ' ') {
+            p++;
+            pl--;
+        }
+        strip = false;
+        if (pgd_buf_append(out, p, pl)) {
+            out->len = len0;
+            if (out->data) out->data[len0] = '\0';
+            return pgd_error_set(PGD_ENOMEM, "detokenize: out of memory");
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Incremental detokenizer.                                                                  */
+
+void pgd_detok_init(pgd_detok *d, const pgd_tokenizer *tk, bool special) {
+    memset(d, 0, sizeof *d);
+    d->tk = tk;
+    d->special = special;
+    d->strip_leading_space = tk->kind == PGD_TOKENIZER_SPM && tk->add_space_prefix;
+}
+
+size_t pgd_detok_pending(const pgd_detok *d) {
+    return d->n_pend;
+}
+
+static const char k_fffd[3] = {'\xEF', '\xBF', '\xBD'};
+
+/* Feed bytes p[0..n) through the UTF-8 state machine, writing at w (room for 3 n + 3 bytes);
+ * returns the new write position. */
+static char *feed(pgd_detok *d, const unsigned char *p, size_t n, char *w) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (d->n_pend) {
+            unsigned char lo = 0x80, hi = 0xBF;
+            if (d->n_pend == 1) {
+                switch (d->pend[0]) {
+                case 0xE0:
+                    lo = 0xA0;
+                    break;
+                case 0xED:
+                    hi = 0x9F;
+                    break;
+                case 0xF0:
+                    lo = 0x90;
+                    break;
+                case 0xF4:
+                    hi = 0x8F;
+                    break;
+                default:
+                    break;
+                }
+            }
+            if (c >= lo && c <= hi) {
+                d->pend[d->n_pend++] = c;
+                if (d->n_pend == d->need) {
+                    memcpy(w, d->pend, d->need);
+                    w += d->need;
+                    d->n_pend = 0;
+                }
+                continue;
+            }
+            /* The held bytes can never complete: one U+FFFD, then c starts afresh. */
+            memcpy(w, k_fffd, 3);
+            w += 3;
+            d->n_pend = 0;
+        }
+        if (c < 0x80) {
+            *w++ = (char)c;
+        } else if (c >= 0xC2 && c <= 0xF4) {
+            d->pend[0] = c;
+            d->n_pend = 1;
+            d->need = c <= 0xDF ? 2 : c <= 0xEF ? 3 : 4;
+        } else {
+            memcpy(w, k_fffd, 3);
+            w += 3;
+        }
+    }
+    return w;
+}
+
+int pgd_detok_push(pgd_detok *d, int32_t id, pgd_buf *out) {
+    const pgd_tokenizer *tk = d->tk;
+    if (id < 0 || (size_t)id >= tk->n_vocab) return bad_id(tk, id);
+    size_t n;
+    const char *p = piece_of(tk, id, d->special, &n);
+    if (n == 0) return 0;
+    if (n > (SIZE_MAX - 8) / 3 || pgd_buf_reserve(out, 3 * n + 3))
+        return pgd_error_set(PGD_ENOMEM, "detokenize: out of memory");
+    if (d->strip_leading_space) {
+        d->strip_leading_space = false;
+        if (p[0] == ' ') {
+            p++;
+            n--;
+        }
+    }
+    char *w = feed(d, (const unsigned char *)p, n, out->data + out->len);
+    out->len = (size_t)(w - out->data);
+    out->data[out->len] = '\0';
+    return 0;
+}
+
+int pgd_detok_flush(pgd_detok *d, pgd_buf *out) {
+    if (!d->n_pend) return 0;
+    d->n_pend = 0;
+    return pgd_buf_append(out, k_fffd, 3);
+}
