@@ -4,6 +4,11 @@
  * The library is built without -march flags, so each function carries its own target
  * attribute; matmul.c picks a set after checking the CPU (pgd_cpu_isa_supported).
  *
+ * Owns: two constant kernel tables. The kernels (decode kd, dequantize deq, prefill kp) are one
+ * body, matmul_x86_f32.inc (which describes them), included once per vector width: 256-bit for
+ * AVX2 with a 3-token prefill tile, 512-bit for AVX-512 with a 6-token one. The width's
+ * primitives are here: dequantizing a block, the hsum32 of a decode's lanes, and the prefill's
+ * last reduction.
  * Dequantization (the w_e of matmul_kern.h, in registers):
  *   AVX2: a block is four vectors of 8 weights; quants are widened to int32 (vpmovsx/zxbd),
  *     converted (vcvtdq2ps) and scaled: vmulps by d (exact), or vfmadd(d, q, m) for the
@@ -15,16 +20,9 @@
  *     of the table by its nibble; for Q5_x the fifth bit is rotated out of qh into bit 4 of
  *     the index and one vpermt2ps reads the 32-entry table (measured faster than masked
  *     permutes on Zen 5).
- * Decode (kd): per block, dequantize once, FMA into the 32 lanes of each of mr <= 2 tokens
- *   (4 ymm or 2 zmm per token: one FMA per lane per block, no latency chain). Lean on
- *   purpose: m = 1 is bound by the weight stream.
- * Prefill (kp): the f32 panel of PGD__FA_PR = 4 rows against up to 6 (AVX-512) or 3 (AVX2)
- *   tokens at a time, the accumulators of one lane group (16 or 8 of the 32 lanes) for all
- *   rows x tokens in registers while the panel chunk is swept, then the next lane group. Each
- *   step loads 4 weight vectors and T activation vectors for 4*T FMAs. On the last chunk the
- *   lanes are reduced in registers (hsum32 of 4 rows at once, transposed) and 4 outputs per
- *   token stored together.
- * Every kernel follows the PGD_ACT_F32 order exactly (lane e % 32, e ascending, fmaf; the
+ * Prefill's last reduction: the lanes of 4 rows reduced in registers (hsum32 of 4 rows at once,
+ *   transposed) and 4 outputs per token stored together.
+ * Invariants: the PGD_ACT_F32 order of matmul_kern.h (lane e % 32, e ascending, fmaf; the
  * hsum32 tree at the end), so the bits match the scalar reference.
  * Threading: pure functions.
  */
@@ -39,9 +37,12 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#define T2  __attribute__((target("avx2,fma,f16c")))
-#define T5  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
-#define INL inline __attribute__((always_inline))
+#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define INL         inline __attribute__((always_inline))
+
+/* A kp register tile of T tokens (matmul_x86_f32.inc). */
+typedef void (*kp_tile_fn)(const float *wd, int64_t ldw, const float *x, int64_t ldx, int64_t kc,
+                           float *part, int first, float *y, int64_t ldy, int nr);
 
 static INL uint16_t rd16(const uint8_t *p) {
     uint16_t v;
@@ -55,7 +56,7 @@ static INL uint32_t rd32(const uint8_t *p) {
 }
 
 /* hsum8 of matmul_kern.h on a vector: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
-T2 static INL float hsum8_v(__m256 v) {
+AVX2_TARGET static INL float hsum8_v(__m256 v) {
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
     q = _mm_add_ss(q, _mm_movehdup_ps(q));
@@ -64,8 +65,11 @@ T2 static INL float hsum8_v(__m256 v) {
 
 /* ======================================= AVX2 ============================================ */
 
+#define FA_TARGET AVX2_TARGET
+#define FA_(name) name##_avx2
+
 /* 32 bytes with 0x10 where bit e of qh is set. */
-T2 static INL __m256i bits_to_0x10(uint32_t qh) {
+FA_TARGET static INL __m256i bits_to_0x10(uint32_t qh) {
     const __m256i shuf =
         _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
     const __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
@@ -75,7 +79,7 @@ T2 static INL __m256i bits_to_0x10(uint32_t qh) {
 }
 
 /* Block blk of type kt as w[i] = weights 8i .. 8i+7. */
-T2 static INL void deq_avx2(int kt, const uint8_t *blk, __m256 w[4]) {
+FA_TARGET static INL void FA_(deq)(int kt, const uint8_t *blk, __m256 w[4]) {
     const __m256 d = _mm256_set1_ps(_cvtsh_ss(rd16(blk)));
     if (kt == PGD__KQ_Q8_0) {
 #pragma GCC unroll 4
@@ -122,69 +126,14 @@ T2 static INL void deq_avx2(int kt, const uint8_t *blk, __m256 w[4]) {
     }
 }
 
-T2 static INL void kd_avx2_body(int kt, int mr, const uint8_t *w, const float *x, int64_t k,
-                                float *out) {
-    const size_t bs = pgd__kq_block_bytes(kt);
-    __m256 acc[PGD__FA_MR][4];
-    for (int t = 0; t < mr; t++)
-        for (int i = 0; i < 4; i++) acc[t][i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / PGD_QK; b++) {
-        __m256 wv[4];
-        deq_avx2(kt, w + (size_t)b * bs, wv);
-#pragma GCC unroll 2
-        for (int t = 0; t < mr; t++)
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                acc[t][i] = _mm256_fmadd_ps(wv[i], _mm256_loadu_ps(x + t * k + b * PGD_QK + 8 * i),
-                                            acc[t][i]);
-    }
-    for (int t = 0; t < mr; t++) /* hsum32: (a[i] + a[i+16]) + (a[i+8] + a[i+24]), then hsum8 */
-        out[t] = hsum8_v(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]),
-                                       _mm256_add_ps(acc[t][1], acc[t][3])));
+/* hsum32 of the lanes, a[i] = lanes 8i .. 8i+7: hsum8 of (a[0] + a[2]) + (a[1] + a[3]). */
+FA_TARGET static INL float FA_(hsum32)(const __m256 a[4]) {
+    return hsum8_v(_mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3])));
 }
-
-T2 static INL void deq_avx2_row(int kt, const uint8_t *w, int64_t nb, float *dst) {
-    const size_t bs = pgd__kq_block_bytes(kt);
-    for (int64_t b = 0; b < nb; b++) {
-        __m256 wv[4];
-        deq_avx2(kt, w + (size_t)b * bs, wv);
-        for (int i = 0; i < 4; i++) _mm256_store_ps(dst + b * PGD_QK + 8 * i, wv[i]);
-    }
-}
-
-/* The per-type decode and dequantize entry points of one ISA variant (isa: avx2 or avx512,
- * T_: its target attribute): kd_<isa>_<type> dispatching to a function per token count, and
- * deq_<isa>_<type>. */
-#define KD_SET(T_, isa, sfx, kt)                                                                   \
-    T_ __attribute__((noinline)) static void kd_##isa##_##sfx##_1(                                 \
-        const uint8_t *w, const float *x, int64_t k, float *out) {                                 \
-        kd_##isa##_body(kt, 1, w, x, k, out);                                                      \
-    }                                                                                              \
-    T_ __attribute__((noinline)) static void kd_##isa##_##sfx##_2(                                 \
-        const uint8_t *w, const float *x, int64_t k, float *out) {                                 \
-        kd_##isa##_body(kt, 2, w, x, k, out);                                                      \
-    }                                                                                              \
-    static void kd_##isa##_##sfx(const uint8_t *w, const float *x, int64_t k, int mr,              \
-                                 float *out) {                                                     \
-        if (mr == 2)                                                                               \
-            kd_##isa##_##sfx##_2(w, x, k, out);                                                    \
-        else                                                                                       \
-            kd_##isa##_##sfx##_1(w, x, k, out);                                                    \
-    }                                                                                              \
-    T_ static void deq_##isa##_##sfx(const uint8_t *w, int64_t nb, float *dst) {                   \
-        deq_##isa##_row(kt, w, nb, dst);                                                           \
-    }
-#define KD_SETS(T_, isa)                                                                           \
-    KD_SET(T_, isa, q8_0, PGD__KQ_Q8_0)                                                            \
-    KD_SET(T_, isa, q4_0, PGD__KQ_Q4_0)                                                            \
-    KD_SET(T_, isa, q4_1, PGD__KQ_Q4_1)                                                            \
-    KD_SET(T_, isa, q5_0, PGD__KQ_Q5_0)                                                            \
-    KD_SET(T_, isa, q5_1, PGD__KQ_Q5_1)
-KD_SETS(T2, avx2)
 
 /* hsum8 of four 8-lane vectors, transposed: [hsum8(h0), hsum8(h1), hsum8(h2), hsum8(h3)],
  * each by the tree ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
-T2 static INL __m128 hsum8x4_v(__m256 h0, __m256 h1, __m256 h2, __m256 h3) {
+FA_TARGET static INL __m128 hsum8x4_v(__m256 h0, __m256 h1, __m256 h2, __m256 h3) {
     /* g_r[i] = h_r[i] + h_r[i + 4]: [g0 | g1] and [g2 | g3] */
     __m256 g01 =
         _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
@@ -200,98 +149,36 @@ T2 static INL __m128 hsum8x4_v(__m256 h0, __m256 h1, __m256 h2, __m256 h3) {
         _mm256_permutevar8x32_ps(u, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0)));
 }
 
-/* Stores the first nr of v's 4 floats at y. */
-T2 static INL void store_nr_avx2(float *y, __m128 v, int nr) {
+/* kp's last reduction (lanes 24..31 in a, 0..23 in part): hsum32 = hsum8 of
+ * (a[i] + a[i+16]) + (a[i+8] + a[i+24]), the first nr of 4 rows stored. */
+FA_TARGET static INL void FA_(kp_y)(const float *part, const __m256 a[PGD__FA_PR], float *y,
+                                    int nr) {
+    __m256 h[PGD__FA_PR];
+#pragma GCC unroll 4
+    for (int r = 0; r < PGD__FA_PR; r++) {
+        const float *p = part + r * 32;
+        h[r] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 16)),
+                             _mm256_add_ps(_mm256_loadu_ps(p + 8), a[r]));
+    }
+    const __m128 v = hsum8x4_v(h[0], h[1], h[2], h[3]);
     if (nr == 4)
         _mm_storeu_ps(y, v);
     else
         _mm_maskstore_ps(y, _mm_cmpgt_epi32(_mm_set1_epi32(nr), _mm_setr_epi32(0, 1, 2, 3)), v);
 }
 
-/* T tokens x the 4 panel rows, lane group g (lanes 8g .. 8g+7) at a time; kp's contract. */
-T2 static INL void kp_avx2_tile(int T, const float *wd, int64_t ldw, const float *x, int64_t ldx,
-                                int64_t kc, float *part /* [T][PGD__FA_PR][32] */, int first,
-                                float *y, int64_t ldy, int nr) {
-    for (int g = 0; g < 4; g++) {
-        __m256 acc[PGD__FA_PR][3];
-#pragma GCC unroll 4
-        for (int r = 0; r < PGD__FA_PR; r++)
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++)
-                acc[r][t] = first ? _mm256_setzero_ps()
-                                  : _mm256_loadu_ps(part + (t * PGD__FA_PR + r) * 32 + 8 * g);
-        for (int64_t e = 8 * g; e < kc; e += PGD_QK) {
-            __m256 xv[3];
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * ldx + e);
-#pragma GCC unroll 4
-            for (int r = 0; r < PGD__FA_PR; r++) {
-                const __m256 wv = _mm256_load_ps(wd + r * ldw + e);
-#pragma GCC unroll 3
-                for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
-            }
-        }
-        if (g < 3 || !y) {
-#pragma GCC unroll 4
-            for (int r = 0; r < PGD__FA_PR; r++)
-#pragma GCC unroll 3
-                for (int t = 0; t < T; t++)
-                    _mm256_storeu_ps(part + (t * PGD__FA_PR + r) * 32 + 8 * g, acc[r][t]);
-            continue;
-        }
-        /* the last chunk: hsum32 = hsum8 of (a[i] + a[i+16]) + (a[i+8] + a[i+24]) */
-#pragma GCC unroll 3
-        for (int t = 0; t < T; t++) {
-            __m256 h[PGD__FA_PR];
-#pragma GCC unroll 4
-            for (int r = 0; r < PGD__FA_PR; r++) {
-                const float *p = part + (t * PGD__FA_PR + r) * 32;
-                h[r] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 16)),
-                                     _mm256_add_ps(_mm256_loadu_ps(p + 8), acc[r][t]));
-            }
-            store_nr_avx2(y + t * ldy, hsum8x4_v(h[0], h[1], h[2], h[3]), nr);
-        }
-    }
-}
-
-#define KP_AVX2(T)                                                                                 \
-    T2 __attribute__((noinline)) static void kp_avx2_##T(                                          \
-        const float *wd, int64_t ldw, const float *x, int64_t ldx, int64_t kc, float *part,        \
-        int first, float *y, int64_t ldy, int nr) {                                                \
-        kp_avx2_tile(T, wd, ldw, x, ldx, kc, part, first, y, ldy, nr);                             \
-    }
-KP_AVX2(1)
-KP_AVX2(2)
-KP_AVX2(3)
-#undef KP_AVX2
-
-static void kp_avx2(const float *wd, int64_t ldw, const float *x, int64_t ldx, int mt, int64_t kc,
-                    float *part, int first, float *y, int64_t ldy, int nr) {
-    for (int t = 0; t < mt;) {
-        const int n = mt - t >= 3 ? 3 : mt - t;
-        const float *xt = x + t * ldx;
-        float *pt = part + (size_t)t * PGD__FA_PR * 32, *yt = y ? y + t * ldy : NULL;
-        if (n == 3)
-            kp_avx2_3(wd, ldw, xt, ldx, kc, pt, first, yt, ldy, nr);
-        else if (n == 2)
-            kp_avx2_2(wd, ldw, xt, ldx, kc, pt, first, yt, ldy, nr);
-        else
-            kp_avx2_1(wd, ldw, xt, ldx, kc, pt, first, yt, ldy, nr);
-        t += n;
-    }
-}
-
-static const pgd__fa_kernels fa_kernels_avx2 = {
-    {kd_avx2_q8_0, kd_avx2_q4_0, kd_avx2_q4_1, kd_avx2_q5_0, kd_avx2_q5_1},
-    {deq_avx2_q8_0, deq_avx2_q4_0, deq_avx2_q4_1, deq_avx2_q5_0, deq_avx2_q5_1},
-    kp_avx2,
-    3,
-};
+#define FA_V      __m256
+#define FA_OP(op) _mm256_##op##_ps
+#define FA_KP_T   3
+#include "kernels/cpu/matmul_x86_f32.inc"
 
 /* ====================================== AVX-512 ========================================== */
 
+#define FA_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define FA_(name) name##_avx512
+
 /* Block blk of type kt as w[0] = weights 0..15, w[1] = 16..31. */
-T5 static INL void deq_avx512(int kt, const uint8_t *blk, __m512 w[2]) {
+FA_TARGET static INL void FA_(deq)(int kt, const uint8_t *blk, __m512 w[2]) {
     const __m512 d = _mm512_set1_ps(_cvtsh_ss(rd16(blk)));
     if (kt == PGD__KQ_Q8_0) {
 #pragma GCC unroll 2
@@ -342,49 +229,17 @@ T5 static INL void deq_avx512(int kt, const uint8_t *blk, __m512 w[2]) {
     }
 }
 
-/* hsum32 of the lanes (a0 = lanes 0..15, a1 = lanes 16..31). */
-T5 static INL float hsum32_v(__m512 a0, __m512 a1) {
-    const __m512 s = _mm512_add_ps(a0, a1); /* a[i] + a[i+16] */
+/* hsum32 of the lanes (a[0] = lanes 0..15, a[1] = lanes 16..31). */
+FA_TARGET static INL float FA_(hsum32)(const __m512 a[2]) {
+    const __m512 s = _mm512_add_ps(a[0], a[1]); /* a[i] + a[i+16] */
     const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), hi);
     return hsum8_v(h);
 }
 
-T5 static INL void kd_avx512_body(int kt, int mr, const uint8_t *w, const float *x, int64_t k,
-                                  float *out) {
-    const size_t bs = pgd__kq_block_bytes(kt);
-    __m512 acc[PGD__FA_MR][2];
-    for (int t = 0; t < mr; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < k / PGD_QK; b++) {
-        __m512 wv[2];
-        deq_avx512(kt, w + (size_t)b * bs, wv);
-#pragma GCC unroll 2
-        for (int t = 0; t < mr; t++)
-#pragma GCC unroll 2
-            for (int i = 0; i < 2; i++)
-                acc[t][i] = _mm512_fmadd_ps(wv[i], _mm512_loadu_ps(x + t * k + b * PGD_QK + 16 * i),
-                                            acc[t][i]);
-    }
-    for (int t = 0; t < mr; t++) out[t] = hsum32_v(acc[t][0], acc[t][1]);
-}
-
-T5 static INL void deq_avx512_row(int kt, const uint8_t *w, int64_t nb, float *dst) {
-    const size_t bs = pgd__kq_block_bytes(kt);
-    for (int64_t b = 0; b < nb; b++) {
-        __m512 wv[2];
-        deq_avx512(kt, w + (size_t)b * bs, wv);
-        _mm512_store_ps(dst + b * PGD_QK, wv[0]);
-        _mm512_store_ps(dst + b * PGD_QK + 16, wv[1]);
-    }
-}
-
-KD_SETS(T5, avx512)
-#undef KD_SETS
-#undef KD_SET
-
 /* hsum32 of four outputs from s_r[i] = a_r[i] + a_r[i + 16] (i < 16), transposed:
  * [hsum32(a0), .., hsum32(a3)], each by the tree of matmul_kern.h. */
-T5 static INL __m128 hsum32x4_v(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
+FA_TARGET static INL __m128 hsum32x4_v(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
     /* h_r[i] = s_r[i] + s_r[i + 8]: [h0 | h1] and [h2 | h3] */
     const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(s0, s1, _MM_SHUFFLE(1, 0, 1, 0)),
                                      _mm512_shuffle_f32x4(s0, s1, _MM_SHUFFLE(3, 2, 3, 2)));
@@ -400,84 +255,19 @@ T5 static INL __m128 hsum32x4_v(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(idx, g));
 }
 
-/* T tokens x the 4 panel rows, lane group h (lanes 16h .. 16h+15) at a time; kp's contract. */
-T5 static INL void kp_avx512_tile(int T, const float *wd, int64_t ldw, const float *x, int64_t ldx,
-                                  int64_t kc, float *part /* [T][PGD__FA_PR][32] */, int first,
-                                  float *y, int64_t ldy, int nr) {
-    for (int h = 0; h < 2; h++) {
-        __m512 acc[PGD__FA_PR][6];
+/* kp's last reduction (lanes 16..31 in a, 0..15 in part), the first nr of 4 rows stored. */
+FA_TARGET static INL void FA_(kp_y)(const float *part, const __m512 a[PGD__FA_PR], float *y,
+                                    int nr) {
+    __m512 s[PGD__FA_PR];
 #pragma GCC unroll 4
-        for (int r = 0; r < PGD__FA_PR; r++)
-#pragma GCC unroll 6
-            for (int t = 0; t < T; t++)
-                acc[r][t] = first ? _mm512_setzero_ps()
-                                  : _mm512_loadu_ps(part + (t * PGD__FA_PR + r) * 32 + 16 * h);
-        for (int64_t e = 16 * h; e < kc; e += PGD_QK) {
-            __m512 xv[6];
-#pragma GCC unroll 6
-            for (int t = 0; t < T; t++) xv[t] = _mm512_loadu_ps(x + t * ldx + e);
-#pragma GCC unroll 4
-            for (int r = 0; r < PGD__FA_PR; r++) {
-                const __m512 wv = _mm512_load_ps(wd + r * ldw + e);
-#pragma GCC unroll 6
-                for (int t = 0; t < T; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-            }
-        }
-        if (h == 0 || !y) {
-#pragma GCC unroll 4
-            for (int r = 0; r < PGD__FA_PR; r++)
-#pragma GCC unroll 6
-                for (int t = 0; t < T; t++)
-                    _mm512_storeu_ps(part + (t * PGD__FA_PR + r) * 32 + 16 * h, acc[r][t]);
-            continue;
-        }
-        /* the last chunk: y = hsum32 of the lanes (lanes 0..15 wait in part) */
-        const __mmask8 keep = (__mmask8)((1u << nr) - 1);
-#pragma GCC unroll 6
-        for (int t = 0; t < T; t++) {
-            __m512 sr[PGD__FA_PR];
-#pragma GCC unroll 4
-            for (int r = 0; r < PGD__FA_PR; r++)
-                sr[r] = _mm512_add_ps(_mm512_loadu_ps(part + (t * PGD__FA_PR + r) * 32), acc[r][t]);
-            _mm_mask_storeu_ps(y + t * ldy, keep, hsum32x4_v(sr[0], sr[1], sr[2], sr[3]));
-        }
-    }
+    for (int r = 0; r < PGD__FA_PR; r++) s[r] = _mm512_add_ps(_mm512_loadu_ps(part + r * 32), a[r]);
+    _mm_mask_storeu_ps(y, (__mmask8)((1u << nr) - 1), hsum32x4_v(s[0], s[1], s[2], s[3]));
 }
 
-#define KP_AVX512(T)                                                                               \
-    T5 __attribute__((noinline)) static void kp_avx512_##T(                                        \
-        const float *wd, int64_t ldw, const float *x, int64_t ldx, int64_t kc, float *part,        \
-        int first, float *y, int64_t ldy, int nr) {                                                \
-        kp_avx512_tile(T, wd, ldw, x, ldx, kc, part, first, y, ldy, nr);                           \
-    }
-KP_AVX512(1)
-KP_AVX512(2)
-KP_AVX512(3)
-KP_AVX512(4)
-KP_AVX512(5)
-KP_AVX512(6)
-#undef KP_AVX512
-
-static void kp_avx512(const float *wd, int64_t ldw, const float *x, int64_t ldx, int mt, int64_t kc,
-                      float *part, int first, float *y, int64_t ldy, int nr) {
-    typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *, int,
-                            float *, int64_t, int);
-    static const tile_fn tiles[7] = {NULL,        kp_avx512_1, kp_avx512_2, kp_avx512_3,
-                                     kp_avx512_4, kp_avx512_5, kp_avx512_6};
-    for (int t = 0; t < mt;) {
-        const int n = mt - t >= 6 ? 6 : mt - t;
-        tiles[n](wd, ldw, x + t * ldx, ldx, kc, part + (size_t)t * PGD__FA_PR * 32, first,
-                 y ? y + t * ldy : NULL, ldy, nr);
-        t += n;
-    }
-}
-
-static const pgd__fa_kernels fa_kernels_avx512 = {
-    {kd_avx512_q8_0, kd_avx512_q4_0, kd_avx512_q4_1, kd_avx512_q5_0, kd_avx512_q5_1},
-    {deq_avx512_q8_0, deq_avx512_q4_0, deq_avx512_q4_1, deq_avx512_q5_0, deq_avx512_q5_1},
-    kp_avx512,
-    6,
-};
+#define FA_V      __m512
+#define FA_OP(op) _mm512_##op##_ps
+#define FA_KP_T   6
+#include "kernels/cpu/matmul_x86_f32.inc"
 
 const pgd__fa_kernels *pgd__fa_kernels_avx2(void) {
     return &fa_kernels_avx2;
