@@ -5,7 +5,7 @@
 #   make test       build, then C unit tests (ctest -L unit), model tests (ctest -L model) and
 #                   the pytest suites (reference checks and end-to-end CLI tests)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
-#   make format     clang-format every C and CUDA source in place
+#   make format     clang-format every C and CUDA source (and .inc body) in place
 #   make format-check  fail if any source differs from .clang-format (CI runs it)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -56,7 +56,7 @@ test-asan: bootstrap
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j$(JOBS)
 
-FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu'
+FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
 
 format:
 	$(FORMAT_SOURCES) | xargs clang-format -i

@@ -31,7 +31,9 @@ int pgd_buf_append(pgd_buf *b, const void *data, size_t len) {
     return 0;
 }
 
-int pgd_buf_puts(pgd_buf *b, const char *s) { return pgd_buf_append(b, s, strlen(s)); }
+int pgd_buf_puts(pgd_buf *b, const char *s) {
+    return pgd_buf_append(b, s, strlen(s));
+}
 
 int pgd_buf_vprintf(pgd_buf *b, const char *fmt, va_list ap) {
     va_list ap2;

@@ -31,7 +31,8 @@ typedef struct pgd_buf {
     size_t cap;
 } pgd_buf;
 
-#define PGD_BUF_INIT {NULL, 0, 0}
+#define PGD_BUF_INIT                                                                               \
+    { NULL, 0, 0 }
 
 /* Appends; 0 or PGD_ENOMEM (the buffer is unchanged on failure). */
 int pgd_buf_append(pgd_buf *b, const void *data, size_t len);

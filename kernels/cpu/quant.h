@@ -80,15 +80,32 @@ uint16_t pgd_f32_to_f16(float f); /* round to nearest even */
 float pgd_bf16_to_f32(uint16_t h);
 
 /* ---- block layouts (on-disk) ---- */
-#define PGD_QK 32   /* elements per block of the 32-blocks */
-#define PGD_QK_K 256 /* elements per super-block of the K-quants */
+#define PGD_QK           32  /* elements per block of the 32-blocks */
+#define PGD_QK_K         256 /* elements per super-block of the K-quants */
 #define PGD_K_SCALE_SIZE 12
 
-typedef struct { uint16_t d; uint8_t qs[PGD_QK / 2]; } pgd_block_q4_0;               /* 18 B */
-typedef struct { uint16_t d, m; uint8_t qs[PGD_QK / 2]; } pgd_block_q4_1;            /* 20 B */
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[PGD_QK / 2]; } pgd_block_q5_0; /* 22 B */
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[PGD_QK / 2]; } pgd_block_q5_1; /* 24 */
-typedef struct { uint16_t d; int8_t qs[PGD_QK]; } pgd_block_q8_0;                    /* 34 B */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[PGD_QK / 2];
+} pgd_block_q4_0; /* 18 B */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qs[PGD_QK / 2];
+} pgd_block_q4_1; /* 20 B */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[PGD_QK / 2];
+} pgd_block_q5_0; /* 22 B */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[PGD_QK / 2];
+} pgd_block_q5_1; /* 24 */
+typedef struct {
+    uint16_t d;
+    int8_t qs[PGD_QK];
+} pgd_block_q8_0; /* 34 B */
 typedef struct {
     uint16_t d, dmin;
     uint8_t scales[PGD_K_SCALE_SIZE];

@@ -31,8 +31,10 @@ __device__ float dequant_elem(uint32_t type, const uint8_t *row, int64_t e) {
         return __uint_as_float((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
                                ((uint32_t)p[3] << 24));
     }
-    case PGD_TYPE_F16: return load_f16(row + 2 * e);
-    case PGD_TYPE_BF16: return load_bf16(row + 2 * e);
+    case PGD_TYPE_F16:
+        return load_f16(row + 2 * e);
+    case PGD_TYPE_BF16:
+        return load_bf16(row + 2 * e);
     case PGD_TYPE_Q8_0: {
         const uint8_t *blk = row + b * sizeof(pgd_block_q8_0);
         return __fmul_rn(load_f16(blk), (float)(int8_t)blk[2 + j]);
@@ -61,7 +63,8 @@ __device__ float dequant_elem(uint32_t type, const uint8_t *row, int64_t e) {
         int q = lo | (int)(((qh >> j) & 1) << 4);
         return __fadd_rn(__fmul_rn(load_f16(blk), (float)q), load_f16(blk + 2));
     }
-    default: return 0.0f;
+    default:
+        return 0.0f;
     }
 }
 
@@ -85,8 +88,10 @@ extern "C" bool pgd_cuda_dequant_supported(uint32_t type) {
     case PGD_TYPE_Q4_0:
     case PGD_TYPE_Q4_1:
     case PGD_TYPE_Q5_0:
-    case PGD_TYPE_Q5_1: return true;
-    default: return false;
+    case PGD_TYPE_Q5_1:
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -102,7 +107,7 @@ extern "C" int pgd_cuda_dequant(uint32_t type, const void *src, float *dst, int6
     const int threads = 256;
     dim3 grid((unsigned)((n_cols + threads - 1) / threads), (unsigned)n_rows);
     dequant_kernel<<<grid, threads, 0, (cudaStream_t)stream>>>(type, (const uint8_t *)src,
-                                                                row_bytes, dst, n_cols);
+                                                               row_bytes, dst, n_cols);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return pgd_error_set(PGD_ECUDA, "dequant kernel launch: %s", cudaGetErrorString(e));

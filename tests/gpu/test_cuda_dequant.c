@@ -42,7 +42,8 @@ static void test_types(void) {
             uint64_t rb;
             REQUIRE(pgd_row_bytes(types[t], (uint64_t)cols, &rb) == 0);
             uint8_t *h_src = malloc(rb * rows);
-            float *want = malloc(sizeof(float) * rows * cols), *got = malloc(sizeof(float) * rows * cols);
+            float *want = malloc(sizeof(float) * rows * cols),
+                  *got = malloc(sizeof(float) * rows * cols);
             fill(types[t], h_src, rb * rows);
             for (int64_t r = 0; r < rows; r++)
                 REQUIRE(pgd_dequant_row(types[t], h_src + r * rb, want + r * cols, cols) == 0);
