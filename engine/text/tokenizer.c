@@ -1,12 +1,18 @@
 /*
- * engine/text/tokenizer.c — building a pgd_tokenizer (from GGUF metadata or plain arrays), its
- * vocabulary hash, special ids and end-of-generation set, and pgd_tokenize: splitting the text
- * into special-token and raw fragments, then handing each raw fragment to the model's encoder
- * (tokenizer_bpe.c or tokenizer_spm.c).
+ * engine/text/tokenizer.c — the pgd_tokenizer itself: building it (from GGUF metadata or plain
+ * arrays), its special ids and end-of-generation set, the property getters, and pgd_tokenize:
+ * splitting the text into special-token and raw fragments, then handing each raw fragment to
+ * the model's encoder. The decoding calls of tokenizer.h are forwarded to tokenizer_detok.c.
  *
- * Owns: every array of the pgd_tokenizer (layout in tokenizer_internal.h).
- * Invariants: see tokenizer_internal.h; the vocabulary hash maps a text to the LAST id that has
- * it (as llama.cpp's token_to_id map does for duplicated texts).
+ * Owns: the pgd_tokenizer layout (below; no other file sees it), its names, special ids,
+ * end-of-generation and special-token lists. The parts it embeds are owned by their own files:
+ * the vocabulary (tokenizer_vocab.h), the BPE or SPM encoder (tokenizer_bpe.h,
+ * tokenizer_spm.h) and the piece table (tokenizer_detok.h). Dependencies run one way: this
+ * file calls those; they call only the vocabulary, the scratch (tokenizer_scratch.h) and the
+ * merge heap (merge_heap.h), never this file.
+ * Invariants once built: every special id is -1 or < vocab.n; eog is sorted without
+ * duplicates; special_ids are the control and user-defined tokens with text, longest first
+ * (ties: lower id first); nothing changes afterwards.
  * Threading: build once on one thread; afterwards immutable. pgd_tokenize allocates its own
  * scratch memory per call, so concurrent calls share nothing writable.
  */
@@ -16,10 +22,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "common/error.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/tokenizer_bpe.h"
+#include "engine/text/tokenizer_detok.h"
+#include "engine/text/tokenizer_scratch.h"
+#include "engine/text/tokenizer_spm.h"
+#include "engine/text/tokenizer_vocab.h"
+
+struct pgd_tokenizer {
+    pgd_tokenizer_kind kind;
+    char *model_name, *pre_name; /* owned, NUL-terminated */
+
+    pgd__vocab vocab;
+    pgd__bpe bpe; /* set up when kind is PGD_TOKENIZER_BPE, zeroed otherwise */
+    pgd__spm spm; /* set up when kind is PGD_TOKENIZER_SPM, zeroed otherwise */
+    pgd__detok_table detok;
+
+    int32_t bos, eos, eot, eom, unk, pad;
+    bool add_bos, add_eos, add_space_prefix;
+    int32_t *eog; /* sorted */
+    size_t n_eog;
+
+    int32_t *special_ids; /* control + user-defined tokens with text, longest text first */
+    size_t n_special_ids;
+};
 
 /* ---------------------------------------------------------------------------------------- */
 /* Source arrays, common to GGUF and desc construction.                                      */
@@ -47,85 +73,12 @@ static char *dup_n(const char *s, size_t n) {
     return p;
 }
 
-static uint64_t hash_bytes(const char *s, size_t len) {
-    return XXH3_64bits(s, len);
-}
-
-static size_t pow2_at_least(size_t n) {
-    size_t c = 16;
-    while (c < n) c <<= 1;
-    return c;
-}
-
-int32_t pgd__tok_lookup(const pgd_tokenizer *tk, const char *s, size_t len) {
-    size_t i = (size_t)hash_bytes(s, len) & tk->vocab_mask;
-    for (;;) {
-        int32_t id = tk->vocab_slots[i];
-        if (id < 0) return -1;
-        size_t n;
-        const char *t = pgd__tok_text(tk, id, &n);
-        if (n == len && (len == 0 || memcmp(t, s, len) == 0)) return id;
-        i = (i + 1) & tk->vocab_mask;
-    }
-}
-
-static int build_vocab(pgd_tokenizer *tk, const tk_source *src) {
-    size_t n = src->n_vocab;
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) total += src->tokens[i].len;
-    if (total >= UINT32_MAX)
-        return pgd_error_set(PGD_EFORMAT, "tokenizer: token texts too large (%llu bytes)",
-                             (unsigned long long)total);
-    tk->text = malloc((size_t)total + 1);
-    tk->text_off = malloc((n + 1) * sizeof *tk->text_off);
-    tk->types = malloc(n);
-    tk->scores = malloc(n * sizeof *tk->scores);
-    if (!tk->text || !tk->text_off || !tk->types || !tk->scores) return PGD_ENOMEM;
-    uint32_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        tk->text_off[i] = off;
-        if (src->tokens[i].len) memcpy(tk->text + off, src->tokens[i].ptr, src->tokens[i].len);
-        off += (uint32_t)src->tokens[i].len;
-        int32_t t = src->types ? src->types[i] : PGD_TOKEN_NORMAL;
-        tk->types[i] = (uint8_t)((t >= 0 && t <= PGD_TOKEN_BYTE) ? t : PGD_TOKEN_NORMAL);
-        tk->scores[i] = src->scores ? src->scores[i] : 0.0f;
-    }
-    tk->text_off[n] = off;
-    tk->text[off] = '\0';
-
-    size_t cap = pow2_at_least(2 * n);
-    tk->vocab_slots = malloc(cap * sizeof *tk->vocab_slots);
-    if (!tk->vocab_slots) return PGD_ENOMEM;
-    memset(tk->vocab_slots, 0xff, cap * sizeof *tk->vocab_slots);
-    tk->vocab_mask = cap - 1;
-    for (size_t id = 0; id < n; id++) {
-        size_t len;
-        const char *s = pgd__tok_text(tk, (int32_t)id, &len);
-        size_t i = (size_t)hash_bytes(s, len) & tk->vocab_mask;
-        for (;;) {
-            int32_t cur = tk->vocab_slots[i];
-            if (cur < 0) {
-                tk->vocab_slots[i] = (int32_t)id;
-                break;
-            }
-            size_t cl;
-            const char *cs = pgd__tok_text(tk, cur, &cl);
-            if (cl == len && (len == 0 || memcmp(cs, s, len) == 0)) {
-                tk->vocab_slots[i] = (int32_t)id; /* duplicate text: the last id wins */
-                break;
-            }
-            i = (i + 1) & tk->vocab_mask;
-        }
-    }
-    return 0;
-}
-
 static int32_t find_cstr(const pgd_tokenizer *tk, const char *s) {
-    return pgd__tok_lookup(tk, s, strlen(s));
+    return pgd__vocab_lookup(&tk->vocab, s, strlen(s));
 }
 
 static int32_t check_id(const pgd_tokenizer *tk, int32_t id) {
-    return (id >= 0 && (size_t)id < tk->n_vocab) ? id : -1;
+    return (id >= 0 && (size_t)id < tk->vocab.n) ? id : -1;
 }
 
 /* Control tokens whose text marks an end of turn (llama.cpp's list, plus eom). */
@@ -155,12 +108,12 @@ static int build_specials(pgd_tokenizer *tk, const tk_source *src) {
     if (tk->eot < 0) {
         for (size_t k = 0; k < PGD_ARRAY_LEN(k_eot_names) && tk->eot < 0; k++) {
             int32_t id = find_cstr(tk, k_eot_names[k]);
-            if (id >= 0 && tk->types[id] == PGD_TOKEN_CONTROL) tk->eot = id;
+            if (id >= 0 && tk->vocab.types[id] == PGD_TOKEN_CONTROL) tk->eot = id;
         }
     }
     if (tk->eom < 0) {
         int32_t id = find_cstr(tk, "<|eom_id|>");
-        if (id >= 0 && tk->types[id] == PGD_TOKEN_CONTROL) tk->eom = id;
+        if (id >= 0 && tk->vocab.types[id] == PGD_TOKEN_CONTROL) tk->eom = id;
     }
     bool spm = tk->kind == PGD_TOKENIZER_SPM;
     tk->add_bos = src->add_bos >= 0 ? src->add_bos != 0 : spm;
@@ -177,10 +130,10 @@ static int build_specials(pgd_tokenizer *tk, const tk_source *src) {
         if (fixed[k] >= 0) tk->eog[n++] = fixed[k];
     for (size_t k = 0; k < PGD_ARRAY_LEN(k_eot_names); k++) {
         int32_t id = find_cstr(tk, k_eot_names[k]);
-        if (id >= 0 && tk->types[id] == PGD_TOKEN_CONTROL) tk->eog[n++] = id;
+        if (id >= 0 && tk->vocab.types[id] == PGD_TOKEN_CONTROL) tk->eog[n++] = id;
     }
     int32_t id = find_cstr(tk, "<|eom_id|>");
-    if (id >= 0 && tk->types[id] == PGD_TOKEN_CONTROL) tk->eog[n++] = id;
+    if (id >= 0 && tk->vocab.types[id] == PGD_TOKEN_CONTROL) tk->eog[n++] = id;
     qsort(tk->eog, n, sizeof *tk->eog, cmp_i32);
     size_t m = 0;
     for (size_t k = 0; k < n; k++)
@@ -188,30 +141,31 @@ static int build_specials(pgd_tokenizer *tk, const tk_source *src) {
     tk->n_eog = m;
 
     /* Tokens recognised inside special spans, longest text first (ties: lower id first). */
+    const pgd__vocab *v = &tk->vocab;
     size_t ns = 0;
-    for (size_t i = 0; i < tk->n_vocab; i++)
-        if ((tk->types[i] == PGD_TOKEN_CONTROL || tk->types[i] == PGD_TOKEN_USER_DEFINED) &&
-            tk->text_off[i + 1] > tk->text_off[i])
+    for (size_t i = 0; i < v->n; i++)
+        if ((v->types[i] == PGD_TOKEN_CONTROL || v->types[i] == PGD_TOKEN_USER_DEFINED) &&
+            v->text_off[i + 1] > v->text_off[i])
             ns++;
     tk->special_ids = malloc((ns ? ns : 1) * sizeof *tk->special_ids);
     if (!tk->special_ids) return PGD_ENOMEM;
     ns = 0;
-    for (size_t i = 0; i < tk->n_vocab; i++)
-        if ((tk->types[i] == PGD_TOKEN_CONTROL || tk->types[i] == PGD_TOKEN_USER_DEFINED) &&
-            tk->text_off[i + 1] > tk->text_off[i])
+    for (size_t i = 0; i < v->n; i++)
+        if ((v->types[i] == PGD_TOKEN_CONTROL || v->types[i] == PGD_TOKEN_USER_DEFINED) &&
+            v->text_off[i + 1] > v->text_off[i])
             tk->special_ids[ns++] = (int32_t)i;
     /* Insertion sort by length (stable): these lists are short. */
     for (size_t i = 1; i < ns; i++) {
-        int32_t v = tk->special_ids[i];
-        uint32_t lv = tk->text_off[v + 1] - tk->text_off[v];
+        int32_t id = tk->special_ids[i];
+        uint32_t lv = v->text_off[id + 1] - v->text_off[id];
         size_t j = i;
         while (j > 0) {
             int32_t u = tk->special_ids[j - 1];
-            if (tk->text_off[u + 1] - tk->text_off[u] >= lv) break;
+            if (v->text_off[u + 1] - v->text_off[u] >= lv) break;
             tk->special_ids[j] = u;
             j--;
         }
-        tk->special_ids[j] = v;
+        tk->special_ids[j] = id;
     }
     tk->n_special_ids = ns;
     return 0;
@@ -236,22 +190,22 @@ static int build(const tk_source *src, pgd_tokenizer **out) {
         rc = pgd_error_set(PGD_EFORMAT, "tokenizer: bad vocabulary size %zu", src->n_vocab);
         goto fail;
     }
-    tk->n_vocab = src->n_vocab;
     tk->model_name = dup_n(src->model, src->model_len);
     tk->pre_name = src->pre ? dup_n(src->pre, src->pre_len) : dup_n("default", 7);
     if (!tk->model_name || !tk->pre_name) {
         rc = PGD_ENOMEM;
         goto fail;
     }
-    if ((rc = build_vocab(tk, src))) goto fail;
+    if ((rc = pgd__vocab_build(&tk->vocab, src->n_vocab, src->tokens, src->types, src->scores)))
+        goto fail;
     if ((rc = build_specials(tk, src))) goto fail;
-    if (tk->kind == PGD_TOKENIZER_BPE) {
-        if ((rc = pgd__bpe_setup_pretok(tk))) goto fail;
-        if ((rc = pgd__bpe_setup(tk, src->merges, src->n_merges))) goto fail;
-    } else {
-        if ((rc = pgd__spm_setup(tk))) goto fail;
-    }
-    if ((rc = pgd__detok_build_pieces(tk))) goto fail;
+    if (tk->kind == PGD_TOKENIZER_SPM)
+        pgd__spm_init(&tk->spm, &tk->vocab, tk->unk);
+    else if ((rc = pgd__bpe_init(&tk->bpe, &tk->vocab, tk->pre_name, src->merges, src->n_merges)))
+        goto fail;
+    if ((rc = pgd__detok_build(&tk->detok, &tk->vocab, tk->kind == PGD_TOKENIZER_SPM,
+                               tk->kind == PGD_TOKENIZER_SPM && tk->add_space_prefix)))
+        goto fail;
     *out = tk;
     return 0;
 fail:
@@ -264,17 +218,11 @@ void pgd_tokenizer_free(pgd_tokenizer *tk) {
     if (!tk) return;
     free(tk->model_name);
     free(tk->pre_name);
-    free(tk->text);
-    free(tk->text_off);
-    free(tk->types);
-    free(tk->scores);
-    free(tk->piece);
-    free(tk->piece_off);
-    free(tk->vocab_slots);
-    free(tk->merge_slots);
+    pgd__vocab_free(&tk->vocab);
+    pgd__bpe_free(&tk->bpe); /* pgd__spm allocates nothing */
+    pgd__detok_free(&tk->detok);
     free(tk->eog);
     free(tk->special_ids);
-    for (size_t i = 0; i < tk->n_re; i++) pcre2_code_free(tk->re[i]);
     free(tk);
 }
 
@@ -484,7 +432,7 @@ const char *pgd_tokenizer_pre(const pgd_tokenizer *tk) {
     return tk->pre_name;
 }
 size_t pgd_tokenizer_n_vocab(const pgd_tokenizer *tk) {
-    return tk->n_vocab;
+    return tk->vocab.n;
 }
 int32_t pgd_tokenizer_bos(const pgd_tokenizer *tk) {
     return tk->bos;
@@ -527,69 +475,29 @@ bool pgd_tokenizer_is_eog(const pgd_tokenizer *tk, int32_t id) {
 
 pgd_str pgd_tokenizer_token_text(const pgd_tokenizer *tk, int32_t id) {
     pgd_str s = {NULL, 0};
-    if (id < 0 || (size_t)id >= tk->n_vocab) return s;
+    if (id < 0 || (size_t)id >= tk->vocab.n) return s;
     size_t len;
-    s.ptr = pgd__tok_text(tk, id, &len);
+    s.ptr = pgd__vocab_text(&tk->vocab, id, &len);
     s.len = len;
     return s;
 }
 
 int pgd_tokenizer_token_type(const pgd_tokenizer *tk, int32_t id) {
-    if (id < 0 || (size_t)id >= tk->n_vocab) return PGD_EINVAL;
-    return tk->types[id];
+    if (id < 0 || (size_t)id >= tk->vocab.n) return PGD_EINVAL;
+    return tk->vocab.types[id];
 }
 
 float pgd_tokenizer_token_score(const pgd_tokenizer *tk, int32_t id) {
-    if (id < 0 || (size_t)id >= tk->n_vocab) return 0.0f;
-    return tk->scores[id];
+    if (id < 0 || (size_t)id >= tk->vocab.n) return 0.0f;
+    return tk->vocab.scores[id];
 }
 
 int32_t pgd_tokenizer_find(const pgd_tokenizer *tk, const char *text, size_t len) {
-    return pgd__tok_lookup(tk, text, len);
+    return pgd__vocab_lookup(&tk->vocab, text, len);
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Encoding.                                                                                 */
-
-int pgd_tokens_push(pgd_tokens *t, int32_t id) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        int32_t *p = realloc(t->ids, cap * sizeof *p);
-        if (!p) return PGD_ENOMEM;
-        t->ids = p;
-        t->cap = cap;
-    }
-    t->ids[t->n++] = id;
-    return 0;
-}
-
-void pgd_tokens_free(pgd_tokens *t) {
-    free(t->ids);
-    t->ids = NULL;
-    t->n = t->cap = 0;
-}
-
-int pgd__tok_grow(void **p, size_t *cap, size_t n, size_t elem) {
-    if (n <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < n) c *= 2;
-    if (c > SIZE_MAX / elem) return PGD_ENOMEM;
-    void *q = realloc(*p, c * elem);
-    if (!q) return PGD_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
-void pgd__tok_scratch_free(pgd__tok_scratch *s) {
-    free(s->sym);
-    free(s->heap);
-    free(s->str);
-    if (s->md) pcre2_match_data_free(s->md);
-    if (s->mctx) pcre2_match_context_free(s->mctx);
-    if (s->jit_stack) pcre2_jit_stack_free(s->jit_stack);
-    memset(s, 0, sizeof *s);
-}
 
 /* A piece of the text: raw bytes [b, e) when id < 0, else the special token id. */
 typedef struct {
@@ -630,7 +538,7 @@ static int partition(const pgd_tokenizer *tk, const char *text, size_t len, cons
     fr[0] = (fragment){0, len, -1};
     for (size_t k = 0; k < tk->n_special_ids; k++) {
         size_t slen;
-        const char *s = pgd__tok_text(tk, tk->special_ids[k], &slen);
+        const char *s = pgd__vocab_text(&tk->vocab, tk->special_ids[k], &slen);
         /* Fast check: does it occur at all in a raw fragment? Most tokens do not. */
         bool any = false;
         for (size_t i = 0; i < n && !any; i++)
@@ -679,8 +587,10 @@ int pgd_tokenize(const pgd_tokenizer *tk, const char *text, size_t len, const pg
     pgd_span *spans = NULL;
     fragment *fr = NULL, one = {0, len, -1};
     size_t n_fr = 1;
-    pgd__tok_scratch s;
+    pgd__tok_scratch s;   /* the encoders' buffers, reused across fragments */
+    pgd__bpe_match bpe_m; /* BPE only: PCRE2 match state */
     memset(&s, 0, sizeof s);
+    memset(&bpe_m, 0, sizeof bpe_m);
     int rc = 0;
 
     if (len && !text) return pgd_error_set(PGD_EINVAL, "tokenize: NULL text");
@@ -713,16 +623,17 @@ int pgd_tokenize(const pgd_tokenizer *tk, const char *text, size_t len, const pg
             continue;
         }
         if (tk->kind == PGD_TOKENIZER_BPE)
-            rc = pgd__bpe_encode(tk, text + f->b, f->e - f->b, &s, out);
+            rc = pgd__bpe_encode(&tk->bpe, &tk->vocab, text + f->b, f->e - f->b, &s, &bpe_m, out);
         else
-            rc = pgd__spm_encode(tk, text + f->b, f->e - f->b, tk->add_space_prefix && prev_special,
-                                 &s, out);
+            rc = pgd__spm_encode(&tk->spm, &tk->vocab, text + f->b, f->e - f->b,
+                                 tk->add_space_prefix && prev_special, &s, out);
         if (rc) goto fail;
         prev_special = false;
     }
     free(spans);
     free(fr);
     pgd__tok_scratch_free(&s);
+    pgd__bpe_match_free(&bpe_m);
     return 0;
 fail:
     if (rc == PGD_ENOMEM) pgd_error_set(PGD_ENOMEM, "tokenize: out of memory");
@@ -730,37 +641,27 @@ fail:
     free(spans);
     free(fr);
     pgd__tok_scratch_free(&s);
+    pgd__bpe_match_free(&bpe_m);
     return rc;
 }
 
-/* ---- the merge heap shared by BPE and SPM --------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------- */
+/* Decoding (tokenizer_detok.c).                                                             */
 
-static bool cand_before(const pgd__merge_cand *a, const pgd__merge_cand *b) {
-    return a->prio < b->prio || (a->prio == b->prio && a->left < b->left);
+int pgd_token_piece(const pgd_tokenizer *tk, int32_t id, bool special, pgd_buf *out) {
+    return pgd__detok_piece(&tk->detok, &tk->vocab, id, special, out);
 }
 
-void pgd__merge_heap_push(pgd__merge_cand *h, size_t *n, pgd__merge_cand c) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!cand_before(&c, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = c;
+int pgd_detokenize(const pgd_tokenizer *tk, const int32_t *ids, size_t n, bool special,
+                   pgd_buf *out) {
+    return pgd__detok_ids(&tk->detok, &tk->vocab, ids, n, special, out);
 }
 
-pgd__merge_cand pgd__merge_heap_pop(pgd__merge_cand *h, size_t *n) {
-    pgd__merge_cand top = h[0], last = h[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= m) break;
-        if (c + 1 < m && cand_before(&h[c + 1], &h[c])) c++;
-        if (!cand_before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (m) h[i] = last;
-    return top;
+void pgd_detok_init(pgd_detok *d, const pgd_tokenizer *tk, bool special) {
+    pgd__detok_init(d, &tk->detok, special);
+    d->tk = tk;
+}
+
+int pgd_detok_push(pgd_detok *d, int32_t id, pgd_buf *out) {
+    return pgd__detok_push(d, &d->tk->detok, &d->tk->vocab, id, out);
 }

@@ -22,6 +22,12 @@
  * detokenize with it at once (each call uses its own scratch memory). A pgd_detok and a
  * pgd_tokens belong to one thread at a time. Errors leave a detail in the calling thread's
  * pgd_error_detail().
+ *
+ * Implementation (engine/text/), dependencies one way only: tokenizer.c builds the tokenizer,
+ * finds special tokens and dispatches; it calls tokenizer_bpe.c and tokenizer_spm.c (encoding)
+ * and tokenizer_detok.c (decoding), which call only tokenizer_vocab.c (token texts, types,
+ * scores, lookup), tokenizer_scratch.c (per-call arrays, pgd_tokens) and merge_heap.c. Only
+ * tokenizer.c sees the pgd_tokenizer layout.
  */
 #ifndef PGD_ENGINE_TOKENIZER_H
 #define PGD_ENGINE_TOKENIZER_H

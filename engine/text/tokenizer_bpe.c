@@ -1,8 +1,9 @@
 /*
- * engine/text/tokenizer_bpe.c — byte-level BPE (tokenizer.ggml.model = "gpt2").
+ * engine/text/tokenizer_bpe.c — byte-level BPE (tokenizer.ggml.model = "gpt2"); interface in
+ * tokenizer_bpe.h.
  *
  * Owns: the pre-tokenizer regexes (PCRE2, UTF + UCP, JIT when available), the merge table and
- * the GPT-2 byte-unicode alphabet.
+ * the byte ids of a pgd__bpe, and the PCRE2 match state of a pgd__bpe_match.
  *
  * Pre-tokenizer: the regexes of tokenizer.ggml.pre are applied in sequence; each one splits
  * every piece the previous one produced, and text that no match covers stays a piece of its
@@ -12,45 +13,25 @@
  *
  * Merging: every byte of a piece starts as the token of its byte-unicode character; the
  * adjacent pair with the lowest merge rank (ties: leftmost) is merged until no pair has a
- * merge. Symbols sit in a doubly linked list and candidate pairs in a binary heap, so a piece
- * of n bytes costs O(n log n); stale heap entries are skipped when popped. A byte whose
- * character is not in the vocabulary (SmolLM2 lacks 0x04, 0x06, 0xC0, 0xFF, ...) produces no id,
- * as in llama.cpp and HF tokenizers, so such bytes do not survive a round trip.
+ * merge. Symbols sit in a doubly linked list and candidate pairs in a binary heap
+ * (merge_heap.h), so a piece of n bytes costs O(n log n); stale heap entries are skipped when
+ * popped. A byte whose character is not in the vocabulary (SmolLM2 lacks 0x04, 0x06, 0xC0, 0xFF,
+ * ...) produces no id, as in llama.cpp and HF tokenizers, so such bytes do not survive a round
+ * trip.
  *
- * Threading: setup runs once while the tokenizer is built; encoding only reads the tokenizer
- * and writes the caller's scratch.
+ * Threading: setup runs once while the tokenizer is built; encoding only reads the pgd__bpe and
+ * the vocabulary and writes the caller's scratch and match state.
  */
+#include "engine/text/tokenizer_bpe.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/merge_heap.h"
 
-/* ---------------------------------------------------------------------------------------- */
-/* The byte-unicode alphabet: printable bytes map to themselves, the other 68 bytes to 256+k. */
-
-static bool printable(uint32_t b) {
-    return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-}
-
-/* The other bytes, in order: 0..32 -> 256..288, 127..160 -> 289..322, 173 -> 323. */
-uint32_t pgd__bpe_byte_cp(uint8_t b) {
-    if (printable(b)) return b;
-    if (b <= 32) return 256u + b;
-    if (b <= 160) return 256u + 33u + (b - 127u);
-    return 256u + 67u; /* 173 */
-}
-
-int pgd__bpe_cp_byte(uint32_t cp) {
-    if (cp < 256) return printable(cp) ? (int)cp : -1;
-    uint32_t k = cp - 256;
-    if (k < 33) return (int)k;
-    if (k < 67) return (int)(127 + (k - 33));
-    if (k == 67) return 173;
-    return -1;
-}
-
+/* UTF-8 of a code point of the byte-unicode alphabet (below U+0800); returns its length. */
 static size_t utf8_put(uint32_t cp, char *out) {
     if (cp < 0x80) {
         out[0] = (char)cp;
@@ -83,7 +64,7 @@ static size_t utf8_put(uint32_t cp, char *out) {
 
 typedef struct {
     const char *names; /* '|'-separated tokenizer.ggml.pre values */
-    const char *re[PGD__PRETOK_MAX_REGEX];
+    const char *re[PGD__BPE_MAX_REGEX];
     bool ignore_merges;
 } pretok_def;
 
@@ -106,19 +87,19 @@ static bool name_in(const char *names, const char *name) {
     }
 }
 
-int pgd__bpe_setup_pretok(pgd_tokenizer *tk) {
+static int setup_pretok(pgd__bpe *b, const char *pre_name) {
     const pretok_def *def = NULL;
     for (size_t i = 0; i < PGD_ARRAY_LEN(k_pretoks); i++)
-        if (name_in(k_pretoks[i].names, tk->pre_name)) def = &k_pretoks[i];
+        if (name_in(k_pretoks[i].names, pre_name)) def = &k_pretoks[i];
     if (!def) {
         fprintf(stderr,
                 "pagoda: warning: unknown pre-tokenizer '%s'; using GPT-2's (ids may differ "
                 "from the model's own tokenizer)\n",
-                tk->pre_name);
+                pre_name);
         def = &k_pretoks[0];
     }
-    tk->ignore_merges = def->ignore_merges;
-    for (size_t i = 0; i < PGD__PRETOK_MAX_REGEX && def->re[i]; i++) {
+    b->ignore_merges = def->ignore_merges;
+    for (size_t i = 0; i < PGD__BPE_MAX_REGEX && def->re[i]; i++) {
         int err;
         PCRE2_SIZE erroff;
         pcre2_code *re =
@@ -131,7 +112,7 @@ int pgd__bpe_setup_pretok(pgd_tokenizer *tk) {
                                  (const char *)msg, (size_t)erroff);
         }
         (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter is the fallback */
-        tk->re[tk->n_re++] = re;
+        b->re[b->n_re++] = re;
     }
     return 0;
 }
@@ -148,34 +129,34 @@ static uint64_t mix64(uint64_t x) {
     return x;
 }
 
-static int32_t merge_find(const pgd_tokenizer *tk, int32_t l, int32_t r, int32_t *merged) {
+static int32_t merge_find(const pgd__bpe *b, int32_t l, int32_t r, int32_t *merged) {
     uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
-    size_t i = (size_t)mix64(key) & tk->merge_mask;
+    size_t i = (size_t)mix64(key) & b->merge_mask;
     for (;;) {
-        const pgd__merge_slot *s = &tk->merge_slots[i];
+        const pgd__bpe_merge *s = &b->merge_slots[i];
         if (s->rank < 0) return -1;
         if (s->key == key) {
             *merged = s->merged;
             return s->rank;
         }
-        i = (i + 1) & tk->merge_mask;
+        i = (i + 1) & b->merge_mask;
     }
 }
 
-int pgd__bpe_setup(pgd_tokenizer *tk, const pgd_str *merges, size_t n_merges) {
+static int setup_merges(pgd__bpe *b, const pgd__vocab *v, const pgd_str *merges, size_t n_merges) {
     char utf8[4];
-    for (int b = 0; b < 256; b++) {
-        size_t n = utf8_put(pgd__bpe_byte_cp((uint8_t)b), utf8);
-        tk->byte_id[b] = pgd__tok_lookup(tk, utf8, n);
+    for (int c = 0; c < 256; c++) {
+        size_t n = utf8_put(pgd__vocab_byte_cp((uint8_t)c), utf8);
+        b->byte_id[c] = pgd__vocab_lookup(v, utf8, n);
     }
     if (n_merges >= INT32_MAX)
         return pgd_error_set(PGD_EFORMAT, "tokenizer: too many merges (%zu)", n_merges);
     size_t cap = 16;
     while (cap < 2 * n_merges) cap <<= 1;
-    tk->merge_slots = malloc(cap * sizeof *tk->merge_slots);
-    if (!tk->merge_slots) return PGD_ENOMEM;
-    for (size_t i = 0; i < cap; i++) tk->merge_slots[i].rank = -1;
-    tk->merge_mask = cap - 1;
+    b->merge_slots = malloc(cap * sizeof *b->merge_slots);
+    if (!b->merge_slots) return PGD_ENOMEM;
+    for (size_t i = 0; i < cap; i++) b->merge_slots[i].rank = -1;
+    b->merge_mask = cap - 1;
     char *cat = NULL;
     size_t cat_cap = 0;
     for (size_t r = 0; r < n_merges; r++) {
@@ -185,7 +166,7 @@ int pgd__bpe_setup(pgd_tokenizer *tk, const pgd_str *merges, size_t n_merges) {
         const char *sp = len > 1 ? memchr(m + 1, ' ', len - 1) : NULL;
         if (!sp) continue;
         size_t ll = (size_t)(sp - m), rl = len - ll - 1;
-        int32_t l = pgd__tok_lookup(tk, m, ll), rr = pgd__tok_lookup(tk, sp + 1, rl);
+        int32_t l = pgd__vocab_lookup(v, m, ll), rr = pgd__vocab_lookup(v, sp + 1, rl);
         if (l < 0 || rr < 0) continue;
         if (pgd__tok_grow((void **)&cat, &cat_cap, ll + rl, 1)) {
             free(cat);
@@ -193,18 +174,30 @@ int pgd__bpe_setup(pgd_tokenizer *tk, const pgd_str *merges, size_t n_merges) {
         }
         memcpy(cat, m, ll);
         memcpy(cat + ll, sp + 1, rl);
-        int32_t merged = pgd__tok_lookup(tk, cat, ll + rl);
+        int32_t merged = pgd__vocab_lookup(v, cat, ll + rl);
         if (merged < 0) continue;
         uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)rr;
-        size_t i = (size_t)mix64(key) & tk->merge_mask;
-        while (tk->merge_slots[i].rank >= 0 && tk->merge_slots[i].key != key)
-            i = (i + 1) & tk->merge_mask;
-        if (tk->merge_slots[i].rank >= 0) continue; /* a duplicate: the first rank stands */
-        tk->merge_slots[i] = (pgd__merge_slot){key, (int32_t)r, merged};
-        tk->n_merges++;
+        size_t i = (size_t)mix64(key) & b->merge_mask;
+        while (b->merge_slots[i].rank >= 0 && b->merge_slots[i].key != key)
+            i = (i + 1) & b->merge_mask;
+        if (b->merge_slots[i].rank >= 0) continue; /* a duplicate: the first rank stands */
+        b->merge_slots[i] = (pgd__bpe_merge){key, (int32_t)r, merged};
+        b->n_merges++;
     }
     free(cat);
     return 0;
+}
+
+int pgd__bpe_init(pgd__bpe *b, const pgd__vocab *v, const char *pre_name, const pgd_str *merges,
+                  size_t n_merges) {
+    int rc = setup_pretok(b, pre_name);
+    return rc ? rc : setup_merges(b, v, merges, n_merges);
+}
+
+void pgd__bpe_free(pgd__bpe *b) {
+    for (size_t i = 0; i < b->n_re; i++) pcre2_code_free(b->re[i]);
+    free(b->merge_slots);
+    memset(b, 0, sizeof *b);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -215,26 +208,26 @@ typedef struct {
     int32_t prev, next;
 } bsym;
 
-static void try_pair(const pgd_tokenizer *tk, const bsym *sym, pgd__merge_cand *heap, size_t *nh,
+static void try_pair(const pgd__bpe *b, const bsym *sym, pgd__merge_cand *heap, size_t *nh,
                      int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     int32_t lid = sym[l].id, rid = sym[r].id, merged;
     if (lid < 0 || rid < 0) return;
-    int32_t rank = merge_find(tk, lid, rid, &merged);
+    int32_t rank = merge_find(b, lid, rid, &merged);
     if (rank < 0) return;
     pgd__merge_heap_push(heap, nh, (pgd__merge_cand){(double)rank, l, r, lid, rid});
 }
 
-static int encode_piece(const pgd_tokenizer *tk, const unsigned char *p, size_t n,
+static int encode_piece(const pgd__bpe *b, const pgd__vocab *v, const unsigned char *p, size_t n,
                         pgd__tok_scratch *s, pgd_tokens *out) {
     int rc;
     if (n == 0) return 0;
     if (n >= INT32_MAX / 2) return pgd_error_set(PGD_EINVAL, "tokenize: piece too long");
-    if (tk->ignore_merges && n > 1) {
+    if (b->ignore_merges && n > 1) {
         if ((rc = pgd__tok_grow((void **)&s->str, &s->str_cap, 2 * n, 1))) return rc;
         size_t m = 0;
-        for (size_t i = 0; i < n; i++) m += utf8_put(pgd__bpe_byte_cp(p[i]), s->str + m);
-        int32_t id = pgd__tok_lookup(tk, s->str, m);
+        for (size_t i = 0; i < n; i++) m += utf8_put(pgd__vocab_byte_cp(p[i]), s->str + m);
+        int32_t id = pgd__vocab_lookup(v, s->str, m);
         if (id >= 0) return pgd_tokens_push(out, id);
     }
     if ((rc = pgd__tok_grow(&s->sym, &s->sym_cap, n, sizeof(bsym)))) return rc;
@@ -244,21 +237,21 @@ static int encode_piece(const pgd_tokenizer *tk, const unsigned char *p, size_t 
     pgd__merge_cand *heap = s->heap;
     size_t nh = 0;
     for (size_t i = 0; i < n; i++)
-        sym[i] = (bsym){tk->byte_id[p[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
-    for (size_t i = 0; i + 1 < n; i++) try_pair(tk, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
+        sym[i] = (bsym){b->byte_id[p[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1};
+    for (size_t i = 0; i + 1 < n; i++) try_pair(b, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
     while (nh) {
         pgd__merge_cand t = pgd__merge_heap_pop(heap, &nh);
         if (sym[t.left].id != t.x || sym[t.left].next != t.right || sym[t.right].id != t.y)
             continue; /* stale */
         int32_t merged;
-        (void)merge_find(tk, t.x, t.y, &merged);
+        (void)merge_find(b, t.x, t.y, &merged);
         int32_t r = t.right, rn = sym[r].next;
         sym[t.left].id = merged;
         sym[t.left].next = rn;
         if (rn >= 0) sym[rn].prev = t.left;
         sym[r].id = -2;
-        try_pair(tk, sym, heap, &nh, sym[t.left].prev, t.left);
-        try_pair(tk, sym, heap, &nh, t.left, rn);
+        try_pair(b, sym, heap, &nh, sym[t.left].prev, t.left);
+        try_pair(b, sym, heap, &nh, t.left, rn);
     }
     for (int32_t i = 0; i >= 0; i = sym[i].next) {
         /* A byte whose character the vocabulary lacks is dropped, as llama.cpp and HF
@@ -271,15 +264,15 @@ static int encode_piece(const pgd_tokenizer *tk, const unsigned char *p, size_t 
 /* ---------------------------------------------------------------------------------------- */
 /* Pre-tokenizing.                                                                           */
 
-static int match(const pgd_tokenizer *tk, size_t level, const char *subj, size_t len, size_t start,
-                 pgd__tok_scratch *s, size_t *ms, size_t *me) {
-    int rc = pcre2_match(tk->re[level], (PCRE2_SPTR)subj, len, start, 0, s->md, s->mctx);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !s->jit_stack) {
-        s->mctx = pcre2_match_context_create(NULL);
-        s->jit_stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, NULL);
-        if (!s->mctx || !s->jit_stack) return PGD_ENOMEM;
-        pcre2_jit_stack_assign(s->mctx, NULL, s->jit_stack);
-        rc = pcre2_match(tk->re[level], (PCRE2_SPTR)subj, len, start, 0, s->md, s->mctx);
+static int match(const pgd__bpe *b, size_t level, const char *subj, size_t len, size_t start,
+                 pgd__bpe_match *m, size_t *ms, size_t *me) {
+    int rc = pcre2_match(b->re[level], (PCRE2_SPTR)subj, len, start, 0, m->md, m->mctx);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !m->jit_stack) {
+        m->mctx = pcre2_match_context_create(NULL);
+        m->jit_stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, NULL);
+        if (!m->mctx || !m->jit_stack) return PGD_ENOMEM;
+        pcre2_jit_stack_assign(m->mctx, NULL, m->jit_stack);
+        rc = pcre2_match(b->re[level], (PCRE2_SPTR)subj, len, start, 0, m->md, m->mctx);
     }
     if (rc == PCRE2_ERROR_NOMATCH) return 1;
     if (rc < 0) {
@@ -288,7 +281,7 @@ static int match(const pgd_tokenizer *tk, size_t level, const char *subj, size_t
         return pgd_error_set(PGD_EINVAL, "tokenize: pre-tokenizer match failed: %s",
                              (const char *)msg);
     }
-    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
     *ms = ov[0];
     *me = ov[1];
     return 0;
@@ -296,33 +289,40 @@ static int match(const pgd_tokenizer *tk, size_t level, const char *subj, size_t
 
 /* Split text[0..len) with regex `level` and recurse into each piece; the last level's pieces
  * are merged. */
-static int pretok(const pgd_tokenizer *tk, size_t level, const char *text, size_t len,
-                  pgd__tok_scratch *s, pgd_tokens *out) {
-    if (level == tk->n_re) return encode_piece(tk, (const unsigned char *)text, len, s, out);
+static int pretok(const pgd__bpe *b, const pgd__vocab *v, size_t level, const char *text,
+                  size_t len, pgd__tok_scratch *s, pgd__bpe_match *m, pgd_tokens *out) {
+    if (level == b->n_re) return encode_piece(b, v, (const unsigned char *)text, len, s, out);
     size_t pos = 0;
     int rc;
     while (pos < len) {
         size_t ms = 0, me = 0;
-        rc = match(tk, level, text, len, pos, s, &ms, &me);
+        rc = match(b, level, text, len, pos, m, &ms, &me);
         if (rc == 1) break;
         if (rc) return rc;
         if (me <= ms) { /* an empty match (none of ours can): the next byte becomes a piece */
             if (ms >= len) break;
             me = ms + 1;
         }
-        if (ms > pos && (rc = pretok(tk, level + 1, text + pos, ms - pos, s, out))) return rc;
-        if ((rc = pretok(tk, level + 1, text + ms, me - ms, s, out))) return rc;
+        if (ms > pos && (rc = pretok(b, v, level + 1, text + pos, ms - pos, s, m, out))) return rc;
+        if ((rc = pretok(b, v, level + 1, text + ms, me - ms, s, m, out))) return rc;
         pos = me;
     }
-    if (pos < len) return pretok(tk, level + 1, text + pos, len - pos, s, out);
+    if (pos < len) return pretok(b, v, level + 1, text + pos, len - pos, s, m, out);
     return 0;
 }
 
-int pgd__bpe_encode(const pgd_tokenizer *tk, const char *text, size_t len, pgd__tok_scratch *s,
-                    pgd_tokens *out) {
-    if (!s->md) {
-        s->md = pcre2_match_data_create(4, NULL);
-        if (!s->md) return PGD_ENOMEM;
+int pgd__bpe_encode(const pgd__bpe *b, const pgd__vocab *v, const char *text, size_t len,
+                    pgd__tok_scratch *s, pgd__bpe_match *m, pgd_tokens *out) {
+    if (!m->md) {
+        m->md = pcre2_match_data_create(4, NULL);
+        if (!m->md) return PGD_ENOMEM;
     }
-    return pretok(tk, 0, text, len, s, out);
+    return pretok(b, v, 0, text, len, s, m, out);
+}
+
+void pgd__bpe_match_free(pgd__bpe_match *m) {
+    if (m->md) pcre2_match_data_free(m->md);
+    if (m->mctx) pcre2_match_context_free(m->mctx);
+    if (m->jit_stack) pcre2_jit_stack_free(m->jit_stack);
+    memset(m, 0, sizeof *m);
 }

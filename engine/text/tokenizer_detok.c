@@ -1,6 +1,6 @@
 /*
  * engine/text/tokenizer_detok.c — token ids back to bytes: per-token pieces, whole sequences and
- * the incremental (streaming) detokenizer.
+ * the incremental (streaming) detokenizer; interface in tokenizer_detok.h.
  *
  * Owns: the piece table (decoded bytes of every token, built once at load) and the pgd_detok
  * UTF-8 state machine.
@@ -13,11 +13,12 @@
  *
  * Threading: the piece table is immutable after load; a pgd_detok belongs to one thread.
  */
+#include "engine/text/tokenizer_detok.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "engine/text/tokenizer_internal.h"
 
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -54,10 +55,10 @@ static size_t utf8_get(const unsigned char *s, size_t n, uint32_t *cp) {
 
 /* Write the piece of token id into dst (which has room for 3 * its text length + 1 bytes)
  * and return its length. */
-static size_t build_piece(const pgd_tokenizer *tk, int32_t id, char *dst) {
+static size_t build_piece(const pgd__vocab *v, bool spm, int32_t id, char *dst) {
     size_t n;
-    const char *t = pgd__tok_text(tk, id, &n);
-    uint8_t type = tk->types[id];
+    const char *t = pgd__vocab_text(v, id, &n);
+    uint8_t type = v->types[id];
     if (type == PGD_TOKEN_UNUSED) return 0;
     if (type == PGD_TOKEN_BYTE) {
         int b = byte_token(t, n);
@@ -71,7 +72,7 @@ static size_t build_piece(const pgd_tokenizer *tk, int32_t id, char *dst) {
         return n;
     }
     size_t m = 0;
-    if (tk->kind == PGD_TOKENIZER_SPM) {
+    if (spm) {
         for (size_t i = 0; i < n;) {
             if (i + 3 <= n && !memcmp(t + i, "\xE2\x96\x81", 3)) {
                 dst[m++] = ' ';
@@ -89,7 +90,7 @@ static size_t build_piece(const pgd_tokenizer *tk, int32_t id, char *dst) {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         size_t cl = utf8_get((const unsigned char *)t + i, n - i, &cp);
-        int b = cp == 0xFFFFFFFFu ? -1 : pgd__bpe_cp_byte(cp);
+        int b = cp == 0xFFFFFFFFu ? -1 : pgd__vocab_cp_byte(cp);
         if (b >= 0) {
             dst[m++] = (char)b;
         } else {
@@ -101,51 +102,60 @@ static size_t build_piece(const pgd_tokenizer *tk, int32_t id, char *dst) {
     return m;
 }
 
-int pgd__detok_build_pieces(pgd_tokenizer *tk) {
-    size_t total = tk->text_off[tk->n_vocab]; /* a piece is never longer than its text */
-    tk->piece = malloc(total + 1);
-    tk->piece_off = malloc((tk->n_vocab + 1) * sizeof *tk->piece_off);
-    if (!tk->piece || !tk->piece_off) return PGD_ENOMEM;
+int pgd__detok_build(pgd__detok_table *t, const pgd__vocab *v, bool spm, bool strip_first_space) {
+    t->strip_first_space = strip_first_space;
+    size_t total = v->text_off[v->n]; /* a piece is never longer than its text */
+    t->piece = malloc(total + 1);
+    t->piece_off = malloc((v->n + 1) * sizeof *t->piece_off);
+    if (!t->piece || !t->piece_off) return PGD_ENOMEM;
     uint32_t off = 0;
-    for (size_t i = 0; i < tk->n_vocab; i++) {
-        tk->piece_off[i] = off;
-        off += (uint32_t)build_piece(tk, (int32_t)i, tk->piece + off);
+    for (size_t i = 0; i < v->n; i++) {
+        t->piece_off[i] = off;
+        off += (uint32_t)build_piece(v, spm, (int32_t)i, t->piece + off);
     }
-    tk->piece_off[tk->n_vocab] = off;
+    t->piece_off[v->n] = off;
     return 0;
 }
 
+void pgd__detok_free(pgd__detok_table *t) {
+    free(t->piece);
+    free(t->piece_off);
+    memset(t, 0, sizeof *t);
+}
+
 /* The bytes of a token's piece as the caller wants them ({NULL,0} for hidden control text). */
-static const char *piece_of(const pgd_tokenizer *tk, int32_t id, bool special, size_t *len) {
-    uint8_t type = tk->types[id];
+static const char *piece_of(const pgd__detok_table *t, const pgd__vocab *v, int32_t id,
+                            bool special, size_t *len) {
+    uint8_t type = v->types[id];
     if (!special && (type == PGD_TOKEN_CONTROL || type == PGD_TOKEN_UNKNOWN)) {
         *len = 0;
         return "";
     }
-    *len = tk->piece_off[id + 1] - tk->piece_off[id];
-    return tk->piece + tk->piece_off[id];
+    *len = t->piece_off[id + 1] - t->piece_off[id];
+    return t->piece + t->piece_off[id];
 }
 
-static int bad_id(const pgd_tokenizer *tk, int32_t id) {
-    return pgd_error_set(PGD_EINVAL, "token id %d out of range [0, %zu)", (int)id, tk->n_vocab);
+static int bad_id(const pgd__vocab *v, int32_t id) {
+    return pgd_error_set(PGD_EINVAL, "token id %d out of range [0, %zu)", (int)id, v->n);
 }
 
-int pgd_token_piece(const pgd_tokenizer *tk, int32_t id, bool special, pgd_buf *out) {
-    if (id < 0 || (size_t)id >= tk->n_vocab) return bad_id(tk, id);
+int pgd__detok_piece(const pgd__detok_table *t, const pgd__vocab *v, int32_t id, bool special,
+                     pgd_buf *out) {
+    if (id < 0 || (size_t)id >= v->n) return bad_id(v, id);
     size_t n;
-    const char *p = piece_of(tk, id, special, &n);
+    const char *p = piece_of(t, v, id, special, &n);
     return pgd_buf_append(out, p, n);
 }
 
-int pgd_detokenize(const pgd_tokenizer *tk, const int32_t *ids, size_t n, bool special,
-                   pgd_buf *out) {
+int pgd__detok_ids(const pgd__detok_table *t, const pgd__vocab *v, const int32_t *ids, size_t n,
+                   bool special, pgd_buf *out) {
     for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || (size_t)ids[i] >= tk->n_vocab) return bad_id(tk, ids[i]);
+        if (ids[i] < 0 || (size_t)ids[i] >= v->n) return bad_id(v, ids[i]);
     size_t len0 = out->len;
-    bool strip = tk->kind == PGD_TOKENIZER_SPM && tk->add_space_prefix;
+    bool strip = t->strip_first_space;
     for (size_t i = 0; i < n; i++) {
         size_t pl;
-        const char *p = piece_of(tk, ids[i], special, &pl);
+        const char *p = piece_of(t, v, ids[i], special, &pl);
         if (pl == 0) continue;
         if (strip && p[0] == ' ') {
             p++;
@@ -164,11 +174,10 @@ int pgd_detokenize(const pgd_tokenizer *tk, const int32_t *ids, size_t n, bool s
 /* ---------------------------------------------------------------------------------------- */
 /* Incremental detokenizer.                                                                  */
 
-void pgd_detok_init(pgd_detok *d, const pgd_tokenizer *tk, bool special) {
+void pgd__detok_init(pgd_detok *d, const pgd__detok_table *t, bool special) {
     memset(d, 0, sizeof *d);
-    d->tk = tk;
     d->special = special;
-    d->strip_leading_space = tk->kind == PGD_TOKENIZER_SPM && tk->add_space_prefix;
+    d->strip_leading_space = t->strip_first_space;
 }
 
 size_t pgd_detok_pending(const pgd_detok *d) {
@@ -230,11 +239,11 @@ static char *feed(pgd_detok *d, const unsigned char *p, size_t n, char *w) {
     return w;
 }
 
-int pgd_detok_push(pgd_detok *d, int32_t id, pgd_buf *out) {
-    const pgd_tokenizer *tk = d->tk;
-    if (id < 0 || (size_t)id >= tk->n_vocab) return bad_id(tk, id);
+int pgd__detok_push(pgd_detok *d, const pgd__detok_table *t, const pgd__vocab *v, int32_t id,
+                    pgd_buf *out) {
+    if (id < 0 || (size_t)id >= v->n) return bad_id(v, id);
     size_t n;
-    const char *p = piece_of(tk, id, d->special, &n);
+    const char *p = piece_of(t, v, id, d->special, &n);
     if (n == 0) return 0;
     if (n > (SIZE_MAX - 8) / 3 || pgd_buf_reserve(out, 3 * n + 3))
         return pgd_error_set(PGD_ENOMEM, "detokenize: out of memory");

@@ -1,7 +1,8 @@
 /*
- * engine/text/tokenizer_spm.c — SentencePiece-style BPE (tokenizer.ggml.model = "llama").
+ * engine/text/tokenizer_spm.c — SentencePiece-style BPE (tokenizer.ggml.model = "llama");
+ * interface in tokenizer_spm.h.
  *
- * Owns: the byte-fallback table and the score-driven merge of one raw fragment.
+ * Owns: the byte-fallback table of a pgd__spm and the score-driven merge of one raw fragment.
  *
  * Algorithm (llama.cpp's llm_tokenizer_spm, itself SentencePiece's BPE): spaces become U+2581
  * ("▁"), one more is prefixed when the caller asks (add_space_prefix at the start of the text and
@@ -10,40 +11,43 @@
  * leftmost); a final symbol that is not a token becomes its bytes' <0xXX> tokens, or one unk
  * when the vocabulary has no byte tokens. Only normal, undefined and user-defined tokens take
  * part in merges, so typing "<0x41>" or a control token's text stays plain text.
- * Symbols sit in a doubly linked list, pairs in a binary heap: O(n log n) per fragment.
+ * Symbols sit in a doubly linked list, pairs in a binary heap (merge_heap.h): O(n log n) per
+ * fragment.
  *
- * Threading: setup runs once while the tokenizer is built; encoding only reads the tokenizer
- * and writes the caller's scratch.
+ * Threading: setup runs once while the tokenizer is built; encoding only reads the pgd__spm and
+ * the vocabulary and writes the caller's scratch.
  */
+#include "engine/text/tokenizer_spm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/merge_heap.h"
 
-int pgd__spm_setup(pgd_tokenizer *tk) {
+void pgd__spm_init(pgd__spm *s, const pgd__vocab *v, int32_t unk) {
     static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; b++) {
         char name[7] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>', 0};
-        int32_t id = pgd__tok_lookup(tk, name, 6);
+        int32_t id = pgd__vocab_lookup(v, name, 6);
         if (id < 0) {
             char one = (char)b;
-            id = pgd__tok_lookup(tk, &one, 1);
+            id = pgd__vocab_lookup(v, &one, 1);
         }
-        tk->byte_id[b] = id;
+        s->byte_id[b] = id;
     }
-    return 0;
+    s->unk = unk;
 }
 
-static bool mergeable(const pgd_tokenizer *tk, int32_t id) {
-    uint8_t t = tk->types[id];
+static bool mergeable(const pgd__vocab *v, int32_t id) {
+    uint8_t t = v->types[id];
     return t == PGD_TOKEN_NORMAL || t == PGD_TOKEN_UNDEFINED || t == PGD_TOKEN_USER_DEFINED;
 }
 
-static int32_t lookup_mergeable(const pgd_tokenizer *tk, const char *s, size_t n) {
-    int32_t id = pgd__tok_lookup(tk, s, n);
-    return (id >= 0 && mergeable(tk, id)) ? id : -1;
+static int32_t lookup_mergeable(const pgd__vocab *v, const char *s, size_t n) {
+    int32_t id = pgd__vocab_lookup(v, s, n);
+    return (id >= 0 && mergeable(v, id)) ? id : -1;
 }
 
 typedef struct {
@@ -51,18 +55,18 @@ typedef struct {
     int32_t prev, next;
 } ssym;
 
-static void try_pair(const pgd_tokenizer *tk, const char *str, const ssym *sym,
-                     pgd__merge_cand *heap, size_t *nh, int32_t l, int32_t r) {
+static void try_pair(const pgd__vocab *v, const char *str, const ssym *sym, pgd__merge_cand *heap,
+                     size_t *nh, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     uint32_t size = sym[l].n + sym[r].n;
-    int32_t id = lookup_mergeable(tk, str + sym[l].start, size);
+    int32_t id = lookup_mergeable(v, str + sym[l].start, size);
     if (id < 0) return;
     pgd__merge_heap_push(heap, nh,
-                         (pgd__merge_cand){-(double)tk->scores[id], l, r, (int32_t)size, 0});
+                         (pgd__merge_cand){-(double)v->scores[id], l, r, (int32_t)size, 0});
 }
 
-int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool prefix_space,
-                    pgd__tok_scratch *s, pgd_tokens *out) {
+int pgd__spm_encode(const pgd__spm *sp, const pgd__vocab *v, const char *text, size_t len,
+                    bool prefix_space, pgd__tok_scratch *s, pgd_tokens *out) {
     static const char k_space[3] = {'\xE2', '\x96', '\x81'}; /* U+2581 */
     int rc;
     if (len == 0 && !prefix_space) return 0;
@@ -98,8 +102,7 @@ int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool 
         n++;
         off += cl;
     }
-    for (size_t i = 0; i + 1 < n; i++)
-        try_pair(tk, str, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
+    for (size_t i = 0; i + 1 < n; i++) try_pair(v, str, sym, heap, &nh, (int32_t)i, (int32_t)i + 1);
     while (nh) {
         pgd__merge_cand t = pgd__merge_heap_pop(heap, &nh);
         ssym *l = &sym[t.left], *r = &sym[t.right];
@@ -108,12 +111,12 @@ int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool 
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) sym[r->next].prev = t.left;
-        try_pair(tk, str, sym, heap, &nh, l->prev, t.left);
-        try_pair(tk, str, sym, heap, &nh, t.left, l->next);
+        try_pair(v, str, sym, heap, &nh, l->prev, t.left);
+        try_pair(v, str, sym, heap, &nh, t.left, l->next);
     }
     for (int32_t i = n ? 0 : -1; i >= 0; i = sym[i].next) {
         const char *p = str + sym[i].start;
-        int32_t id = lookup_mergeable(tk, p, sym[i].n);
+        int32_t id = lookup_mergeable(v, p, sym[i].n);
         if (id >= 0) {
             if ((rc = pgd_tokens_push(out, id))) return rc;
             continue;
@@ -121,12 +124,12 @@ int pgd__spm_encode(const pgd_tokenizer *tk, const char *text, size_t len, bool 
         /* Byte fallback; without byte tokens the whole character is one unk. */
         bool all_bytes = true;
         for (uint32_t k = 0; k < sym[i].n; k++)
-            if (tk->byte_id[(unsigned char)p[k]] < 0) all_bytes = false;
+            if (sp->byte_id[(unsigned char)p[k]] < 0) all_bytes = false;
         if (all_bytes) {
             for (uint32_t k = 0; k < sym[i].n; k++)
-                if ((rc = pgd_tokens_push(out, tk->byte_id[(unsigned char)p[k]]))) return rc;
-        } else if (tk->unk >= 0) {
-            if ((rc = pgd_tokens_push(out, tk->unk))) return rc;
+                if ((rc = pgd_tokens_push(out, sp->byte_id[(unsigned char)p[k]]))) return rc;
+        } else if (sp->unk >= 0) {
+            if ((rc = pgd_tokens_push(out, sp->unk))) return rc;
         }
     }
     return 0;
