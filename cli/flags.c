@@ -101,8 +101,16 @@ void pgd_opt_usage(FILE *f, const pgd_opt_table *t) {
 
 #define E(field) offsetof(pgd_engine_flags, field)
 static const pgd_opt k_engine_opts[] = {
-    {"model", PGD_OPT_STR, E(model_path), "GGUF model file (required)"},
+    {"model", PGD_OPT_STR, E(model_path), "GGUF model file"},
+    {"load-format", PGD_OPT_STR, E(load_format),
+     "auto (the --model file, else dummy weights), gguf or dummy"},
+    {"model-preset", PGD_OPT_STR, E(model_preset),
+     "shapes for dummy weights: a configs/models name or a config.json path"},
     {"chat-template", PGD_OPT_STR, E(chat_template), "override the model's chat template family"},
+    {"device", PGD_OPT_STR, E(device),
+     "auto (a GPU when there is one and a CUDA backend, else the CPU), cpu or cuda"},
+    {"gpu-memory-utilization", PGD_OPT_STR, E(gpu_memory_utilization),
+     "GPU: share of its memory for weights, scratch and KV cache (default 0.90)"},
     {"ctx-size", PGD_OPT_U64, E(ctx_size), "context limit (default: the model's)"},
     {"kv-cache-mb", PGD_OPT_U64, E(kv_cache_mb),
      "KV cache memory in MiB (default " PGD_STR(PGD_DEFAULT_KV_CACHE_MB) ")"},
@@ -148,34 +156,65 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
                              pgd_sched_config *sched) {
     pgd_load_options_default(load);
     pgd_sched_config_default(sched);
-    if (!f->model_path) {
-        fprintf(stderr, "pagoda %s: --model PATH is required\n", cmd);
+    if (f->load_format && pgd_load_format_parse(f->load_format, &load->format)) {
+        fprintf(stderr, "pagoda %s: --load-format: %s\n", cmd, pgd_error_detail());
+        return -1;
+    }
+    bool dummy =
+        load->format == PGD_LOAD_DUMMY || (load->format == PGD_LOAD_AUTO && !f->model_path);
+    if (!dummy && !f->model_path) {
+        fprintf(stderr,
+                "pagoda %s: --model PATH is required (or --model-preset NAME for dummy "
+                "weights)\n",
+                cmd);
+        return -1;
+    }
+    if (dummy && !f->model_preset) {
+        fprintf(stderr,
+                "pagoda %s: --model PATH or --model-preset NAME is required (presets: %s)\n", cmd,
+                pgd_model_preset_names());
         return -1;
     }
     load->model_path = f->model_path;
+    load->model_preset = f->model_preset;
     load->chat_template = f->chat_template;
     pgd_runner_options *r = &load->runner;
+    pgd_backend_config *bc = &r->backend;
     r->model_flags = f->f32 ? PGD_MODEL_F32 : 0;
-    r->act_q8 = f->act_q8;
-    if (f->kv_cache_dtype && pgd_kv_dtype_parse(f->kv_cache_dtype, &r->kv_dtype)) {
+    r->device.cpu.act_q8 = f->act_q8;
+    if (f->device && pgd_device_parse(f->device, &r->device.device)) {
+        fprintf(stderr, "pagoda %s: --device: %s\n", cmd, pgd_error_detail());
+        return -1;
+    }
+    if (f->kv_cache_dtype && pgd_kv_dtype_parse(f->kv_cache_dtype, &bc->kv_dtype)) {
         fprintf(stderr, "pagoda %s: --kv-cache-dtype: %s\n", cmd, pgd_error_detail());
         return -1;
+    }
+    if (f->gpu_memory_utilization) {
+        float u;
+        if (pgd_cli_parse_f32(cmd, "--gpu-memory-utilization", f->gpu_memory_utilization, &u))
+            return -1;
+        if (!(u > 0.0f && u <= 1.0f)) {
+            fprintf(stderr, "pagoda %s: --gpu-memory-utilization wants a share in (0, 1]\n", cmd);
+            return -1;
+        }
+        bc->gpu_memory_utilization = u;
     }
     if (f->kv_cache_mb > (UINT64_MAX >> 20)) {
         fprintf(stderr, "pagoda %s: --kv-cache-mb is too large\n", cmd);
         return -1;
     }
-    r->kv_cache_bytes = f->kv_cache_mb << 20;
+    bc->kv_cache_bytes = f->kv_cache_mb << 20;
     if (to_u32(cmd, "ctx-size", f->ctx_size, UINT32_MAX, &load->max_ctx) ||
-        to_u32(cmd, "block-size", f->block_size, 1u << 16, &r->block_size) ||
+        to_u32(cmd, "block-size", f->block_size, 1u << 16, &bc->block_size) ||
         to_u32(cmd, "max-num-batched-tokens", f->max_num_batched_tokens, 1u << 20,
-               &r->max_tokens) ||
+               &bc->max_tokens) ||
         to_u32(cmd, "max-num-seqs", f->max_num_seqs, 1u << 20, &sched->max_num_seqs) ||
         to_u32(cmd, "max-waiting", f->max_waiting, 1u << 30, &sched->max_waiting) ||
-        to_u32(cmd, "threads", f->threads, 4096, &r->n_threads))
+        to_u32(cmd, "threads", f->threads, 4096, &r->device.cpu.n_threads))
         return -1;
     /* one budget: the runner is sized for the steps the scheduler plans */
-    sched->max_num_batched_tokens = r->max_tokens;
+    sched->max_num_batched_tokens = bc->max_tokens;
     sched->prefix_caching = !f->no_prefix_caching;
     return 0;
 }
@@ -184,7 +223,8 @@ int pgd_cli_load(const char *cmd, const pgd_load_options *load, pgd_model_info *
                  pgd_runner **runner) {
     int rc = pgd_load(load, info, runner);
     if (rc) {
-        fprintf(stderr, "pagoda %s: %s: %s\n", cmd, load->model_path,
+        fprintf(stderr, "pagoda %s: %s: %s\n", cmd,
+                load->model_path ? load->model_path : load->model_preset,
                 pgd_error_detail()[0] ? pgd_error_detail() : pgd_strerror(rc));
         return 1;
     }

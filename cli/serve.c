@@ -126,9 +126,9 @@ static int parse(int argc, char **argv, pgd_serve_config *cfg, json_t **config_j
             return 2;
         }
     }
-    if (!ef.model_path) {
+    if (!ef.model_path && !ef.model_preset) {
         fprintf(stderr, "pagoda serve: --model PATH is required (or PAGODA_MODEL, or \"model\" in "
-                        "the config file)\n");
+                        "the config file; or --model-preset NAME for dummy weights)\n");
         return 2;
     }
     if (cfg->port > 65535) {

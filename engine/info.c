@@ -78,8 +78,76 @@ fail:
     return rc;
 }
 
+/* The dummy model's byte-level tokenizer over n_vocab ids (see info.h). */
+static int byte_tokenizer(uint32_t n_vocab, pgd_tokenizer **out) {
+    enum { BOS = 256, EOS, IM_START, IM_END, FIRST_PLAIN };
+    if (n_vocab < FIRST_PLAIN)
+        return pgd_error_set(PGD_EINVAL, "a vocabulary of %u is too small for bytes", n_vocab);
+    const char **tokens = calloc(n_vocab, sizeof *tokens);
+    int32_t *types = calloc(n_vocab, sizeof *types);
+    char *names = malloc((size_t)n_vocab * 16);
+    int rc = PGD_ENOMEM;
+    if (!tokens || !types || !names) goto out;
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        char *s = names + (size_t)i * 16;
+        if (i < 256) {
+            snprintf(s, 16, "<0x%02X>", i);
+            types[i] = PGD_TOKEN_BYTE;
+        } else if (i < FIRST_PLAIN) {
+            static const char *const special[] = {"<s>", "</s>", "<|im_start|>", "<|im_end|>"};
+            snprintf(s, 16, "%s", special[i - 256]);
+            types[i] = PGD_TOKEN_CONTROL;
+        } else {
+            snprintf(s, 16, "<t%u>", i);
+            types[i] = PGD_TOKEN_NORMAL;
+        }
+        tokens[i] = s;
+    }
+    pgd_tokenizer_desc d;
+    pgd_tokenizer_desc_init(&d);
+    d.model = "llama";
+    d.n_vocab = n_vocab;
+    d.tokens = tokens;
+    d.types = types;
+    d.bos = BOS;
+    d.eos = EOS;
+    d.eot = IM_END;
+    d.add_bos = 0;
+    d.add_space_prefix = 0;
+    rc = pgd_tokenizer_create(&d, out);
+out:
+    free(tokens);
+    free(types);
+    free(names);
+    return rc;
+}
+
+int pgd_model_info_dummy(const char *preset, const char *chat_template, uint32_t max_ctx,
+                         pgd_model_info **out) {
+    *out = NULL;
+    pgd_model_info *info = calloc(1, sizeof *info);
+    if (!info || !(info->preset = malloc(sizeof *info->preset))) {
+        free(info);
+        return PGD_ENOMEM;
+    }
+    int rc;
+    if ((rc = pgd_model_preset_load(preset, info->preset))) goto fail;
+    info->cfg = info->preset->cfg;
+    if ((rc = byte_tokenizer(info->cfg.n_vocab, &info->tok)) ||
+        (rc = pgd_chat_template_detect(NULL, 0, chat_template ? chat_template : "chatml", "<s>",
+                                       "</s>", &info->tmpl)) ||
+        (rc = finish_init(info, max_ctx)))
+        goto fail;
+    *out = info;
+    return 0;
+fail:
+    pgd_model_info_close(info);
+    return rc;
+}
+
 void pgd_model_info_close(pgd_model_info *info) {
     if (!info) return;
+    free(info->preset);
     pgd_chat_template_free(info->tmpl);
     pgd_tokenizer_free(info->tok);
     pgd_gguf_close(info->gguf);

@@ -20,18 +20,20 @@
 #include "common/text.h"
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
+#include "engine/model/preset.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 typedef struct pgd_model_info {
-    pgd_model_config cfg;    /* hyper-parameters */
-    pgd_gguf *gguf;          /* the mapped file the weights are read from; NULL for a model
-                                assembled by pgd_model_info_wrap */
-    pgd_tokenizer *tok;      /* vocabulary and tokenizer */
-    pgd_chat_template *tmpl; /* NULL when the model has none or it is not recognised */
-    char tmpl_error[256];    /* why tmpl is NULL */
-    uint32_t n_vocab;        /* the model's output size: valid ids are [0, n_vocab) */
-    uint32_t n_ctx;          /* context limit: the trained context, or less if asked */
+    pgd_model_config cfg;     /* hyper-parameters */
+    pgd_gguf *gguf;           /* the mapped file the weights are read from; NULL for dummy
+                                 weights or a model assembled by pgd_model_info_wrap */
+    pgd_model_preset *preset; /* dummy weights: the preset whose shapes they take; else NULL */
+    pgd_tokenizer *tok;       /* vocabulary and tokenizer */
+    pgd_chat_template *tmpl;  /* NULL when the model has none or it is not recognised */
+    char tmpl_error[256];     /* why tmpl is NULL */
+    uint32_t n_vocab;         /* the model's output size: valid ids are [0, n_vocab) */
+    uint32_t n_ctx;           /* context limit: the trained context, or less if asked */
 } pgd_model_info;
 
 /* Open a GGUF file: hyper-parameters, tokenizer and chat template (no weight is touched; the
@@ -40,6 +42,13 @@ typedef struct pgd_model_info {
  * file (pgd_error_detail). */
 int pgd_model_info_open(const char *path, const char *chat_template, uint32_t max_ctx,
                         pgd_model_info **out);
+
+/* A model without a file: the shapes of a preset (engine/model/preset.h: a name or a path),
+ * dummy weights (engine/model/dummy.h, made by the runner), a byte-level tokenizer over the
+ * preset's vocabulary (ids 0..255 are the bytes, then <s>, </s>, <|im_start|>, <|im_end|>, then
+ * plain tokens "<tN>") and the chatml template unless chat_template names another family. */
+int pgd_model_info_dummy(const char *preset, const char *chat_template, uint32_t max_ctx,
+                         pgd_model_info **out);
 
 /* Assemble a model info from parts (tests: a config-only model and a synthetic tokenizer).
  * Takes ownership of tok and tmpl (may be NULL), also on failure. */

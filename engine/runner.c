@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/model/dummy.h"
 
 struct pgd_runner {
     const pgd_model_info *info; /* borrowed */
@@ -21,18 +22,22 @@ struct pgd_runner {
     pgd_sampler_scratch *sscratch;
     uint32_t n_vocab, max_tokens;
     /* the flat batch (T = max_tokens) */
-    int32_t *b_tokens, *b_pos; /* [T] */
-    uint32_t *b_qstart;        /* [T+1] */
-    uint32_t *b_kvlen;         /* [T] */
-    uint32_t *b_rows;          /* [T] */
-    float *logits;             /* [logits_rows][n_vocab] */
+    int32_t *b_tokens, *b_pos;    /* [T] */
+    uint32_t *b_qstart;           /* [T+1] */
+    uint32_t *b_kvlen;            /* [T] */
+    uint32_t *b_rows;             /* [T] tokens whose full logits come back */
+    pgd_sample_row *b_samples;    /* [T] rows the backend samples */
+    pgd_sample_result *b_sampled; /* [T] what it sampled */
+    int32_t *b_sample_of;         /* [T] item -> its entry in b_samples, or -1 (host sampling) */
+    float *logits;                /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
     uint64_t n_forward_tokens;
 };
 
 void pgd_runner_options_default(pgd_runner_options *o) {
     memset(o, 0, sizeof *o);
-    o->kv_dtype = PGD_KV_AUTO;
+    pgd_device_options_default(&o->device);
+    o->backend.kv_dtype = PGD_KV_AUTO;
 }
 
 /* The parts every runner has once its backend exists. */
@@ -47,7 +52,12 @@ static int finish_init(pgd_runner *r) {
     r->b_qstart = malloc((T + 1) * sizeof *r->b_qstart);
     r->b_kvlen = malloc(T * sizeof *r->b_kvlen);
     r->b_rows = malloc(T * sizeof *r->b_rows);
-    if (!r->b_tokens || !r->b_pos || !r->b_qstart || !r->b_kvlen || !r->b_rows) return PGD_ENOMEM;
+    r->b_samples = malloc(T * sizeof *r->b_samples);
+    r->b_sampled = malloc(T * sizeof *r->b_sampled);
+    r->b_sample_of = malloc(T * sizeof *r->b_sample_of);
+    if (!r->b_tokens || !r->b_pos || !r->b_qstart || !r->b_kvlen || !r->b_rows || !r->b_samples ||
+        !r->b_sampled || !r->b_sample_of)
+        return PGD_ENOMEM;
     return pgd_sampler_scratch_create((int32_t)r->n_vocab, &r->sscratch);
 }
 
@@ -71,35 +81,19 @@ int pgd_runner_wrap(const pgd_model_info *info, pgd_backend *backend, pgd_runner
 
 int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, pgd_runner **out) {
     *out = NULL;
-    if (!info->gguf) return pgd_error_set(PGD_EINVAL, "this model description has no weights file");
+    if (!info->gguf && !info->preset)
+        return pgd_error_set(PGD_EINVAL, "this model description has no weights");
     pgd_runner *r = calloc(1, sizeof *r);
     if (!r) return PGD_ENOMEM;
     r->info = info;
-    int rc;
-    if ((rc = pgd_model_load(info->gguf, o->model_flags, &r->model))) goto fail;
-    uint32_t bs = o->block_size ? o->block_size : PGD_DEFAULT_BLOCK_SIZE;
-    pgd_kv_dtype kv = o->kv_dtype;
-    if (kv == PGD_KV_AUTO) kv = (o->model_flags & PGD_MODEL_F32) ? PGD_KV_F32 : PGD_KV_F16;
-    uint64_t block_bytes = pgd_cpu_kv_block_bytes(&r->model->cfg, bs, kv);
-    uint64_t n_blocks = o->kv_blocks;
-    if (!n_blocks) {
-        uint64_t bytes =
-            o->kv_cache_bytes ? o->kv_cache_bytes : (uint64_t)PGD_DEFAULT_KV_CACHE_MB << 20;
-        n_blocks = bytes / block_bytes;
-    }
-    if (n_blocks > UINT32_MAX / bs) n_blocks = UINT32_MAX / bs;
-    if (n_blocks < 2) {
-        rc = pgd_error_set(PGD_EINVAL, "KV cache too small: %llu blocks of %u tokens",
-                           (unsigned long long)n_blocks, bs);
-        goto fail;
-    }
-    pgd_backend_config bc = {.n_blocks = (uint32_t)n_blocks,
-                             .block_size = bs,
-                             .max_tokens = o->max_tokens,
-                             .n_threads = o->n_threads,
-                             .act_q8 = o->act_q8,
-                             .kv_dtype = kv};
-    if ((rc = pgd_backend_cpu_create(r->model, &bc, &r->backend)) || (rc = finish_init(r)))
+    int rc = info->gguf ? pgd_model_load(info->gguf, o->model_flags, &r->model)
+                        : pgd_model_dummy(info->preset, PGD_DUMMY_SEED, &r->model);
+    if (rc) goto fail;
+    pgd_backend_config bc = o->backend;
+    if (!bc.block_size) bc.block_size = PGD_DEFAULT_BLOCK_SIZE;
+    if (bc.kv_dtype == PGD_KV_AUTO)
+        bc.kv_dtype = (o->model_flags & PGD_MODEL_F32) ? PGD_KV_F32 : PGD_KV_F16;
+    if ((rc = pgd_backend_create(r->model, &bc, &o->device, &r->backend)) || (rc = finish_init(r)))
         goto fail;
     *out = r;
     return 0;
@@ -118,6 +112,9 @@ void pgd_runner_destroy(pgd_runner *r) {
     free(r->b_qstart);
     free(r->b_kvlen);
     free(r->b_rows);
+    free(r->b_samples);
+    free(r->b_sampled);
+    free(r->b_sample_of);
     free(r->logits);
     free(r);
 }
@@ -165,8 +162,11 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
                                                              plan->copy_dst, plan->n_copies)))
         return rc;
 
-    /* The flat batch: each item's tokens, in item order. */
-    uint32_t t = 0, rows = 0;
+    /* The flat batch: each item's tokens, in item order. A sequence whose known tokens are all
+     * computed by its item samples its next one: on the backend when its sampler allows it (no
+     * bias, no penalty; the host draws its random bits now), else on the host from full
+     * logits, as does every token of an evaluation item. */
+    uint32_t t = 0, rows = 0, n_samples = 0;
     for (uint32_t i = 0; i < plan->n_items; i++) {
         pgd_step_item *it = &plan->items[i];
         pgd_seq *s = it->seq;
@@ -176,11 +176,20 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
         r->b_qstart[i] = t;
         r->b_kvlen[i] = c0 + n;
         it->logits_row = rows;
+        r->b_sample_of[i] = -1;
         bool sample = c0 + n == s->tokens.n && s->finish == PGD_FINISH_NONE;
+        bool on_device = sample && !it->all_logits && pgd_sampler_on_device(s->sampler);
         for (uint32_t j = 0; j < n; j++, t++) {
             r->b_tokens[t] = s->tokens.ids[c0 + j];
             r->b_pos[t] = (int32_t)(c0 + j);
-            if (it->all_logits || (sample && j + 1 == n)) r->b_rows[rows++] = t;
+            if (it->all_logits || (sample && !on_device && j + 1 == n)) r->b_rows[rows++] = t;
+        }
+        if (on_device) {
+            pgd_sample_row *sr = &r->b_samples[n_samples];
+            sr->token = t - 1;
+            pgd_sampler_spec(s->sampler, &sr->spec);
+            sr->draw = pgd_sampler_draw(s->sampler);
+            r->b_sample_of[i] = (int32_t)n_samples++;
         }
     }
     PGD_ASSERT(t == plan->n_tokens);
@@ -196,21 +205,27 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
                        .block_tables = plan->block_tables,
                        .bt_stride = plan->bt_stride,
                        .n_logits = rows,
-                       .logit_rows = r->b_rows};
-    if ((rc = pgd_backend_forward(r->backend, &batch, r->logits))) return rc;
+                       .logit_rows = r->b_rows,
+                       .n_samples = n_samples,
+                       .samples = r->b_samples};
+    if ((rc = pgd_backend_forward(r->backend, &batch, r->logits, r->b_sampled))) return rc;
     r->n_forward_tokens += t;
 
-    /* Sample every sequence whose known tokens are now all computed. */
+    /* Append what was sampled; sample the host rows. */
     for (uint32_t i = 0; i < plan->n_items; i++) {
         pgd_step_item *it = &plan->items[i];
         pgd_seq *s = it->seq;
         uint32_t n = it->n_tokens;
         if (it->start + n != s->tokens.n || s->finish != PGD_FINISH_NONE) continue;
-        uint32_t row = it->logits_row + (it->all_logits ? n - 1 : 0);
         pgd_sample_result res;
-        if ((rc = pgd_sampler_sample(s->sampler, r->logits + (uint64_t)row * r->n_vocab, &res)) ||
-            (rc = pgd_seq_append(s, &res)))
-            return rc;
+        if (r->b_sample_of[i] >= 0) {
+            res = r->b_sampled[r->b_sample_of[i]];
+        } else {
+            uint32_t row = it->logits_row + (it->all_logits ? n - 1 : 0);
+            if ((rc = pgd_sampler_sample(s->sampler, r->logits + (uint64_t)row * r->n_vocab, &res)))
+                return rc;
+        }
+        if ((rc = pgd_seq_append(s, &res))) return rc;
     }
     return 0;
 }

@@ -22,6 +22,7 @@
 
 #include "common/kv_dtype.h"
 #include "engine/backends/backend.h"
+#include "engine/backends/factory.h"
 #include "engine/info.h"
 #include "engine/seq.h"
 
@@ -29,23 +30,20 @@
 #define PGD_DEFAULT_KV_CACHE_MB 1024
 
 typedef struct pgd_runner_options {
-    unsigned model_flags;    /* PGD_MODEL_* (PGD_MODEL_F32: dequantize every weight) */
-    uint64_t kv_cache_bytes; /* KV memory; 0 = PGD_DEFAULT_KV_CACHE_MB MiB */
-    uint32_t kv_blocks;      /* overrides kv_cache_bytes when > 0 (including the null block) */
-    uint32_t block_size;     /* tokens per KV block; 0 = PGD_DEFAULT_BLOCK_SIZE */
-    uint32_t max_tokens;     /* most tokens in one step; 0 = the backend's preferred size */
-    uint32_t n_threads;      /* CPU: 0 = one per core */
-    bool act_q8;             /* CPU: int8 activations in the matmuls (backend.h) */
-    pgd_kv_dtype kv_dtype;   /* KV cache elements; PGD_KV_AUTO: f32 beside PGD_MODEL_F32
-                                weights (the precise mode), else f16 */
+    unsigned model_flags;       /* PGD_MODEL_* (PGD_MODEL_F32: dequantize every weight) */
+    pgd_device_options device;  /* --device and the device's own settings (backends/factory.h) */
+    pgd_backend_config backend; /* KV memory, block size (0 = PGD_DEFAULT_BLOCK_SIZE), step size;
+                                   kv_dtype PGD_KV_AUTO: f32 beside PGD_MODEL_F32 weights (the
+                                   precise mode), else f16 */
 } pgd_runner_options;
 
 void pgd_runner_options_default(pgd_runner_options *o);
 
 typedef struct pgd_runner pgd_runner;
 
-/* Bind the model's weights (from info's GGUF file) and create the backend with its KV memory.
- * Errors say why (pgd_error_detail): bad tensors, a KV cache too small for one block. */
+/* Bind the model's weights (from info's GGUF file, or dummy weights for a preset), create the
+ * backend the options ask for, which places them and then sizes its KV memory. Errors say why
+ * (pgd_error_detail): bad tensors, an unavailable device, a KV cache too small. */
 int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, pgd_runner **out);
 
 /* A runner over a backend the caller made (tests: the fake backend). Takes ownership of the

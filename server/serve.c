@@ -65,7 +65,8 @@ static void load_done(uv_work_t *w, int status) {
     load_job *j = w->data;
     pgd_srv *srv = j->srv;
     if (status || j->rc) {
-        fprintf(stderr, "pagoda serve: cannot load %s: %s\n", srv->cfg.load.model_path,
+        fprintf(stderr, "pagoda serve: cannot load %s: %s\n",
+                srv->cfg.load.model_path ? srv->cfg.load.model_path : srv->cfg.load.model_preset,
                 j->err[0] ? j->err : "canceled");
         srv->state = PGD_SRV_FAILED;
         free(j);
@@ -173,7 +174,8 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     if (cfg->served_model_name)
         snprintf(srv->served_name, sizeof srv->served_name, "%s", cfg->served_model_name);
     else
-        model_name_of(cfg->load.model_path, srv->served_name, sizeof srv->served_name);
+        model_name_of(cfg->load.model_path ? cfg->load.model_path : cfg->load.model_preset,
+                      srv->served_name, sizeof srv->served_name);
     srv->loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
     if (pgd_metrics_create(&srv->registry)) {

@@ -6,9 +6,12 @@
  * blocks, block size, the step size it prefers, its device kind), and then answers
  * forward(batch): for a flat
  * batch of tokens from many sequences, each with its own positions and block table, it writes
- * every token's K/V into its paged slot, attends over the sequence's pages (causally), and
- * returns logits only for the rows asked. KV memory belongs to the backend; kvpool hands out
- * block ids. The backend owns its layer loop so each implementation can fuse and keep
+ * every token's K/V into its paged slot, attends over the sequence's pages (causally), samples
+ * the rows whose sequences need no host sampler (greedy, temperature, top-k/p, min-p, logprobs:
+ * engine/sampling/sampler.h, with the random bits the host drew from each request's RNG), and
+ * returns full logits only for the rows that need them (logit bias, penalties, evaluation): a
+ * row's logits never leave the device by default. KV memory belongs to the backend; kvpool hands
+ * out block ids. The backend owns its layer loop so each implementation can fuse and keep
  * activations where it likes.
  *
  * Batch conventions (shape comments: T tokens, S sequences, R logit rows, V vocabulary):
@@ -31,20 +34,31 @@
 
 #include "common/kv_dtype.h"
 #include "engine/model/model.h"
+#include "engine/sampling/sampler.h"
+
+/* A row the backend samples: its token's logits go through pgd_sample_logits (or the device's
+ * twin of it) with the spec and the random bits given. */
+typedef struct pgd_sample_row {
+    uint32_t token;       /* the batch token whose logits are sampled */
+    pgd_sample_spec spec; /* temperature, top-k, top-p, min-p, logprobs */
+    uint64_t draw;        /* the row's random bits, from the request's RNG (0 when greedy) */
+} pgd_sample_row;
 
 typedef struct pgd_batch {
-    uint32_t n_tokens;           /* T */
-    const int32_t *tokens;       /* [T] */
-    const int32_t *positions;    /* [T] */
-    const int64_t *slots;        /* [T] */
-    uint32_t n_seqs;             /* S */
-    const uint32_t *q_start;     /* [S+1] */
-    const uint32_t *kv_len;      /* [S] context length after this step */
-    const int32_t *block_tables; /* [S][bt_stride]: row s lists ceil(kv_len[s] / block_size)
-                                    block ids, the rest of the row is unspecified */
-    uint32_t bt_stride;          /* entries per row (>= the longest row) */
-    uint32_t n_logits;           /* R */
-    const uint32_t *logit_rows;  /* [R] token indices whose logits are wanted */
+    uint32_t n_tokens;             /* T */
+    const int32_t *tokens;         /* [T] */
+    const int32_t *positions;      /* [T] */
+    const int64_t *slots;          /* [T] */
+    uint32_t n_seqs;               /* S */
+    const uint32_t *q_start;       /* [S+1] */
+    const uint32_t *kv_len;        /* [S] context length after this step */
+    const int32_t *block_tables;   /* [S][bt_stride]: row s lists ceil(kv_len[s] / block_size)
+                                      block ids, the rest of the row is unspecified */
+    uint32_t bt_stride;            /* entries per row (>= the longest row) */
+    uint32_t n_logits;             /* R */
+    const uint32_t *logit_rows;    /* [R] token indices whose full logits are wanted */
+    uint32_t n_samples;            /* N */
+    const pgd_sample_row *samples; /* [N] rows the backend samples */
 } pgd_batch;
 
 /* Where a backend computes. */
@@ -52,42 +66,52 @@ typedef enum pgd_device_kind { PGD_DEVICE_CPU = 0, PGD_DEVICE_CUDA = 1 } pgd_dev
 
 /* Defaults, each written once: tokens per KV block; the CPU backend's preferred step (512
  * tokens: chunked prefill keeps a step's weights in cache without starving decodes; 64
- * sequences). */
-#define PGD_DEFAULT_BLOCK_SIZE 16
-#define PGD_CPU_STEP_TOKENS    512
-#define PGD_CPU_STEP_SEQS      64
+ * sequences); the GPU's (8192 tokens, 256 sequences); the share of a GPU's memory pagoda
+ * takes (weights, scratch, then the KV cache from what is left). */
+#define PGD_DEFAULT_BLOCK_SIZE             16
+#define PGD_CPU_STEP_TOKENS                512
+#define PGD_CPU_STEP_SEQS                  64
+#define PGD_GPU_STEP_TOKENS                8192
+#define PGD_GPU_STEP_SEQS                  256
+#define PGD_DEFAULT_GPU_MEMORY_UTILIZATION 0.90
 
+/* What any backend is asked for; device-specific settings travel apart (e.g. backends/cpu.h).
+ * The backend places the weights first and sizes its KV memory after. */
 typedef struct pgd_backend_config {
-    uint32_t n_blocks;     /* KV blocks (block 0 is the null block and is never written) */
-    uint32_t block_size;   /* tokens per block */
-    uint32_t max_tokens;   /* largest T a forward call will get; 0 = the backend's preferred
-                              step size (its caps.max_tokens) */
-    uint32_t n_threads;    /* CPU: 0 = one per core */
-    bool act_q8;           /* CPU: quantize activations to int8 blocks (faster, less exact; the
-                              weights are packed once for the int8 kernel where the CPU has it;
-                              default: f32 activations against the GGUF-typed weights) */
-    pgd_kv_dtype kv_dtype; /* KV cache elements, F32 (0) or F16 (common/kv_dtype.h) */
+    uint32_t block_size;           /* tokens per KV block (> 0) */
+    uint32_t max_tokens;           /* largest T a forward call will get; 0 = the backend's
+                                      preferred step size */
+    pgd_kv_dtype kv_dtype;         /* KV cache elements, F32 or F16 (common/kv_dtype.h) */
+    uint64_t kv_cache_bytes;       /* KV memory; 0 = the backend's default (CPU:
+                                      PGD_DEFAULT_KV_CACHE_MB of engine/runner.h; GPU: what
+                                      gpu_memory_utilization leaves after weights and scratch) */
+    uint32_t kv_blocks;            /* exact KV blocks including the null block (tests, tools);
+                                      wins over kv_cache_bytes when > 0 */
+    double gpu_memory_utilization; /* GPU: share of device memory to use; 0 = the default */
 } pgd_backend_config;
 
 /* What a backend reports about itself once created: the scheduler plans with these numbers
  * and never looks at the backend's name. */
 typedef struct pgd_backend_caps {
     pgd_device_kind kind;
-    const char *name;      /* for logs: "cpu", ... */
-    uint32_t n_blocks;     /* KV blocks, including the null block */
-    uint32_t block_size;   /* tokens per block */
-    uint32_t max_tokens;   /* largest T of one forward (the scheduler's default token budget) */
-    uint32_t max_seqs;     /* preferred sequences per step (the scheduler's default) */
-    pgd_kv_dtype kv_dtype; /* KV cache elements */
-    uint64_t kv_bytes;     /* KV memory the backend holds */
+    const char *name;       /* for logs: "cpu", ... */
+    uint32_t n_blocks;      /* KV blocks, including the null block */
+    uint32_t block_size;    /* tokens per block */
+    uint32_t max_tokens;    /* largest T of one forward (the scheduler's default token budget) */
+    uint32_t max_seqs;      /* preferred sequences per step (the scheduler's default) */
+    uint32_t max_context;   /* longest context one sequence can attend over (its KV memory) */
+    pgd_kv_dtype kv_dtype;  /* KV cache elements */
+    uint64_t kv_bytes;      /* KV memory the backend holds */
+    uint64_t device_memory; /* the device's memory in bytes (CPU: the machine's RAM) */
 } pgd_backend_caps;
 
 typedef struct pgd_backend pgd_backend;
 
 typedef struct pgd_backend_ops {
-    /* logits: [R][V] f32, row r for token logit_rows[r]. The batch is well formed (the caller
-     * builds it; a malformed one is a bug, asserted). */
-    int (*forward)(pgd_backend *b, const pgd_batch *batch, float *logits);
+    /* logits: [R][V] f32, row r for token logit_rows[r]; sampled: [N], entry i for samples[i].
+     * The batch is well formed (the caller builds it; a malformed one is a bug, asserted). */
+    int (*forward)(pgd_backend *b, const pgd_batch *batch, float *logits,
+                   pgd_sample_result *sampled);
     /* Copy the KV contents of blocks src[i] to dst[i] (copy-on-write of shared blocks). */
     int (*copy_blocks)(pgd_backend *b, const int32_t *src, const int32_t *dst, uint32_t n);
     void (*destroy)(pgd_backend *b);
@@ -96,17 +120,12 @@ typedef struct pgd_backend_ops {
 struct pgd_backend {
     const pgd_backend_ops *ops;
     const pgd_model *model; /* borrowed; outlives the backend */
-    pgd_backend_config cfg; /* as created, defaults resolved */
-    pgd_backend_caps caps;
+    pgd_backend_caps caps;  /* filled by create */
 };
 
-/* Bytes of KV memory one block takes on the CPU backend (all layers, K and V). */
-uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size, pgd_kv_dtype dtype);
-
-int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pgd_backend **out);
-
-static inline int pgd_backend_forward(pgd_backend *b, const pgd_batch *batch, float *logits) {
-    return b->ops->forward(b, batch, logits);
+static inline int pgd_backend_forward(pgd_backend *b, const pgd_batch *batch, float *logits,
+                                      pgd_sample_result *sampled) {
+    return b->ops->forward(b, batch, logits, sampled);
 }
 static inline void pgd_backend_destroy(pgd_backend *b) {
     if (b) b->ops->destroy(b);

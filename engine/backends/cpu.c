@@ -15,9 +15,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
-#include "engine/backends/backend.h"
+#include "engine/backends/cpu.h"
+#include "engine/runner.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -36,6 +38,9 @@ static const pgd_weight *layer_weight(const pgd_layer_weights *L, int i) {
 
 typedef struct cpu_backend {
     pgd_backend base;
+    pgd_cpu_options opt;
+    uint32_t n_blocks, block_size, max_tokens;
+    pgd_kv_dtype kv_dtype;
     pgd_threadpool *tp;
     uint32_t n_threads;
     void *k_cache, *v_cache; /* [n_layer][layer_bytes], layouts in kernels/cpu/attention.h */
@@ -54,7 +59,11 @@ typedef struct cpu_backend {
     float *cs;        /* [T][rope_dim] cos/sin per token */
     float *scores;    /* [n_threads][n_group][max_ctx] */
     uint32_t *seq_of; /* [T] sequence index of each token */
-    void *mm;         /* matmul scratch (Q8 activations) */
+    uint32_t *rows;   /* [T] the tokens whose logits are computed */
+    float *lbuf;      /* [lbuf_rows][n_vocab] logits of a step that samples here */
+    uint32_t lbuf_rows;
+    pgd_sampler_scratch *sscratch;
+    void *mm; /* matmul scratch (Q8 activations) */
     size_t mm_size;
     /* int8 activations: the matmul weights packed for the batch kernel (pgd_q8_pack), in one
      * buffer; NULL entries use the model's own */
@@ -69,8 +78,8 @@ static uint64_t block_layer_bytes(const pgd_model_config *c, uint32_t block_size
     return (uint64_t)c->n_head_kv * block_size * c->head_dim * pgd_kv_dtype_bytes(dtype);
 }
 
-uint64_t pgd_cpu_kv_block_bytes(const pgd_model_config *c, uint32_t block_size,
-                                pgd_kv_dtype dtype) {
+/* Bytes of KV memory one block takes (all layers, K and V). */
+static uint64_t kv_block_bytes(const pgd_model_config *c, uint32_t block_size, pgd_kv_dtype dtype) {
     return 2ull * c->n_layer * block_layer_bytes(c, block_size, dtype);
 }
 
@@ -97,7 +106,7 @@ static int matmul_group(cpu_backend *b, const pgd_weight *const *w, const void *
     for (int i = 0; i < n; i++)
         parts[i] = (pgd_matmul_part){w[i]->type, w[i]->data, (int64_t)w[i]->rows, y[i],
                                      packed ? packed[i] : NULL};
-    return pgd_matmul_group(b->tp, b->base.cfg.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, parts, n,
+    return pgd_matmul_group(b->tp, b->opt.act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, parts, n,
                             (int64_t)w[0]->cols, x, m, b->mm, b->mm_size);
 }
 
@@ -111,7 +120,7 @@ static int matmul(cpu_backend *b, const pgd_weight *w, const void *packed,
 static int pack_weights(cpu_backend *b) {
     const pgd_model *m = b->base.model;
     const uint32_t nl = m->cfg.n_layer;
-    if (!b->base.cfg.act_q8) return 0;
+    if (!b->opt.act_q8) return 0;
     if (!(b->packed = calloc(nl, sizeof *b->packed))) return PGD_ENOMEM;
     for (int pass = 0; pass < 2; pass++) { /* sizes, then the packing */
         size_t off = 0;
@@ -156,7 +165,7 @@ static void rope_store_task(int t_, int thread, void *arg) {
     cpu_backend *b = c->b;
     const pgd_model_config *cfg = &b->base.model->cfg;
     const uint32_t D = cfg->head_dim, H = cfg->n_head, HK = cfg->n_head_kv;
-    const uint32_t BS = b->base.cfg.block_size;
+    const uint32_t BS = b->block_size;
     bool neox = cfg->rope_style == PGD_ROPE_NEOX;
     float *q = b->q + (uint64_t)t * H * D, *k = b->k + (uint64_t)t * HK * D;
     const float *cs = b->cs + (uint64_t)t * cfg->rope_dim;
@@ -223,25 +232,63 @@ static void swiglu_task(int t_, int thread, void *arg) {
 
 /* The batch contract of backend.h; the scheduler builds every batch, so a breach is a bug. */
 static void assert_batch(const cpu_backend *b, const pgd_batch *bt) {
-    const pgd_backend_config *bc = &b->base.cfg;
     const pgd_model_config *cfg = &b->base.model->cfg;
-    PGD_ASSERT(bt->n_tokens > 0 && bt->n_tokens <= bc->max_tokens && bt->n_seqs > 0 &&
+    const uint32_t bs = b->block_size;
+    PGD_ASSERT(bt->n_tokens > 0 && bt->n_tokens <= b->max_tokens && bt->n_seqs > 0 &&
                bt->q_start[0] == 0 && bt->q_start[bt->n_seqs] == bt->n_tokens);
     for (uint32_t s = 0; s < bt->n_seqs; s++) {
         uint32_t a = bt->q_start[s], e = bt->q_start[s + 1];
         PGD_ASSERT(e >= a && e - a <= bt->kv_len[s] && bt->kv_len[s] <= b->max_ctx);
-        PGD_ASSERT((bt->kv_len[s] + bc->block_size - 1) / bc->block_size <= bt->bt_stride);
+        PGD_ASSERT((bt->kv_len[s] + bs - 1) / bs <= bt->bt_stride);
         for (uint32_t t = a; t < e; t++) {
             PGD_ASSERT(bt->positions[t] == (int32_t)(bt->kv_len[s] - (e - t)));
             PGD_ASSERT(bt->tokens[t] >= 0 && (uint32_t)bt->tokens[t] < cfg->n_vocab);
-            PGD_ASSERT(bt->slots[t] >= (int64_t)bc->block_size &&
-                       bt->slots[t] < (int64_t)bc->n_blocks * bc->block_size);
+            PGD_ASSERT(bt->slots[t] >= (int64_t)bs && bt->slots[t] < (int64_t)b->n_blocks * bs);
         }
     }
     for (uint32_t r = 0; r < bt->n_logits; r++) PGD_ASSERT(bt->logit_rows[r] < bt->n_tokens);
+    for (uint32_t i = 0; i < bt->n_samples; i++) PGD_ASSERT(bt->samples[i].token < bt->n_tokens);
+    PGD_ASSERT(bt->n_logits + bt->n_samples <= bt->n_tokens);
 }
 
-static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
+/* Room for `rows` rows of logits in b->lbuf. */
+static int ensure_lbuf(cpu_backend *b, uint32_t rows) {
+    if (rows <= b->lbuf_rows) return 0;
+    float *p = realloc(b->lbuf, (uint64_t)rows * b->base.model->cfg.n_vocab * sizeof *p);
+    if (!p) return pgd_error_set(PGD_ENOMEM, "out of memory for %u logit rows", rows);
+    b->lbuf = p;
+    b->lbuf_rows = rows;
+    return 0;
+}
+
+/* The logits of the rows asked (R full rows out, N rows sampled here: see backend.h). */
+static int cpu_logits(cpu_backend *b, const pgd_batch *bt, float *logits,
+                      pgd_sample_result *sampled) {
+    const pgd_model *m = b->base.model;
+    const uint32_t R = bt->n_logits, N = bt->n_samples, V = m->cfg.n_vocab;
+    if (R + N == 0) return 0;
+    if (N == 0) { /* full logits only: straight into the caller's rows */
+        rmsnorm_rows(b, b->x, bt->logit_rows, R, &m->output_norm, b->xb);
+        return matmul(b, &m->output, b->packed_out, b->xb, R, logits);
+    }
+    /* one pass over the output weights for every row: [R logit rows][N sampled rows] */
+    int rc = ensure_lbuf(b, R + N);
+    if (rc) return rc;
+    memcpy(b->rows, bt->logit_rows, R * sizeof *b->rows);
+    for (uint32_t i = 0; i < N; i++) b->rows[R + i] = bt->samples[i].token;
+    rmsnorm_rows(b, b->x, b->rows, R + N, &m->output_norm, b->xb);
+    if ((rc = matmul(b, &m->output, b->packed_out, b->xb, R + N, b->lbuf))) return rc;
+    memcpy(logits, b->lbuf, (uint64_t)R * V * sizeof *logits);
+    for (uint32_t i = 0; i < N; i++)
+        if ((rc = pgd_sample_logits(b->lbuf + (uint64_t)(R + i) * V, (int32_t)V,
+                                    &bt->samples[i].spec, bt->samples[i].draw, b->sscratch,
+                                    &sampled[i])))
+            return rc;
+    return 0;
+}
+
+static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
+                       pgd_sample_result *sampled) {
     cpu_backend *b = (cpu_backend *)base;
     const pgd_model *m = base->model;
     const pgd_model_config *cfg = &m->cfg;
@@ -288,18 +335,16 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits) {
         if ((rc = matmul(b, &L->w_down, pk ? pk[PK_DOWN] : NULL, b->gate, T, b->xb))) return rc;
         for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
     }
-    if (bt->n_logits == 0) return 0;
-    rmsnorm_rows(b, b->x, bt->logit_rows, bt->n_logits, &m->output_norm, b->xb);
-    return matmul(b, &m->output, b->packed_out, b->xb, bt->n_logits, logits);
+    return cpu_logits(b, bt, logits, sampled);
 }
 
 static int cpu_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
     cpu_backend *b = (cpu_backend *)base;
     const pgd_model_config *cfg = &base->model->cfg;
-    const uint64_t blk = block_layer_bytes(cfg, base->cfg.block_size, base->cfg.kv_dtype);
+    const uint64_t blk = block_layer_bytes(cfg, b->block_size, b->kv_dtype);
     for (uint32_t i = 0; i < n; i++) {
-        PGD_ASSERT(src[i] > 0 && dst[i] > 0 && (uint32_t)src[i] < base->cfg.n_blocks &&
-                   (uint32_t)dst[i] < base->cfg.n_blocks);
+        PGD_ASSERT(src[i] > 0 && dst[i] > 0 && (uint32_t)src[i] < b->n_blocks &&
+                   (uint32_t)dst[i] < b->n_blocks);
         for (uint32_t l = 0; l < cfg->n_layer; l++) {
             char *k = layer_k(b, l), *v = layer_v(b, l);
             memcpy(k + dst[i] * blk, k + src[i] * blk, blk);
@@ -330,39 +375,57 @@ static void cpu_destroy(pgd_backend *base) {
     free(b->cs);
     free(b->scores);
     free(b->seq_of);
+    free(b->rows);
+    free(b->lbuf);
+    pgd_sampler_scratch_destroy(b->sscratch);
     free(b);
 }
 
 static const pgd_backend_ops k_cpu_ops = {
     .forward = cpu_forward, .copy_blocks = cpu_copy_blocks, .destroy = cpu_destroy};
 
-int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pgd_backend **out) {
+int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg,
+                           const pgd_cpu_options *o, pgd_backend **out) {
     *out = NULL;
     const pgd_model_config *c = &m->cfg;
-    if (cfg->n_blocks < 2 || cfg->block_size == 0)
-        return pgd_error_set(PGD_EINVAL, "backend needs >= 2 blocks and a block size");
+    if (cfg->block_size == 0) return pgd_error_set(PGD_EINVAL, "a KV block holds no tokens");
     if (cfg->kv_dtype != PGD_KV_F32 && cfg->kv_dtype != PGD_KV_F16)
         return pgd_error_set(PGD_EINVAL, "KV cache dtype %d: use f32 or f16", (int)cfg->kv_dtype);
+    /* The weights are in place (mapped or converted): the KV memory is what was asked. */
+    const uint32_t bs = cfg->block_size;
+    uint64_t block_bytes = kv_block_bytes(c, bs, cfg->kv_dtype), n_blocks = cfg->kv_blocks;
+    uint64_t bytes =
+        cfg->kv_cache_bytes ? cfg->kv_cache_bytes : (uint64_t)PGD_DEFAULT_KV_CACHE_MB << 20;
+    if (!n_blocks) n_blocks = bytes / block_bytes;
+    if (n_blocks > UINT32_MAX / bs) n_blocks = UINT32_MAX / bs;
+    if (n_blocks < 2)
+        return pgd_error_set(PGD_EINVAL,
+                             "KV cache too small: %llu bytes hold %llu blocks of %u tokens "
+                             "(%llu bytes each); at least 2 are needed",
+                             (unsigned long long)bytes, (unsigned long long)n_blocks, bs,
+                             (unsigned long long)block_bytes);
     cpu_backend *b = calloc(1, sizeof *b);
     if (!b) return PGD_ENOMEM;
     b->base.ops = &k_cpu_ops;
     b->base.model = m;
-    b->base.cfg = *cfg;
-    if (!b->base.cfg.max_tokens) b->base.cfg.max_tokens = PGD_CPU_STEP_TOKENS;
-    cfg = &b->base.cfg;
-    int rc = pgd_threadpool_create((int)cfg->n_threads, &b->tp);
+    b->opt = *o;
+    b->n_blocks = (uint32_t)n_blocks;
+    b->block_size = bs;
+    b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_CPU_STEP_TOKENS;
+    b->kv_dtype = cfg->kv_dtype;
+    int rc = pgd_threadpool_create((int)o->n_threads, &b->tp);
     if (rc) goto fail;
     b->n_threads = (uint32_t)pgd_threadpool_size(b->tp);
-    const uint64_t T = cfg->max_tokens, E = c->n_embd, D = c->head_dim;
+    const uint64_t T = b->max_tokens, E = c->n_embd, D = c->head_dim;
     const uint64_t QD = (uint64_t)c->n_head * D, KVD = (uint64_t)c->n_head_kv * D;
     b->shape = (pgd_attn_shape){.n_kv_head = c->n_head_kv,
                                 .n_group = c->n_head / c->n_head_kv,
                                 .head_dim = (uint32_t)D,
-                                .block_size = cfg->block_size,
+                                .block_size = bs,
                                 .scale = 1.0f / sqrtf((float)D),
-                                .dtype = cfg->kv_dtype};
-    b->layer_bytes = cfg->n_blocks * block_layer_bytes(c, cfg->block_size, cfg->kv_dtype);
-    uint64_t pool_tokens = (uint64_t)cfg->n_blocks * cfg->block_size;
+                                .dtype = b->kv_dtype};
+    b->layer_bytes = n_blocks * block_layer_bytes(c, bs, b->kv_dtype);
+    uint64_t pool_tokens = n_blocks * bs;
     b->max_ctx = (uint32_t)(pool_tokens < UINT32_MAX ? pool_tokens : UINT32_MAX);
     uint32_t G = c->n_head / c->n_head_kv;
     b->k_cache = calloc(c->n_layer, b->layer_bytes);
@@ -380,8 +443,10 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     /* max_ctx is a whole number of blocks, as the attention kernel's score rows need. */
     b->scores = malloc((uint64_t)b->n_threads * G * b->max_ctx * sizeof(float));
     b->seq_of = malloc(T * sizeof(uint32_t));
+    b->rows = malloc(T * sizeof(uint32_t));
+    if ((rc = pgd_sampler_scratch_create((int32_t)c->n_vocab, &b->sscratch))) goto fail;
     if (!b->k_cache || !b->v_cache || !b->inv_freq || !b->x || !b->xb || !b->q || !b->k || !b->v ||
-        !b->att || !b->gate || !b->up || !b->cs || !b->scores || !b->seq_of) {
+        !b->att || !b->gate || !b->up || !b->cs || !b->scores || !b->seq_of || !b->rows) {
         rc = pgd_error_set(PGD_ENOMEM, "out of memory for the KV cache (%llu MiB) or scratch",
                            (unsigned long long)(2 * c->n_layer * b->layer_bytes >> 20));
         goto fail;
@@ -391,8 +456,8 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     static const uint32_t qtypes[] = {PGD_TYPE_Q8_0, PGD_TYPE_Q4_0, PGD_TYPE_Q4_1, PGD_TYPE_Q5_0,
                                       PGD_TYPE_Q5_1};
     for (size_t i = 0; i < sizeof qtypes / sizeof qtypes[0]; i++) {
-        size_t need = pgd_matmul_scratch_bytes_mode(cfg->act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32,
-                                                    qtypes[i], cfg->max_tokens, max_k);
+        size_t need = pgd_matmul_scratch_bytes_mode(o->act_q8 ? PGD_ACT_Q8 : PGD_ACT_F32, qtypes[i],
+                                                    b->max_tokens, max_k);
         if (need != SIZE_MAX && need > b->mm_size) b->mm_size = need;
     }
     if (!(b->mm = malloc(b->mm_size ? b->mm_size : 1))) {
@@ -402,14 +467,18 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg, pg
     if ((rc = pack_weights(b))) goto fail;
     pgd_rope_inv_freq(b->inv_freq, c->rope_dim, c->rope_base,
                       m->rope_freqs.data ? (const float *)m->rope_freqs.data : NULL);
-    b->base.caps = (pgd_backend_caps){.kind = PGD_DEVICE_CPU,
-                                      .name = "cpu",
-                                      .n_blocks = cfg->n_blocks,
-                                      .block_size = cfg->block_size,
-                                      .max_tokens = cfg->max_tokens,
-                                      .max_seqs = PGD_CPU_STEP_SEQS,
-                                      .kv_dtype = cfg->kv_dtype,
-                                      .kv_bytes = 2 * c->n_layer * b->layer_bytes};
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    b->base.caps = (pgd_backend_caps){
+        .kind = PGD_DEVICE_CPU,
+        .name = "cpu",
+        .n_blocks = b->n_blocks,
+        .block_size = bs,
+        .max_tokens = b->max_tokens,
+        .max_seqs = PGD_CPU_STEP_SEQS,
+        .max_context = b->max_ctx,
+        .kv_dtype = b->kv_dtype,
+        .kv_bytes = 2 * c->n_layer * b->layer_bytes,
+        .device_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0};
     *out = &b->base;
     return 0;
 fail:

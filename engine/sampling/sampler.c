@@ -168,10 +168,6 @@ static uint64_t rng_next(uint64_t s[4]) {
 }
 
 /* uniform in [0, 1) with 53 random bits */
-static double rng_uniform(uint64_t s[4]) {
-    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
-}
-
 uint64_t pgd_sampler_random_seed(void) {
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed) return seed;
@@ -749,9 +745,9 @@ static int32_t draw_dense(const float *p /* [n] */, size_t n, const double *bsum
 /* Logprobs from the raw row. When the processed row equals the sanitised raw one (no bias, no
  * penalty entries), its max `m` is the raw max; `z` > 0 is then also the raw sum of exp when the
  * caller computed it at temperature 1 with nothing zeroed. */
-static void fill_logprobs(const pgd_sampler *s, const float *logits, bool same, float m, double z,
-                          pgd_sample_result *out) {
-    size_t n = (size_t)s->n_vocab;
+static void fill_logprobs(int32_t n_vocab, int32_t top_logprobs, const float *logits, bool same,
+                          float m, double z, pgd_sample_result *out) {
+    size_t n = (size_t)n_vocab;
     if (!same) {
         m = raw_max(logits, n);
         z = 0.0;
@@ -759,7 +755,7 @@ static void fill_logprobs(const pgd_sampler *s, const float *logits, bool same, 
     if (!(z > 0.0)) z = raw_sumexp(logits, n, m);
     double lz = (double)m + log(z);
     out->logprob = (float)((double)sanitize(logits[out->token]) - lz);
-    int n_top = s->p.top_logprobs < s->n_vocab ? s->p.top_logprobs : s->n_vocab;
+    int n_top = top_logprobs < n_vocab ? top_logprobs : n_vocab;
     if (n_top > 0) {
         top_raw(logits, n, n_top, out->top);
         for (int i = 0; i < n_top; i++)
@@ -781,16 +777,17 @@ typedef struct filtered {
     double z_raw;  /* sum of exp(raw - max) when a pass computed it as a by-product, else 0 */
 } filtered;
 
-static int filter(pgd_sampler *s, const float *logits, filtered *f) {
-    size_t n = (size_t)s->n_vocab;
-    float *w = s->sc->work; /* [n] */
-    cand *c = s->sc->cand;  /* [n] */
+/* Steps 4-8 over the processed row in sc->work[n_vocab]. */
+static int filter(const pgd_sample_spec *sp, int32_t n_vocab, pgd_sampler_scratch *sc,
+                  filtered *f) {
+    size_t n = (size_t)n_vocab;
+    float *w = sc->work; /* [n] */
+    cand *c = sc->cand;  /* [n] */
     f->z_raw = 0.0;
-    pgd_sampler_process_logits(s, logits, w);
     float m = f->m = sanitize_max(w, n);
     if (m == -INFINITY) return pgd_error_set(PGD_EINVAL, "sampler: every logit is -inf or NaN");
 
-    if (s->greedy) {
+    if (sp->temperature < PGD_SAMPLER_GREEDY_EPS) {
         size_t i = 0;
         v4f vm = v_splat(m);
         while (i + 16 <= n && !v_any((v_load(w + i) == vm) | (v_load(w + i + 4) == vm) |
@@ -802,24 +799,25 @@ static int filter(pgd_sampler *s, const float *logits, filtered *f) {
         return 0;
     }
 
-    float inv_t = 1.0f / s->p.temperature;
-    float min_p = s->use_min_p ? s->p.min_p : 0.0f; /* p_max is exactly 1 */
+    bool use_top_p = sp->top_p<1.0f, use_min_p = sp->min_p> 0.0f;
+    float inv_t = 1.0f / sp->temperature;
+    float min_p = use_min_p ? sp->min_p : 0.0f; /* p_max is exactly 1 */
     size_t nc;
-    if (s->top_k) {
-        nc = (size_t)s->top_k;
+    if (sp->top_k) {
+        nc = (size_t)sp->top_k;
         top_k_select(w, n, nc, c);
         double zk = 0.0;
         for (size_t i = 0; i < nc; i++) {
             c[i].p = exp1((c[i].p - m) * inv_t);
             zk += c[i].p;
         }
-        if (s->use_top_p) nc = nucleus(c, nc, (double)s->p.top_p * zk);
-    } else if (s->use_top_p) {
-        double z = exp_pass(w, n, m, inv_t, 0.0f, s->sc->bsum), target = s->p.top_p * z, mass;
+        if (use_top_p) nc = nucleus(c, nc, (double)sp->top_p * zk);
+    } else if (use_top_p) {
+        double z = exp_pass(w, n, m, inv_t, 0.0f, sc->bsum), target = sp->top_p * z, mass;
         if (inv_t == 1.0f) f->z_raw = z;
         /* ids below `safe` weigh less than (1 - top_p) / 2 of the mass in all: the nucleus
          * lies above it. A higher guess is good when the ids above it carry the target. */
-        float safe = (float)((1.0 - (double)s->p.top_p) * z / (2.0 * (double)n));
+        float safe = (float)((1.0 - (double)sp->top_p) * z / (2.0 * (double)n));
         for (size_t g = 0; g < PGD_ARRAY_LEN(k_cut_guess); g++) {
             if (k_cut_guess[g] <= safe) break;
             nc = collect(w, n, k_cut_guess[g], c, &mass);
@@ -831,11 +829,11 @@ static int filter(pgd_sampler *s, const float *logits, filtered *f) {
     } else {
         /* temperature and/or min-p: draw straight from the dense probabilities */
         f->kind = F_DENSE;
-        f->z = exp_pass(w, n, m, inv_t, min_p, s->sc->bsum);
+        f->z = exp_pass(w, n, m, inv_t, min_p, sc->bsum);
         if (inv_t == 1.0f && min_p == 0.0f) f->z_raw = f->z;
         return 0;
     }
-    if (s->use_min_p) {
+    if (use_min_p) {
         size_t k = 0;
         for (size_t i = 0; i < nc; i++)
             if (c[i].p >= min_p) c[k++] = c[i];
@@ -847,37 +845,81 @@ static int filter(pgd_sampler *s, const float *logits, filtered *f) {
     return 0;
 }
 
-int pgd_sampler_sample(pgd_sampler *s, const float *logits, pgd_sample_result *out) {
+/* Step 9 and the logprobs, after filter. `same`: the processed row is the sanitised raw one. */
+static void pick(const pgd_sample_spec *sp, int32_t n_vocab, pgd_sampler_scratch *sc,
+                 const filtered *f, const float *logits, bool same, uint64_t draw,
+                 pgd_sample_result *out) {
+    double u = (double)(draw >> 11) * 0x1.0p-53; /* uniform in [0, 1) */
+    switch (f->kind) {
+    case F_GREEDY:
+        out->token = f->token;
+        break;
+    case F_DENSE:
+        out->token = draw_dense(sc->work, (size_t)n_vocab, sc->bsum, f->z, u);
+        break;
+    case F_CANDS:
+        out->token = draw_cands(sc->cand, f->nc, u);
+        break;
+    }
+    if (sp->logprobs) fill_logprobs(n_vocab, sp->top_logprobs, logits, same, f->m, f->z_raw, out);
+}
+
+static void result_init(pgd_sample_result *out) {
     out->token = -1;
     out->logprob = 0.0f;
     out->n_top = 0;
+}
+
+void pgd_sampler_spec(const pgd_sampler *s, pgd_sample_spec *out) {
+    *out = (pgd_sample_spec){.temperature = s->greedy ? 0.0f : s->p.temperature,
+                             .top_k = s->top_k,
+                             .top_p = s->p.top_p,
+                             .min_p = s->p.min_p,
+                             .logprobs = s->p.logprobs,
+                             .top_logprobs = s->p.logprobs ? s->p.top_logprobs : 0};
+}
+
+bool pgd_sampler_on_device(const pgd_sampler *s) {
+    return s->p.n_logit_bias == 0 && !s->rep && !s->freq_pres;
+}
+
+uint64_t pgd_sampler_draw(pgd_sampler *s) {
+    return s->greedy ? 0 : rng_next(s->rng);
+}
+
+int pgd_sample_logits(const float *logits, int32_t n_vocab, const pgd_sample_spec *spec,
+                      uint64_t draw, pgd_sampler_scratch *sc, pgd_sample_result *out) {
+    result_init(out);
+    PGD_ASSERT(sc->n_vocab >= n_vocab);
+    memcpy(sc->work, logits, (size_t)n_vocab * sizeof *sc->work);
     filtered f;
-    int rc = filter(s, logits, &f);
+    int rc = filter(spec, n_vocab, sc, &f);
     if (rc) return rc;
-    switch (f.kind) {
-    case F_GREEDY:
-        out->token = f.token;
-        break;
-    case F_DENSE:
-        out->token =
-            draw_dense(s->sc->work, (size_t)s->n_vocab, s->sc->bsum, f.z, rng_uniform(s->rng));
-        break;
-    case F_CANDS:
-        out->token = draw_cands(s->sc->cand, f.nc, rng_uniform(s->rng));
-        break;
-    }
-    if (s->p.logprobs) {
-        /* the processed row is the sanitised raw one unless a bias or penalty touched it */
-        bool same = s->p.n_logit_bias == 0 && (!(s->rep || s->freq_pres) || s->tab_len == 0);
-        fill_logprobs(s, logits, same, f.m, f.z_raw, out);
-    }
+    pick(spec, n_vocab, sc, &f, logits, true, draw, out);
+    return 0;
+}
+
+int pgd_sampler_sample(pgd_sampler *s, const float *logits, pgd_sample_result *out) {
+    result_init(out);
+    pgd_sample_spec sp;
+    pgd_sampler_spec(s, &sp);
+    pgd_sampler_process_logits(s, logits, s->sc->work);
+    filtered f;
+    int rc = filter(&sp, s->n_vocab, s->sc, &f);
+    if (rc) return rc;
+    /* the processed row is the sanitised raw one unless a bias or penalty touched it */
+    bool same = s->p.n_logit_bias == 0 && (!(s->rep || s->freq_pres) || s->tab_len == 0);
+    pick(&sp, s->n_vocab, s->sc, &f, logits, same, pgd_sampler_draw(s), out);
     return 0;
 }
 
 int pgd_sampler_distribution(pgd_sampler *s, const float *logits, float *probs) {
     size_t n = (size_t)s->n_vocab;
+    pgd_sample_spec sp;
+    pgd_sampler_spec(s, &sp);
+    pgd_sampler_process_logits(s, logits, s->sc->work);
     filtered f;
-    int rc = filter(s, logits, &f);
+    int rc = filter(&sp, s->n_vocab, s->sc, &f);
     if (rc) return rc;
     if (f.kind == F_DENSE) {
         for (size_t i = 0; i < n; i++) probs[i] = (float)((double)s->sc->work[i] / f.z);

@@ -117,6 +117,42 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_
 /* Records an output token (penalties). PGD_EINVAL out of range; PGD_ENOMEM. */
 int pgd_sampler_accept(pgd_sampler *s, int32_t id);
 
+/* ---- sampling on the device ---------------------------------------------------------------
+ * A sequence whose sampler needs no logit bias and no penalty (pgd_sampler_on_device) can be
+ * sampled where its logits are, by the backend: the host hands it the row's spec and the row's
+ * 64 random bits, drawn from the sequence's own RNG (pgd_sampler_draw), and the backend runs
+ * steps 4-9 and the logprobs (pgd_sample_logits on the CPU; a CUDA kernel on the GPU). The same
+ * seed then gives the same tokens on every backend, and the logits never leave the device. */
+
+/* Steps 4-9 of one row: what a backend needs to know. */
+typedef struct pgd_sample_spec {
+    float temperature; /* < PGD_SAMPLER_GREEDY_EPS: greedy */
+    int32_t top_k;     /* 0 = off (effective: < n_vocab) */
+    float top_p;       /* 1 = off */
+    float min_p;       /* 0 = off */
+    bool logprobs;     /* report the chosen token's logprob */
+    int32_t top_logprobs;
+} pgd_sample_spec;
+
+/* The sampler's spec (effective values). */
+void pgd_sampler_spec(const pgd_sampler *s, pgd_sample_spec *out);
+
+/* Whether the backend may sample this sequence: no logit bias and no penalty. */
+bool pgd_sampler_on_device(const pgd_sampler *s);
+
+/* The random bits of the sequence's next sample: one 64-bit RNG draw, or 0 without drawing
+ * when greedy. pgd_sampler_sample draws them itself; call this only for a device row. */
+uint64_t pgd_sampler_draw(pgd_sampler *s);
+
+/* Steps 4-9 of the order above over raw logits (no bias, no penalty) with the uniform number
+ * (draw >> 11) * 2^-53, and the logprobs the spec asks for: the reference every device sampler
+ * matches. pgd_sampler_sample(s, logits) equals pgd_sample_logits(logits, spec of s,
+ * pgd_sampler_draw(s)) bit for bit for a sequence pgd_sampler_on_device allows. Uses sc (of at
+ * least n_vocab) as scratch; never allocates. PGD_EINVAL if every logit is -inf or NaN. */
+int pgd_sample_logits(const float *logits /* [n_vocab] */, int32_t n_vocab,
+                      const pgd_sample_spec *spec, uint64_t draw, pgd_sampler_scratch *sc,
+                      pgd_sample_result *out);
+
 /* For tests and debugging: writes the logits after steps 1-3 (bias and penalties, before
  * temperature and sanitising) into out[n_vocab]. */
 void pgd_sampler_process_logits(const pgd_sampler *s, const float *logits /* [n_vocab] */,

@@ -188,9 +188,9 @@ int main(void) {
     pgd_load_options o;
     pgd_load_options_default(&o);
     o.model_path = path;
-    o.runner.kv_blocks = 64;
-    o.runner.block_size = 16;
-    o.runner.max_tokens = 64;
+    o.runner.backend.kv_blocks = 64;
+    o.runner.backend.block_size = 16;
+    o.runner.backend.max_tokens = 64;
     /* both activation modes (int8 runs on packed weights where the CPU has them, one kernel
      * for 1 token and for many) and both KV cache dtypes */
     static const struct {
@@ -198,8 +198,8 @@ int main(void) {
         pgd_kv_dtype kv;
     } modes[] = {{false, PGD_KV_F32}, {false, PGD_KV_F16}, {true, PGD_KV_F16}};
     for (size_t mi = 0; mi < PGD_ARRAY_LEN(modes); mi++) {
-        o.runner.act_q8 = modes[mi].q8;
-        o.runner.kv_dtype = modes[mi].kv;
+        o.runner.device.cpu.act_q8 = modes[mi].q8;
+        o.runner.backend.kv_dtype = modes[mi].kv;
         /* caching off: the alone runs must not feed the mixed run's prefixes */
         if (pgd_load(&o, &g_info, &g_runner) ||
             pgd_kvpool_create(pgd_runner_caps(g_runner)->n_blocks, 16, false, &g_pool) ||

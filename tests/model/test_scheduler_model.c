@@ -32,9 +32,9 @@ static int open_model(model *m, uint32_t kv_blocks, uint32_t max_batch) {
     pgd_load_options o;
     pgd_load_options_default(&o);
     o.model_path = g_path;
-    o.runner.kv_blocks = kv_blocks;
-    o.runner.block_size = 16;
-    o.runner.max_tokens = max_batch;
+    o.runner.backend.kv_blocks = kv_blocks;
+    o.runner.backend.block_size = 16;
+    o.runner.backend.max_tokens = max_batch;
     if (pgd_load(&o, &m->info, &m->runner)) {
         fprintf(stderr, "cannot open %s: %s\n", g_path, pgd_error_detail());
         return -1;

@@ -28,9 +28,11 @@ typedef struct fake_slot {
 typedef struct fake_backend {
     pgd_backend base;
     pgd_fake_config cfg;
-    fake_slot *slots; /* [n_blocks * block_size] */
-    uint64_t *stamp;  /* [n_blocks * block_size] batch number of the last write */
-    pgd_model model;  /* config only */
+    fake_slot *slots;          /* [n_blocks * block_size] */
+    uint64_t *stamp;           /* [n_blocks * block_size] batch number of the last write */
+    pgd_model model;           /* config only */
+    float row[PGD_FAKE_VOCAB]; /* a sampled row's logits */
+    pgd_sampler_scratch *sscratch;
     uint64_t n_batches;
     uint64_t n_copies;
     pgd_fake_batch *log;
@@ -99,7 +101,8 @@ static int verify_context(const fake_backend *fb, const int32_t *table, uint32_t
     return 0;
 }
 
-static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits) {
+static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits,
+                        pgd_sample_result *sampled) {
     fake_backend *fb = (fake_backend *)b;
     uint32_t bs = fb->cfg.block_size, nb = fb->cfg.n_blocks;
     if (batch->n_tokens == 0 || batch->n_tokens > fb->cfg.max_tokens)
@@ -143,8 +146,10 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits) {
             sl->pos = (int32_t)pos;
         }
     }
-    for (uint32_t r = 0; r < batch->n_logits; r++) {
-        uint32_t t = batch->logit_rows[r];
+    /* rows: the full-logit ones, then the sampled ones (into a scratch row) */
+    for (uint32_t r = 0; r < batch->n_logits + batch->n_samples; r++) {
+        bool full = r < batch->n_logits;
+        uint32_t t = full ? batch->logit_rows[r] : batch->samples[r - batch->n_logits].token;
         if (t >= batch->n_tokens) return bad("logit row out of range", t, batch->n_tokens);
         uint32_t s = 0;
         while (batch->q_start[s + 1] <= t) s++;
@@ -154,7 +159,15 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits) {
                                     (uint32_t)batch->positions[t]);
             if (rc) return rc;
         }
-        write_row(sl->h, fb->cfg.eos_every, logits + (uint64_t)r * PGD_FAKE_VOCAB);
+        if (full) {
+            write_row(sl->h, fb->cfg.eos_every, logits + (uint64_t)r * PGD_FAKE_VOCAB);
+            continue;
+        }
+        const pgd_sample_row *sr = &batch->samples[r - batch->n_logits];
+        write_row(sl->h, fb->cfg.eos_every, fb->row);
+        int rc = pgd_sample_logits(fb->row, PGD_FAKE_VOCAB, &sr->spec, sr->draw, fb->sscratch,
+                                   &sampled[r - batch->n_logits]);
+        if (rc) return rc;
     }
     if (fb->cfg.record) {
         if (fb->n_log == fb->cap_log) {
@@ -164,7 +177,8 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits) {
             fb->log = p;
             fb->cap_log = cap;
         }
-        fb->log[fb->n_log++] = (pgd_fake_batch){batch->n_tokens, batch->n_seqs, batch->n_logits};
+        fb->log[fb->n_log++] =
+            (pgd_fake_batch){batch->n_tokens, batch->n_seqs, batch->n_logits + batch->n_samples};
     }
     if (fb->cfg.delay_us) {
         struct timespec ts = {fb->cfg.delay_us / 1000000,
@@ -190,6 +204,7 @@ static int fake_copy_blocks(pgd_backend *b, const int32_t *src, const int32_t *d
 
 static void fake_destroy(pgd_backend *b) {
     fake_backend *fb = (fake_backend *)b;
+    pgd_sampler_scratch_destroy(fb->sscratch);
     free(fb->slots);
     free(fb->stamp);
     free(fb->log);
@@ -256,7 +271,9 @@ int pgd_fake_create(const pgd_fake_config *c, pgd_model_info **info, pgd_runner 
         fb->stamp = calloc(n_slots, sizeof *fb->stamp);
     }
     int rc = PGD_ENOMEM;
-    if (!fb || !fb->slots || !fb->stamp || (rc = make_tokenizer(&tok))) {
+    if (!fb || !fb->slots || !fb->stamp ||
+        (rc = pgd_sampler_scratch_create(PGD_FAKE_VOCAB, &fb->sscratch)) ||
+        (rc = make_tokenizer(&tok))) {
         if (fb) fake_destroy(&fb->base);
         return rc;
     }
@@ -270,14 +287,13 @@ int pgd_fake_create(const pgd_fake_config *c, pgd_model_info **info, pgd_runner 
     fb->cfg = cfg;
     fb->base.ops = &k_fake_ops;
     fb->base.model = &fb->model;
-    fb->base.cfg = (pgd_backend_config){
-        .n_blocks = cfg.n_blocks, .block_size = cfg.block_size, .max_tokens = cfg.max_tokens};
     fb->base.caps = (pgd_backend_caps){.kind = PGD_DEVICE_CPU,
                                        .name = "fake",
                                        .n_blocks = cfg.n_blocks,
                                        .block_size = cfg.block_size,
                                        .max_tokens = cfg.max_tokens,
                                        .max_seqs = 64,
+                                       .max_context = (uint32_t)n_slots,
                                        .kv_dtype = PGD_KV_F32,
                                        .kv_bytes = n_slots * sizeof(fake_slot)};
     if ((rc = pgd_model_info_wrap(mc, tok, NULL, 0, info))) {

@@ -22,7 +22,11 @@
  * tokenizer ("llama" kind: ids 0..255 are the bytes <0x00>..<0xFF>, 256 is the control token
  * </s> = EOS, no BOS), and a runner over this backend (pgd_runner_wrap).
  *
- * Step log: with `record`, every forward call appends {n_tokens, n_seqs, n_logits}.
+ * Sampling: rows the runner hands over to sample (backend.h) go through pgd_sample_logits on
+ * the row's logits, as the CPU backend does.
+ *
+ * Step log: with `record`, every forward call appends {n_tokens, n_seqs, n_logits} (n_logits:
+ * full and sampled rows together).
  *
  * Threading: like any backend, one thread at a time.
  */

@@ -923,6 +923,61 @@ static void test_flat_top_p(void) {
     free(l);
 }
 
+/* The device contract: a sequence sampled by a backend (the host draws the random bits,
+ * pgd_sample_logits runs steps 4-9 where the logits are) gets the tokens and logprobs the host
+ * sampler would give, sample after sample, for every mode the backend may take. */
+static void test_device_rows_match_host(void) {
+    enum { V = 3000, STEPS = 40 };
+    float *l = malloc(V * sizeof *l);
+    pgd_sampler_scratch *sc = NULL;
+    REQUIRE(l && pgd_sampler_scratch_create(V, &sc) == 0);
+    int n_checked = 0, n_draws = 0;
+    for (int cfg = 0; cfg < 48; cfg++) {
+        pgd_sampling_params p;
+        pgd_sampling_params_default(&p);
+        p.temperature = (float[]){0.0f, 0.7f, 1.0f, 1.6f}[cfg % 4];
+        p.top_k = (int32_t[]){0, 5, 200}[(cfg / 4) % 3];
+        p.top_p = (float[]){1.0f, 0.9f}[(cfg / 12) % 2];
+        p.min_p = (float[]){0.0f, 0.05f}[(cfg / 24) % 2];
+        p.logprobs = cfg % 3 == 0;
+        p.top_logprobs = p.logprobs ? 5 : 0;
+        p.seed = 1000 + (uint64_t)cfg;
+        pgd_sampler *host = make(&p, V), *dev = make(&p, V);
+        REQUIRE(host && dev);
+        CHECK(pgd_sampler_on_device(dev));
+        for (int step = 0; step < STEPS; step++) {
+            for (int i = 0; i < V; i++) l[i] = (float)(gauss() * 3.0);
+            pgd_sample_result a, b;
+            REQUIRE(pgd_sampler_sample(host, l, &a) == 0);
+            pgd_sample_spec spec;
+            pgd_sampler_spec(dev, &spec);
+            uint64_t draw = pgd_sampler_draw(dev);
+            n_draws += draw != 0;
+            REQUIRE(pgd_sample_logits(l, V, &spec, draw, sc, &b) == 0);
+            CHECK_EQ_INT(a.token, b.token);
+            CHECK(a.logprob == b.logprob && a.n_top == b.n_top);
+            for (int k = 0; k < a.n_top && k < b.n_top; k++)
+                CHECK(a.top[k].token == b.top[k].token && a.top[k].logprob == b.top[k].logprob);
+            pgd_sampler_accept(host, a.token);
+            pgd_sampler_accept(dev, b.token);
+            n_checked++;
+        }
+        pgd_sampler_destroy(host);
+        pgd_sampler_destroy(dev);
+    }
+    /* penalties and biases keep a sequence on the host */
+    pgd_sampling_params p;
+    pgd_sampling_params_default(&p);
+    p.presence_penalty = 0.5f;
+    pgd_sampler *s = make(&p, V);
+    CHECK(!pgd_sampler_on_device(s));
+    pgd_sampler_destroy(s);
+    fprintf(stderr, "    %d samples, %d with random bits\n", n_checked, n_draws);
+    CHECK(n_draws >= 36 * STEPS - 5);
+    pgd_sampler_scratch_destroy(sc);
+    free(l);
+}
+
 int main(void) {
     RUN(test_gamma_q);
     RUN(test_temperature);
@@ -935,6 +990,7 @@ int main(void) {
     RUN(test_min_p_one);
     RUN(test_fit_rejects_wrong_distribution);
     RUN(test_seed_determinism);
+    RUN(test_device_rows_match_host);
     RUN(test_greedy);
     RUN(test_logit_bias);
     RUN(test_repetition_penalty);

@@ -1,0 +1,23 @@
+# cmake -DDIR=dir -DOUT=file.c -DSYM=name -P embed_dir.cmake
+# Writes a C file holding every DIR/*.json file: `const pgd_embedded_file SYM[]` ({name without
+# .json, bytes NUL-terminated, byte count}, sorted by name) and `const unsigned SYM_count`.
+file(GLOB files "${DIR}/*.json")
+list(SORT files)
+set(body "/* Generated from ${DIR} by cmake/embed_dir.cmake; do not edit. */\n")
+string(APPEND body "typedef struct { const char *name; const unsigned char *data; unsigned long len; } pgd_embedded_file;\n")
+set(table "")
+set(i 0)
+foreach(f ${files})
+  get_filename_component(full "${f}" NAME)
+  string(REGEX REPLACE "\\.json$" "" name "${full}")
+  file(READ "${f}" hex HEX)
+  string(LENGTH "${hex}" n)
+  math(EXPR len "${n} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND body "static const unsigned char f${i}[] = {${bytes}0x00};\n")
+  string(APPEND table "  {\"${name}\", f${i}, ${len}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "const pgd_embedded_file ${SYM}[] = {\n${table}  {0, 0, 0}};\n")
+string(APPEND body "const unsigned ${SYM}_count = ${i};\n")
+file(WRITE "${OUT}" "${body}")
