@@ -39,9 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PGD_SAMPLER_MAX_TOP_LOGPROBS 20
-/* temperature below this samples greedily (as vLLM does) */
-#define PGD_SAMPLER_GREEDY_EPS 1e-5f
+#include "common/sample_types.h" /* pgd_sample_result, pgd_sample_spec and their limits */
+
 /* the largest temperature pgd_sampling_params_validate accepts */
 #define PGD_SAMPLER_MAX_TEMPERATURE 100.0f
 
@@ -75,19 +74,6 @@ int pgd_sampling_params_validate(const pgd_sampling_params *p, int32_t n_vocab, 
 
 /* A seed from the operating system's entropy (for requests that give none). */
 uint64_t pgd_sampler_random_seed(void);
-
-typedef struct pgd_token_logprob {
-    int32_t token;
-    float logprob;
-} pgd_token_logprob;
-
-typedef struct pgd_sample_result {
-    int32_t token; /* the chosen id */
-    float logprob; /* log_softmax(raw logits)[token]; 0 unless params.logprobs */
-    int32_t n_top; /* = params.top_logprobs when logprobs are on (n_vocab if smaller), else 0 */
-    /* [n_top] the most probable ids under the same log_softmax, descending, ties by lower id */
-    pgd_token_logprob top[PGD_SAMPLER_MAX_TOP_LOGPROBS];
-} pgd_sample_result;
 
 /* Scratch for sample calls: one per thread is enough. Created for n_vocab; usable by samplers
  * of any n_vocab up to that. */
@@ -123,16 +109,6 @@ int pgd_sampler_accept(pgd_sampler *s, int32_t id);
  * 64 random bits, drawn from the sequence's own RNG (pgd_sampler_draw), and the backend runs
  * steps 4-9 and the logprobs (pgd_sample_logits on the CPU; a CUDA kernel on the GPU). The same
  * seed then gives the same tokens on every backend, and the logits never leave the device. */
-
-/* Steps 4-9 of one row: what a backend needs to know. */
-typedef struct pgd_sample_spec {
-    float temperature; /* < PGD_SAMPLER_GREEDY_EPS: greedy */
-    int32_t top_k;     /* 0 = off (effective: < n_vocab) */
-    float top_p;       /* 1 = off */
-    float min_p;       /* 0 = off */
-    bool logprobs;     /* report the chosen token's logprob */
-    int32_t top_logprobs;
-} pgd_sample_spec;
 
 /* The sampler's spec (effective values). */
 void pgd_sampler_spec(const pgd_sampler *s, pgd_sample_spec *out);

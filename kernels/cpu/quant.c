@@ -161,6 +161,14 @@ uint16_t pgd_f32_to_f16(float f) {
     return (uint16_t)(sign | r);
 }
 
+uint16_t pgd_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
+    u += 0x7fffu + ((u >> 16) & 1);                                           /* nearest even */
+    return (uint16_t)(u >> 16);
+}
+
 float pgd_bf16_to_f32(uint16_t h) {
     return bits_to_f32((uint32_t)h << 16);
 }

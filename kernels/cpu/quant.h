@@ -78,6 +78,7 @@ int pgd_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 float pgd_f16_to_f32(uint16_t h);
 uint16_t pgd_f32_to_f16(float f); /* round to nearest even */
 float pgd_bf16_to_f32(uint16_t h);
+uint16_t pgd_f32_to_bf16(float f); /* round to nearest even; NaN stays a (quiet) NaN */
 
 /* ---- block layouts (on-disk) ---- */
 #define PGD_QK           32  /* elements per block of the 32-blocks */

@@ -1,0 +1,44 @@
+/*
+ * kernels/cuda/attention.h — paged attention for a mixed batch (prefill chunks and decode rows
+ * together). CPU twin: pgd_cuda_attention_twin (attention_twin.c). Device pointers;
+ * asynchronous.
+ *
+ * Determinism: the key positions of a query are taken in fixed chunks of PGD_ATTN_CHUNK; each
+ * chunk gives its own (max, sum of exp, exp-weighted sum of V) in f32, and the chunks fold in
+ * increasing order by one formula. A row's result therefore depends only on its own query and
+ * context, never on the batch, the number of rows or how the work is split.
+ */
+#ifndef PGD_KERNELS_CUDA_ATTENTION_H
+#define PGD_KERNELS_CUDA_ATTENTION_H
+
+#include <stdint.h>
+
+#include "kernels/cuda/kv_layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PGD_ATTN_CHUNK 256
+
+/* For each token t < T (of sequence seq_of[t], at position pos[t]) and query head h < n_head:
+ * out[t][h][:] = bf16(sum_p softmax_p(scale * q[t][h] . K_p) V_p) over positions p in
+ * [0, pos[t]] of its sequence, K_p and V_p (f16) read from `layer` of the slab at position p's
+ * slot: block block_tables[seq_of[t] * bt_stride + p / block_size], offset p % block_size. Query
+ * head h reads KV head h / (n_head / n_kv_head). q: f32, row t at q + t * q_stride, head h at
+ * + h * head_dim; out: bf16 [T][n_head][head_dim]. */
+int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
+                       uint32_t layer, uint32_t n_head, const int32_t *block_tables,
+                       uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos, uint32_t T,
+                       float scale, uint16_t *out, void *stream);
+void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                             pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                             const int32_t *block_tables, uint32_t bt_stride,
+                             const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
+                             uint16_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

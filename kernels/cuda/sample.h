@@ -1,0 +1,31 @@
+/*
+ * kernels/cuda/sample.h — sampling on the device, one CTA per row, for the rows whose spec it
+ * supports (pgd_cuda_sample_supports; the others come back to the host as full logits). The
+ * reference is pgd_sample_logits (engine/sampling/sampler.h): same rules (NaN as -inf, +inf as
+ * FLT_MAX, ties to the lower id), the host-drawn uniform u = (draw >> 11) * 2^-53, logprobs of
+ * the raw row. Asynchronous.
+ */
+#ifndef PGD_KERNELS_CUDA_SAMPLE_H
+#define PGD_KERNELS_CUDA_SAMPLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/sample_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Greedy, temperature and min-p rows with any logprobs; not top-k or top-p (yet). */
+bool pgd_cuda_sample_supports(const pgd_sample_spec *spec);
+
+/* results[i] for row i < N of logits (f32 [N][V]) with specs[i] and draws[i] (device arrays). */
+int pgd_cuda_sample(const float *logits, uint32_t N, uint32_t V, const pgd_sample_spec *specs,
+                    const uint64_t *draws, pgd_sample_result *results, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

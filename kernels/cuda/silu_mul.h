@@ -1,0 +1,23 @@
+/*
+ * kernels/cuda/silu_mul.h — SiLU(gate) * up over the fused gate/up GEMM's output, in bf16 for
+ * the down projection. CPU twin: pgd_cuda_silu_mul_twin (silu_mul_twin.c). Asynchronous.
+ */
+#ifndef PGD_KERNELS_CUDA_SILU_MUL_H
+#define PGD_KERNELS_CUDA_SILU_MUL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out[t][j] = bf16((g / (1 + exp(-g))) * u) with g = gu[t][j], u = gu[t][F + j], for t < T,
+ * j < F. gu: f32 [T][2F]; out: bf16 [T][F]. */
+int pgd_cuda_silu_mul(const float *gu, uint32_t T, uint32_t F, uint16_t *out, void *stream);
+void pgd_cuda_silu_mul_twin(const float *gu, uint32_t T, uint32_t F, uint16_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
