@@ -1,6 +1,10 @@
 /*
  * kernels/cuda/silu_mul.h — SiLU(gate) * up over the fused gate/up GEMM's output, in bf16 for
  * the down projection. CPU twin: pgd_cuda_silu_mul_twin (silu_mul_twin.c). Asynchronous.
+ *
+ * Not bit-exact: the kernel's exp is CUDA's expf, the twin's the CPU's pgd__expf. The outputs
+ * are equal or one bf16 ulp apart where g >= -88; below, both are at most |g * u| * 2^-126
+ * (silu_mul.cu says why).
  */
 #ifndef PGD_KERNELS_CUDA_SILU_MUL_H
 #define PGD_KERNELS_CUDA_SILU_MUL_H

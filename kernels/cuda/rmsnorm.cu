@@ -1,0 +1,66 @@
+/*
+ * kernels/cuda/rmsnorm.cu — residual add + RMSNorm into bf16, one CTA of PGD_RMSNORM_LANES
+ * threads per row (grid-stride over rows). Owns nothing. CPU twin: rmsnorm_twin.c.
+ *
+ * Invariants (bit-exact with the twin):
+ *   - thread j adds (f32, __fadd_rn) and squares elements j, j + LANES, ... of its row and sums
+ *     the squares in double in that order (__dmul_rn / __dadd_rn: the square of an f32 is exact
+ *     in double, and nothing is contracted);
+ *   - the LANES partials fold by the fixed pairwise tree of rmsnorm.h in shared memory;
+ *   - s = f32(1 / sqrt(ss / E + eps)) with correctly rounded double division and square root,
+ *     then out = bf16((x * s) * w), each product rounded (__fmul_rn).
+ *   A row's bits depend only on the row, never on R, rows or the grid.
+ */
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/rmsnorm.h"
+
+namespace {
+
+/* x, add: f32 [.][E]; w: f32 [E]; rows: [R] or NULL; out: bf16 [R][E]; blockDim.x = LANES. */
+__global__ void __launch_bounds__(PGD_RMSNORM_LANES)
+    add_rmsnorm_kernel(float *x, const float *add, const float *w, float eps, const uint32_t *rows,
+                       uint32_t R, uint32_t E, uint16_t *out) {
+    __shared__ double part[PGD_RMSNORM_LANES];
+    const unsigned j = threadIdx.x;
+    for (uint32_t i = blockIdx.x; i < R; i += gridDim.x) { /* uniform across the CTA */
+        const uint64_t r = rows ? rows[i] : i;
+        float *xr = x + r * E;
+        double acc = 0.0;
+        for (uint32_t e = j; e < E; e += PGD_RMSNORM_LANES) {
+            float v = xr[e];
+            if (add) {
+                v = __fadd_rn(v, add[r * E + e]);
+                xr[e] = v;
+            }
+            acc = __dadd_rn(acc, __dmul_rn((double)v, (double)v));
+        }
+        part[j] = acc;
+        __syncthreads();
+        for (unsigned h = PGD_RMSNORM_LANES / 2; h > 0; h >>= 1) {
+            if (j < h) part[j] = __dadd_rn(part[j], part[j + h]);
+            __syncthreads();
+        }
+        const double ms = __dadd_rn(__ddiv_rn(part[0], (double)E), (double)eps);
+        const float s = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(ms)));
+        uint16_t *o = out + (uint64_t)i * E;
+        for (uint32_t e = j; e < E; e += PGD_RMSNORM_LANES) /* xr[e]: this thread's own write */
+            o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(xr[e], s), w[e]));
+        __syncthreads(); /* part[0] is read before the next row overwrites it */
+    }
+}
+
+} // namespace
+
+extern "C" int pgd_cuda_add_rmsnorm(float *x, const float *add, const float *w, float eps,
+                                    const uint32_t *rows, uint32_t R, uint32_t E, uint16_t *out,
+                                    void *stream) {
+    if (R == 0 || E == 0) return 0;
+    add_rmsnorm_kernel<<<pgd_cuda_grid(R, 1), PGD_RMSNORM_LANES, 0, (cudaStream_t)stream>>>(
+        x, add, w, eps, rows, R, E, out);
+    PGD_CUDA_LAUNCHED();
+    return 0;
+}

@@ -1,0 +1,102 @@
+/*
+ * kernels/cuda/rope_kv.cu — bias + RoPE + the KV write of one layer, fused: one CTA per token
+ * (grid-stride over tokens). Owns nothing. CPU twin: rope_kv_twin.c.
+ *
+ * Work of a token, each element read and written by one thread (q is updated in place, so no
+ * thread may read what another writes): (1) the rotated pairs of every q and k head, one pair a
+ * thread; (2) the dimensions >= rope_dim of every q and k head; (3) v.
+ *
+ * Invariants (bit-exact with the twin, NaN payloads aside):
+ *   - bias added first (one f32 add, __fadd_rn), then pgd_rope_apply's rotation
+ *     a' = a*c - b*s, b' = a*s + b*c with every product rounded (__fmul_rn, no FMA);
+ *   - q goes back into qkv; k and v go to the f16 slab with round to nearest even
+ *     (__float2half_rn; pgd_f32_to_f16 on the CPU), at pgd_kv_slot_index(geom, slots[t], ...);
+ *     the k and v parts of qkv are left as they were;
+ *   - a token with slots[t] < 0 (a padding row) writes q but nothing to the slab.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/rope_kv.h"
+
+namespace {
+
+__device__ __forceinline__ uint16_t to_f16(float v) {
+    return __half_as_ushort(__float2half_rn(v));
+}
+
+/* qkv: f32 [T][(n_head + 2 * n_kv_head) * D]; bias: f32 [(n_head + 2 * n_kv_head) * D] or NULL;
+ * cos_sin: f32 [n_pos][rope_dim]; pos, slots: [T]; kv: the f16 slab (kv_layout.h). */
+__global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_sin,
+                               const int32_t *pos, const int64_t *slots, uint32_t T,
+                               uint32_t n_head, uint32_t n_kv_head, uint32_t D, uint32_t rope_dim,
+                               bool neox, uint16_t *kv, pgd_kv_geom geom, uint32_t layer) {
+    const uint32_t half = rope_dim / 2, rest = D - rope_dim, n_qk = n_head + n_kv_head;
+    const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
+    for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
+        float *row = qkv + t * width;
+        const float *cs = cos_sin + (uint64_t)pos[t] * rope_dim;
+        const int64_t slot = slots[t];
+        /* (1) pair i of head h (q heads, then k heads) */
+        for (uint32_t u = threadIdx.x; u < n_qk * half; u += blockDim.x) {
+            const uint32_t h = u / half, i = u % half;
+            const uint32_t i0 = h * D + (neox ? i : 2 * i),
+                           i1 = h * D + (neox ? i + half : 2 * i + 1);
+            float a = row[i0], b = row[i1];
+            if (bias) a = __fadd_rn(a, bias[i0]), b = __fadd_rn(b, bias[i1]);
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            const float ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+            const float rb = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+            if (h < n_head) {
+                row[i0] = ra;
+                row[i1] = rb;
+            } else if (slot >= 0) {
+                uint16_t *k = kv + pgd_kv_slot_index(geom, slot, layer, 0, h - n_head);
+                k[i0 - h * D] = to_f16(ra);
+                k[i1 - h * D] = to_f16(rb);
+            }
+        }
+        /* (2) dimension rope_dim + d of head h, unrotated */
+        for (uint32_t u = threadIdx.x; u < n_qk * rest; u += blockDim.x) {
+            const uint32_t h = u / rest, d = rope_dim + u % rest, idx = h * D + d;
+            const float v = bias ? __fadd_rn(row[idx], bias[idx]) : row[idx];
+            if (h < n_head) {
+                if (bias) row[idx] = v;
+            } else if (slot >= 0)
+                kv[pgd_kv_slot_index(geom, slot, layer, 0, h - n_head) + d] = to_f16(v);
+        }
+        /* (3) element d of v head h */
+        if (slot >= 0)
+            for (uint32_t u = threadIdx.x; u < n_kv_head * D; u += blockDim.x) {
+                const uint32_t h = u / D, d = u % D, idx = n_qk * D + u;
+                const float v = bias ? __fadd_rn(row[idx], bias[idx]) : row[idx];
+                kv[pgd_kv_slot_index(geom, slot, layer, 1, h) + d] = to_f16(v);
+            }
+    }
+}
+
+} // namespace
+
+extern "C" int pgd_cuda_rope_kv(float *qkv, const float *bias, const float *cos_sin,
+                                const int32_t *pos, const int64_t *slots, uint32_t T,
+                                uint32_t n_head, uint32_t n_kv_head, uint32_t head_dim,
+                                uint32_t rope_dim, bool neox, uint16_t *kv, pgd_kv_geom geom,
+                                uint32_t layer, void *stream) {
+    if (rope_dim > head_dim || rope_dim % 2 || geom.head_dim != head_dim ||
+        geom.n_kv_head != n_kv_head || geom.block_size == 0 || layer >= geom.n_layer)
+        return pgd_error_set(PGD_EINVAL,
+                             "rope_kv: head_dim %u, rope_dim %u, %u KV heads against a slab of "
+                             "head_dim %u, %u KV heads, block size %u, %u layers (layer %u)",
+                             head_dim, rope_dim, n_kv_head, geom.head_dim, geom.n_kv_head,
+                             geom.block_size, geom.n_layer, layer);
+    if (T == 0) return 0;
+    rope_kv_kernel<<<pgd_cuda_grid(T, 1), PGD_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+        qkv, bias, cos_sin, pos, slots, T, n_head, n_kv_head, head_dim, rope_dim, neox, kv, geom,
+        layer);
+    PGD_CUDA_LAUNCHED();
+    return 0;
+}

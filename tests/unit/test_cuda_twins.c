@@ -1,0 +1,272 @@
+/*
+ * tests/unit/test_cuda_twins.c — the CPU twins of the CUDA kernels (kernels/cuda/..._twin.c)
+ * against independent CPU references already in the tree: the embedding against
+ * pgd_bf16_to_f32, add + RMSNorm against pgd_rmsnorm_f32 (one bf16 ulp: the double sums run in
+ * different orders), bias + RoPE + KV write against pgd_rope_apply + pgd_f32_to_f16 + the slab
+ * layout written out by hand (bit-exact), SiLU * mul against pgd_swiglu_f32 then bf16
+ * (bit-exact); and the f32 -> bf16 rounding on hand-checked values. No GPU needed (label unit);
+ * tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/cuda/embed.h"
+#include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv.h"
+#include "kernels/cuda/silu_mul.h"
+#include "testutil.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+static float frand(void) { /* uniform in [-1, 1) */
+    return (float)((double)(next() >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+static uint32_t urand(uint32_t n) {
+    return (uint32_t)(next() % n);
+}
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+/* A bf16 value's place on the number line (+0 and -0 at 0): adjacent values differ by 1. */
+static int64_t bf16_ord(uint16_t h) {
+    return (h & 0x8000u) ? -(int64_t)(h & 0x7fffu) : (int64_t)h;
+}
+
+static void test_bf16_round(void) {
+    static const struct {
+        uint32_t f;
+        uint16_t bf;
+    } cases[] = {
+        {0x3f800000u, 0x3f80}, /* 1 */
+        {0x40490fdbu, 0x4049}, /* pi, rounded down */
+        {0x3f807fffu, 0x3f80}, /* just below the tie */
+        {0x3f808000u, 0x3f80}, /* tie, even stays */
+        {0x3f808001u, 0x3f81}, /* just above the tie */
+        {0x3f818000u, 0x3f82}, /* tie, odd rounds up to even */
+        {0xbf818000u, 0xbf82}, /* the same, negative */
+        {0x7f7f7fffu, 0x7f7f}, /* below the tie under FLT_MAX's bf16 */
+        {0x7f7fffffu, 0x7f80}, /* FLT_MAX rounds to inf */
+        {0x7f800000u, 0x7f80}, /* +inf */
+        {0xff800000u, 0xff80}, /* -inf */
+        {0x7fc00000u, 0x7fc0}, /* quiet NaN */
+        {0x7f800001u, 0x7fc0}, /* signalling NaN, low payload: stays NaN (not inf), quiet */
+        {0x7fa00000u, 0x7fe0}, /* NaN payload's top bits kept */
+        {0xffc00000u, 0xffc0}, /* -NaN */
+        {0x00000000u, 0x0000}, /* +0 */
+        {0x80000000u, 0x8000}, /* -0 */
+        {0x00000001u, 0x0000}, /* smallest subnormal, rounds to 0 */
+        {0x80000001u, 0x8000}, /* ... keeping the sign */
+        {0x00008000u, 0x0000}, /* subnormal tie, even stays */
+        {0x00018000u, 0x0002}, /* subnormal tie, odd rounds up */
+        {0x00010000u, 0x0001}, /* smallest bf16 subnormal, exact */
+        {0x007fffffu, 0x0080}, /* largest subnormal rounds to the smallest normal */
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(cases); i++) {
+        uint16_t got = pgd_f32_to_bf16(bits_f32(cases[i].f));
+        if (got != cases[i].bf)
+            fprintf(stderr, "  bf16(0x%08x) = 0x%04x, want 0x%04x\n", cases[i].f, got, cases[i].bf);
+        CHECK(got == cases[i].bf);
+    }
+    for (int i = 0; i < 1000; i++) { /* every finite bf16 value converts back to itself */
+        uint16_t h = (uint16_t)next();
+        if ((h & 0x7f80u) == 0x7f80u) continue;
+        CHECK(pgd_f32_to_bf16(pgd_bf16_to_f32(h)) == h);
+    }
+}
+
+static void test_embed(void) {
+    static const uint32_t Es[] = {1, 7, 256, 257}, Ts[] = {1, 3, 17};
+    const uint32_t V = 50;
+    for (size_t ie = 0; ie < PGD_ARRAY_LEN(Es); ie++)
+        for (size_t it = 0; it < PGD_ARRAY_LEN(Ts); it++) {
+            const uint32_t E = Es[ie], T = Ts[it];
+            uint16_t *table = malloc(sizeof(uint16_t) * V * E);
+            float *x = malloc(sizeof(float) * T * E);
+            int32_t tokens[17];
+            REQUIRE(table && x);
+            for (uint32_t i = 0; i < V * E; i++) table[i] = (uint16_t)next(); /* any bits */
+            for (uint32_t t = 0; t < T; t++) tokens[t] = (int32_t)urand(V);
+            pgd_cuda_embed_twin(table, tokens, T, E, x);
+            int bad = 0;
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t e = 0; e < E; e++) {
+                    float want = pgd_bf16_to_f32(table[(uint32_t)tokens[t] * E + e]);
+                    bad += memcmp(&x[t * E + e], &want, sizeof want) != 0;
+                }
+            CHECK_EQ_INT(bad, 0);
+            free(table);
+            free(x);
+        }
+}
+
+static void test_rmsnorm(void) {
+    static const uint32_t Es[] = {1, 7, 255, 256, 257, 1000, 4099}, Rs[] = {1, 3, 17};
+    const float eps = 1e-5f;
+    for (size_t ie = 0; ie < PGD_ARRAY_LEN(Es); ie++)
+        for (size_t ir = 0; ir < PGD_ARRAY_LEN(Rs); ir++)
+            for (int mode = 0; mode < 4; mode++) { /* bit 0: add; bit 1: a rows list */
+                const uint32_t E = Es[ie], R = Rs[ir], N = R + 4;
+                const bool with_add = mode & 1, with_rows = mode & 2;
+                float *x = malloc(sizeof(float) * N * E), *xref = malloc(sizeof(float) * N * E);
+                float *add = malloc(sizeof(float) * N * E), *w = malloc(sizeof(float) * E);
+                float *y = malloc(sizeof(float) * E);
+                uint16_t *out = malloc(sizeof(uint16_t) * R * E), one[4099];
+                uint32_t rows[17], perm[21];
+                REQUIRE(x && xref && add && w && y && out);
+                for (uint32_t i = 0; i < N * E; i++) x[i] = frand() * 8, add[i] = frand();
+                for (uint32_t e = 0; e < E; e++) w[e] = frand() * 2;
+                for (uint32_t i = 0; i < N; i++) perm[i] = i;
+                for (uint32_t i = N - 1; i > 0; i--) { /* distinct rows, in shuffled order */
+                    uint32_t j = urand(i + 1), tmp = perm[i];
+                    perm[i] = perm[j], perm[j] = tmp;
+                }
+                for (uint32_t i = 0; i < R; i++) rows[i] = with_rows ? perm[i] : i;
+                memcpy(xref, x, sizeof(float) * N * E);
+                pgd_cuda_add_rmsnorm_twin(x, with_add ? add : NULL, w, eps, with_rows ? rows : NULL,
+                                          R, E, out);
+                int64_t far = 0, off = 0;
+                for (uint32_t i = 0; i < R; i++) {
+                    float *xr = xref + (uint64_t)rows[i] * E;
+                    if (with_add)
+                        for (uint32_t e = 0; e < E; e++) xr[e] += add[(uint64_t)rows[i] * E + e];
+                    pgd_rmsnorm_f32(xr, w, y, E, eps);
+                    for (uint32_t e = 0; e < E; e++) {
+                        int64_t d = bf16_ord(out[i * E + e]) - bf16_ord(pgd_f32_to_bf16(y[e]));
+                        far += d < -1 || d > 1;
+                        off += d != 0;
+                    }
+                }
+                CHECK_EQ_INT(far, 0);
+                if (off * 100 > (int64_t)R * E)
+                    fprintf(stderr, "  E %u R %u: %lld of %u outputs one ulp off\n", E, R,
+                            (long long)off, R * E);
+                CHECK(off * 100 <= (int64_t)R * E); /* the sums' order moves few roundings */
+                CHECK(memcmp(x, xref, sizeof(float) * N * E) == 0); /* the add, exactly */
+                /* A row alone gives the bits it had among the others. */
+                if (!with_add) {
+                    pgd_cuda_add_rmsnorm_twin(x, NULL, w, eps, &rows[R - 1], 1, E, one);
+                    CHECK(memcmp(one, out + (uint64_t)(R - 1) * E, sizeof(uint16_t) * E) == 0);
+                }
+                free(x), free(xref), free(add), free(w), free(y), free(out);
+            }
+}
+
+typedef struct {
+    uint32_t n_head, n_kv_head, head_dim, rope_dim;
+    bool neox;
+} rope_shape;
+
+static void rope_case(const rope_shape *sh, uint32_t T, bool with_bias) {
+    const uint32_t D = sh->head_dim, Hq = sh->n_head, Hk = sh->n_kv_head, RD = sh->rope_dim;
+    const uint32_t W = (Hq + 2 * Hk) * D, bs = 16, n_pos = 300, layer = 1;
+    const pgd_kv_geom g = {.n_layer = 2, .n_kv_head = Hk, .block_size = bs, .head_dim = D};
+    const uint32_t n_blocks = 2 * (T + bs - 1) / bs + 2;
+    const uint64_t slab_n = n_blocks * pgd_kv_block_elems(g);
+    float *qkv = malloc(sizeof(float) * T * W), *orig = malloc(sizeof(float) * T * W);
+    float *bias = malloc(sizeof(float) * W), *ref = malloc(sizeof(float) * W);
+    float *cos_sin = malloc(sizeof(float) * n_pos * (RD ? RD : 1));
+    double *inv = malloc(sizeof(double) * (RD ? RD : 1));
+    uint16_t *kv = malloc(sizeof(uint16_t) * slab_n), *want = malloc(sizeof(uint16_t) * slab_n);
+    int64_t slots[17], *all = malloc(sizeof(int64_t) * n_blocks * bs);
+    int32_t pos[17];
+    REQUIRE(qkv && orig && bias && ref && cos_sin && inv && kv && want && all);
+    pgd_rope_inv_freq(inv, RD, 10000.0f, NULL);
+    for (uint32_t p = 0; p < n_pos; p++) pgd_rope_cos_sin(cos_sin + p * RD, inv, RD, p);
+    for (uint32_t i = 0; i < T * W; i++) orig[i] = qkv[i] = frand() * 4;
+    for (uint32_t i = 0; i < W; i++) bias[i] = frand();
+    /* distinct random slots outside the null block; the last token of several is padding */
+    uint32_t n_all = (n_blocks - 1) * bs;
+    for (uint32_t i = 0; i < n_all; i++) all[i] = bs + i;
+    for (uint32_t t = 0; t < T; t++) {
+        uint32_t j = t + urand(n_all - t);
+        int64_t tmp = all[t];
+        all[t] = all[j], all[j] = tmp;
+        slots[t] = all[t];
+        pos[t] = (int32_t)urand(n_pos);
+    }
+    if (T > 1) slots[T - 1] = -1;
+    memset(kv, 0xA5, sizeof(uint16_t) * slab_n);
+    memcpy(want, kv, sizeof(uint16_t) * slab_n);
+    pgd_cuda_rope_kv_twin(qkv, with_bias ? bias : NULL, cos_sin, pos, slots, T, Hq, Hk, D, RD,
+                          sh->neox, kv, g, layer);
+    int bad_q = 0, bad_kv_part = 0;
+    for (uint32_t t = 0; t < T; t++) {
+        memcpy(ref, orig + (uint64_t)t * W, sizeof(float) * W);
+        if (with_bias)
+            for (uint32_t i = 0; i < W; i++) ref[i] += bias[i];
+        const float *cs = cos_sin + (uint64_t)pos[t] * RD;
+        pgd_rope_apply(ref, cs, Hq, D, RD, sh->neox);
+        pgd_rope_apply(ref + Hq * D, cs, Hk, D, RD, sh->neox);
+        bad_q += memcmp(qkv + (uint64_t)t * W, ref, sizeof(float) * Hq * D) != 0;
+        bad_kv_part += memcmp(qkv + (uint64_t)t * W + Hq * D, orig + (uint64_t)t * W + Hq * D,
+                              sizeof(float) * 2 * Hk * D) != 0; /* k and v of qkv untouched */
+        if (slots[t] < 0) continue;
+        const uint64_t block = (uint64_t)slots[t] / bs, off = (uint64_t)slots[t] % bs;
+        for (uint32_t kvi = 0; kvi < 2; kvi++)
+            for (uint32_t h = 0; h < Hk; h++)
+                for (uint32_t d = 0; d < D; d++) {
+                    uint64_t at = ((((block * 2 + layer) * 2 + kvi) * Hk + h) * bs + off) * D + d;
+                    want[at] = pgd_f32_to_f16(ref[(Hq + kvi * Hk + h) * D + d]);
+                }
+    }
+    CHECK_EQ_INT(bad_q, 0);
+    CHECK_EQ_INT(bad_kv_part, 0);
+    CHECK(memcmp(kv, want, sizeof(uint16_t) * slab_n) == 0);
+    free(qkv), free(orig), free(bias), free(ref), free(cos_sin), free(inv), free(kv), free(want);
+    free(all);
+}
+
+static void test_rope_kv(void) {
+    static const rope_shape shapes[] = {
+        {4, 2, 64, 64, false}, {4, 2, 64, 64, true}, {3, 1, 80, 32, true},
+        {3, 1, 80, 32, false}, {2, 2, 6, 4, false},  {2, 1, 8, 0, false},
+    };
+    static const uint32_t Ts[] = {1, 3, 17};
+    for (size_t s = 0; s < PGD_ARRAY_LEN(shapes); s++)
+        for (size_t it = 0; it < PGD_ARRAY_LEN(Ts); it++)
+            for (int b = 0; b < 2; b++) rope_case(&shapes[s], Ts[it], b);
+}
+
+static void test_silu_mul(void) {
+    static const uint32_t Fs[] = {1, 15, 17, 300}, Ts[] = {1, 3, 17};
+    static const float special[] = {0.0f, -0.0f, 200.0f, -200.0f, 1e-30f, -87.5f, -88.5f, -100.0f};
+    for (size_t jf = 0; jf < PGD_ARRAY_LEN(Fs); jf++)
+        for (size_t it = 0; it < PGD_ARRAY_LEN(Ts); it++) {
+            const uint32_t F = Fs[jf], T = Ts[it];
+            float *gu = malloc(sizeof(float) * T * 2 * F), *y = malloc(sizeof(float) * F);
+            uint16_t *out = malloc(sizeof(uint16_t) * T * F);
+            REQUIRE(gu && y && out);
+            for (uint32_t i = 0; i < T * 2 * F; i++) gu[i] = frand() * 30;
+            for (uint32_t i = 0; i < PGD_ARRAY_LEN(special) && i < T * F; i++)
+                gu[(i / F) * 2 * F + i % F] = special[i];
+            pgd_cuda_silu_mul_twin(gu, T, F, out);
+            int bad = 0;
+            for (uint32_t t = 0; t < T; t++) {
+                pgd_swiglu_f32(gu + (uint64_t)t * 2 * F, gu + (uint64_t)t * 2 * F + F, y, F);
+                for (uint32_t j = 0; j < F; j++) bad += out[t * F + j] != pgd_f32_to_bf16(y[j]);
+            }
+            CHECK_EQ_INT(bad, 0);
+            free(gu), free(y), free(out);
+        }
+}
+
+int main(void) {
+    RUN(test_bf16_round);
+    RUN(test_embed);
+    RUN(test_rmsnorm);
+    RUN(test_rope_kv);
+    RUN(test_silu_mul);
+    return test_summary();
+}
