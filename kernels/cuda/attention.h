@@ -6,7 +6,8 @@
  * Determinism: the key positions of a query are taken in fixed chunks of PGD_ATTN_CHUNK; each
  * chunk gives its own (max, sum of exp, exp-weighted sum of V) in f32, and the chunks fold in
  * increasing order by one formula. A row's result therefore depends only on its own query and
- * context, never on the batch, the number of rows or how the work is split.
+ * context, never on the batch, the number of rows or how the work is split. The kernel and the
+ * twin share that arithmetic (attention_math.h, the exponential included) and agree bit for bit.
  */
 #ifndef PGD_KERNELS_CUDA_ATTENTION_H
 #define PGD_KERNELS_CUDA_ATTENTION_H
@@ -26,7 +27,9 @@ extern "C" {
  * [0, pos[t]] of its sequence, K_p and V_p (f16) read from `layer` of the slab at position p's
  * slot: block block_tables[seq_of[t] * bt_stride + p / block_size], offset p % block_size. Query
  * head h reads KV head h / (n_head / n_kv_head). q: f32, row t at q + t * q_stride, head h at
- * + h * head_dim; out: bf16 [T][n_head][head_dim]. */
+ * + h * head_dim; out: bf16 [T][n_head][head_dim]. A token with pos[t] < 0 (a padding row)
+ * attends to nothing and gets zeros. head_dim: a multiple of 8, at most 256; kv 16-byte aligned.
+ * 0, PGD_EINVAL (shapes) or PGD_ECUDA. */
 int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
                        uint32_t layer, uint32_t n_head, const int32_t *block_tables,
                        uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos, uint32_t T,

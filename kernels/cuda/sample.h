@@ -20,7 +20,10 @@ extern "C" {
 /* Greedy, temperature and min-p rows with any logprobs; not top-k or top-p (yet). */
 bool pgd_cuda_sample_supports(const pgd_sample_spec *spec);
 
-/* results[i] for row i < N of logits (f32 [N][V]) with specs[i] and draws[i] (device arrays). */
+/* results[i] for row i < N of logits (f32 [N][V]) with specs[i] and draws[i] (device arrays).
+ * A row whose every logit is -inf or NaN (pgd_sample_logits' PGD_EINVAL), or whose spec
+ * pgd_cuda_sample_supports rejects, gets token -1, logprob 0 and n_top 0. 0, PGD_EINVAL (V of 0
+ * or over INT32_MAX, or too large for the device's shared memory) or PGD_ECUDA. */
 int pgd_cuda_sample(const float *logits, uint32_t N, uint32_t V, const pgd_sample_spec *specs,
                     const uint64_t *draws, pgd_sample_result *results, void *stream);
 

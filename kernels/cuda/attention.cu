@@ -1,0 +1,298 @@
+/*
+ * kernels/cuda/attention.cu — paged attention over the f16 KV slab for a mixed batch
+ * (attention.h), on plain CUDA cores: the reference-shaped first version (tensor cores later).
+ * Its CPU twin is attention_twin.c; both follow the arithmetic and order of attention_math.h
+ * through its shared __host__ __device__ functions (the exponential, the fold, single rounded
+ * operations that nvcc may not contract), so kernel and twin agree bit for bit.
+ *
+ * Grid: (T, n_kv_head * n_tiles), n_tiles = ceil(group / PGD_ATTN_HEAD_TILE): one CTA per
+ * (token, KV head, tile of up to 8 query heads of its GQA group), which reads each K and V row
+ * once for the tile. 256 threads = PGD_ATTN_CHUNK. The CTA walks its row's chunks in
+ * increasing order; per chunk (chunk_partial):
+ *   1. thread j takes position c0 + j: its slab index from the block table (kept in shared
+ *      memory for step 3), its K row in 16-byte loads, one FMA chain over d ascending per head
+ *      of the tile, the score times `scale` (slots past the end: -inf);
+ *   2. per head the max, then the weights e^(x - max), then their sum, each by the fixed tree
+ *      of attention_math.h: a warp's shuffle-down (strides 16..1), then the 8 warp results
+ *      (strides 4, 2, 1) — every thread computes that last level itself from shared memory,
+ *      so all hold the same (m_c, s_c);
+ *   3. thread t owns dimension d = t % D of heads t / D, t / D + 256 / D, ... (a (head, d) pair
+ *      is owned by exactly one thread): o_c = FMA chain over the chunk's positions ascending of
+ *      w_j * V_j[d], V_j read once per thread and used for all its heads.
+ * Then fold_chunk folds (m_c, s_c, o_c) into the row's running (m, s, o), chunk 0's partial
+ * being the start; at the end out = bf16(o / s). Nothing depends on T, on the row's place in
+ * the batch or on the grid: each reduction's shape is fixed by the chunk, not by the launch.
+ *
+ * A split version keeps the bits: give several CTAs of one (row, KV head, tile) disjoint chunk
+ * ranges; each runs chunk_partial on its chunks (the same function of the same positions, so
+ * the same bits) and writes every chunk's (m_c, s_c, o_c[D]) to a partials buffer unfolded —
+ * or, for the range that starts at chunk 0 only, its own left fold, which is a prefix of the
+ * full one. A merge kernel then folds, per (row, head), the stored partials with fold_chunk in
+ * increasing chunk order from chunk 0 (or from that prefix) and writes bf16(o / s). The fold is
+ * not associative, so partials must never be pre-folded from any other start.
+ *
+ * Invariants: head_dim a multiple of 8 and at most 256 (16-byte K loads; one pair set per
+ * thread at most 8 heads); the slab 16-byte aligned; positions beyond pos[t] are never read;
+ * a row with pos < 0 (padding) writes zeros. Threading: any host thread owning the stream.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_math.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace {
+
+constexpr uint32_t kThreads = PGD_ATTN_CHUNK; /* one thread per position of a chunk */
+constexpr uint32_t kTile = PGD_ATTN_HEAD_TILE;
+constexpr uint32_t kWarps = kThreads / PGD_ATTN_TREE_RUN;
+static_assert(PGD_ATTN_TREE_RUN == 32 && kWarps == 8, "the tree is a warp, then 8 warp results");
+
+struct attn_args {
+    const float *q; /* row t at q + t * q_stride */
+    uint32_t q_stride;
+    const uint16_t *kv; /* the slab */
+    pgd_kv_geom geom;
+    uint32_t layer, n_head, group, n_tiles;
+    const int32_t *block_tables; /* [S][bt_stride] */
+    uint32_t bt_stride;
+    const uint32_t *seq_of; /* [T] */
+    const int32_t *pos;     /* [T] */
+    float scale;
+    uint16_t *out; /* bf16 [T][n_head][head_dim] */
+};
+
+/* What one CTA keeps in shared memory. */
+struct attn_smem {
+    float q[kTile * PGD_ATTN_MAX_HEAD_DIM];               /* the tile's queries [g][d] */
+    float w[kTile][kThreads];                             /* the chunk's weights [g][j] */
+    uint64_t k_at[kThreads];                              /* slab index of position j's K row */
+    float red_max[kTile][kWarps], red_sum[kTile][kWarps]; /* the tree's warp results */
+};
+
+/* The per-CTA constants of a (row, KV head, tile). */
+struct tile_ctx {
+    const uint16_t *kv;
+    const int32_t *bt; /* the row's block table */
+    pgd_kv_geom geom;
+    uint32_t layer, kvh, D, n_heads; /* n_heads: heads in this tile, 1..kTile */
+    uint64_t v_off;                  /* a V row's index minus its K row's */
+    float scale;
+    uint32_t d, set, n_sets; /* step 3: this thread's dimension, first head, head stride */
+    bool owner;              /* this thread owns (head, d) pairs */
+};
+
+__device__ __forceinline__ float h2f(uint16_t bits) {
+    __half_raw r;
+    r.x = bits;
+    return __half2float(__half(r));
+}
+
+/* v[g] for a g known only at run time, without indexing a register array (which would put it
+ * in local memory). */
+__device__ __forceinline__ float pick(const float (&v)[kTile], uint32_t g) {
+    float r = 0.0f;
+#pragma unroll
+    for (uint32_t k = 0; k < kTile; k++) r = k == g ? v[k] : r;
+    return r;
+}
+
+/* The tree's first level over one warp: lane 0 gets op over the warp's 32 slots. */
+template <bool Max> __device__ __forceinline__ float warp_tree(float v) {
+#pragma unroll
+    for (int s = PGD_ATTN_TREE_RUN / 2; s > 0; s /= 2) {
+        const float o = __shfl_down_sync(0xffffffffu, v, s);
+        v = Max ? pgd_attn_max(v, o) : pgd_rn_add(v, o);
+    }
+    return v;
+}
+
+/* The tree's last level, over the 8 warp results of one head (every thread computes it). */
+template <bool Max> __device__ __forceinline__ float block_tree(const float (&red)[kWarps]) {
+    float y[kWarps];
+#pragma unroll
+    for (uint32_t i = 0; i < kWarps; i++) y[i] = red[i];
+#pragma unroll
+    for (uint32_t s = kWarps / 2; s > 0; s /= 2)
+#pragma unroll
+        for (uint32_t i = 0; i < s; i++)
+            y[i] = Max ? pgd_attn_max(y[i], y[i + s]) : pgd_rn_add(y[i], y[i + s]);
+    return y[0];
+}
+
+/* Step 1 for this thread's position c0 + j (j < nc): the scores of the tile's heads. */
+__device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_t c0, uint32_t j,
+                                       float (&x)[kTile]) {
+    const uint32_t p = c0 + j, bs = c.geom.block_size;
+    const uint64_t k_at = pgd_kv_index(c.geom, (uint32_t)c.bt[p / bs], c.layer, 0, c.kvh, p % bs);
+    sm.k_at[j] = k_at;
+    float acc[kTile];
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) acc[g] = 0.0f;
+    const uint4 *krow = reinterpret_cast<const uint4 *>(c.kv + k_at);
+    for (uint32_t d0 = 0; d0 < c.D; d0 += 8) {
+        const uint4 raw = krow[d0 / 8];
+        const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+        float k[8];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            k[2 * e] = h2f((uint16_t)(words[e] & 0xFFFFu));
+            k[2 * e + 1] = h2f((uint16_t)(words[e] >> 16));
+        }
+#pragma unroll
+        for (uint32_t g = 0; g < kTile; g++) {
+            if (g >= c.n_heads) break;
+            const float4 qa = *reinterpret_cast<const float4 *>(&sm.q[g * c.D + d0]);
+            const float4 qb = *reinterpret_cast<const float4 *>(&sm.q[g * c.D + d0 + 4]);
+            const float qv[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[g] = pgd_rn_fma(qv[e], k[e], acc[g]);
+        }
+    }
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) x[g] = pgd_rn_mul(acc[g], c.scale);
+}
+
+/* One chunk's partial: positions c0 .. c0 + nc - 1 (1 <= nc <= kThreads). Every thread gets
+ * (mc[g], sc[g]) for the tile's heads; an owner thread oc[i] for its pairs (head set +
+ * i * n_sets, dimension d). Ends with the CTA synchronised and shared memory free for reuse. */
+__device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uint32_t nc,
+                              float (&mc)[kTile], float (&sc)[kTile], float (&oc)[kTile]) {
+    const uint32_t j = threadIdx.x, lane = j % PGD_ATTN_TREE_RUN, warp = j / PGD_ATTN_TREE_RUN;
+    float x[kTile];
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) x[g] = -INFINITY;
+    if (j < nc) scores(c, sm, c0, j, x);
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) {
+        const float v = warp_tree<true>(x[g]);
+        if (lane == 0) sm.red_max[g][warp] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) {
+        mc[g] = block_tree<true>(sm.red_max[g]);
+        const float w = j < nc ? pgd_attn_exp(pgd_rn_sub(x[g], mc[g])) : 0.0f;
+        sm.w[g][j] = w;
+        const float v = warp_tree<false>(w);
+        if (lane == 0) sm.red_sum[g][warp] = v;
+    }
+    __syncthreads(); /* publishes red_sum, w and k_at */
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) sc[g] = block_tree<false>(sm.red_sum[g]);
+#pragma unroll
+    for (uint32_t i = 0; i < kTile; i++) oc[i] = 0.0f;
+    if (c.owner) {
+        for (uint32_t p = 0; p < nc; p++) {
+            const float v = h2f(c.kv[sm.k_at[p] + c.v_off + c.d]);
+#pragma unroll
+            for (uint32_t i = 0; i < kTile; i++) {
+                const uint32_t g = c.set + i * c.n_sets;
+                if (g < c.n_heads) oc[i] = pgd_rn_fma(sm.w[g][p], v, oc[i]);
+            }
+        }
+    }
+    __syncthreads(); /* w, k_at and red_* are free again */
+}
+
+/* Fold a chunk's partial into the running (m, s, o) (attention_math.h's formula). */
+__device__ __forceinline__ void fold_chunk(const tile_ctx &c, float (&m)[kTile], float (&s)[kTile],
+                                           float (&o)[kTile], const float (&mc)[kTile],
+                                           const float (&sc)[kTile], const float (&oc)[kTile]) {
+    float a[kTile], b[kTile];
+#pragma unroll
+    for (uint32_t g = 0; g < kTile; g++) {
+        m[g] = pgd_attn_fold_coef(m[g], mc[g], &a[g], &b[g]);
+        s[g] = pgd_attn_fold(s[g], a[g], sc[g], b[g]);
+    }
+#pragma unroll
+    for (uint32_t i = 0; i < kTile; i++) {
+        const uint32_t g = c.set + i * c.n_sets;
+        if (g < c.n_heads) o[i] = pgd_attn_fold(o[i], pick(a, g), oc[i], pick(b, g));
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
+    __shared__ __align__(16) attn_smem sm;
+    const uint32_t row = blockIdx.x, kvh = blockIdx.y / a.n_tiles, tile = blockIdx.y % a.n_tiles;
+    const uint32_t D = a.geom.head_dim, t = threadIdx.x;
+    const uint32_t h0 = kvh * a.group + tile * kTile; /* the tile's first query head */
+    tile_ctx c;
+    c.kv = a.kv;
+    c.bt = a.block_tables + (uint64_t)a.seq_of[row] * a.bt_stride;
+    c.geom = a.geom;
+    c.layer = a.layer;
+    c.kvh = kvh;
+    c.D = D;
+    c.n_heads = min(kTile, a.group - tile * kTile);
+    c.v_off = (uint64_t)a.geom.n_kv_head * a.geom.block_size * D;
+    c.scale = a.scale;
+    c.n_sets = kThreads / D;
+    c.d = t % D;
+    c.set = t / D;
+    c.owner = c.set < c.n_sets;
+
+    const float *qrow = a.q + (uint64_t)row * a.q_stride + (uint64_t)h0 * D;
+    for (uint32_t i = t; i < c.n_heads * D; i += kThreads) sm.q[i] = qrow[i];
+    __syncthreads();
+
+    const int32_t last = a.pos[row];
+    const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
+    float m[kTile] = {}, s[kTile] = {}, o[kTile] = {};
+    for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
+        float mc[kTile], sc[kTile], oc[kTile];
+        chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
+        if (c0 == 0) {
+#pragma unroll
+            for (uint32_t g = 0; g < kTile; g++) {
+                m[g] = mc[g];
+                s[g] = sc[g];
+                o[g] = oc[g];
+            }
+        } else {
+            fold_chunk(c, m, s, o, mc, sc, oc);
+        }
+    }
+    if (!c.owner) return;
+    uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * D;
+#pragma unroll
+    for (uint32_t i = 0; i < kTile; i++) {
+        const uint32_t g = c.set + i * c.n_sets;
+        if (g >= c.n_heads) continue;
+        const float y = n_ctx ? pgd_rn_div(o[i], pick(s, g)) : 0.0f;
+        orow[(uint64_t)g * D + c.d] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+    }
+}
+
+} // namespace
+
+extern "C" int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                  pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                  const int32_t *block_tables, uint32_t bt_stride,
+                                  const uint32_t *seq_of, const int32_t *pos, uint32_t T,
+                                  float scale, uint16_t *out, void *stream) {
+    const uint32_t D = geom.head_dim;
+    if (geom.n_kv_head == 0 || n_head == 0 || n_head % geom.n_kv_head || D == 0 || D % 8 ||
+        D > PGD_ATTN_MAX_HEAD_DIM || geom.block_size == 0 || layer >= geom.n_layer)
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA attention: %u heads over %u KV heads, head_dim %u (a multiple "
+                             "of 8, at most %u), block size %u, layer %u of %u",
+                             n_head, geom.n_kv_head, D, PGD_ATTN_MAX_HEAD_DIM, geom.block_size,
+                             layer, geom.n_layer);
+    if ((uintptr_t)kv % 16)
+        return pgd_error_set(PGD_EINVAL, "CUDA attention: the KV slab is not 16-byte aligned");
+    if (T == 0) return 0;
+    const uint32_t group = n_head / geom.n_kv_head, n_tiles = (group + kTile - 1) / kTile;
+    const attn_args a = {q,       q_stride,     kv,        geom,   layer, n_head, group,
+                         n_tiles, block_tables, bt_stride, seq_of, pos,   scale,  out};
+    if ((uint64_t)geom.n_kv_head * a.n_tiles > 65535)
+        return pgd_error_set(PGD_EINVAL, "CUDA attention: %u KV heads x %u head tiles",
+                             geom.n_kv_head, a.n_tiles);
+    const dim3 grid(T, geom.n_kv_head * a.n_tiles);
+    attention_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(a);
+    PGD_CUDA_LAUNCHED();
+    return 0;
+}

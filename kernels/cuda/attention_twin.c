@@ -1,0 +1,108 @@
+/*
+ * kernels/cuda/attention_twin.c — the CPU twin of pgd_cuda_attention (attention.h): plain C
+ * doing the kernel's arithmetic in the kernel's order (attention_math.h states it), so the two
+ * agree bit for bit; tests/gpu/test_cuda_attention.c checks that, and
+ * tests/unit/test_cuda_attention_twin.c checks the twin against the CPU's own paged attention
+ * (kernels/cpu/attention.h: another KV layout, another summation order, so within a
+ * tolerance).
+ *
+ * Every query head is computed on its own here (the kernel takes up to PGD_ATTN_HEAD_TILE heads
+ * of a group together to read K and V once, which changes no head's arithmetic).
+ *
+ * Owns: nothing (stack scratch of one chunk). Threading: pure; any thread.
+ */
+#include "kernels/cuda/attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/cpu/quant.h" /* pgd_f16_to_f32, pgd_f32_to_bf16 */
+#include "kernels/cuda/attention_math.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* The tree of attention_math.h over x[PGD_ATTN_CHUNK] (destroyed); `max` picks the op. */
+static float tree(float *x, int max) {
+    for (uint32_t s = PGD_ATTN_TREE_RUN / 2; s > 0; s /= 2)
+        for (uint32_t r = 0; r < PGD_ATTN_CHUNK; r += PGD_ATTN_TREE_RUN)
+            for (uint32_t i = r; i < r + s; i++)
+                x[i] = max ? pgd_attn_max(x[i], x[i + s]) : pgd_rn_add(x[i], x[i + s]);
+    float y[PGD_ATTN_CHUNK / PGD_ATTN_TREE_RUN];
+    const uint32_t n = PGD_ATTN_CHUNK / PGD_ATTN_TREE_RUN;
+    for (uint32_t w = 0; w < n; w++) y[w] = x[w * PGD_ATTN_TREE_RUN];
+    for (uint32_t s = n / 2; s > 0; s /= 2)
+        for (uint32_t i = 0; i < s; i++)
+            y[i] = max ? pgd_attn_max(y[i], y[i + s]) : pgd_rn_add(y[i], y[i + s]);
+    return y[0];
+}
+
+/* One query head over its positions 0..n_ctx-1: out[D] in bf16. k_at(p) is the element index
+ * of position p's K row for this head; its V row is V_off further. */
+static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+                 uint32_t kvh, const int32_t *bt /* the sequence's row */, uint32_t n_ctx,
+                 float scale, uint16_t *out /* [D] */) {
+    const uint32_t D = g.head_dim;
+    if (n_ctx == 0) { /* a padding row */
+        memset(out, 0, D * sizeof *out);
+        return;
+    }
+    const uint64_t v_off = (uint64_t)g.n_kv_head * g.block_size * D;
+    float x[PGD_ATTN_CHUNK], w[PGD_ATTN_CHUNK], o[PGD_ATTN_MAX_HEAD_DIM];
+    uint64_t k_at[PGD_ATTN_CHUNK];
+    float m = 0.0f, s = 0.0f;
+    for (uint32_t c0 = 0; c0 < n_ctx; c0 += PGD_ATTN_CHUNK) {
+        const uint32_t nc = n_ctx - c0 < PGD_ATTN_CHUNK ? n_ctx - c0 : PGD_ATTN_CHUNK;
+        for (uint32_t j = 0; j < PGD_ATTN_CHUNK; j++) {
+            x[j] = -INFINITY;
+            if (j >= nc) continue;
+            const uint32_t p = c0 + j;
+            k_at[j] =
+                pgd_kv_index(g, (uint32_t)bt[p / g.block_size], layer, 0, kvh, p % g.block_size);
+            float acc = 0.0f;
+            for (uint32_t d = 0; d < D; d++)
+                acc = pgd_rn_fma(q[d], pgd_f16_to_f32(kv[k_at[j] + d]), acc);
+            x[j] = pgd_rn_mul(acc, scale);
+        }
+        for (uint32_t j = 0; j < PGD_ATTN_CHUNK; j++) w[j] = x[j];
+        const float mc = tree(w, 1);
+        for (uint32_t j = 0; j < PGD_ATTN_CHUNK; j++)
+            x[j] = w[j] = j < nc ? pgd_attn_exp(pgd_rn_sub(x[j], mc)) : 0.0f;
+        const float sc = tree(x, 0);
+        float a = 1.0f, b = 1.0f;
+        if (c0 == 0) {
+            m = mc;
+            s = sc;
+        } else {
+            m = pgd_attn_fold_coef(m, mc, &a, &b);
+            s = pgd_attn_fold(s, a, sc, b);
+        }
+        for (uint32_t d = 0; d < D; d++) {
+            float acc = 0.0f;
+            for (uint32_t j = 0; j < nc; j++)
+                acc = pgd_rn_fma(w[j], pgd_f16_to_f32(kv[k_at[j] + v_off + d]), acc);
+            o[d] = c0 == 0 ? acc : pgd_attn_fold(o[d], a, acc, b);
+        }
+    }
+    for (uint32_t d = 0; d < D; d++) out[d] = pgd_f32_to_bf16(pgd_rn_div(o[d], s));
+}
+
+void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                             pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                             const int32_t *block_tables, uint32_t bt_stride,
+                             const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
+                             uint16_t *out) {
+    const uint32_t D = geom.head_dim;
+    PGD_ASSERT(geom.n_kv_head > 0 && n_head % geom.n_kv_head == 0);
+    PGD_ASSERT(D > 0 && D % 8 == 0 && D <= PGD_ATTN_MAX_HEAD_DIM && layer < geom.n_layer);
+    const uint32_t group = n_head / geom.n_kv_head;
+    for (uint32_t t = 0; t < T; t++) {
+        const uint32_t n_ctx = pos[t] < 0 ? 0 : (uint32_t)pos[t] + 1;
+        const int32_t *bt = block_tables + (uint64_t)seq_of[t] * bt_stride;
+        for (uint32_t h = 0; h < n_head; h++)
+            head(q + (uint64_t)t * q_stride + (uint64_t)h * D, kv, geom, layer, h / group, bt,
+                 n_ctx, scale, out + ((uint64_t)t * n_head + h) * D);
+    }
+}

@@ -1,0 +1,195 @@
+/*
+ * tests/gpu/test_cuda_attention.c — pgd_cuda_attention against its CPU twin, bit for bit: both
+ * run attention_math.h's operations in the same order (the exponential included), so any
+ * differing bit is a bug, not rounding. Random mixed batches (tests/unit's attn_batch: random
+ * f16 K/V, non-contiguous block tables, slots past each context NaN and unused table entries
+ * -1): query lengths 1, 3, 17, 64, 300 over contexts across chunk edges (1 .. 2049), GQA
+ * groups 1 to 12 (one and two head tiles), head_dim 64, 80, 96, 128, 256, block sizes 16 and 32.
+ * One row is a padding row (pos -1: zeros). Outputs are poisoned with NaN first. Then batch
+ * invariance on the device (a row's bits alone, in a prefix of the batch and in the reversed batch
+ * equal its bits in the full batch) and the argument checks. Exit 77 (skipped) without a GPU. Label
+ * `cuda`. Seed: PGD_TEST_SEED, else the time (printed).
+ */
+#include <cuda_runtime_api.h>
+#include <time.h>
+
+#define PGD_ATTN_TWIN_TEST_NO_MAIN
+#include "test_cuda_attention_twin.c" /* attn_batch, batch_make, twin_rows, rows_select, ... */
+
+#include "kernels/cuda/dequant.h" /* pgd_cuda_device_count */
+
+/* The batch on the device. */
+typedef struct dev_batch {
+    uint16_t *slab, *out;
+    int32_t *bt, *pos;
+    float *q;
+    uint32_t *seq_of;
+} dev_batch;
+
+static void *to_dev(const void *h, size_t bytes) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess) return NULL;
+    if (cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(d);
+        return NULL;
+    }
+    return d;
+}
+
+static size_t out_bytes(const attn_batch *b, uint32_t T) {
+    return (size_t)T * b->n_head * b->geom.head_dim * sizeof(uint16_t);
+}
+
+static int dev_make(const attn_batch *b, dev_batch *d) {
+    memset(d, 0, sizeof *d);
+    d->slab = to_dev(b->slab, b->n_slab * sizeof *b->slab);
+    d->bt = to_dev(b->bt, (size_t)b->S * b->bt_stride * sizeof *b->bt);
+    d->q = to_dev(b->q, (size_t)b->T * b->q_stride * sizeof *b->q);
+    d->seq_of = to_dev(b->seq_of, b->T * sizeof *b->seq_of);
+    d->pos = to_dev(b->pos, b->T * sizeof *b->pos);
+    if (cudaMalloc((void **)&d->out, out_bytes(b, b->T)) != cudaSuccess) d->out = NULL;
+    return d->slab && d->bt && d->q && d->seq_of && d->pos && d->out ? 0 : -1;
+}
+
+static void dev_free(dev_batch *d) {
+    void *p[] = {d->slab, d->out, d->bt, d->pos, d->q, d->seq_of};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
+}
+
+/* The kernel over T rows given by q, seq_of and pos (device arrays of T rows) with the device
+ * batch's slab and block tables; the output, poisoned with NaN first, into host out[T]. */
+static int run_kernel(const attn_batch *b, const dev_batch *d, const float *q,
+                      const uint32_t *seq_of, const int32_t *pos, uint32_t T, uint16_t *out) {
+    if (cudaMemset(d->out, 0xFF, out_bytes(b, T)) != cudaSuccess) return -1;
+    int rc = pgd_cuda_attention(q, b->q_stride, d->slab, b->geom, b->layer, b->n_head, d->bt,
+                                b->bt_stride, seq_of, pos, T, b->scale, d->out, NULL);
+    if (rc) {
+        fprintf(stderr, "  pgd_cuda_attention: %s\n", pgd_error_detail());
+        return rc;
+    }
+    if (cudaDeviceSynchronize() != cudaSuccess) return -1;
+    return cudaMemcpy(out, d->out, out_bytes(b, T), cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+
+/* Elements of a[n] and b[n] (bf16) that differ, NaN matching NaN. */
+static uint64_t count_differ(const uint16_t *a, const uint16_t *b, uint64_t n) {
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const int na = (a[i] & 0x7FFF) > 0x7F80, nb = (b[i] & 0x7FFF) > 0x7F80;
+        bad += na != nb || (!na && a[i] != b[i]);
+    }
+    return bad;
+}
+
+typedef struct attn_case {
+    uint32_t n_kv_head, group, head_dim, block_size;
+} attn_case;
+
+static void check_case(const attn_case *c) {
+    static const uint32_t ctx[] = {1, 3, 255, 256, 257, 300, 513, 1100, 2049, 700};
+    static const uint32_t qlen[] = {1, 3, 17, 1, 64, 300, 17, 3, 1, 1};
+    const uint32_t S = sizeof ctx / sizeof ctx[0];
+    attn_batch b;
+    batch_make(&b, c->n_kv_head, c->group, c->head_dim, c->block_size, S, ctx, qlen);
+    b.pos[b.T - 1] = -1; /* the last sequence's row: a padding row (zeros) */
+    const uint64_t row_elems = (uint64_t)b.n_head * b.geom.head_dim, n = b.T * row_elems;
+    uint16_t *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    uint32_t *rows = malloc(b.T * sizeof *rows);
+    for (uint32_t t = 0; t < b.T; t++) rows[t] = t;
+    twin_rows(&b, rows, b.T, want);
+    dev_batch d;
+    REQUIRE(dev_make(&b, &d) == 0);
+    REQUIRE(run_kernel(&b, &d, d.q, d.seq_of, d.pos, b.T, got) == 0);
+    uint64_t bad = count_differ(got, want, n);
+    fprintf(stderr,
+            "  %u KV heads x group %u, head_dim %u, block %u: %u rows, %llu of %llu "
+            "elements differ from the twin\n",
+            c->n_kv_head, c->group, c->head_dim, c->block_size, b.T, (unsigned long long)bad,
+            (unsigned long long)n);
+    for (uint64_t i = 0, shown = 0; i < n && shown < 5; i++)
+        if (count_differ(got + i, want + i, 1)) {
+            fprintf(stderr, "    row %llu head %llu d %llu: kernel %#06x twin %#06x\n",
+                    (unsigned long long)(i / row_elems),
+                    (unsigned long long)(i % row_elems / b.geom.head_dim),
+                    (unsigned long long)(i % b.geom.head_dim), got[i], want[i]);
+            shown++;
+        }
+    CHECK_EQ_INT(bad, 0);
+
+    /* batch invariance: rows alone (every decode row, every 7th prefill row), the first half
+     * of the batch, the batch reversed */
+    uint16_t *part = malloc(n * sizeof *part);
+    uint64_t differ = 0;
+    for (uint32_t t = 0; t < b.T; t++) {
+        const int last_of_seq = t + 1 == b.T || b.seq_of[t + 1] != b.seq_of[t];
+        if (t % 7 && !last_of_seq) continue;
+        REQUIRE(run_kernel(&b, &d, d.q + (uint64_t)t * b.q_stride, d.seq_of + t, d.pos + t, 1,
+                           part) == 0);
+        differ += memcmp(part, got + t * row_elems, row_elems * sizeof *part) != 0;
+    }
+    REQUIRE(run_kernel(&b, &d, d.q, d.seq_of, d.pos, b.T / 2, part) == 0);
+    differ += memcmp(part, got, (b.T / 2) * row_elems * sizeof *part) != 0;
+    for (uint32_t t = 0; t < b.T; t++) rows[t] = b.T - 1 - t;
+    attn_rows rev;
+    rows_select(&b, rows, b.T, &rev);
+    float *d_rq = to_dev(rev.q, (size_t)b.T * b.q_stride * sizeof *rev.q);
+    uint32_t *d_rseq = to_dev(rev.seq_of, b.T * sizeof *rev.seq_of);
+    int32_t *d_rpos = to_dev(rev.pos, b.T * sizeof *rev.pos);
+    REQUIRE(d_rq && d_rseq && d_rpos);
+    REQUIRE(run_kernel(&b, &d, d_rq, d_rseq, d_rpos, b.T, part) == 0);
+    differ += reversed_differ(part, got, b.T, row_elems);
+    CHECK_EQ_INT(differ, 0);
+
+    cudaFree(d_rq);
+    cudaFree(d_rseq);
+    cudaFree(d_rpos);
+    rows_free(&rev);
+    free(part);
+    dev_free(&d);
+    free(rows);
+    free(want);
+    free(got);
+    batch_free(&b);
+}
+
+static void test_kernel_vs_twin(void) {
+    static const attn_case cases[] = {
+        {2, 1, 64, 16},  {2, 4, 128, 16}, {2, 8, 128, 16}, {1, 12, 96, 32},
+        {2, 2, 256, 16}, {4, 3, 80, 16},  {8, 1, 128, 32},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+}
+
+static void test_errors(void) {
+    pgd_kv_geom g = {.n_layer = 1, .n_kv_head = 2, .block_size = 16, .head_dim = 64};
+    uint16_t *kv = NULL;
+    REQUIRE(cudaMalloc((void **)&kv, 4096) == cudaSuccess);
+    CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 3, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
+                 PGD_EINVAL); /* 3 heads over 2 KV heads */
+    CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 1, 4, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
+                 PGD_EINVAL); /* layer 1 of 1 */
+    CHECK_EQ_INT(
+        pgd_cuda_attention(NULL, 0, kv + 1, g, 0, 4, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
+        PGD_EINVAL); /* misaligned slab */
+    g.head_dim = 20;
+    CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
+                 PGD_EINVAL);
+    g.head_dim = 264;
+    CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
+                 PGD_EINVAL);
+    g.head_dim = 64;
+    CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 0, 1.0f, NULL, NULL),
+                 0); /* T = 0: nothing to do */
+    cudaFree(kv);
+}
+
+int main(void) {
+    if (pgd_cuda_device_count() == 0) {
+        fprintf(stderr, "no CUDA device: skipped\n");
+        return 77;
+    }
+    seed_rng((uint64_t)time(NULL));
+    RUN(test_kernel_vs_twin);
+    RUN(test_errors);
+    return test_summary();
+}
