@@ -133,7 +133,9 @@ int pgd_cli_eval(int argc, char **argv) {
         fprintf(stderr, "pagoda eval: cannot write %s\n", out_path);
         goto done;
     }
-    uint32_t max = pgd_runner_caps(runner)->max_tokens;
+    const pgd_backend_caps *caps = pgd_runner_caps(runner);
+    uint32_t max =
+        caps->max_logit_rows < caps->max_tokens ? caps->max_logit_rows : caps->max_tokens;
     uint32_t step = chunk && chunk < max ? (uint32_t)chunk : max;
     if (eval_prompt(runner, &prompt, step, f, out_path)) goto done;
     printf("{\"n_tokens\":%zu,\"n_vocab\":%u,\"tokens\":[", prompt.n, info->n_vocab);

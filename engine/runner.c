@@ -86,14 +86,23 @@ int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, p
     pgd_runner *r = calloc(1, sizeof *r);
     if (!r) return PGD_ENOMEM;
     r->info = info;
-    int rc = info->gguf ? pgd_model_load(info->gguf, o->model_flags, &r->model)
-                        : pgd_model_dummy(info->preset, PGD_DUMMY_SEED, &r->model);
+    /* The device first: a GPU takes the weights in their file type (it dequantizes them
+     * itself) and fills dummy weights itself. */
+    int device;
+    int rc = pgd_device_resolve(o->device.device, &device, NULL);
+    if (rc) goto fail;
+    bool gpu = device == PGD_DEVICE_CUDA;
+    rc = info->gguf
+             ? pgd_model_load(info->gguf, o->model_flags | (gpu ? PGD_MODEL_RAW : 0), &r->model)
+             : pgd_model_dummy(info->preset, PGD_DUMMY_SEED, gpu, &r->model);
     if (rc) goto fail;
     pgd_backend_config bc = o->backend;
     if (!bc.block_size) bc.block_size = PGD_DEFAULT_BLOCK_SIZE;
     if (bc.kv_dtype == PGD_KV_AUTO)
         bc.kv_dtype = (o->model_flags & PGD_MODEL_F32) ? PGD_KV_F32 : PGD_KV_F16;
-    if ((rc = pgd_backend_create(r->model, &bc, &o->device, &r->backend)) || (rc = finish_init(r)))
+    pgd_device_options dev = o->device;
+    dev.device = device;
+    if ((rc = pgd_backend_create(r->model, &bc, &dev, &r->backend)) || (rc = finish_init(r)))
         goto fail;
     *out = r;
     return 0;
@@ -179,6 +188,12 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
         r->b_sample_of[i] = -1;
         bool sample = c0 + n == s->tokens.n && s->finish == PGD_FINISH_NONE;
         bool on_device = sample && !it->all_logits && pgd_sampler_on_device(s->sampler);
+        pgd_sample_spec spec;
+        if (on_device) {
+            pgd_sampler_spec(s->sampler, &spec);
+            on_device =
+                !r->backend->ops->can_sample || r->backend->ops->can_sample(r->backend, &spec);
+        }
         for (uint32_t j = 0; j < n; j++, t++) {
             r->b_tokens[t] = s->tokens.ids[c0 + j];
             r->b_pos[t] = (int32_t)(c0 + j);
@@ -187,12 +202,12 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
         if (on_device) {
             pgd_sample_row *sr = &r->b_samples[n_samples];
             sr->token = t - 1;
-            pgd_sampler_spec(s->sampler, &sr->spec);
+            sr->spec = spec;
             sr->draw = pgd_sampler_draw(s->sampler);
             r->b_sample_of[i] = (int32_t)n_samples++;
         }
     }
-    PGD_ASSERT(t == plan->n_tokens);
+    PGD_ASSERT(t == plan->n_tokens && rows + n_samples <= r->backend->caps.max_logit_rows);
     r->b_qstart[plan->n_items] = t;
     if ((rc = ensure_logits(r, rows))) return rc;
     pgd_batch batch = {.n_tokens = t,

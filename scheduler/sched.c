@@ -273,6 +273,8 @@ static void resolve_config(const pgd_backend_caps *caps, const pgd_sched_config 
     if (!c->max_num_batched_tokens || c->max_num_batched_tokens > caps->max_tokens)
         c->max_num_batched_tokens = caps->max_tokens;
     if (!c->max_num_seqs) c->max_num_seqs = caps->max_seqs;
+    if (caps->seqs_limit && c->max_num_seqs > caps->seqs_limit) c->max_num_seqs = caps->seqs_limit;
+    if (c->max_num_seqs > caps->max_logit_rows) c->max_num_seqs = caps->max_logit_rows;
     if (c->max_num_seqs > c->max_num_batched_tokens) c->max_num_seqs = c->max_num_batched_tokens;
     if (!c->max_waiting) c->max_waiting = PGD_DEFAULT_MAX_WAITING;
     if (c->watermark_blocks == UINT32_MAX) c->watermark_blocks = (caps->n_blocks - 1) / 100;

@@ -94,15 +94,17 @@ typedef struct pgd_backend_config {
  * and never looks at the backend's name. */
 typedef struct pgd_backend_caps {
     pgd_device_kind kind;
-    const char *name;       /* for logs: "cpu", ... */
-    uint32_t n_blocks;      /* KV blocks, including the null block */
-    uint32_t block_size;    /* tokens per block */
-    uint32_t max_tokens;    /* largest T of one forward (the scheduler's default token budget) */
-    uint32_t max_seqs;      /* preferred sequences per step (the scheduler's default) */
-    uint32_t max_context;   /* longest context one sequence can attend over (its KV memory) */
-    pgd_kv_dtype kv_dtype;  /* KV cache elements */
-    uint64_t kv_bytes;      /* KV memory the backend holds */
-    uint64_t device_memory; /* the device's memory in bytes (CPU: the machine's RAM) */
+    const char *name;        /* for logs: "cpu", ... */
+    uint32_t n_blocks;       /* KV blocks, including the null block */
+    uint32_t block_size;     /* tokens per block */
+    uint32_t max_tokens;     /* largest T of one forward (the scheduler's default token budget) */
+    uint32_t max_seqs;       /* preferred sequences per step (the scheduler's default) */
+    uint32_t seqs_limit;     /* most sequences one step may hold (0: no limit of its own) */
+    uint32_t max_logit_rows; /* most rows one step may ask logits of, full or sampled */
+    uint32_t max_context;    /* longest context one sequence can attend over (its KV memory) */
+    pgd_kv_dtype kv_dtype;   /* KV cache elements */
+    uint64_t kv_bytes;       /* KV memory the backend holds */
+    uint64_t device_memory;  /* the device's memory in bytes (CPU: the machine's RAM) */
 } pgd_backend_caps;
 
 typedef struct pgd_backend pgd_backend;
@@ -115,6 +117,9 @@ typedef struct pgd_backend_ops {
     /* Copy the KV contents of blocks src[i] to dst[i] (copy-on-write of shared blocks). */
     int (*copy_blocks)(pgd_backend *b, const int32_t *src, const int32_t *dst, uint32_t n);
     void (*destroy)(pgd_backend *b);
+    /* Whether forward can sample a row with this spec (NULL: every spec). Rows it cannot come
+     * back as full logits and the host samples them. */
+    bool (*can_sample)(const pgd_backend *b, const pgd_sample_spec *spec);
 } pgd_backend_ops;
 
 struct pgd_backend {

@@ -37,18 +37,36 @@ const char *pgd_device_name(int device) {
     }
 }
 
+int pgd_device_resolve(int device, int *out, const char **why) {
+    if (why) *why = NULL;
+    *out = PGD_DEVICE_CPU;
+    if (device == PGD_DEVICE_CPU) return 0;
+#ifdef PGD_HAVE_CUDA
+    int n = pgd_cuda_devices();
+    if (n > 0) {
+        *out = PGD_DEVICE_CUDA;
+        return 0;
+    }
+    if (device == PGD_DEVICE_CUDA)
+        return pgd_error_set(PGD_EUNSUPPORTED, "--device cuda: no CUDA device is visible");
+    if (why) *why = "no CUDA device is visible";
+#else
+    if (device == PGD_DEVICE_CUDA)
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "--device cuda: this build has no CUDA backend (build with the CUDA "
+                             "toolkit: PGD_CUDA=ON)");
+    if (why) *why = "this build has no CUDA backend";
+#endif
+    return 0;
+}
+
 int pgd_backend_create(const pgd_model *m, const pgd_backend_config *cfg,
                        const pgd_device_options *d, pgd_backend **out) {
     *out = NULL;
-    switch (d->device) {
-    case PGD_DEVICE_AUTO: /* no CUDA backend in this build: the CPU */
-    case PGD_DEVICE_CPU:
-        return pgd_backend_cpu_create(m, cfg, &d->cpu, out);
-    case PGD_DEVICE_CUDA:
-        return pgd_error_set(PGD_EUNSUPPORTED,
-                             "--device cuda: this build has no CUDA backend (it is not written "
-                             "yet); use --device cpu or auto");
-    default:
-        return pgd_error_set(PGD_EINVAL, "unknown device %d", d->device);
-    }
+    int dev, rc = pgd_device_resolve(d->device, &dev, NULL);
+    if (rc) return rc;
+#ifdef PGD_HAVE_CUDA
+    if (dev == PGD_DEVICE_CUDA) return pgd_backend_cuda_create(m, cfg, &d->cuda, out);
+#endif
+    return pgd_backend_cpu_create(m, cfg, &d->cpu, out);
 }

@@ -1,9 +1,9 @@
 /*
  * engine/backends/factory.h — choosing and creating a backend: `--device auto|cpu|cuda`.
  *
- * auto takes the GPU when the build has a CUDA backend and the machine a CUDA device, else the
- * CPU. This build's CUDA backend is not written yet: cuda is refused with a clear error and auto
- * is the CPU. The chosen backend says what it is in its capabilities (caps.kind, caps.name).
+ * auto takes the GPU when the build has the CUDA backend (PGD_HAVE_CUDA) and the machine a CUDA
+ * device, else the CPU (pgd_device_resolve says why). cuda without either is a clear error. The
+ * chosen backend says what it is in its capabilities (caps.kind, caps.name).
  *
  * Threading: the owner's thread (create), as backend.h.
  */
@@ -12,13 +12,15 @@
 
 #include "engine/backends/backend.h"
 #include "engine/backends/cpu.h"
+#include "engine/backends/cuda.h"
 
 /* A device request: a pgd_device_kind, or PGD_DEVICE_AUTO. */
 #define PGD_DEVICE_AUTO (-1)
 
 typedef struct pgd_device_options {
-    int device;          /* PGD_DEVICE_AUTO (0-initialised options mean the CPU: set it) */
-    pgd_cpu_options cpu; /* the CPU backend's settings */
+    int device;            /* PGD_DEVICE_AUTO (0-initialised options mean the CPU: set it) */
+    pgd_cpu_options cpu;   /* the CPU backend's settings */
+    pgd_cuda_options cuda; /* the CUDA backend's */
 } pgd_device_options;
 
 void pgd_device_options_default(pgd_device_options *o); /* auto, CPU defaults */
@@ -26,6 +28,12 @@ void pgd_device_options_default(pgd_device_options *o); /* auto, CPU defaults */
 /* "auto", "cpu" or "cuda" into *out. 0 or PGD_EINVAL with a detail. */
 int pgd_device_parse(const char *s, int *out);
 const char *pgd_device_name(int device); /* "auto", "cpu", "cuda" */
+
+/* The device a request resolves to: auto is CUDA when this build has the CUDA backend and a
+ * device is present, else the CPU (*why, if not NULL, gets a static string saying why auto
+ * chose the CPU, or NULL). 0, or PGD_EUNSUPPORTED with a detail for cuda without a backend or a
+ * device. */
+int pgd_device_resolve(int device, int *out, const char **why);
 
 /* Create the backend the options ask for over model m (see backend.h for cfg). 0; PGD_EUNSUPPORTED
  * with a detail when the device is not available; the backend's own errors. */

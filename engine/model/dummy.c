@@ -29,6 +29,15 @@ static void *owned(pgd_model *m, size_t bytes) {
 /* rows x cols F16 matrix of tensor `id`, values v * 2^-shift. */
 static int matrix(pgd_model *m, uint64_t seed, uint32_t id, uint64_t rows, uint64_t cols, int shift,
                   pgd_weight *w) {
+    if (m->shapes_only) {
+        *w = (pgd_weight){.type = PGD_TYPE_F16,
+                          .rows = rows,
+                          .cols = cols,
+                          .data = NULL,
+                          .row_bytes = cols * sizeof(uint16_t)};
+        m->weight_bytes += rows * cols * sizeof(uint16_t);
+        return 0;
+    }
     uint16_t *d = owned(m, rows * cols * sizeof *d);
     if (!d)
         return pgd_error_set(PGD_ENOMEM, "out of memory for a %llu x %llu dummy weight",
@@ -43,6 +52,14 @@ static int matrix(pgd_model *m, uint64_t seed, uint32_t id, uint64_t rows, uint6
 
 /* An F32 vector: base + v/1024. */
 static int vector(pgd_model *m, uint64_t seed, uint32_t id, uint64_t n, float base, pgd_weight *w) {
+    if (m->shapes_only) {
+        *w = (pgd_weight){.type = PGD_TYPE_F32,
+                          .rows = 1,
+                          .cols = n,
+                          .data = NULL,
+                          .row_bytes = n * sizeof(float)};
+        return 0;
+    }
     float *d = owned(m, n * sizeof *d);
     if (!d) return pgd_error_set(PGD_ENOMEM, "out of memory for a dummy vector");
     for (uint64_t i = 0; i < n; i++) d[i] = base + pgd_dummy_value(seed, id, i, 10);
@@ -52,11 +69,14 @@ static int vector(pgd_model *m, uint64_t seed, uint32_t id, uint64_t n, float ba
     return 0;
 }
 
-int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, pgd_model **out) {
+int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, pgd_model **out) {
     *out = NULL;
     pgd_model *m = calloc(1, sizeof *m);
     if (!m) return PGD_ENOMEM;
     m->cfg = p->cfg;
+    m->dummy = true;
+    m->shapes_only = shapes_only;
+    m->dummy_seed = seed;
     const pgd_model_config *c = &m->cfg;
     int rc = PGD_ENOMEM;
     if (!(m->layers = calloc(c->n_layer, sizeof *m->layers))) goto fail;

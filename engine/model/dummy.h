@@ -53,7 +53,9 @@ static inline uint32_t pgd_dummy_tensor_id(uint32_t layer, uint32_t which) {
 /* The power-of-two shift of a matrix with `cols` inputs (see above). */
 int pgd_dummy_matrix_shift(uint64_t cols);
 
-/* Build the model. 0, PGD_ENOMEM (with the size in the detail). */
-int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, pgd_model **out);
+/* Build the model. shapes_only: bind every weight's type and shape without data (a device fills
+ * them from the hash itself; pgd_model.shapes_only). 0, PGD_ENOMEM (with the size in the
+ * detail). */
+int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, pgd_model **out);
 
 #endif

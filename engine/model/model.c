@@ -227,6 +227,10 @@ static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uin
     w->data = t->data;
     w->row_bytes = t->nbytes / w->rows;
     bool want_f32 = one_d || (lc->flags & PGD_MODEL_F32);
+    if ((lc->flags & PGD_MODEL_RAW) && !one_d) { /* the device dequantizes it */
+        m->weight_bytes += t->nbytes;
+        return 0;
+    }
     /* With general.alignment < 4 an F32 tensor may sit at an odd address: copy it then. */
     bool aligned = ((uintptr_t)t->data & 3) == 0;
     if (want_f32 && t->type == PGD_TYPE_F32 && aligned) {
@@ -266,8 +270,9 @@ int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out) {
     for (size_t i = 0; i < pgd_gguf_n_tensors(g); i++) {
         const pgd_gguf_tensor *t = pgd_gguf_tensor_at(g, i);
         bool vec = t->n_dims == 1;
-        if ((vec || (flags & PGD_MODEL_F32)) ? t->type != PGD_TYPE_F32
-                                             : !pgd_model_type_native(t->type))
+        if ((vec || (flags & PGD_MODEL_F32))
+                ? t->type != PGD_TYPE_F32
+                : !(flags & PGD_MODEL_RAW) && !pgd_model_type_native(t->type))
             lc.n_convert++;
     }
     uint64_t E = c->n_embd, Q = (uint64_t)c->n_head * c->head_dim,

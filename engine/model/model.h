@@ -79,9 +79,16 @@ typedef struct pgd_model {
     void **owned;              /* converted buffers, freed with the model */
     uint32_t n_owned;
     uint64_t weight_bytes; /* total bytes of all bound weights */
+    /* dummy weights (engine/model/dummy.h): the hash seed; when `shapes_only`, no weight has
+     * data and a device fills each from the hash (pgd_dummy_tensor_id names them) */
+    bool dummy, shapes_only;
+    uint64_t dummy_seed;
 } pgd_model;
 
-enum { PGD_MODEL_F32 = 1 << 0, PGD_MODEL_QUIET = 1 << 1 };
+/* Load flags. F32: dequantize every weight to F32 (the precise CPU mode). QUIET: no progress
+ * line. RAW: matrices stay in their GGUF type, whatever it is (a device that dequantizes them
+ * itself, e.g. to bf16 on a GPU; 1-D weights are F32 as always). */
+enum { PGD_MODEL_F32 = 1 << 0, PGD_MODEL_QUIET = 1 << 1, PGD_MODEL_RAW = 1 << 2 };
 
 /* Read the hyper-parameters only (cheap; no tensor is touched). */
 int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg);

@@ -293,6 +293,7 @@ int pgd_fake_create(const pgd_fake_config *c, pgd_model_info **info, pgd_runner 
                                        .block_size = cfg.block_size,
                                        .max_tokens = cfg.max_tokens,
                                        .max_seqs = 64,
+                                       .max_logit_rows = cfg.max_tokens,
                                        .max_context = (uint32_t)n_slots,
                                        .kv_dtype = PGD_KV_F32,
                                        .kv_bytes = n_slots * sizeof(fake_slot)};

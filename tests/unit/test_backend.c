@@ -33,7 +33,7 @@ static int tiny_model(void) {
     pgd_model_preset p;
     int rc = pgd_model_preset_load(path, &p);
     remove(path);
-    return rc ? rc : pgd_model_dummy(&p, PGD_DUMMY_SEED, &g_model);
+    return rc ? rc : pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &g_model);
 }
 
 static void test_devices(void) {

@@ -112,7 +112,7 @@ static void test_dummy_model_binds_every_weight(void) {
     pgd_model_preset p;
     REQUIRE(pgd_model_preset_load("smollm2-135m", &p) == 0);
     pgd_model *m = NULL;
-    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, &m) == 0);
+    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &m) == 0);
     const pgd_model_config *c = &m->cfg;
     CHECK(m->tok_embd.type == PGD_TYPE_F16 && m->tok_embd.rows == c->n_vocab &&
           m->tok_embd.cols == c->n_embd);

@@ -1,0 +1,486 @@
+/*
+ * engine/backends/cuda.c — the CUDA backend: a llama-family forward pass on one GPU over the paged
+ * KV slab, with the rows it can sample sampled on the device. UNTESTED ON HARDWARE: written and
+ * compiled without a GPU; scripts/gpu-check validates it against the CPU backend.
+ *
+ * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
+ * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms and biases in f32 — the RoPE cos/sin
+ * table [n_ctx_train][rope_dim] computed on the host by the CPU's own function (bit-identical
+ * angles), the KV slab (kernels/cuda/kv_layout.h), activations for max_tokens tokens, the logits
+ * of the rows a step computes, the step's metadata; on the host a pinned mirror of the metadata
+ * and of the sampled results. One stream; one event per step.
+ *
+ * A step: one host-to-device copy of the packed metadata (tokens, positions, slots, sequence of
+ * each token, the block table rows, the rows whose logits are computed, the sampled rows' specs
+ * and random bits); then embedding; per layer: residual add + RMSNorm (the previous layer's
+ * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention, wo GEMM,
+ * add + RMSNorm, gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only,
+ * the output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the
+ * step's event. Nothing is allocated inside a step. Decode-only steps run eagerly too (CUDA
+ * graphs: not yet).
+ *
+ * Memory plan at create: weights first, then activations, GEMM workspace and metadata, then the
+ * KV cache from what remains under gpu_memory_utilization of the device's memory (or exactly
+ * kv_cache_bytes / kv_blocks when given).
+ *
+ * Threading: one caller at a time (the scheduler thread), like every backend.
+ */
+#include "engine/backends/cuda.h"
+#include "engine/backends/cuda_plan.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "engine/model/dummy.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dequant.h"
+#include "kernels/cuda/dummy.h"
+#include "kernels/cuda/embed.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv.h"
+#include "kernels/cuda/sample.h"
+#include "kernels/cuda/silu_mul.h"
+
+#define WORKSPACE_BYTES (32u << 20)       /* cuBLASLt workspace */
+#define STAGING_BYTES   (64u << 20)       /* pinned staging for weight uploads */
+#define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
+
+typedef struct layer {
+    uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16 */
+    float *attn_norm, *ffn_norm, *bqkv;
+} layer;
+
+typedef struct cuda_backend {
+    pgd_backend base;
+    pgd_cuda_options opt;
+    cudaStream_t stream;
+    cudaEvent_t done;
+    pgd_cuda_gemm *gemm;
+    pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out;
+    uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
+    uint32_t max_tokens, stride_max;
+    pgd_kv_geom geom;
+    uint32_t n_blocks;
+    /* device weights */
+    uint16_t *tok_embd, *output; /* output == tok_embd when tied */
+    float *output_norm;
+    layer *layers;  /* [n_layer] */
+    float *cos_sin; /* [n_pos][rope_dim] */
+    void **allocs;  /* every cudaMalloc, freed at destroy */
+    uint32_t n_allocs, cap_allocs;
+    uint16_t *kv; /* the slab */
+    /* activations */
+    float *x;                     /* [T][E] residual stream */
+    uint16_t *xb;                 /* [T][max(E, H D, F)] bf16 GEMM inputs */
+    float *qkv;                   /* [T][QKV] */
+    float *proj;                  /* [T][E] */
+    float *gu;                    /* [T][2F] */
+    float *logits;                /* [SEQS_LIMIT][V] the rows a step asks logits of */
+    pgd_sample_result *d_results; /* [SEQS_LIMIT] */
+    /* metadata */
+    pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
+    uint8_t *h_meta, *d_meta;
+    pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
+} cuda_backend;
+
+int pgd_cuda_devices(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* no driver / no device: not an error for the caller */
+        return 0;
+    }
+    return n;
+}
+
+/* ---- allocation ------------------------------------------------------------------------- */
+
+static int dalloc(cuda_backend *b, size_t bytes, void **out) {
+    *out = NULL;
+    if (b->n_allocs == b->cap_allocs) {
+        uint32_t cap = b->cap_allocs ? b->cap_allocs * 2 : 64;
+        void **p = realloc(b->allocs, cap * sizeof *p);
+        if (!p) return PGD_ENOMEM;
+        b->allocs = p;
+        b->cap_allocs = cap;
+    }
+    if (cudaMalloc(out, bytes ? bytes : 16) != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total = 0;
+        cudaMemGetInfo(&free_b, &total);
+        return pgd_error_set(PGD_ECUDA, "out of GPU memory: %zu MiB asked, %zu MiB free of %zu MiB",
+                             bytes >> 20, free_b >> 20, total >> 20);
+    }
+    b->allocs[b->n_allocs++] = *out;
+    return 0;
+}
+
+#define DALLOC(b, ptr, bytes) dalloc((b), (bytes), (void **)&(ptr))
+
+/* ---- weights ---------------------------------------------------------------------------- */
+
+/* Upload rows [0, w->rows) of a host weight (any GGUF type) into dst, bf16 [rows][cols], through
+ * the pinned staging buffer and a device staging buffer, dequantizing on the device. */
+static int upload_matrix(cuda_backend *b, const pgd_weight *w, uint16_t *dst, uint8_t *h_stage,
+                         uint8_t *d_stage) {
+    uint64_t per = STAGING_BYTES / w->row_bytes;
+    if (per == 0)
+        return pgd_error_set(PGD_EUNSUPPORTED, "a weight row of %llu bytes exceeds the staging",
+                             (unsigned long long)w->row_bytes);
+    for (uint64_t r0 = 0; r0 < w->rows; r0 += per) {
+        uint64_t n = w->rows - r0 < per ? w->rows - r0 : per;
+        memcpy(h_stage, (const uint8_t *)w->data + r0 * w->row_bytes, n * w->row_bytes);
+        PGD_CUDA_TRY(
+            cudaMemcpyAsync(d_stage, h_stage, n * w->row_bytes, cudaMemcpyHostToDevice, b->stream));
+        int rc = pgd_cuda_dequant_bf16(w->type, d_stage, dst + r0 * w->cols, (int64_t)n,
+                                       (int64_t)w->cols, b->stream);
+        if (rc) return rc;
+        PGD_CUDA_TRY(cudaStreamSynchronize(b->stream)); /* the staging is reused */
+    }
+    return 0;
+}
+
+/* One matrix part (a fused weight is several): from the file, or the dummy hash. */
+static int put_matrix(cuda_backend *b, const pgd_model *m, const pgd_weight *w, uint32_t id,
+                      uint16_t *dst, uint8_t *h_stage, uint8_t *d_stage) {
+    if (m->shapes_only)
+        return pgd_cuda_dummy_bf16(m->dummy_seed, id,
+                                   id == PGD_DUMMY_TOK_EMBD ? 7 : pgd_dummy_matrix_shift(w->cols),
+                                   w->rows * w->cols, dst, b->stream);
+    return upload_matrix(b, w, dst, h_stage, d_stage);
+}
+
+/* An f32 vector: from the host, or the dummy hash (base + v/1024); NULL when absent. */
+static int put_vector(cuda_backend *b, const pgd_model *m, const pgd_weight *w, uint32_t id,
+                      float base, float *dst) {
+    if (m->shapes_only) return pgd_cuda_dummy_f32(m->dummy_seed, id, base, w->cols, dst, b->stream);
+    PGD_CUDA_TRY(
+        cudaMemcpyAsync(dst, w->data, w->cols * sizeof(float), cudaMemcpyHostToDevice, b->stream));
+    return 0;
+}
+
+static int load_weights(cuda_backend *b) {
+    const pgd_model *m = b->base.model;
+    const pgd_model_config *c = &m->cfg;
+    const uint64_t E = b->E, QD = (uint64_t)b->H * b->D, KVD = (uint64_t)b->HKV * b->D;
+    uint8_t *h_stage = NULL, *d_stage = NULL;
+    int rc = 0;
+    if (!m->shapes_only) {
+        PGD_CUDA_TRY(cudaMallocHost((void **)&h_stage, STAGING_BYTES));
+        if ((rc = DALLOC(b, d_stage, STAGING_BYTES))) goto out;
+    }
+    if ((rc = DALLOC(b, b->tok_embd, (uint64_t)b->V * E * 2)) ||
+        (rc = put_matrix(b, m, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, h_stage, d_stage)) ||
+        (rc = DALLOC(b, b->output_norm, E * sizeof(float))) ||
+        (rc = put_vector(b, m, &m->output_norm, PGD_DUMMY_OUTPUT_NORM, 1.0f, b->output_norm)))
+        goto out;
+    if (c->tied_output) {
+        b->output = b->tok_embd;
+    } else if ((rc = DALLOC(b, b->output, (uint64_t)b->V * E * 2)) ||
+               (rc = put_matrix(b, m, &m->output, PGD_DUMMY_OUTPUT, b->output, h_stage, d_stage))) {
+        goto out;
+    }
+    for (uint32_t l = 0; l < c->n_layer && !rc; l++) {
+        const pgd_layer_weights *L = &m->layers[l];
+        layer *d = &b->layers[l];
+#define ID(which) pgd_dummy_tensor_id(l, PGD_DUMMY_##which)
+        if ((rc = DALLOC(b, d->wqkv, (uint64_t)b->QKV * E * 2)) ||
+            (rc = put_matrix(b, m, &L->wq, ID(WQ), d->wqkv, h_stage, d_stage)) ||
+            (rc = put_matrix(b, m, &L->wk, ID(WK), d->wqkv + QD * E, h_stage, d_stage)) ||
+            (rc = put_matrix(b, m, &L->wv, ID(WV), d->wqkv + (QD + KVD) * E, h_stage, d_stage)) ||
+            (rc = DALLOC(b, d->wo, E * QD * 2)) ||
+            (rc = put_matrix(b, m, &L->wo, ID(WO), d->wo, h_stage, d_stage)) ||
+            (rc = DALLOC(b, d->wgu, 2ull * b->F * E * 2)) ||
+            (rc = put_matrix(b, m, &L->w_gate, ID(GATE), d->wgu, h_stage, d_stage)) ||
+            (rc = put_matrix(b, m, &L->w_up, ID(UP), d->wgu + (uint64_t)b->F * E, h_stage,
+                             d_stage)) ||
+            (rc = DALLOC(b, d->wdown, E * b->F * 2)) ||
+            (rc = put_matrix(b, m, &L->w_down, ID(DOWN), d->wdown, h_stage, d_stage)) ||
+            (rc = DALLOC(b, d->attn_norm, E * sizeof(float))) ||
+            (rc = put_vector(b, m, &L->attn_norm, ID(ATTN_NORM), 1.0f, d->attn_norm)) ||
+            (rc = DALLOC(b, d->ffn_norm, E * sizeof(float))) ||
+            (rc = put_vector(b, m, &L->ffn_norm, ID(FFN_NORM), 1.0f, d->ffn_norm)))
+            break;
+        if (c->qkv_bias && ((rc = DALLOC(b, d->bqkv, b->QKV * sizeof(float))) ||
+                            (rc = put_vector(b, m, &L->bq, ID(BQ), 0.0f, d->bqkv)) ||
+                            (rc = put_vector(b, m, &L->bk, ID(BK), 0.0f, d->bqkv + QD)) ||
+                            (rc = put_vector(b, m, &L->bv, ID(BV), 0.0f, d->bqkv + QD + KVD))))
+            break;
+#undef ID
+    }
+    if (!rc && cudaStreamSynchronize(b->stream) != cudaSuccess)
+        rc = pgd_error_set(PGD_ECUDA, "uploading the weights: %s",
+                           cudaGetErrorString(cudaGetLastError()));
+out:
+    if (h_stage) cudaFreeHost(h_stage);
+    return rc;
+}
+
+/* The cos/sin of every position the model can reach, by the CPU's own functions. */
+static int load_rope(cuda_backend *b) {
+    const pgd_model_config *c = &b->base.model->cfg;
+    const pgd_model *m = b->base.model;
+    double *inv = malloc(b->rope_dim / 2 * sizeof *inv);
+    float *cs = malloc((uint64_t)b->n_pos * b->rope_dim * sizeof *cs);
+    int rc = PGD_ENOMEM;
+    if (inv && cs) {
+        pgd_rope_inv_freq(inv, b->rope_dim, c->rope_base,
+                          m->rope_freqs.data ? (const float *)m->rope_freqs.data : NULL);
+        for (uint32_t p = 0; p < b->n_pos; p++)
+            pgd_rope_cos_sin(cs + (uint64_t)p * b->rope_dim, inv, b->rope_dim,
+                             (double)p / c->rope_linear_scale);
+        rc = DALLOC(b, b->cos_sin, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs);
+        if (!rc && cudaMemcpy(b->cos_sin, cs, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs,
+                              cudaMemcpyHostToDevice) != cudaSuccess)
+            rc = pgd_error_set(PGD_ECUDA, "cannot upload the RoPE table");
+    }
+    free(inv);
+    free(cs);
+    return rc;
+}
+
+/* ---- step buffers ----------------------------------------------------------------------- */
+
+static int alloc_step(cuda_backend *b) {
+    const uint64_t T = b->max_tokens, E = b->E, QD = (uint64_t)b->H * b->D;
+    uint64_t xb_cols = E > QD ? E : QD;
+    if (b->F > xb_cols) xb_cols = b->F;
+    b->ml = pgd_cuda_meta_layout_of(b->max_tokens, SEQS_LIMIT, SEQS_LIMIT, b->stride_max);
+    int rc;
+    if ((rc = DALLOC(b, b->x, T * E * sizeof(float))) || (rc = DALLOC(b, b->xb, T * xb_cols * 2)) ||
+        (rc = DALLOC(b, b->qkv, T * b->QKV * sizeof(float))) ||
+        (rc = DALLOC(b, b->proj, T * E * sizeof(float))) ||
+        (rc = DALLOC(b, b->gu, T * 2 * b->F * sizeof(float))) ||
+        (rc = DALLOC(b, b->logits, (uint64_t)SEQS_LIMIT * b->V * sizeof(float))) ||
+        (rc = DALLOC(b, b->d_results, SEQS_LIMIT * sizeof(pgd_sample_result))) ||
+        (rc = DALLOC(b, b->d_meta, b->ml.total)))
+        return rc;
+    PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
+    PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_results, SEQS_LIMIT * sizeof(pgd_sample_result)));
+    return 0;
+}
+
+static int make_plans(cuda_backend *b) {
+    const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
+    bool fast = b->opt.fast_gemm;
+    int rc;
+    if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, &b->p_qkv)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, QD, T, fast, &b->p_o)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, 2 * b->F, E, T, fast, &b->p_gu)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, b->F, T, fast, &b->p_down)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, b->V, E, SEQS_LIMIT, fast, &b->p_out)))
+        return rc;
+    return 0;
+}
+
+/* The KV cache from what is left (or what was asked). */
+static int alloc_kv(cuda_backend *b, const pgd_backend_config *cfg, uint64_t *device_total) {
+    size_t free_b = 0, total = 0;
+    PGD_CUDA_TRY(cudaMemGetInfo(&free_b, &total));
+    *device_total = total;
+    const uint64_t block_bytes = pgd_kv_block_elems(b->geom) * 2;
+    double util = cfg->gpu_memory_utilization > 0 ? cfg->gpu_memory_utilization
+                                                  : PGD_DEFAULT_GPU_MEMORY_UTILIZATION;
+    uint64_t n = pgd_cuda_kv_blocks(total, free_b, util, 256u << 20, block_bytes,
+                                    cfg->kv_cache_bytes, cfg->kv_blocks);
+    if (!n)
+        return pgd_error_set(PGD_EINVAL,
+                             "KV cache: not even 2 blocks of %u tokens (%llu KiB each) fit: %zu "
+                             "MiB free of %zu MiB on the GPU after the weights, share %.2f",
+                             b->geom.block_size, (unsigned long long)(block_bytes >> 10),
+                             free_b >> 20, total >> 20, util);
+    b->n_blocks = (uint32_t)n;
+    int rc = DALLOC(b, b->kv, n * block_bytes);
+    if (rc) return rc;
+    PGD_CUDA_TRY(cudaMemsetAsync(b->kv, 0, n * block_bytes, b->stream));
+    return 0;
+}
+
+/* ---- the step --------------------------------------------------------------------------- */
+
+static bool cuda_can_sample(const pgd_backend *base, const pgd_sample_spec *spec) {
+    (void)base;
+    return pgd_cuda_sample_supports(spec);
+}
+
+/* Pack the batch's metadata (host mirror) and upload it in one copy. */
+static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
+    PGD_ASSERT(bt->n_tokens <= b->max_tokens && bt->n_seqs <= SEQS_LIMIT &&
+               bt->bt_stride <= b->stride_max && bt->n_logits + bt->n_samples <= SEQS_LIMIT);
+    size_t bytes = pgd_cuda_meta_pack(&b->ml, bt, b->h_meta);
+    PGD_CUDA_TRY(cudaMemcpyAsync(b->d_meta, b->h_meta, bytes, cudaMemcpyHostToDevice, b->stream));
+    return 0;
+}
+
+static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
+                        pgd_sample_result *sampled) {
+    cuda_backend *b = (cuda_backend *)base;
+    const pgd_model_config *c = &base->model->cfg;
+    const uint32_t T = bt->n_tokens, E = b->E;
+    const uint32_t R = bt->n_logits, N = bt->n_samples;
+    PGD_ASSERT(R + N <= T);
+    int rc = upload_meta(b, bt);
+    if (rc) return rc;
+    const pgd_cuda_meta_layout *l = &b->ml;
+    const int32_t *d_tokens = (const int32_t *)(b->d_meta + l->tokens);
+    const int32_t *d_pos = (const int32_t *)(b->d_meta + l->pos);
+    const int64_t *d_slots = (const int64_t *)(b->d_meta + l->slots);
+    const uint32_t *d_seq_of = (const uint32_t *)(b->d_meta + l->seq_of);
+    const uint32_t *d_rows = (const uint32_t *)(b->d_meta + l->rows);
+    const int32_t *d_tables = (const int32_t *)(b->d_meta + l->tables);
+    const pgd_sample_spec *d_specs = (const pgd_sample_spec *)(b->d_meta + l->specs);
+    const uint64_t *d_draws = (const uint64_t *)(b->d_meta + l->draws);
+    void *s = b->stream;
+    const float scale = 1.0f / sqrtf((float)b->D);
+    const bool neox = c->rope_style == PGD_ROPE_NEOX;
+
+    if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
+    for (uint32_t li = 0; li < c->n_layer; li++) {
+        const layer *L = &b->layers[li];
+        /* the previous layer's FFN output joins the residual here */
+        if ((rc = pgd_cuda_add_rmsnorm(b->x, li ? b->proj : NULL, L->attn_norm, c->rms_eps, NULL, T,
+                                       E, b->xb, s)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
+            (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
+                                   b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
+            (rc = pgd_cuda_attention(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables,
+                                     bt->bt_stride, d_seq_of, d_pos, T, scale, b->xb, s)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
+            (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
+                                       s)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu, b->gu, T, s)) ||
+            (rc = pgd_cuda_silu_mul(b->gu, T, b->F, b->xb, s)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_down, b->xb, L->wdown, b->proj, T, s)))
+            return rc;
+    }
+    if (R + N) {
+        /* the last layer's output joins the residual of the asked rows only */
+        if ((rc = pgd_cuda_add_rmsnorm(b->x, b->proj, b->output_norm, c->rms_eps, d_rows, R + N, E,
+                                       b->xb, s)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_out, b->xb, b->output, b->logits, R + N, s)))
+            return rc;
+        if (N && (rc = pgd_cuda_sample(b->logits + (uint64_t)R * b->V, N, b->V, d_specs, d_draws,
+                                       b->d_results, s)))
+            return rc;
+        if (N)
+            PGD_CUDA_TRY(cudaMemcpyAsync(b->h_results, b->d_results, N * sizeof(pgd_sample_result),
+                                         cudaMemcpyDeviceToHost, s));
+        if (R)
+            PGD_CUDA_TRY(cudaMemcpyAsync(logits, b->logits, (uint64_t)R * b->V * sizeof(float),
+                                         cudaMemcpyDeviceToHost, s));
+    }
+    PGD_CUDA_TRY(cudaEventRecord(b->done, b->stream));
+    PGD_CUDA_TRY(cudaEventSynchronize(b->done));
+    if (N) memcpy(sampled, b->h_results, N * sizeof *sampled);
+    return 0;
+}
+
+static int cuda_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
+    cuda_backend *b = (cuda_backend *)base;
+    const uint64_t elems = pgd_kv_block_elems(b->geom);
+    for (uint32_t i = 0; i < n; i++) { /* in order: see scheduler/plan.h */
+        PGD_ASSERT(src[i] > 0 && dst[i] > 0 && (uint32_t)src[i] < b->n_blocks &&
+                   (uint32_t)dst[i] < b->n_blocks);
+        PGD_CUDA_TRY(cudaMemcpyAsync(b->kv + (uint64_t)dst[i] * elems,
+                                     b->kv + (uint64_t)src[i] * elems, elems * 2,
+                                     cudaMemcpyDeviceToDevice, b->stream));
+    }
+    return 0;
+}
+
+static void cuda_destroy(pgd_backend *base) {
+    cuda_backend *b = (cuda_backend *)base;
+    if (!b) return;
+    if (b->stream) cudaStreamSynchronize(b->stream);
+    pgd_cuda_gemm_plan_destroy(b->p_qkv);
+    pgd_cuda_gemm_plan_destroy(b->p_o);
+    pgd_cuda_gemm_plan_destroy(b->p_gu);
+    pgd_cuda_gemm_plan_destroy(b->p_down);
+    pgd_cuda_gemm_plan_destroy(b->p_out);
+    pgd_cuda_gemm_destroy(b->gemm);
+    for (uint32_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);
+    free(b->allocs);
+    if (b->h_meta) cudaFreeHost(b->h_meta);
+    if (b->h_results) cudaFreeHost(b->h_results);
+    if (b->done) cudaEventDestroy(b->done);
+    if (b->stream) cudaStreamDestroy(b->stream);
+    free(b->layers);
+    free(b);
+}
+
+static const pgd_backend_ops k_cuda_ops = {.forward = cuda_forward,
+                                           .copy_blocks = cuda_copy_blocks,
+                                           .destroy = cuda_destroy,
+                                           .can_sample = cuda_can_sample};
+
+int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
+                            const pgd_cuda_options *o, pgd_backend **out) {
+    *out = NULL;
+    const pgd_model_config *c = &m->cfg;
+    if (cfg->block_size == 0) return pgd_error_set(PGD_EINVAL, "a KV block holds no tokens");
+    if (cfg->kv_dtype != PGD_KV_F16)
+        return pgd_error_set(PGD_EUNSUPPORTED, "the CUDA backend keeps its KV cache in f16");
+    if (pgd_cuda_devices() <= o->device_index)
+        return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d", o->device_index);
+    PGD_CUDA_TRY(cudaSetDevice(o->device_index));
+    cuda_backend *b = calloc(1, sizeof *b);
+    if (!b) return PGD_ENOMEM;
+    b->base.ops = &k_cuda_ops;
+    b->base.model = m;
+    b->opt = *o;
+    b->E = c->n_embd;
+    b->H = c->n_head;
+    b->HKV = c->n_head_kv;
+    b->D = c->head_dim;
+    b->QKV = (b->H + 2 * b->HKV) * b->D;
+    b->F = c->n_ff;
+    b->V = c->n_vocab;
+    b->rope_dim = c->rope_dim;
+    b->n_pos = c->n_ctx_train;
+    b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
+    b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
+                            .n_kv_head = c->n_head_kv,
+                            .block_size = cfg->block_size,
+                            .head_dim = c->head_dim};
+    b->stride_max = (c->n_ctx_train + cfg->block_size - 1) / cfg->block_size;
+    int rc = PGD_ENOMEM;
+    uint64_t device_total = 0;
+    if (!(b->layers = calloc(c->n_layer, sizeof *b->layers))) goto fail;
+    if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming) != cudaSuccess) {
+        rc = pgd_error_set(PGD_ECUDA, "cannot create a CUDA stream");
+        goto fail;
+    }
+    /* weights first, then everything a step needs, then the KV cache from what is left */
+    if ((rc = load_weights(b)) || (rc = load_rope(b)) || (rc = alloc_step(b)) ||
+        (rc = make_plans(b)) || (rc = alloc_kv(b, cfg, &device_total)))
+        goto fail;
+    PGD_CUDA_TRY(cudaStreamSynchronize(b->stream));
+    uint64_t pool_tokens = (uint64_t)b->n_blocks * cfg->block_size;
+    b->base.caps = (pgd_backend_caps){
+        .kind = PGD_DEVICE_CUDA,
+        .name = "cuda",
+        .n_blocks = b->n_blocks,
+        .block_size = cfg->block_size,
+        .max_tokens = b->max_tokens,
+        .max_seqs = PGD_GPU_STEP_SEQS,
+        .max_logit_rows = SEQS_LIMIT,
+        .max_context = (uint32_t)(pool_tokens < c->n_ctx_train ? pool_tokens : c->n_ctx_train),
+        .kv_dtype = PGD_KV_F16,
+        .kv_bytes = (uint64_t)b->n_blocks * pgd_kv_block_elems(b->geom) * 2,
+        .device_memory = device_total,
+        .seqs_limit = SEQS_LIMIT};
+    *out = &b->base;
+    return 0;
+fail:
+    cuda_destroy(&b->base);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/*
+ * engine/backends/cuda.h — the CUDA backend (engine/backends/cuda.c): what only it takes. Built
+ * when the CUDA toolkit is (PGD_HAVE_CUDA); UNTESTED ON HARDWARE until scripts/gpu-check has run
+ * on a GPU.
+ *
+ * Threading: create and destroy on the owner's thread; the backend is used by one thread at a
+ * time (backend.h).
+ */
+#ifndef PGD_ENGINE_BACKENDS_CUDA_H
+#define PGD_ENGINE_BACKENDS_CUDA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/backends/backend.h"
+
+typedef struct pgd_cuda_options {
+    int device_index; /* which GPU (default 0) */
+    bool fast_gemm;   /* a GEMM algorithm per range of batch sizes: faster, but a row's bits
+                         then depend on the batch size (kernels/cuda/gemm.h) */
+} pgd_cuda_options;
+
+/* The number of CUDA devices this process can use (0 without a driver or a device). */
+int pgd_cuda_devices(void);
+
+/* The CUDA backend over model m (loaded with PGD_MODEL_RAW, or dummy with shapes only): the
+ * weights go to the device in bf16 (dequantized there), the activations, GEMM plans and
+ * metadata buffers are allocated for cfg->max_tokens tokens (default PGD_GPU_STEP_TOKENS), and
+ * the KV cache takes cfg->kv_blocks, cfg->kv_cache_bytes, or what gpu_memory_utilization leaves.
+ * Errors say what failed (out of device memory: with the numbers). */
+int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
+                            const pgd_cuda_options *o, pgd_backend **out);
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * kernels/cuda/gemm.c — matrix products through cuBLASLt (see gemm.h).
+ *
+ * Row-major Y[M][N] = X[M][K] · W[N][K]ᵀ is, in cuBLAS's column-major terms, C (N x M, ld N) =
+ * op(A) · B with A = W seen as K x N (ld K) transposed and B = X seen as K x M (ld K). A plan
+ * keeps the operation and the four layouts; a run sets the layouts' column count to M.
+ */
+#include "kernels/cuda/gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "kernels/cuda/cuda_check.h"
+
+#define LT_TRY(call)                                                                               \
+    do {                                                                                           \
+        cublasStatus_t pgd_lt_s_ = (call);                                                         \
+        if (pgd_lt_s_ != CUBLAS_STATUS_SUCCESS)                                                    \
+            return pgd_error_set(PGD_ECUDA, "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__,     \
+                                 #call, (int)pgd_lt_s_);                                           \
+    } while (0)
+
+struct pgd_cuda_gemm {
+    cublasLtHandle_t lt;
+    void *workspace; /* device */
+    size_t workspace_bytes;
+};
+
+/* The M ranges of a `fast` plan, each with its own algorithm (a deterministic plan uses the
+ * last one for every M). */
+#define N_BUCKETS 3
+static const uint32_t k_bucket_max[N_BUCKETS] = {16, 256, UINT32_MAX};
+
+struct pgd_cuda_gemm_plan {
+    uint32_t N, K, max_m;
+    bool fast;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c; /* W, X, Y (Y is also D) */
+    cublasLtMatmulAlgo_t algo[N_BUCKETS];
+};
+
+int pgd_cuda_gemm_create(size_t workspace_bytes, pgd_cuda_gemm **out) {
+    *out = NULL;
+    pgd_cuda_gemm *g = calloc(1, sizeof *g);
+    if (!g) return PGD_ENOMEM;
+    int rc = 0;
+    if (cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) {
+        free(g);
+        return pgd_error_set(PGD_ECUDA, "cannot create a cuBLASLt handle");
+    }
+    if (workspace_bytes && cudaMalloc(&g->workspace, workspace_bytes) != cudaSuccess) {
+        rc = pgd_error_set(PGD_ECUDA, "cannot allocate a %zu-byte cuBLASLt workspace",
+                           workspace_bytes);
+        pgd_cuda_gemm_destroy(g);
+        return rc;
+    }
+    g->workspace_bytes = workspace_bytes;
+    *out = g;
+    return 0;
+}
+
+void pgd_cuda_gemm_destroy(pgd_cuda_gemm *g) {
+    if (!g) return;
+    if (g->workspace) cudaFree(g->workspace);
+    if (g->lt) cublasLtDestroy(g->lt);
+    free(g);
+}
+
+static int set_m(pgd_cuda_gemm_plan *p, uint32_t M) {
+    uint64_t cols = M;
+    LT_TRY(cublasLtMatrixLayoutSetAttribute(p->b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
+    LT_TRY(cublasLtMatrixLayoutSetAttribute(p->c, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
+    return 0;
+}
+
+/* The heuristic's first algorithm for M rows without split-K, checked for every M it will
+ * serve (lo and hi). */
+static int pick(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, uint32_t M, uint32_t lo, uint32_t hi,
+                cublasLtMatmulAlgo_t *algo) {
+    cublasLtMatmulPreference_t pref;
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = g->workspace_bytes;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulHeuristicResult_t res[8];
+    int n = 0, rc = set_m(p, M);
+    if (!rc &&
+        (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                              sizeof ws) != CUBLAS_STATUS_SUCCESS ||
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                              &scheme, sizeof scheme) != CUBLAS_STATUS_SUCCESS ||
+         cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 8, res, &n) !=
+             CUBLAS_STATUS_SUCCESS))
+        rc = pgd_error_set(PGD_ECUDA, "cuBLASLt: no heuristic for %u x %u x %u", M, p->N, p->K);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        cublasLtMatmulAlgo_t a = res[i].algo;
+        int32_t one = 1;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                                 sizeof one) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        bool ok = true;
+        uint32_t ms[2] = {lo, hi};
+        for (int j = 0; j < 2 && ok; j++) {
+            cublasLtMatmulHeuristicResult_t chk;
+            ok = !set_m(p, ms[j]) &&
+                 cublasLtMatmulAlgoCheck(g->lt, p->op, p->a, p->b, p->c, p->c, &a, &chk) ==
+                     CUBLAS_STATUS_SUCCESS &&
+                 chk.workspaceSize <= g->workspace_bytes;
+        }
+        if (ok) {
+            *algo = a;
+            return 0;
+        }
+    }
+    return pgd_error_set(PGD_ECUDA, "cuBLASLt: no split-free algorithm for M %u..%u, N %u, K %u",
+                         lo, hi, p->N, p->K);
+}
+
+void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p) {
+    if (!p) return;
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    free(p);
+}
+
+int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m, bool fast,
+                              pgd_cuda_gemm_plan **out) {
+    *out = NULL;
+    if (!N || !K || !max_m) return pgd_error_set(PGD_EINVAL, "gemm plan: empty shape");
+    pgd_cuda_gemm_plan *p = calloc(1, sizeof *p);
+    if (!p) return PGD_ENOMEM;
+    p->N = N;
+    p->K = K;
+    p->max_m = max_m;
+    p->fast = fast;
+    int rc = 0;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, K, N, K) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, K, max_m, K) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, N, max_m, N) != CUBLAS_STATUS_SUCCESS) {
+        rc = pgd_error_set(PGD_ECUDA, "cuBLASLt: cannot describe a %u x %u product", N, K);
+        goto fail;
+    }
+    /* deterministic: one algorithm, chosen for the largest M, checked down to M = 1 */
+    if ((rc = pick(g, p, max_m, 1, max_m, &p->algo[N_BUCKETS - 1]))) goto fail;
+    for (int b = 0; b < N_BUCKETS - 1; b++) {
+        p->algo[b] = p->algo[N_BUCKETS - 1];
+        uint32_t lo = b ? k_bucket_max[b - 1] + 1 : 1, hi = k_bucket_max[b];
+        if (fast && lo <= max_m &&
+            (rc = pick(g, p, hi < max_m ? hi : max_m, lo, hi < max_m ? hi : max_m, &p->algo[b])))
+            goto fail;
+    }
+    *out = p;
+    return 0;
+fail:
+    pgd_cuda_gemm_plan_destroy(p);
+    return rc;
+}
+
+int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X, const uint16_t *W,
+                      float *Y, uint32_t M, void *stream) {
+    PGD_ASSERT(M >= 1 && M <= p->max_m);
+    int b = N_BUCKETS - 1;
+    if (p->fast)
+        for (b = 0; b < N_BUCKETS - 1 && M > k_bucket_max[b];) b++;
+    int rc = set_m(p, M);
+    if (rc) return rc;
+    const float alpha = 1.0f, beta = 0.0f;
+    LT_TRY(cublasLtMatmul(g->lt, p->op, &alpha, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c,
+                          &p->algo[b], g->workspace, g->workspace_bytes, (cudaStream_t)stream));
+    return 0;
+}
