@@ -461,6 +461,9 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     if ((rc = parse_logit_bias(root, r, e))) return rc;
     if ((rc = parse_stream(root, r, e))) return rc;
     if ((rc = get_str(root, "user", &r->user, e))) return rc;
+    if ((rc = get_str(root, "cache_salt", &r->cache_salt, e))) return rc;
+    if (r->cache_salt.ptr && r->cache_salt.len == 0)
+        return pgd_api_error_set(e, 400, "cache_salt", NULL, "cache_salt must not be empty");
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e))) return rc;
     if ((rc = get_int(root, "priority", INT32_MIN, INT32_MAX, "a 32-bit signed integer", &present,
                       &x, e)))

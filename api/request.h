@@ -26,7 +26,8 @@
  *   logit_bias                object: canonical decimal token id -> number in [-100, 100]
  *   stream                    bool
  *   stream_options            object, only with stream true; include_usage: bool
- *   user string, ignore_eos bool, priority int32, echo (P) bool
+ *   user string, ignore_eos bool, priority int32, echo (P) bool, cache_salt string (vLLM's:
+ *   requests share prefix-cache hits only with requests of the same salt)
  *
  * Ownership: a parsed request owns its memory; strings (model, stop, prompts, messages) point
  * into the jansson tree it keeps (`root`). pgd_api_request_free releases everything.
@@ -104,6 +105,7 @@ typedef struct pgd_api_request {
     bool stream;
     bool include_usage; /* stream_options.include_usage */
     pgd_str user;       /* ptr NULL when absent */
+    pgd_str cache_salt; /* ptr NULL when absent */
 } pgd_api_request;
 
 /* Parses and validates a chat (PGD_API_CHAT) or completions (PGD_API_COMPLETION) body.

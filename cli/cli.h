@@ -19,6 +19,7 @@ int pgd_cli_generate(int argc, char **argv);   /* generate.c */
 int pgd_cli_eval(int argc, char **argv);       /* eval.c */
 int pgd_cli_bench(int argc, char **argv);      /* bench.c */
 int pgd_cli_serve(int argc, char **argv);      /* serve.c (PGD_SERVER builds) */
+int pgd_cli_hash_key(int argc, char **argv);   /* serve.c (PGD_SERVER builds) */
 
 /* Shared helpers (common.c). */
 

@@ -129,6 +129,12 @@ static const pgd_opt k_engine_opts[] = {
     {"int8-activations", PGD_OPT_BOOL, E(act_q8),
      "int8 activation blocks in the matmuls (faster, less exact)"},
     {"no-prefix-caching", PGD_OPT_BOOL, E(no_prefix_caching), "disable the prefix cache"},
+    {"sched-policy", PGD_OPT_STR, E(sched_policy),
+     "fair (weighted fair share across tenants; default) or fcfs"},
+    {"fair-prompt-factor", PGD_OPT_STR, E(fair_prompt_factor),
+     "fair share: service of one computed prompt token (default 1)"},
+    {"fair-output-factor", PGD_OPT_STR, E(fair_output_factor),
+     "fair share: service of one generated token (default 2)"},
 };
 #undef E
 
@@ -149,6 +155,19 @@ static int to_u32(const char *cmd, const char *flag, uint64_t v, uint64_t max, u
         return -1;
     }
     *out = (uint32_t)v;
+    return 0;
+}
+
+/* A fair-share factor: *out = v when set (a number >= 0). 0 or -1 (printed). */
+static int parse_factor(const char *cmd, const char *flag, const char *v, float *out) {
+    if (!v) return 0;
+    float x;
+    if (pgd_cli_parse_f32(cmd, flag, v, &x)) return -1;
+    if (x < 0) {
+        fprintf(stderr, "pagoda %s: %s wants a number >= 0, got '%s'\n", cmd, flag, v);
+        return -1;
+    }
+    *out = x;
     return 0;
 }
 
@@ -199,6 +218,20 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
             return -1;
         }
         bc->gpu_memory_utilization = u;
+    }
+    if (f->sched_policy && pgd_sched_policy_parse(f->sched_policy, &sched->policy)) {
+        fprintf(stderr, "pagoda %s: --sched-policy: %s\n", cmd, pgd_error_detail());
+        return -1;
+    }
+    if (parse_factor(cmd, "--fair-prompt-factor", f->fair_prompt_factor,
+                     &sched->fair_prompt_factor) ||
+        parse_factor(cmd, "--fair-output-factor", f->fair_output_factor,
+                     &sched->fair_output_factor))
+        return -1;
+    if (sched->fair_prompt_factor == 0 && sched->fair_output_factor == 0) {
+        fprintf(stderr, "pagoda %s: --fair-prompt-factor and --fair-output-factor are both 0\n",
+                cmd);
+        return -1;
     }
     if (f->kv_cache_mb > (UINT64_MAX >> 20)) {
         fprintf(stderr, "pagoda %s: --kv-cache-mb is too large\n", cmd);

@@ -62,7 +62,7 @@ void pgd_opt_usage(FILE *f, const pgd_opt_table *t);
 
 typedef struct pgd_engine_flags {
     const char *model_path, *load_format, *model_preset, *chat_template, *kv_cache_dtype, *device,
-        *gpu_memory_utilization;
+        *gpu_memory_utilization, *sched_policy, *fair_prompt_factor, *fair_output_factor;
     uint64_t ctx_size, kv_cache_mb, block_size, max_num_batched_tokens, max_num_seqs, max_waiting,
         threads;
     bool f32, act_q8, no_prefix_caching;
@@ -76,7 +76,8 @@ void pgd_engine_flags_usage(FILE *f);
 
 /* What the flags ask of the engine and the scheduler (unset = the component's default). 0 or
  * -1 (printed, prefixed "pagoda CMD:"): neither --model nor --model-preset, a bad
- * --load-format or --kv-cache-dtype, a value out of range. */
+ * --load-format, --kv-cache-dtype or --sched-policy, a value out of range (fair factors must be
+ * >= 0 and not both 0). */
 int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_load_options *load,
                              pgd_sched_config *sched);
 

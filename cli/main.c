@@ -19,10 +19,14 @@ int pgd_cli_serve(int argc, char **argv) {
     fprintf(stderr, "pagoda: this build has no HTTP server (configured with -DPGD_SERVER=OFF)\n");
     return 1;
 }
+int pgd_cli_hash_key(int argc, char **argv) {
+    return pgd_cli_serve(argc, argv);
+}
 #endif
 
 static const subcommand k_cmds[] = {
     {"serve", pgd_cli_serve, "serve the OpenAI-compatible HTTP API and the web page"},
+    {"hash-key", pgd_cli_hash_key, "print the sha256 of an API key read from stdin (tenants file)"},
     {"info", pgd_cli_info, "describe a model file: architecture, shapes, tensors, tokenizer"},
     {"tokenize", pgd_cli_tokenize, "print the token ids of a text as a JSON array"},
     {"detokenize", pgd_cli_detokenize, "print the text of token ids"},

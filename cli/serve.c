@@ -17,6 +17,7 @@
 #include "cli/flags.h"
 #include "common/error.h"
 #include "server/serve.h"
+#include "server/tenants.h"
 
 #define O(field) offsetof(pgd_serve_config, field)
 static const pgd_opt k_server_opts[] = {
@@ -25,6 +26,9 @@ static const pgd_opt k_server_opts[] = {
     {"served-model-name", PGD_OPT_STR, O(served_model_name),
      "model name in the API (default: file name)"},
     {"api-key", PGD_OPT_STR, O(api_key), "require 'Authorization: Bearer KEY' on the API routes"},
+    {"tenants", PGD_OPT_STR, O(tenants),
+     "tenants file: keys (sha256), weights, limits (see configs/tenants.example.json); "
+     "SIGHUP reloads it"},
     {"metrics-prefix", PGD_OPT_STR, O(metrics_prefix), "metric name prefix (default pagoda_)"},
     {"max-body-mb", PGD_OPT_U64, O(max_body_mb), "largest request body in MiB (4; 413 beyond)"},
     {"max-connections", PGD_OPT_U64, O(max_connections), "concurrent connections (1024)"},
@@ -147,4 +151,36 @@ int pgd_cli_serve(int argc, char **argv) {
     if (st == 0) st = pgd_serve_run(&cfg);
     json_decref(config_json);
     return st < 0 ? 0 : st;
+}
+
+/* `pagoda hash-key`: the sha256 of a key read from stdin (one trailing newline dropped), as the
+ * tenants file wants it. The key never appears in argv (ps, shell history). */
+int pgd_cli_hash_key(int argc, char **argv) {
+    if (argc > 1) {
+        FILE *f = strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? stderr : stdout;
+        fprintf(f, "usage: echo -n KEY | pagoda hash-key\n"
+                   "Print the sha256 of the API key on stdin (a trailing newline is dropped), "
+                   "for keys_sha256\nand admin_keys_sha256 in the tenants file.\n");
+        return f == stdout ? 0 : 2;
+    }
+    char key[4096];
+    size_t n = fread(key, 1, sizeof key, stdin);
+    if (n == sizeof key || ferror(stdin)) {
+        fprintf(stderr, "pagoda hash-key: %s\n",
+                n == sizeof key ? "the key is too long" : "cannot read stdin");
+        return 1;
+    }
+    if (n && key[n - 1] == '\n') n--;
+    if (n && key[n - 1] == '\r') n--;
+    if (!n) {
+        fprintf(stderr, "pagoda hash-key: no key on stdin\n");
+        return 2;
+    }
+    char hex[65];
+    if (pgd_key_sha256_hex(key, n, hex)) {
+        fprintf(stderr, "pagoda hash-key: %s\n", pgd_error_detail());
+        return 1;
+    }
+    printf("%s\n", hex);
+    return 0;
 }

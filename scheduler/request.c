@@ -33,7 +33,7 @@ const char *pgd_finish_reason_str(pgd_finish_reason r) {
 
 /* Tokens the KV cache holds for one sequence, plus one: the last sampled token is never
  * computed, so a sequence of L tokens needs L - 1 slots. */
-static uint64_t seq_token_cap(const pgd_req_limits *lim) {
+uint64_t pgd_req_token_cap(const pgd_req_limits *lim) {
     uint64_t pool = (uint64_t)lim->usable_blocks * lim->block_size + 1;
     return pool < lim->n_ctx ? pool : lim->n_ctx;
 }
@@ -103,7 +103,7 @@ int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim) {
                                    lim->n_ctx, (unsigned long long)total, r->n_prompt,
                                    (long long)r->params.max_tokens);
     /* One sequence must fit in the KV cache on its own, or it could never finish. */
-    uint64_t cap = seq_token_cap(lim);
+    uint64_t cap = pgd_req_token_cap(lim);
     if (r->params.max_tokens > 0 && total > cap)
         return pgd_error_set_param(PGD_EINVAL, "max_tokens",
                                    "the prompt (%u tokens) and max_tokens (%lld) need %llu KV "
@@ -174,7 +174,7 @@ int pgd__request_dup(const pgd_request *r, const pgd_req_limits *lim, pgd__req_s
     }
     /* "Up to the context" means up to what the context and the KV cache allow: a lone
      * sequence must always be able to finish. */
-    uint64_t cap = seq_token_cap(lim);
+    uint64_t cap = pgd_req_token_cap(lim);
     if (s->params.max_tokens <= 0 || (uint64_t)r->n_prompt + (uint64_t)s->params.max_tokens > cap)
         s->params.max_tokens = (int64_t)(cap > r->n_prompt ? cap - r->n_prompt : 1);
     *out = s;

@@ -94,6 +94,21 @@ typedef struct pgd_event {
 
 typedef void (*pgd_event_fn)(const pgd_event *ev, void *ud);
 
+/* Tenants a stats snapshot describes at most. */
+#define PGD_STATS_TENANTS_MAX 128
+
+/* One tenant in a stats snapshot. Counts are since the scheduler started. */
+typedef struct pgd_sched_tenant_stats {
+    uint64_t id;                /* pgd_request.tenant */
+    uint32_t n_running;         /* its sequences holding KV blocks */
+    uint32_t n_waiting;         /* its sequences waiting: new and preempted */
+    double vtime;               /* its fair-share counter: weighted service (scheduler/sched.h),
+                                   raised when it becomes backlogged */
+    uint64_t prompt_tokens;     /* prompt tokens of its admitted requests */
+    uint64_t generation_tokens; /* tokens sampled for it */
+    uint64_t computed_tokens;   /* tokens run through the forward pass for it (all kinds) */
+} pgd_sched_tenant_stats;
+
 /* A snapshot of the scheduler's state and counters (for metrics). */
 typedef struct pgd_sched_stats {
     uint32_t n_requests;          /* requests not finished (waiting or running) */
@@ -112,6 +127,10 @@ typedef struct pgd_sched_stats {
     uint64_t generation_tokens;                      /* tokens sampled */
     uint64_t computed_tokens;        /* tokens run through the forward pass (all kinds) */
     uint64_t prompt_computed_tokens; /* of which prompt positions (first time or recompute) */
+    /* Every tenant the scheduler has seen (it forgets none), in the order first seen; those
+     * after the first PGD_STATS_TENANTS_MAX are left out. */
+    uint32_t n_tenants; /* entries of tenants[] filled */
+    pgd_sched_tenant_stats tenants[PGD_STATS_TENANTS_MAX];
 } pgd_sched_stats;
 
 /* What a request is checked against (fixed once the scheduler exists). */
@@ -134,6 +153,10 @@ void pgd_req_limits_of(const pgd_model_info *info, const pgd_backend_caps *caps,
  * of range, bad sampling parameters, too many stop strings, n out of range, prompt + max_tokens
  * beyond the context, or a sequence that can never fit in the KV cache. */
 int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim);
+
+/* Prompt + output tokens one sequence may reach: the context, or what the KV cache holds for a
+ * sequence alone if that is less ("up to the context" means up to this). */
+uint64_t pgd_req_token_cap(const pgd_req_limits *lim);
 
 /* ---- internal: deep copies ---------------------------------------------------------------- */
 

@@ -5,8 +5,8 @@
  * Data: every live request (sreq) is in an id hash map and owns an array of choices (sseq).
  * A choice is on at most one intrusive list: its tenant's waiting list or the running list,
  * both kept sorted by rank = (priority descending, arrival ascending, choice index ascending).
- * The head of a list is the most important; the tail of the running list is the preemption
- * victim. A choice's pgd_seq exists from its first admission (choice 0) or fork (the others)
+ * The head of a list is the most important; preemption victims are taken after the asker (FCFS:
+ * the tail). A choice's pgd_seq exists from its first admission (choice 0) or fork (the others)
  * until it finishes; its block table lists the KV blocks of its computed positions — between
  * steps exactly bt.n_tokens of them, none while it waits or is preempted.
  *
@@ -14,10 +14,17 @@
  * pgd_block_table_fit says beforehand how many tokens the free blocks can take, so a plan never
  * holds an item the pool could not serve and the runner never meets a full pool.
  *
+ * Fair share: a tenant's counter (vtime) is charged in the step's last phase for what was
+ * computed; while a step is planned, `pending` holds the estimated charge of the items planned
+ * for the tenant so far (each choice keeps its own in `charge`, given back if it is unplanned),
+ * and the ordering key is vtime + pending. A request's prompt_charged marks how far its prompt
+ * was charged, so a prompt position is charged at most once.
+ *
  * Threading: one thread (see sched.h).
  */
 #include "scheduler/sched.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +44,8 @@ struct sseq {
     pgd_seq *seq;       /* NULL until first admitted (choice 0) or forked */
     pgd_block_table bt; /* its KV blocks; empty unless running */
     sseq *prev, *next;
-    int32_t item; /* index in the current plan, -1 when not planned */
+    int32_t item;  /* index in the current plan, -1 when not planned */
+    double charge; /* estimated service of its planned item (0 when not planned) */
 };
 
 typedef struct slist {
@@ -47,9 +55,11 @@ typedef struct slist {
 
 typedef struct tenant {
     uint64_t id;
-    double vtime;      /* tokens computed for it / weight, caught up when it becomes active */
+    double vtime;      /* service charged / weight, raised when it becomes backlogged */
+    double pending;    /* estimated service of its items planned in this step (0 between) */
     uint32_t n_active; /* its sequences waiting or running */
     slist wait;
+    uint64_t prompt_tokens, generation_tokens, computed_tokens; /* as pgd_sched_stats */
 } tenant;
 
 struct sreq {
@@ -62,6 +72,7 @@ struct sreq {
     bool admitted;      /* choice 0 was admitted once */
     bool resolved;      /* left the "waiting for first admission" count */
     uint32_t cached_tokens, completion_tokens;
+    uint32_t prompt_charged;      /* prompt positions [0, prompt_charged) charged (or cache hits) */
     uint64_t submit_ns, queue_ns; /* submit time; submit to first admission */
     sreq *hnext;
     sseq ch[]; /* [n] */
@@ -86,6 +97,7 @@ struct pgd_sched {
     pgd_plan *plan;
     uint32_t budget;
     bool preempted;
+    bool head_planned; /* the running head got tokens in phases 2-3 (see "Progress") */
     uint32_t n_admitted_step, n_preempted_step, n_forked_step;
     uint64_t now_ns;
     pgd_sched_item_info *info; /* [cap_info] the latest step's log */
@@ -101,6 +113,32 @@ void pgd_sched_config_default(pgd_sched_config *c) {
     memset(c, 0, sizeof *c);
     c->watermark_blocks = UINT32_MAX;
     c->prefix_caching = true;
+    c->policy = PGD_SCHED_FAIR;
+    c->fair_prompt_factor = 1.0f;
+    c->fair_output_factor = 2.0f;
+}
+
+int pgd_sched_policy_parse(const char *s, pgd_sched_policy *out) {
+    if (s && !strcmp(s, "fair")) {
+        *out = PGD_SCHED_FAIR;
+        return 0;
+    }
+    if (s && !strcmp(s, "fcfs")) {
+        *out = PGD_SCHED_FCFS;
+        return 0;
+    }
+    return pgd_error_set(PGD_EINVAL, "unknown scheduling policy '%s' (fair or fcfs)",
+                         s ? s : "(null)");
+}
+
+const char *pgd_sched_policy_str(pgd_sched_policy p) {
+    switch (p) {
+    case PGD_SCHED_FAIR:
+        return "fair";
+    case PGD_SCHED_FCFS:
+        return "fcfs";
+    }
+    return "?";
 }
 
 /* ---- lists ------------------------------------------------------------------------------- */
@@ -190,32 +228,69 @@ static tenant *tenant_get(pgd_sched *S, uint64_t id) {
     return t;
 }
 
-/* A tenant that becomes active starts at the lowest counter among the active ones, so idle
- * time is not banked as credit. */
-static void tenant_activate(pgd_sched *S, tenant *t) {
-    if (t->n_active++ > 0) return;
-    bool any = false;
-    double lo = 0;
-    for (uint32_t i = 0; i < S->n_tenants; i++) {
-        tenant *o = S->tenants[i];
-        if (o == t || o->n_active == 0) continue;
-        if (!any || o->vtime < lo) lo = o->vtime;
-        any = true;
-    }
-    if (any && t->vtime < lo) t->vtime = lo;
+/* The ordering key of fair share: the counter plus what this step planned for the tenant. */
+static double key(const tenant *t) {
+    return t->vtime + t->pending;
 }
 
-/* The tenant whose waiting head is admitted next: lowest counter, then earliest head. */
+/* t becomes backlogged (a submit finds its waiting list empty): its counter rises to the lowest
+ * of the other backlogged tenants; when none, of the tenants running something; when none
+ * either, to the highest counter (an idle server starts everyone level). Idle time is not
+ * banked as credit. */
+static void tenant_lift(pgd_sched *S, tenant *t) {
+    bool any_wait = false, any_run = false;
+    double lo_wait = 0, lo_run = 0, hi = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        const tenant *o = S->tenants[i];
+        if (o == t) continue;
+        if (o->vtime > hi) hi = o->vtime;
+        if (o->wait.n) {
+            if (!any_wait || o->vtime < lo_wait) lo_wait = o->vtime;
+            any_wait = true;
+        } else if (o->n_active) {
+            if (!any_run || o->vtime < lo_run) lo_run = o->vtime;
+            any_run = true;
+        }
+    }
+    double floor = any_wait ? lo_wait : any_run ? lo_run : hi;
+    if (t->vtime < floor) t->vtime = floor;
+}
+
+/* The tenant whose waiting head is admitted next. FAIR: lowest key, then earliest head; FCFS:
+ * earliest head (priority, then arrival) whatever its tenant. */
 static tenant *pick_tenant(const pgd_sched *S) {
+    bool fair = S->cfg.policy == PGD_SCHED_FAIR;
     tenant *best = NULL;
     for (uint32_t i = 0; i < S->n_tenants; i++) {
         tenant *t = S->tenants[i];
         if (!t->wait.n) continue;
-        if (!best || t->vtime < best->vtime ||
-            (t->vtime == best->vtime && before(t->wait.head, best->wait.head)))
+        if (!best)
+            best = t;
+        else if (fair && key(t) != key(best)) {
+            if (key(t) < key(best)) best = t;
+        } else if (before(t->wait.head, best->wait.head))
             best = t;
     }
     return best;
+}
+
+static void clear_pending(pgd_sched *S) {
+    for (uint32_t i = 0; i < S->n_tenants; i++) S->tenants[i]->pending = 0;
+}
+
+/* Prompt positions of [start, start + n) that r was not charged for yet. */
+static uint32_t fresh_prompt(const sreq *r, uint32_t start, uint32_t n) {
+    uint32_t np = r->spec->n_prompt, end = start + n;
+    uint32_t lo = start > r->prompt_charged ? start : r->prompt_charged;
+    uint32_t hi = end < np ? end : np;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* The service of `prompt` fresh prompt positions and `sampled` tokens of r, weighted. */
+static double service(const pgd_sched *S, const sreq *r, uint32_t prompt, uint32_t sampled) {
+    return ((double)prompt * S->cfg.fair_prompt_factor +
+            (double)sampled * S->cfg.fair_output_factor) /
+           r->spec->weight;
 }
 
 /* ---- id map ------------------------------------------------------------------------------- */
@@ -288,9 +363,24 @@ pgd_kvpool *pgd_sched_pool(const pgd_sched *S) {
     return S->pool;
 }
 
+/* The fair-share settings make sense. 0 or PGD_EINVAL with a detail. */
+static int check_config(const pgd_sched_config *c) {
+    if (c->policy != PGD_SCHED_FAIR && c->policy != PGD_SCHED_FCFS)
+        return pgd_error_set(PGD_EINVAL, "unknown scheduling policy %d", (int)c->policy);
+    float pf = c->fair_prompt_factor, of = c->fair_output_factor;
+    if (!isfinite(pf) || !isfinite(of) || pf < 0 || of < 0 || (pf == 0 && of == 0))
+        return pgd_error_set(PGD_EINVAL,
+                             "fair share factors must be finite, >= 0 and not both 0 (prompt %g, "
+                             "output %g)",
+                             (double)pf, (double)of);
+    return 0;
+}
+
 int pgd_sched_create(pgd_runner *runner, const pgd_sched_config *cfg, pgd_event_fn emit, void *ud,
                      pgd_sched **out) {
     *out = NULL;
+    int rc = check_config(cfg);
+    if (rc) return rc;
     pgd_sched *S = calloc(1, sizeof *S);
     if (!S) return PGD_ENOMEM;
     const pgd_backend_caps *caps = pgd_runner_caps(runner);
@@ -299,7 +389,7 @@ int pgd_sched_create(pgd_runner *runner, const pgd_sched_config *cfg, pgd_event_
     resolve_config(caps, cfg, &S->cfg);
     S->emit = emit;
     S->ud = ud;
-    int rc = pgd_kvpool_create(caps->n_blocks, caps->block_size, S->cfg.prefix_caching, &S->pool);
+    rc = pgd_kvpool_create(caps->n_blocks, caps->block_size, S->cfg.prefix_caching, &S->pool);
     if (rc) {
         free(S);
         return rc;
@@ -496,7 +586,8 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
         pgd_block_table_init(&r->ch[i].bt, S->pool, spec->params.cache_salt);
     }
     if ((rc = map_insert(S, r))) goto refuse;
-    tenant_activate(S, t);
+    if (!t->wait.n) tenant_lift(S, t);
+    t->n_active++;
     wait_insert(S, &r->ch[0], PGD_SEQ_WAITING);
     S->n_new_waiting++;
     S->st.n_submitted++;
@@ -584,6 +675,10 @@ static bool plan_item(pgd_sched *S, sseq *q, uint32_t start, uint32_t n) {
     }
     q->item = (int32_t)k;
     S->budget -= n;
+    /* what phase 5 will charge, if it runs: fresh prompt positions, a token when all known
+     * tokens are computed */
+    q->charge = service(S, q->req, fresh_prompt(q->req, start, n), start + n == q->seq->tokens.n);
+    q->req->t->pending += q->charge;
     return true;
 }
 
@@ -593,6 +688,8 @@ static void unplan(pgd_sched *S, sseq *q) {
     S->budget += pgd_plan_item(S->plan, k)->n_tokens;
     pgd_plan_drop(S->plan, k);
     q->item = -1;
+    q->req->t->pending -= q->charge;
+    q->charge = 0;
 }
 
 /* Preemption by recompute: its blocks go back now (also those planned this step), and it is
@@ -607,16 +704,69 @@ static void preempt(pgd_sched *S, sseq *q) {
     S->preempted = true;
 }
 
+/* Whom running q preempts when not even one of its tokens fits: a running sequence ranked
+ * after q — FAIR: of the tenant with the highest key, then the lowest ranked; FCFS: the lowest
+ * ranked — or q itself when none is (see "Progress" in sched.h). */
+static sseq *pick_victim(const pgd_sched *S, sseq *q) {
+    sseq *v = S->run.tail;
+    if (S->cfg.policy == PGD_SCHED_FCFS || v == q) return v;
+    for (sseq *p = v->prev; p != q; p = p->prev)
+        if (key(p->req->t) > key(v->req->t)) v = p;
+    return v;
+}
+
 /* Plan up to `want` tokens of running q (fewer if only fewer fit). When not even one token
- * fits, preempt the lowest-ranked running sequence and try again. false when q itself was
- * preempted (it was then the lowest ranked: every later sequence is gone too) or failed. */
+ * fits, preempt a sequence ranked after q (pick_victim) and try again. false when q itself
+ * was preempted (it was then the lowest ranked: every later sequence is gone too) or failed. */
 static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
     for (;;) {
         uint32_t n = pgd_block_table_fit(&q->bt, want);
         if (n > 0) return plan_item(S, q, q->bt.n_tokens, n);
-        sseq *victim = S->run.tail;
+        sseq *victim = pick_victim(S, q);
         preempt(S, victim);
         if (victim == q) return false;
+    }
+}
+
+/* Step phase 3: chunks of pending prompts (and recomputes). FCFS: in rank order. FAIR: by the
+ * tenant's key, then rank; one token and one seat are held back for the running head (which
+ * phase 2 did not plan: it has a prompt pending) and given to it at the end, so that it
+ * progresses every step whatever its tenant's counter. */
+static void plan_chunks(pgd_sched *S) {
+    uint32_t S_max = S->cfg.max_num_seqs;
+    if (S->cfg.policy == PGD_SCHED_FCFS) {
+        for (sseq *q = S->run.head; q && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
+             q = q->next) {
+            uint32_t lim = pending_limit(q);
+            if (q->item >= 0 || lim < 2) continue;
+            if (!plan_running(S, q, lim < S->budget ? lim : S->budget)) break;
+        }
+        return;
+    }
+    sseq *h = S->run.head;
+    bool held = h && h->item < 0 && pending_limit(h) >= 2 && S->budget > 0 &&
+                pgd_plan_n_items(S->plan) < S_max;
+    if (held) {
+        S->budget--;
+        S_max--;
+    }
+    while (S->budget > 0 && pgd_plan_n_items(S->plan) < S_max) {
+        sseq *best = NULL;
+        for (sseq *q = S->run.head; q; q = q->next)
+            if (q->item < 0 && pending_limit(q) >= 2 &&
+                (!best || key(q->req->t) < key(best->req->t)))
+                best = q;
+        if (!best) break;
+        uint32_t lim = pending_limit(best);
+        plan_running(S, best, lim < S->budget ? lim : S->budget); /* planned or gone */
+    }
+    if (!held) return;
+    S->budget++;
+    /* the head is the same unless its request failed (out of memory): then the new head */
+    h = S->run.head;
+    if (h && h->item < 0 && pending_limit(h) >= 2) {
+        uint32_t lim = pending_limit(h);
+        plan_running(S, h, lim < S->budget ? lim : S->budget);
     }
 }
 
@@ -687,6 +837,7 @@ static void admit(pgd_sched *S) {
             uint64_t now = S->now_ns ? S->now_ns : pgd_now_ns();
             r->queue_ns = now > r->submit_ns ? now - r->submit_ns : 0;
             S->st.prompt_tokens += r->spec->n_prompt;
+            r->t->prompt_tokens += r->spec->n_prompt;
             resolve(S, r);
         }
         S->n_admitted_step++;
@@ -704,12 +855,14 @@ static void admit(pgd_sched *S) {
     }
 }
 
-/* With check_invariants: the plan about to run breaks no rule of allocation. Each item's table
- * covers its positions, every block it writes is its own (one reference, not in the prefix
- * cache: copied on write if it was shared), no block is written by two items, and the slots are
- * those of the table. */
+/* With check_invariants: the running head progresses (sched.h, "Progress"), and the plan about
+ * to run breaks no rule of allocation. Each item's table covers its positions, every block it
+ * writes is its own (one reference, not in the prefix cache: copied on write if it was shared),
+ * no block is written by two items, and the slots are those of the table. */
 static int check_plan(pgd_sched *S, const pgd_step_plan *sp) {
     uint64_t stamp = ++S->n_checked_plans;
+    if (!S->head_planned)
+        return pgd_error_set(PGD_EINVAL, "plan: the running head got no token (no progress)");
     uint32_t t = 0;
     for (uint32_t k = 0; k < sp->n_items; k++) {
         const pgd_step_item *it = &sp->items[k];
@@ -770,6 +923,7 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
     S->n_admitted_step = S->n_preempted_step = S->n_forked_step = 0;
     S->n_info = S->last_tokens = S->last_items = 0;
     S->now_ns = 0;
+    clear_pending(S);
 
     /* 1. forks whose shared prompt is ready */
     for (sseq *q = S->run.head, *next; q; q = next) {
@@ -781,13 +935,9 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
     for (sseq *q = S->run.head; q && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
          q = q->next)
         if (q->item < 0 && pending_limit(q) == 1 && !plan_running(S, q, 1)) break;
-    /* 3. chunks of pending prompts (and recomputes), in rank order */
-    for (sseq *q = S->run.head; q && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
-         q = q->next) {
-        uint32_t lim = pending_limit(q);
-        if (q->item >= 0 || lim < 2) continue;
-        if (!plan_running(S, q, lim < S->budget ? lim : S->budget)) break;
-    }
+    /* 3. chunks of pending prompts (and recomputes) */
+    plan_chunks(S);
+    S->head_planned = !S->run.head || S->run.head->item >= 0;
     /* 4. admissions */
     admit(S);
 
@@ -812,6 +962,7 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         S->now_ns = pgd_now_ns();
         if (rc) {
             fail_planned(S, rc, what);
+            clear_pending(S);
             S->now_ns = 0;
             return rc;
         }
@@ -838,8 +989,16 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         S->st.computed_tokens += n;
         if (before_n < s->n_prompt)
             S->st.prompt_computed_tokens += n < s->n_prompt - before_n ? n : s->n_prompt - before_n;
-        r->t->vtime += (double)n / r->spec->weight;
+        /* fair share: fresh prompt positions (once per request) and the sampled token */
+        tenant *t = r->t;
+        uint32_t fresh = fresh_prompt(r, before_n, n), end = before_n + n;
+        if (end > r->spec->n_prompt) end = r->spec->n_prompt;
+        if (end > r->prompt_charged) r->prompt_charged = end;
+        t->vtime += service(S, r, fresh, s->sampled);
+        t->computed_tokens += n;
+        t->generation_tokens += s->sampled;
         q->item = -1;
+        q->charge = 0;
         if (s->sampled) {
             S->st.generation_tokens++;
             emit_token(S, q);
@@ -850,6 +1009,7 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         }
     }
     pgd_plan_reset(S->plan);
+    clear_pending(S);
     S->now_ns = 0;
     if (info) {
         info->n_items = S->last_items;
@@ -880,6 +1040,18 @@ void pgd_sched_get_stats(const pgd_sched *S, pgd_sched_stats *out) {
     out->kv_usage = ps.n_blocks ? (double)ps.n_used / ps.n_blocks : 0;
     out->prefix_query_tokens = ps.query_tokens;
     out->prefix_hit_tokens = ps.hit_tokens;
+    uint32_t n = S->n_tenants < PGD_STATS_TENANTS_MAX ? S->n_tenants : PGD_STATS_TENANTS_MAX;
+    out->n_tenants = n;
+    for (uint32_t i = 0; i < n; i++) {
+        const tenant *t = S->tenants[i];
+        out->tenants[i] = (pgd_sched_tenant_stats){.id = t->id,
+                                                   .n_running = t->n_active - t->wait.n,
+                                                   .n_waiting = t->wait.n,
+                                                   .vtime = t->vtime,
+                                                   .prompt_tokens = t->prompt_tokens,
+                                                   .generation_tokens = t->generation_tokens,
+                                                   .computed_tokens = t->computed_tokens};
+    }
 }
 
 #define CHECK_OR_FAIL(cond, ...)                                                                   \
@@ -946,6 +1118,9 @@ int pgd_sched_check(const pgd_sched *S) {
         for (const sseq *q = S->run.head; q; q = q->next) n_run += q->req->t == t;
         CHECK_OR_FAIL(t->n_active == n_run + t->wait.n, "sched: tenant %llu: %u active, counted %u",
                       (unsigned long long)t->id, t->n_active, n_run + t->wait.n);
+        CHECK_OR_FAIL(isfinite(t->vtime) && t->vtime >= 0 && t->pending == 0,
+                      "sched: tenant %llu: counter %g, pending %g between steps",
+                      (unsigned long long)t->id, t->vtime, t->pending);
     }
     CHECK_OR_FAIL(n_wait == S->n_waiting && n_pre == S->n_preempted_waiting,
                   "sched: %u waiting (%u preempted), counted %u (%u)", S->n_waiting,

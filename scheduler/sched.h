@@ -21,29 +21,67 @@
  *   1. fork n > 1 requests whose prompt (all but its last token) is computed: the choices share
  *      every block; each computes the last prompt token itself, so the shared partial block is
  *      copied on write when that token is planned and each samples from its own logits and seed;
- *   2. running sequences that decode (one pending token) get it, oldest / highest priority first;
- *   3. running sequences with a pending prompt (or a recompute) get chunks of what is left;
- *   4. waiting sequences are admitted — the tenant with the lowest weighted virtual counter first,
- *      then priority, then arrival — with their first chunk, attaching their cached prefix;
- *      no admission in a step that preempted, and admission stops at the first one that does
- *      not fit (so a large request is never overtaken forever);
+ *   2. every running sequence that decodes (one pending token) gets it, in rank order (priority,
+ *      then arrival): decodes are cheap and never wait on fairness;
+ *   3. running sequences with a pending prompt (or a recompute) get chunks of what is left —
+ *      FAIR: the tenant with the lowest counter first (then rank), except that the rank head of
+ *      the running list is sure of one token (see "Progress"); FCFS: in rank order;
+ *   4. waiting sequences are admitted with their first chunk, attaching their cached prefix —
+ *      FAIR: the backlogged tenant with the lowest counter first, then priority, then arrival
+ *      within the tenant; FCFS: priority, then arrival, across all tenants. No admission in a
+ *      step that preempted, and admission stops at the first one that does not fit (so a large
+ *      request is never overtaken forever);
  *   5. the runner computes the plan (engine/runner.h); the full blocks it computed enter the
- *      prefix cache; then TOKEN / FINISH events, virtual counters charged, finished sequences
- *      retired (their full blocks stay in the prefix cache, evictable).
- * When the pool cannot give a running sequence the slots for even one token, the lowest-priority,
- * then youngest, running sequence is preempted right there (its blocks go back, planned or not;
- * it may be the one asking) and planning goes on. Every admitted sequence fits the pool alone
- * (pgd_request_check), so the oldest running sequence always makes progress: no deadlock, no
- * livelock.
+ *      prefix cache; then TOKEN / FINISH events, counters charged, finished sequences retired
+ *      (their full blocks stay in the prefix cache, evictable).
+ *
+ * Fair share (policy FAIR, the default: the Virtual Token Counter of Sheng et al., "Fairness in
+ * Serving Large Language Models", OSDI 2024). Each tenant has a counter of the service it got:
+ *   vtime += (prompt tokens computed x fair_prompt_factor + tokens sampled x fair_output_factor)
+ *            / weight
+ * charged for what each step computed (both policies charge; only FAIR reads the counters). A
+ * request's prompt positions are charged once, the first time they are computed: prefix-cache
+ * hits are not computed, so not charged, and a recompute after a preemption is the server's
+ * doing, not the tenant's. Every sampled token is charged (n choices sample n times). Within a
+ * step the work already planned counts too (an estimate of the same charge), so one tenant does
+ * not take every free seat before its counter moves. A tenant whose waiting list becomes
+ * non-empty on a submit (it becomes backlogged) has its counter raised to the lowest counter of
+ * the other backlogged tenants; when there is none, of the tenants with running sequences; when
+ * there is none either (the server was idle), to the highest counter of all: idle time is not
+ * banked as credit, and nothing is reserved for an idle tenant (work-conserving). A requeue after
+ * preemption lifts nothing. The weight is the request's (the tenant's, which the server passes
+ * in every request).
+ *
+ * Preemption. When the pool cannot give a running sequence q the slots for even one token, a
+ * victim is preempted right there (its blocks go back, planned or not) and planning goes on. The
+ * victim is always a running sequence ranked after q in the fixed rank order (priority, then
+ * arrival, then choice) — FAIR: the one whose tenant has the highest counter (the furthest above
+ * its share), then the lowest priority, then the youngest; FCFS: the lowest ranked — and q
+ * itself only when none ranks after it. A sequence ranked before q is never taken, even when its
+ * tenant is further above its share: that is the price of the progress guarantee below.
+ *
+ * Progress. Every admitted sequence fits the pool alone (pgd_request_check). The rank head H of
+ * the running list is therefore never preempted: nothing ranks before it, so no other sequence
+ * may choose it, and it would choose itself only as the last running sequence, which fits. And
+ * H gets at least one token every step: phase 2 plans it first when it decodes; when it has a
+ * prompt pending instead, phase 2 planned at most S - 1 <= B - 1 one-token items, so a token
+ * and a seat are left, and phase 3 plans H first (FCFS) or holds them back for H while it
+ * serves the others by counter, then plans H (FAIR; preempting lower-ranked sequences if it
+ * must). Between two finishes the head changes only to a newly admitted sequence of higher
+ * rank, so at most once per live sequence, and a head finishes within as many steps as it has
+ * tokens left: something finishes at least every (live sequences + 1) x (longest sequence)
+ * steps, and with nothing running the first waiting sequence is admitted (it fits alone). No
+ * deadlock, no livelock, under both policies; check_invariants verifies every step that H got
+ * its token.
  *
  * Invariants (pgd_sched_check verifies them): a step holds at most B tokens and S sequences;
  * the running sequences (plus the choices a fork will add) are at most S; only running
  * sequences hold blocks, between steps exactly the positions they computed, and every block's
  * ref count equals the number of running block tables listing it; the pool's own invariants
  * hold (free + used == usable, cache consistent); lists are sorted and their counts match. With
- * check_invariants every plan is checked before it runs, too: each item's table covers its
- * positions, the blocks it writes are its own (ref count 1, not cached) and no slot is written
- * twice.
+ * check_invariants every plan is checked before it runs, too: the running head has an item
+ * (see "Progress"), each item's table covers its positions, the blocks it writes are its own
+ * (ref count 1, not cached) and no slot is written twice.
  *
  * Threading: none — a pgd_sched belongs to one thread (the scheduler thread), like the runner.
  */
@@ -60,6 +98,12 @@
 /* Requests that may wait for their first admission when not told (written once). */
 #define PGD_DEFAULT_MAX_WAITING 1024
 
+/* How the running and waiting sequences share the steps (see "Fair share" above). */
+typedef enum pgd_sched_policy {
+    PGD_SCHED_FAIR = 0, /* weighted fair share across tenants (virtual token counters) */
+    PGD_SCHED_FCFS,     /* first come first served across all tenants (priority, then arrival) */
+} pgd_sched_policy;
+
 typedef struct pgd_sched_config {
     uint32_t max_num_batched_tokens; /* B; 0 = the runner's step size (caps.max_tokens: 512 on
                                         the CPU); capped by it */
@@ -72,9 +116,19 @@ typedef struct pgd_sched_config {
     bool prefix_caching;             /* reuse the KV of cached prompt prefixes (default on) */
     bool check_invariants;           /* check every plan and run pgd_sched_check after every
                                         step (tests, debug) */
+    pgd_sched_policy policy;         /* default FAIR */
+    float fair_prompt_factor;        /* service of one computed prompt token (default 1) */
+    float fair_output_factor;        /* service of one sampled token (default 2); both finite,
+                                        >= 0 and not both 0 */
 } pgd_sched_config;
 
+/* Defaults: FAIR, prompt factor 1, output factor 2, watermark 1%, prefix caching on. */
 void pgd_sched_config_default(pgd_sched_config *c);
+
+/* "fair" or "fcfs" into *out: 0, or PGD_EINVAL with a detail. */
+int pgd_sched_policy_parse(const char *s, pgd_sched_policy *out);
+/* "fair", "fcfs" ("?" for anything else). */
+const char *pgd_sched_policy_str(pgd_sched_policy p);
 
 typedef enum pgd_seq_state {
     PGD_SEQ_DORMANT = 0, /* choice i > 0 before the fork */
@@ -108,7 +162,8 @@ typedef struct pgd_sched pgd_sched;
 
 /* A scheduler over `runner` (borrowed: it must outlive the scheduler, and nothing else may use
  * it meanwhile); it makes the KV block pool from the runner's capabilities. Events go to
- * emit(ev, ud), called on the scheduler's thread during submit, abort and step. 0 or
+ * emit(ev, ud), called on the scheduler's thread during submit, abort and step. 0, PGD_EINVAL
+ * with a detail (an unknown policy, fair factors negative, not finite or both 0) or
  * PGD_ENOMEM. */
 int pgd_sched_create(pgd_runner *runner, const pgd_sched_config *cfg, pgd_event_fn emit, void *ud,
                      pgd_sched **out);

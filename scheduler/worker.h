@@ -49,14 +49,15 @@ void pgd_worker_config_default(pgd_worker_config *c);
 typedef struct pgd_worker pgd_worker;
 
 /* Start the scheduler thread over `runner`. On success the worker owns the runner
- * (pgd_worker_destroy destroys it); on failure the caller still does. 0 or PGD_ENOMEM. */
+ * (pgd_worker_destroy destroys it); on failure the caller still does. 0, PGD_EINVAL (a bad
+ * scheduler configuration, see pgd_sched_create) or PGD_ENOMEM. */
 int pgd_worker_create(pgd_runner *runner, const pgd_worker_config *c, pgd_worker **out);
 
 /* Queue a request (copied; the caller may free its arrays at once). *id gets its id (> 0).
  * The request is checked here (pgd_request_check): 0; PGD_EINVAL with a detail and a param
  * (pgd_error_detail, pgd_error_param on the calling thread) for a bad request or one that can
  * never fit the KV cache; PGD_EFULL when max_waiting requests are already waiting
- * (answer 429); PGD_ESHUTDOWN after shutdown began; PGD_ENOMEM. Any thread. */
+ * (the server answers 503); PGD_ESHUTDOWN after shutdown began; PGD_ENOMEM. Any thread. */
 int pgd_worker_submit(pgd_worker *e, const pgd_request *r, uint64_t *id);
 
 /* Ask for the request's end (client gone, timeout): from any state; its blocks are freed at the

@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +90,7 @@ struct pgd_http_request {
     pgd_http_close_fn on_close;
     void *on_close_arg;
     uv_poll_t *watch; /* disconnect watch, or NULL */
+    pgd_buf extra;    /* headers every answer carries: "name\0value\0" pairs */
     char remote[64];
     pgd_http_stream stream;
 };
@@ -309,10 +311,17 @@ static int error_body(pgd_http_server *srv, int status, const char *message, pgd
     return pgd_buf_printf(out, "\",\"type\":\"%s\",\"param\":null,\"code\":null}}", type);
 }
 
-/* Adds Content-Type, the caller's headers and, once the server stops accepting,
- * "Connection: close". */
-static int add_headers(pgd_http_server *srv, struct MHD_Response *r, const char *content_type,
-                       const pgd_http_header *headers, size_t n_headers, bool force_close) {
+/* Adds Content-Type, the request's own headers (pgd_http_request_set_header; req may be NULL),
+ * the caller's headers and, once the server stops accepting, "Connection: close". */
+static int add_headers(pgd_http_server *srv, pgd_http_request *req, struct MHD_Response *r,
+                       const char *content_type, const pgd_http_header *headers, size_t n_headers,
+                       bool force_close) {
+    for (size_t off = 0; req && off < req->extra.len;) {
+        const char *name = req->extra.data + off, *value = name + strlen(name) + 1;
+        off = (size_t)(value - req->extra.data) + strlen(value) + 1;
+        if (MHD_add_response_header(r, name, value) != MHD_YES)
+            return pgd_error_set(PGD_EINVAL, "http: bad response header \"%s\"", name);
+    }
     if (content_type &&
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES)
         return pgd_error_set(PGD_EINVAL, "http: bad Content-Type \"%s\"", content_type);
@@ -328,17 +337,17 @@ static int add_headers(pgd_http_server *srv, struct MHD_Response *r, const char 
     return 0;
 }
 
-static struct MHD_Response *make_buffer_response(pgd_http_server *srv, const char *content_type,
-                                                 const void *body, size_t len,
-                                                 const pgd_http_header *headers, size_t n_headers,
-                                                 bool force_close, int *err) {
+static struct MHD_Response *make_buffer_response(pgd_http_server *srv, pgd_http_request *req,
+                                                 const char *content_type, const void *body,
+                                                 size_t len, const pgd_http_header *headers,
+                                                 size_t n_headers, bool force_close, int *err) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)(len ? body : ""), MHD_RESPMEM_MUST_COPY);
     if (!r) {
         *err = PGD_ENOMEM;
         return NULL;
     }
-    *err = add_headers(srv, r, content_type, headers, n_headers, force_close);
+    *err = add_headers(srv, req, r, content_type, headers, n_headers, force_close);
     if (*err) {
         MHD_destroy_response(r);
         return NULL;
@@ -346,17 +355,18 @@ static struct MHD_Response *make_buffer_response(pgd_http_server *srv, const cha
     return r;
 }
 
-static struct MHD_Response *make_error_response(pgd_http_server *srv, int status,
-                                                const char *message, const pgd_http_header *headers,
-                                                size_t n_headers, bool force_close, int *err) {
+static struct MHD_Response *make_error_response(pgd_http_server *srv, pgd_http_request *req,
+                                                int status, const char *message,
+                                                const pgd_http_header *headers, size_t n_headers,
+                                                bool force_close, int *err) {
     pgd_buf b = PGD_BUF_INIT;
     if (error_body(srv, status, message, &b) != 0) {
         pgd_buf_free(&b);
         *err = PGD_ENOMEM;
         return NULL;
     }
-    struct MHD_Response *r = make_buffer_response(srv, "application/json", b.data, b.len, headers,
-                                                  n_headers, force_close, err);
+    struct MHD_Response *r = make_buffer_response(srv, req, "application/json", b.data, b.len,
+                                                  headers, n_headers, force_close, err);
     pgd_buf_free(&b);
     return r;
 }
@@ -378,12 +388,35 @@ static void set_answer(pgd_http_request *req, struct MHD_Response *r, int status
     if (!req->in_handler) req_resume(req);
 }
 
+int pgd_http_request_set_header(pgd_http_request *req, const char *name, const char *value) {
+    if (!name || !*name || !value || strpbrk(name, ":\r\n") || strpbrk(value, "\r\n"))
+        return pgd_error_set(PGD_EINVAL, "http: bad response header \"%s\"", name ? name : "");
+    /* drop an earlier value of the same name, then append */
+    pgd_buf kept = PGD_BUF_INIT;
+    int rc = 0;
+    for (size_t off = 0; off < req->extra.len && !rc;) {
+        const char *n = req->extra.data + off, *v = n + strlen(n) + 1;
+        size_t len = (size_t)(v - n) + strlen(v) + 1;
+        if (strcasecmp(n, name)) rc = pgd_buf_append(&kept, n, len);
+        off += len;
+    }
+    if (!rc) rc = pgd_buf_append(&kept, name, strlen(name) + 1);
+    if (!rc) rc = pgd_buf_append(&kept, value, strlen(value) + 1);
+    if (rc) {
+        pgd_buf_free(&kept);
+        return PGD_ENOMEM;
+    }
+    pgd_buf_free(&req->extra);
+    req->extra = kept;
+    return 0;
+}
+
 int pgd_http_respond(pgd_http_request *req, int status, const char *content_type, const void *body,
                      size_t len, const pgd_http_header *headers, size_t n_headers) {
     int rc = check_answerable(req, status);
     if (rc) return rc;
-    struct MHD_Response *r =
-        make_buffer_response(req->srv, content_type, body, len, headers, n_headers, false, &rc);
+    struct MHD_Response *r = make_buffer_response(req->srv, req, content_type, body, len, headers,
+                                                  n_headers, false, &rc);
     if (!r) return rc;
     set_answer(req, r, status);
     return 0;
@@ -394,7 +427,7 @@ int pgd_http_respond_error(pgd_http_request *req, int status, const char *messag
     int rc = check_answerable(req, status);
     if (rc) return rc;
     struct MHD_Response *r =
-        make_error_response(req->srv, status, message, headers, n_headers, false, &rc);
+        make_error_response(req->srv, req, status, message, headers, n_headers, false, &rc);
     if (!r) return rc;
     set_answer(req, r, status);
     return 0;
@@ -434,7 +467,7 @@ int pgd_http_stream_start(pgd_http_request *req, int status, const char *content
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, req, NULL);
     if (!r) return PGD_ENOMEM;
-    rc = add_headers(srv, r, content_type, headers, n_headers, false);
+    rc = add_headers(srv, req, r, content_type, headers, n_headers, false);
     if (!rc && sse &&
         (MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") != MHD_YES ||
          MHD_add_response_header(r, "X-Accel-Buffering", "no") != MHD_YES))
@@ -600,6 +633,7 @@ static void req_free(pgd_http_request *req) {
     if (req->resp) MHD_destroy_response(req->resp);
     pgd_buf_free(&req->body);
     pgd_buf_free(&req->out);
+    pgd_buf_free(&req->extra);
     free(req->method);
     free(req->uri);
     free(req);
@@ -671,7 +705,7 @@ static enum MHD_Result queue_error(pgd_http_request *req, int status, const char
                                    bool force_close) {
     int err;
     struct MHD_Response *r =
-        make_error_response(req->srv, status, message, NULL, 0, force_close, &err);
+        make_error_response(req->srv, req, status, message, NULL, 0, force_close, &err);
     if (!r) return MHD_NO;
     req->resp = r;
     req->status = (unsigned)status;
@@ -1000,7 +1034,7 @@ static void drain_prepare(pgd_http_server *srv) {
         if (req->answer == ANS_NONE) {
             int err;
             struct MHD_Response *r =
-                make_error_response(srv, 503, "server is shutting down", NULL, 0, true, &err);
+                make_error_response(srv, NULL, 503, "server is shutting down", NULL, 0, true, &err);
             if (r)
                 set_answer(req, r, 503);
             else

@@ -175,6 +175,12 @@ pgd_http_server *pgd_http_request_server(const pgd_http_request *req);
 /* Register the close callback (replaces any earlier one). */
 void pgd_http_request_set_on_close(pgd_http_request *req, pgd_http_close_fn fn, void *arg);
 
+/* A header every answer of this request carries (its response, its stream, or an error the
+ * transport answers for it), e.g. rate-limit headers decided before the answer is. A second
+ * call with the same name (case-insensitive) replaces the value. 0, PGD_EINVAL (a name with
+ * ':' or a line break, a value with a line break) or PGD_ENOMEM. */
+int pgd_http_request_set_header(pgd_http_request *req, const char *name, const char *value);
+
 /* Answer with a complete response. `content_type` may be NULL (no Content-Type); `body` is
  * copied; `headers` (n_headers entries, may be NULL) are added as given (e.g. Retry-After).
  * 0; PGD_EINVAL if the request was already answered or the status is not 100..999;

@@ -694,3 +694,62 @@ int pgd_pagoda_metrics_request_done(pgd_pagoda_metrics *pm, const char *finished
     pgd_series_observe(pm->generation_tokens_hist, (double)generation_tokens);
     return 0;
 }
+
+int pgd_tenant_metrics_register(pgd_metrics *r, const char *prefix, pgd_tenant_metrics *tm) {
+    memset(tm, 0, sizeof *tm);
+    if (!prefix) prefix = "pagoda_";
+    static const char *const l2[] = {"model_name", "tenant"};
+    static const char *const l_reason[] = {"model_name", "tenant", "finished_reason"};
+    static const char *const l_limit[] = {"model_name", "tenant", "reason"};
+    static const struct {
+        pgd_metric_type type;
+        const char *name, *help;
+        const char *const *labels;
+        size_t n_labels;
+        const double *bounds;
+        size_t n_bounds;
+        size_t offset;
+    } fams[] = {
+#define TM(f) offsetof(pgd_tenant_metrics, f)
+        {PGD_METRIC_COUNTER, "tenant_requests_total",
+         "Finished requests of each tenant, by reason.", l_reason, 3, NULL, 0, TM(requests)},
+        {PGD_METRIC_COUNTER, "tenant_prompt_tokens_total",
+         "Prompt tokens of each tenant's requests.", l2, 2, NULL, 0, TM(prompt_tokens)},
+        {PGD_METRIC_COUNTER, "tenant_generation_tokens_total", "Tokens generated for each tenant.",
+         l2, 2, NULL, 0, TM(generation_tokens)},
+        {PGD_METRIC_COUNTER, "tenant_rate_limited_total",
+         "Requests of each tenant refused with 429, by the limit that refused them.", l_limit, 3,
+         NULL, 0, TM(rate_limited)},
+        {PGD_METRIC_HISTOGRAM, "tenant_time_to_first_token_seconds",
+         "Time to first token of each tenant's requests, in seconds.", l2, 2,
+         PM_BOUNDS(ttft_bounds), TM(ttft)},
+        {PGD_METRIC_HISTOGRAM, "tenant_e2e_request_latency_seconds",
+         "End-to-end latency of each tenant's requests, in seconds.", l2, 2, PM_BOUNDS(e2e_bounds),
+         TM(e2e)},
+        {PGD_METRIC_GAUGE, "tenant_num_requests_running",
+         "Sequences of each tenant running, holding KV-cache blocks.", l2, 2, NULL, 0, TM(running)},
+        {PGD_METRIC_GAUGE, "tenant_num_requests_waiting",
+         "Sequences of each tenant waiting to be scheduled.", l2, 2, NULL, 0, TM(waiting)},
+        {PGD_METRIC_GAUGE, "tenant_virtual_tokens",
+         "The scheduler's fair-share counter of each tenant: weighted tokens served.", l2, 2, NULL,
+         0, TM(vtime)},
+#undef TM
+    };
+    char name[256];
+    for (size_t i = 0; i < PGD_ARRAY_LEN(fams); i++) {
+        if ((size_t)snprintf(name, sizeof name, "%s%s", prefix, fams[i].name) >= sizeof name)
+            return pgd_error_set(PGD_EINVAL, "metrics: prefix too long");
+        pgd_metric **slot = (pgd_metric **)((char *)tm + fams[i].offset);
+        int rc =
+            fams[i].type == PGD_METRIC_COUNTER
+                ? pgd_metrics_add_counter(r, name, fams[i].help, fams[i].labels, fams[i].n_labels,
+                                          slot)
+            : fams[i].type == PGD_METRIC_GAUGE
+                ? pgd_metrics_add_gauge(r, name, fams[i].help, fams[i].labels, fams[i].n_labels,
+                                        slot)
+                : pgd_metrics_add_histogram(r, name, fams[i].help, fams[i].labels, fams[i].n_labels,
+                                            fams[i].bounds, fams[i].n_bounds, slot);
+        if (rc) return rc;
+    }
+    return 0;
+}

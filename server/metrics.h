@@ -166,6 +166,29 @@ int pgd_pagoda_metrics_request_done(pgd_pagoda_metrics *pm, const char *finished
                                     double queue_s, double e2e_s, uint32_t prompt_tokens,
                                     uint32_t generation_tokens);
 
+/* ---- per-tenant metrics ---------------------------------------------------------------------
+ *
+ * pgd_tenant_metrics_register adds, under `prefix`, families labelled model_name and tenant
+ * (configured tenant names only, so the cardinality is bounded by the tenants file):
+ *   counters    tenant_requests_total{finished_reason}, tenant_prompt_tokens_total,
+ *               tenant_generation_tokens_total, tenant_rate_limited_total{reason}
+ *               (reason: concurrency, rpm, tpm)
+ *   histograms  tenant_time_to_first_token_seconds, tenant_e2e_request_latency_seconds (the
+ *               same buckets as the server-wide ones)
+ *   gauges      tenant_num_requests_running, tenant_num_requests_waiting (sequences),
+ *               tenant_virtual_tokens (the scheduler's fair-share counter: weighted tokens
+ *               served, caught up when the tenant becomes active)
+ * The families only; the series are made per tenant by whoever knows the tenants
+ * (server/access.h). */
+typedef struct pgd_tenant_metrics {
+    pgd_metric *requests, *prompt_tokens, *generation_tokens, *rate_limited;
+    pgd_metric *ttft, *e2e;
+    pgd_metric *running, *waiting, *vtime;
+} pgd_tenant_metrics;
+
+/* 0, PGD_EINVAL (already registered, a bad prefix) or PGD_ENOMEM. */
+int pgd_tenant_metrics_register(pgd_metrics *r, const char *prefix, pgd_tenant_metrics *tm);
+
 #ifdef __cplusplus
 }
 #endif

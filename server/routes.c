@@ -3,7 +3,15 @@
  *
  *   POST /v1/chat/completions, POST /v1/completions   -> tokenize on the threadpool, submit to
  *        the engine, answer from engine events (one JSON body, or an SSE stream)
- *   GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize, GET /
+ *   GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize, GET /,
+ *   GET /admin/tenants
+ *
+ * Every request is identified first (server/access.h: its key, before the route table, so a
+ * caller without a valid key learns nothing about routes), then routed, then checked against
+ * what its caller may use. A completion request of a tenant then meets the tenant's quotas:
+ * max_tokens when parsed; concurrency and requests per minute before tokenization; max_context
+ * and tokens per minute after it. It carries its tenant, weight, priority and prefix-cache salt
+ * into the scheduler, and gives its quota back (rctx_free) whichever way it ends.
  *
  * An in-flight request (pgd_rctx) is owned jointly by the HTTP side and the engine side: it is
  * freed when both are done — the HTTP request closed (on_close) and every engine request it
@@ -23,6 +31,7 @@
 #include "api/response.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "server/access.h"
 #include "server/server.h"
 
 extern const unsigned char pgd_web_index_html[];
@@ -72,7 +81,10 @@ struct pgd_rctx {
     choice_out *ch; /* [n_prompts * n_per_prompt] */
     pgd_api_usage usage;
     bool aborted, errored, error_sent;
-    double queue_s;
+    pgd_caller who;
+    pgd_grant grant;        /* the tenant's quota it holds, given back in rctx_free */
+    const char *end_reason; /* "stop", "length", "abort"; NULL if it failed or never ran */
+    double queue_s, ttft_s, e2e_s;
     int finished_reason; /* of choice 0 */
 };
 
@@ -83,11 +95,11 @@ static void respond_json(pgd_http_request *req, int status, const pgd_buf *b,
     pgd_http_respond(req, status, JSON_TYPE, b->data ? b->data : "", b->len, h, nh);
 }
 
+/* Headers decided earlier (Retry-After, x-ratelimit-*) are on the request already. */
 static void respond_error(pgd_http_request *req, pgd_api_error *e) {
     pgd_buf b = PGD_BUF_INIT;
-    pgd_http_header retry = {"Retry-After", "1"};
     if (pgd_api_error_body(e, &b) == 0)
-        respond_json(req, e->status, &b, e->status == 429 ? &retry : NULL, e->status == 429);
+        respond_json(req, e->status, &b, NULL, 0);
     else
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
     pgd_buf_free(&b);
@@ -105,18 +117,6 @@ int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out)
     pgd_api_error e;
     pgd_api_error_set(&e, status, NULL, NULL, "%s", message);
     return pgd_api_error_body(&e, out);
-}
-
-static bool authorized(pgd_srv *srv, pgd_http_request *req) {
-    if (!srv->cfg.api_key || !*srv->cfg.api_key) return true;
-    const char *h = pgd_http_request_header(req, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
-    const char *k = h + 7, *want = srv->cfg.api_key;
-    size_t n = strlen(want), m = strlen(k);
-    unsigned diff = (unsigned)(n ^ m);
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)want[i] ^ (unsigned char)(i < m ? k[i] : 0);
-    return diff == 0;
 }
 
 static bool model_ok(pgd_srv *srv, pgd_str model) {
@@ -146,6 +146,8 @@ static void rctx_free(pgd_rctx *c) {
     for (size_t i = 0; c->echo && i < c->n_prompts; i++) pgd_buf_free(&c->echo[i]);
     free(c->echo);
     free(c->eids);
+    pgd_access_release(srv->access, &c->grant, c->end_reason, c->usage.prompt_tokens,
+                       c->usage.completion_tokens, c->usage.cached_tokens, c->ttft_s, c->e2e_s);
     if (c->parsed) pgd_api_request_free(&c->req);
     free(c);
 }
@@ -254,6 +256,56 @@ static void tokenize_done(uv_work_t *w, int status) {
     submit_all(c);
 }
 
+/* Output tokens of each prompt (outs[i]; 0 = up to the context) under the tenant's caps, and
+ * the tokens the request reserves of its tokens per minute (*reserve): prompts + n × outputs.
+ * Without max_tokens the output may reach the context, the tenant's max_tokens and
+ * max_context, and what its tokens per minute can ever hold. 0, or PGD_EINVAL with *e a 400. */
+static int plan_outputs(pgd_rctx *c, int64_t *outs, double *reserve, pgd_api_error *e) {
+    const pgd_tenant_live *t = c->grant.t;
+    const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
+    uint64_t cap = pgd_req_token_cap(&c->srv->lim), prompts = 0, n = c->n_per_prompt;
+    int64_t mt = c->req.max_tokens;
+    double total = 0;
+    for (size_t i = 0; i < c->n_prompts; i++) {
+        uint64_t np = c->prompts[i].n;
+        int64_t room = cap > np ? (int64_t)(cap - np) : 1;
+        outs[i] = 0;
+        if (t) {
+            const pgd_tenant_limits *l = &t->conf.limits;
+            if (l->max_context != PGD_TENANT_UNLIMITED) {
+                if ((int64_t)np + (mt > 0 ? mt : 1) > l->max_context)
+                    return pgd_api_error_set(
+                        e, 400, mt > 0 ? "max_tokens" : pparam, "context_length_exceeded",
+                        "the prompt (%llu tokens) and max_tokens (%lld) exceed this key's "
+                        "max_context of %lld tokens",
+                        (unsigned long long)np, (long long)(mt > 0 ? mt : 1),
+                        (long long)l->max_context);
+                if (l->max_context - (int64_t)np < room) room = l->max_context - (int64_t)np;
+            }
+            if (l->max_tokens != PGD_TENANT_UNLIMITED && l->max_tokens < room)
+                room = l->max_tokens > 0 ? l->max_tokens : 1;
+            if (mt <= 0) outs[i] = room;
+        }
+        if (mt > 0) outs[i] = mt;
+        prompts += np;
+        total += (double)np + (double)n * (double)(outs[i] > 0 ? outs[i] : room);
+    }
+    /* Without max_tokens, the output is capped by what the bucket holds when full. */
+    if (t && mt <= 0 && t->conf.limits.tpm != PGD_TENANT_UNLIMITED &&
+        total > (double)t->conf.limits.tpm && (double)prompts < (double)t->conf.limits.tpm) {
+        int64_t per = (t->conf.limits.tpm - (int64_t)prompts) / (int64_t)(n * c->n_prompts);
+        if (per >= 1) {
+            total = (double)prompts;
+            for (size_t i = 0; i < c->n_prompts; i++) {
+                if (outs[i] > per) outs[i] = per;
+                total += (double)n * (double)outs[i];
+            }
+        }
+    }
+    *reserve = total;
+    return 0;
+}
+
 static void submit_all(pgd_rctx *c) {
     pgd_srv *srv = c->srv;
     const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
@@ -279,6 +331,20 @@ static void submit_all(pgd_rctx *c) {
             return;
         }
     }
+    int64_t *outs = calloc(c->n_prompts, sizeof *outs);
+    double reserve = 0;
+    if (!outs) {
+        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        return;
+    }
+    if (plan_outputs(c, outs, &reserve, &e) ||
+        pgd_access_reserve(srv->access, &c->grant, c->http, reserve, &e)) {
+        free(outs);
+        respond_error(c->http, &e);
+        return;
+    }
+    const pgd_tenant_live *t = c->grant.t;
+    uint64_t salt = pgd_access_cache_salt(t, c->req.cache_salt.ptr, c->req.cache_salt.len);
     uint64_t seed = pgd_sampler_random_seed();
     for (size_t i = 0; i < c->n_prompts; i++) {
         pgd_request r;
@@ -286,13 +352,23 @@ static void submit_all(pgd_rctx *c) {
         r.prompt = c->prompts[i].ids;
         r.n_prompt = (uint32_t)c->prompts[i].n;
         pgd_api_request_seq_params(&c->req, 0, seed + i * 1000003ull, &r.params);
+        if (outs[i] > 0) r.params.max_tokens = outs[i];
+        r.params.cache_salt = salt;
         r.n = c->n_per_prompt;
         r.priority = c->req.priority;
+        if (t) {
+            r.tenant = t->id;
+            r.weight = (float)t->conf.weight;
+            int64_t p = (int64_t)t->conf.priority + c->req.priority;
+            r.priority = p > INT32_MAX ? INT32_MAX : p < INT32_MIN ? INT32_MIN : (int32_t)p;
+        }
         r.user = c;
         int rc = pgd_worker_submit(srv->worker, &r, &c->eids[i]);
         if (rc == PGD_EFULL) {
-            pgd_api_error_set(&e, 429, NULL, NULL,
+            /* the whole server is overloaded, not this caller: 503, as for a proxy */
+            pgd_api_error_set(&e, 503, NULL, NULL,
                               "the server is busy: too many requests are waiting; retry shortly");
+            pgd_http_request_set_header(c->http, "Retry-After", "1");
             goto refuse;
         }
         if (rc == PGD_ESHUTDOWN) {
@@ -308,6 +384,8 @@ static void submit_all(pgd_rctx *c) {
         }
         c->n_submitted++;
     }
+    free(outs);
+    outs = NULL;
     if (c->req.stream) {
         if (pgd_http_stream_start(c->http, 200, NULL, NULL, 0, PGD_HTTP_STREAM_SSE, &c->stream)) {
             abort_engine(c);
@@ -330,11 +408,13 @@ static void submit_all(pgd_rctx *c) {
     }
     return;
 refuse:
+    free(outs);
     abort_engine(c); /* the prompts submitted before this one */
     respond_error(c->http, &e);
 }
 
-static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind) {
+static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind,
+                             const pgd_caller *who) {
     pgd_rctx *c = calloc(1, sizeof *c);
     if (!c) {
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
@@ -345,6 +425,8 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
     c->t_arrival_ns = pgd_now_ns();
     c->created = (int64_t)time(NULL);
     c->finished_reason = -1;
+    c->who = *who;
+    c->ttft_s = c->e2e_s = -1;
     pgd_api_new_id(c->id, kind);
     c->next = srv->inflight;
     if (c->next) c->next->prev = c;
@@ -373,6 +455,19 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
         respond_simple_error(req, 400, "echo", NULL,
                              "'echo' together with 'logprobs' is not supported (the prompt's "
                              "logprobs are not computed)");
+        return;
+    }
+    pgd_tenant_live *t = who->kind == PGD_CALLER_TENANT ? who->t : NULL;
+    int64_t cap = t ? t->conf.limits.max_tokens : PGD_TENANT_UNLIMITED;
+    if (cap != PGD_TENANT_UNLIMITED && c->req.max_tokens > cap) {
+        pgd_api_error_set(&e, 400, "max_tokens", NULL,
+                          "max_tokens is %lld but this key may ask for at most %lld",
+                          (long long)c->req.max_tokens, (long long)cap);
+        respond_error(req, &e);
+        return;
+    }
+    if (pgd_access_admit(srv->access, t, req, &c->grant, &e)) {
+        respond_error(req, &e);
         return;
     }
     c->work.data = c;
@@ -469,8 +564,10 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     pgd_pagoda_metrics *pm = &c->srv->pm;
     if (!c->t_first_ns) {
         c->t_first_ns = ev->t_ns;
-        if (ev->t_ns > c->t_arrival_ns)
-            pgd_series_observe(pm->ttft, (ev->t_ns - c->t_arrival_ns) * 1e-9);
+        if (ev->t_ns > c->t_arrival_ns) {
+            c->ttft_s = (ev->t_ns - c->t_arrival_ns) * 1e-9;
+            pgd_series_observe(pm->ttft, c->ttft_s);
+        }
     }
     if (co->t_last_ns && ev->t_ns > co->t_last_ns)
         pgd_series_observe(pm->itl, (ev->t_ns - co->t_last_ns) * 1e-9);
@@ -557,10 +654,13 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     const char *reason = c->aborted                                ? "abort"
                          : c->finished_reason == PGD_REASON_LENGTH ? "length"
                                                                    : "stop";
-    if (!c->errored) /* aborted ones too, as finished_reason="abort" (vLLM does the same) */
-        pgd_pagoda_metrics_request_done(
-            &srv->pm, reason, c->queue_s, (now - c->t_arrival_ns) * 1e-9,
-            (uint32_t)c->usage.prompt_tokens, (uint32_t)c->usage.completion_tokens);
+    c->e2e_s = (now - c->t_arrival_ns) * 1e-9;
+    if (!c->errored) { /* aborted ones too, as finished_reason="abort" (vLLM does the same) */
+        c->end_reason = reason;
+        pgd_pagoda_metrics_request_done(&srv->pm, reason, c->queue_s, c->e2e_s,
+                                        (uint32_t)c->usage.prompt_tokens,
+                                        (uint32_t)c->usage.completion_tokens);
+    }
     (void)u;
     if (!c->http || (c->error_sent && !c->stream)) return;
     if (c->stream) {
@@ -787,12 +887,24 @@ static void serve_metrics(pgd_srv *srv, pgd_http_request *req) {
         pgd_sched_stats st;
         pgd_worker_get_stats(srv->worker, &st);
         pgd_pagoda_metrics_apply_stats(&srv->pm, &st);
+        pgd_access_apply_stats(srv->access, &st);
     }
     pgd_buf b = PGD_BUF_INIT;
     if (pgd_metrics_render(srv->registry, &b))
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
     else
         pgd_http_respond(req, 200, PGD_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len, NULL, 0);
+    pgd_buf_free(&b);
+}
+
+static void serve_admin_tenants(pgd_srv *srv, pgd_http_request *req) {
+    pgd_sched_stats st;
+    if (srv->worker) pgd_worker_get_stats(srv->worker, &st);
+    pgd_buf b = PGD_BUF_INIT;
+    if (pgd_access_admin_json(srv->access, srv->worker ? &st : NULL, &b))
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+    else
+        respond_json(req, 200, &b, NULL, 0);
     pgd_buf_free(&b);
 }
 
@@ -814,28 +926,49 @@ typedef enum {
     R_METRICS,
     R_TOKENIZE,
     R_DETOKENIZE,
-    R_WEB
+    R_WEB,
+    R_ADMIN_TENANTS
 } route_id;
 
 static const struct {
     const char *path;
     const char *method;
     route_id id;
-    bool auth, needs_model;
+    bool needs_model;
 } k_routes[] = {
-    {"/v1/chat/completions", "POST", R_CHAT, true, true},
-    {"/v1/completions", "POST", R_COMPLETIONS, true, true},
-    {"/v1/models", "GET", R_MODELS, true, false},
-    {"/health", "GET", R_HEALTH, false, false},
-    {"/metrics", "GET", R_METRICS, false, false},
-    {"/tokenize", "POST", R_TOKENIZE, true, true},
-    {"/detokenize", "POST", R_DETOKENIZE, true, true},
-    {"/", "GET", R_WEB, false, false},
+    {"/v1/chat/completions", "POST", R_CHAT, true},
+    {"/v1/completions", "POST", R_COMPLETIONS, true},
+    {"/v1/models", "GET", R_MODELS, false},
+    {"/health", "GET", R_HEALTH, false},
+    {"/metrics", "GET", R_METRICS, false},
+    {"/tokenize", "POST", R_TOKENIZE, true},
+    {"/detokenize", "POST", R_DETOKENIZE, true},
+    {"/", "GET", R_WEB, false},
+    {"/admin/tenants", "GET", R_ADMIN_TENANTS, false},
 };
+
+/* 401 before anything else; the web page's 401 also offers Basic, so a browser asks for the
+ * key (as the password). */
+static void respond_unauthorized(pgd_http_request *req, const char *path) {
+    pgd_api_error e;
+    pgd_api_error_unauthorized(&e);
+    pgd_http_header h = {"WWW-Authenticate", "Bearer"};
+    if (!strcmp(path, "/")) h.value = "Bearer, Basic realm=\"pagoda\", charset=\"UTF-8\"";
+    pgd_buf b = PGD_BUF_INIT;
+    pgd_api_error_body(&e, &b);
+    respond_json(req, 401, &b, &h, 1);
+    pgd_buf_free(&b);
+}
 
 void pgd_srv_handle(void *arg, pgd_http_request *req) {
     pgd_srv *srv = arg;
     const char *path = pgd_http_request_path(req), *method = pgd_http_request_method(req);
+    pgd_caller who;
+    pgd_access_identify(srv->access, req, &who);
+    if (who.kind == PGD_CALLER_NONE) {
+        respond_unauthorized(req, path);
+        return;
+    }
     size_t i = 0;
     while (i < PGD_ARRAY_LEN(k_routes) && strcmp(k_routes[i].path, path)) i++;
     pgd_api_error e;
@@ -854,13 +987,8 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         pgd_buf_free(&b);
         return;
     }
-    if (k_routes[i].auth && !authorized(srv, req)) {
-        pgd_api_error_unauthorized(&e);
-        pgd_http_header h = {"WWW-Authenticate", "Bearer"};
-        pgd_buf b = PGD_BUF_INIT;
-        pgd_api_error_body(&e, &b);
-        respond_json(req, 401, &b, &h, 1);
-        pgd_buf_free(&b);
+    if (!pgd_access_permits(srv->access, &who, path, &e)) {
+        respond_error(req, &e);
         return;
     }
     if (k_routes[i].needs_model && srv->state != PGD_SRV_READY) {
@@ -871,10 +999,10 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
     }
     switch (k_routes[i].id) {
     case R_CHAT:
-        start_completion(srv, req, PGD_API_CHAT);
+        start_completion(srv, req, PGD_API_CHAT, &who);
         break;
     case R_COMPLETIONS:
-        start_completion(srv, req, PGD_API_COMPLETION);
+        start_completion(srv, req, PGD_API_COMPLETION, &who);
         break;
     case R_MODELS:
         serve_models(srv, req);
@@ -894,6 +1022,9 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
     case R_WEB:
         pgd_http_respond(req, 200, "text/html; charset=utf-8", pgd_web_index_html,
                          pgd_web_index_html_len, NULL, 0);
+        break;
+    case R_ADMIN_TENANTS:
+        serve_admin_tenants(srv, req);
         break;
     }
 }

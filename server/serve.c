@@ -98,7 +98,9 @@ static void load_done(uv_work_t *w, int status) {
     const pgd_backend_caps *caps = pgd_worker_caps(srv->worker);
     const pgd_sched_config *sc = pgd_worker_config_of(srv->worker);
     if (pgd_pagoda_metrics_register(srv->registry, srv->cfg.metrics_prefix, srv->served_name,
-                                    srv->lim.n_ctx, &srv->pm) == 0)
+                                    srv->lim.n_ctx, &srv->pm) == 0 &&
+        pgd_access_attach_metrics(srv->access, srv->registry, srv->cfg.metrics_prefix,
+                                  srv->pm.model_name, srv->lim.n_ctx) == 0)
         srv->metrics_ready = true;
     srv->state = PGD_SRV_READY;
     fprintf(stderr,
@@ -117,6 +119,7 @@ static void close_handles(pgd_srv *srv) {
     }
     uv_close((uv_handle_t *)&srv->sigint, NULL);
     uv_close((uv_handle_t *)&srv->sigterm, NULL);
+    uv_close((uv_handle_t *)&srv->sighup, NULL);
     uv_close((uv_handle_t *)&srv->drain_timer, NULL);
     uv_close((uv_handle_t *)&srv->wake, NULL);
 }
@@ -156,6 +159,21 @@ static void on_signal(uv_signal_t *s, int signum) {
     begin_shutdown(srv, 0);
 }
 
+/* SIGHUP: reload the tenants file; a broken one changes nothing. */
+static void on_reload(uv_signal_t *s, int signum) {
+    (void)signum;
+    pgd_srv *srv = s->data;
+    if (!pgd_access_has_tenants(srv->access)) {
+        fprintf(stderr, "pagoda serve: SIGHUP: no tenants file to reload\n");
+        return;
+    }
+    if (pgd_access_reload(srv->access))
+        fprintf(stderr, "pagoda serve: SIGHUP: keeping the current tenants: %s\n",
+                pgd_error_detail());
+    else
+        fprintf(stderr, "pagoda serve: SIGHUP: tenants reloaded from %s\n", srv->cfg.tenants);
+}
+
 static void model_name_of(const char *path, char *out, size_t cap) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -176,6 +194,10 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     else
         model_name_of(cfg->load.model_path ? cfg->load.model_path : cfg->load.model_preset,
                       srv->served_name, sizeof srv->served_name);
+    if (pgd_access_create(cfg->tenants, cfg->api_key, &srv->access)) {
+        fprintf(stderr, "pagoda serve: %s\n", pgd_error_detail());
+        return 2;
+    }
     srv->loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
     if (pgd_metrics_create(&srv->registry)) {
@@ -188,9 +210,11 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     srv->drain_timer.data = srv;
     uv_signal_init(srv->loop, &srv->sigint);
     uv_signal_init(srv->loop, &srv->sigterm);
-    srv->sigint.data = srv->sigterm.data = srv;
+    uv_signal_init(srv->loop, &srv->sighup);
+    srv->sigint.data = srv->sigterm.data = srv->sighup.data = srv;
     uv_signal_start(&srv->sigint, on_signal, SIGINT);
     uv_signal_start(&srv->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&srv->sighup, on_reload, SIGHUP);
 
     pgd_http_config hc;
     pgd_http_config_init(&hc);
@@ -230,6 +254,7 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     }
     pgd_model_info_close(srv->info);
     pgd_metrics_destroy(srv->registry);
+    pgd_access_destroy(srv->access);
     uv_loop_close(srv->loop);
     fprintf(stderr, "pagoda serve: stopped\n");
     return srv->exit_code;

@@ -18,7 +18,8 @@ typedef struct pgd_serve_config {
     const char *host;
     uint64_t port;                 /* 0 = any free port (printed at start) */
     const char *served_model_name; /* default: the model file's name without .gguf */
-    const char *api_key;           /* NULL: no authentication */
+    const char *api_key;           /* one key, one tenant; NULL: no authentication */
+    const char *tenants;           /* tenants file (server/tenants.h); overrides api_key */
     const char *metrics_prefix;    /* "pagoda_" */
     uint64_t shutdown_timeout_s;   /* in-flight requests may finish for this long */
     uint64_t max_body_mb;
@@ -34,7 +35,8 @@ typedef struct pgd_serve_config {
 void pgd_serve_config_default(pgd_serve_config *c);
 
 /* Listen, load the model (GET /health answers 503 "loading" meanwhile), serve until SIGINT or
- * SIGTERM, drain, stop. Returns the process exit status. */
+ * SIGTERM, drain, stop; SIGHUP reloads the tenants file (a bad one is logged and the old
+ * tenants stay). Returns the process exit status (2: the tenants file is wrong at start). */
 int pgd_serve_run(const pgd_serve_config *c);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "engine/info.h"
 #include "scheduler/worker.h"
+#include "server/access.h"
 #include "server/serve.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -35,11 +36,12 @@ typedef struct pgd_srv {
     pgd_req_limits lim;   /* the worker's (valid once loaded) */
     pgd_metrics *registry;
     pgd_pagoda_metrics pm;
+    pgd_access *access; /* keys, tenants, quotas (server/access.h) */
     bool metrics_ready;
     pgd_srv_state state;
     int64_t created; /* unix seconds at start (for /v1/models) */
     uv_async_t wake;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     uv_timer_t drain_timer;
     uint64_t drain_deadline_ns;
     bool drain_aborted;

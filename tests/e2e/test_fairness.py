@@ -1,0 +1,52 @@
+"""The fair scheduler over HTTP, measured by bench/fairness.py (the openai SDK, the client's own
+clock), sized for CI: both tenants backlogged with equal weights and ten times the load on one
+side get equal service; weights 3:1 get service 3:1; a light tenant beside a backlogged one gets
+a p99 TTFT within twice its TTFT alone. The committed numbers (fair and fcfs side by side, longer
+runs) are in bench/results/fairness.md.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DURATION, WARMUP = "20", "6"
+
+
+@pytest.fixture(scope="module")
+def fairness(pagoda_bin, model_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("fairness") / "fairness.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "fairness.py"), "--pagoda",
+                        pagoda_bin, "--model", model_path, "--scenario", "equal-10x",
+                        "--scenario", "weights-3-1", "--scenario", "light-b", "--alone", "B",
+                        "--policies", "fair", "--duration", DURATION, "--warmup", WARMUP,
+                        "--json", str(out)], capture_output=True, timeout=900)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    print(p.stdout.decode())
+    return json.loads(out.read_text())["results"]
+
+
+def service(res, scenario, tenant, policy="fair"):
+    s = res[scenario][policy][tenant]
+    assert s["errors"] == 0 and s["refused_429"] == 0, s
+    return s["service_raw"]
+
+
+def test_equal_weights_ten_times_the_load(fairness):
+    a, b = service(fairness, "equal-10x", "A"), service(fairness, "equal-10x", "B")
+    assert a > 0 and b > 0
+    assert abs(a - b) <= 0.1 * max(a, b), (a, b)
+
+
+def test_weights_three_to_one(fairness):
+    a, b = service(fairness, "weights-3-1", "A"), service(fairness, "weights-3-1", "B")
+    assert abs(a / b - 3.0) <= 0.3, (a, b)
+
+
+def test_light_tenant_ttft(fairness):
+    r = fairness["light-b"]
+    together, alone = r["fair"]["B"], r["_alone"]["fair"]["B"]
+    assert together["ttft_unfinished"] == 0, together
+    assert together["ttft_p99"] <= 2 * alone["ttft_p99"], (together, alone)
