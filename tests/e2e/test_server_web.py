@@ -141,3 +141,32 @@ def test_page_with_api_key(driver, start_server):
     msg = assistants(d)[0]
     assert "error" not in msg.get_attribute("class").split()
     assert text_of(msg)
+
+
+def test_page_with_a_tenant_key(driver, start_server, tmp_path):
+    """--tenants with the page left open: a missing key is reported, and the page works once a
+    tenant's key is typed in."""
+    import hashlib
+    import json
+    f = tmp_path / "tenants.json"
+    f.write_text(json.dumps({
+        "tenants": [{"name": "web", "keys_sha256": [hashlib.sha256(b"sk-tenant-web").hexdigest()],
+                     "limits": {"rpm": 100}}],
+        "unauthenticated": ["/health", "/"]}))
+    s = start_server("--served-model-name", NAME, "--tenants", str(f))
+    d = driver
+    d.get(s.url + "/")
+    d.execute_script("localStorage.clear(); sessionStorage.clear();")
+    d.get(s.url + "/")
+    wait(d, lambda: "401" in d.find_element(By.ID, "status").text,
+         msg="the missing key is not reported")
+    d.find_element(By.ID, "api-key").send_keys("sk-tenant-web")
+    d.find_element(By.ID, "system").click()  # blur: the page reloads the model list
+    wait(d, lambda: model_options(d) == [NAME], msg="model list not loaded with the key")
+    set_field(d, "max-tokens", "4")
+    type_and_enter(d, "Hello")
+    wait(d, lambda: len(assistants(d)) == 1)
+    wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), timeout=60)
+    msg = assistants(d)[0]
+    assert "error" not in msg.get_attribute("class").split()
+    assert text_of(msg)
