@@ -899,13 +899,18 @@ int pgd_sample_logits(const float *logits, int32_t n_vocab, const pgd_sample_spe
     return 0;
 }
 
+/* The spec, the processed row (in the scratch) and what the filters keep of it. */
+static int prepare(pgd_sampler *s, const float *logits, pgd_sample_spec *sp, filtered *f) {
+    pgd_sampler_spec(s, sp);
+    pgd_sampler_process_logits(s, logits, s->sc->work);
+    return filter(sp, s->n_vocab, s->sc, f);
+}
+
 int pgd_sampler_sample(pgd_sampler *s, const float *logits, pgd_sample_result *out) {
     result_init(out);
     pgd_sample_spec sp;
-    pgd_sampler_spec(s, &sp);
-    pgd_sampler_process_logits(s, logits, s->sc->work);
     filtered f;
-    int rc = filter(&sp, s->n_vocab, s->sc, &f);
+    int rc = prepare(s, logits, &sp, &f);
     if (rc) return rc;
     /* the processed row is the sanitised raw one unless a bias or penalty touched it */
     bool same = s->p.n_logit_bias == 0 && (!(s->rep || s->freq_pres) || s->tab_len == 0);
@@ -916,10 +921,8 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits, pgd_sample_result *o
 int pgd_sampler_distribution(pgd_sampler *s, const float *logits, float *probs) {
     size_t n = (size_t)s->n_vocab;
     pgd_sample_spec sp;
-    pgd_sampler_spec(s, &sp);
-    pgd_sampler_process_logits(s, logits, s->sc->work);
     filtered f;
-    int rc = filter(&sp, s->n_vocab, s->sc, &f);
+    int rc = prepare(s, logits, &sp, &f);
     if (rc) return rc;
     if (f.kind == F_DENSE) {
         for (size_t i = 0; i < n; i++) probs[i] = (float)((double)s->sc->work[i] / f.z);

@@ -123,15 +123,14 @@ def test_stop_aborts_on_the_server(driver, srv):
     assert metric(srv.metrics(), "pagoda_requests_aborted_total") == before + 1
 
 
-def test_page_with_api_key(driver, start_server):
-    keyed = start_server("--served-model-name", NAME, "--api-key", "sk-web")
-    d = driver
-    d.get(keyed.url + "/")
+def chat_with_key(d, srv, key):
+    """The page reports the missing key, then works once `key` is typed in."""
+    d.get(srv.url + "/")
     d.execute_script("localStorage.clear(); sessionStorage.clear();")
-    d.get(keyed.url + "/")
+    d.get(srv.url + "/")
     wait(d, lambda: "401" in d.find_element(By.ID, "status").text,
          msg="the missing key is not reported")
-    d.find_element(By.ID, "api-key").send_keys("sk-web")
+    d.find_element(By.ID, "api-key").send_keys(key)
     d.find_element(By.ID, "system").click()  # blur: the page reloads the model list
     wait(d, lambda: model_options(d) == [NAME], msg="model list not loaded with the key")
     set_field(d, "max-tokens", "4")
@@ -141,6 +140,11 @@ def test_page_with_api_key(driver, start_server):
     msg = assistants(d)[0]
     assert "error" not in msg.get_attribute("class").split()
     assert text_of(msg)
+
+
+def test_page_with_api_key(driver, start_server):
+    keyed = start_server("--served-model-name", NAME, "--api-key", "sk-web")
+    chat_with_key(driver, keyed, "sk-web")
 
 
 def test_page_with_a_tenant_key(driver, start_server, tmp_path):
@@ -154,19 +158,4 @@ def test_page_with_a_tenant_key(driver, start_server, tmp_path):
                      "limits": {"rpm": 100}}],
         "unauthenticated": ["/health", "/"]}))
     s = start_server("--served-model-name", NAME, "--tenants", str(f))
-    d = driver
-    d.get(s.url + "/")
-    d.execute_script("localStorage.clear(); sessionStorage.clear();")
-    d.get(s.url + "/")
-    wait(d, lambda: "401" in d.find_element(By.ID, "status").text,
-         msg="the missing key is not reported")
-    d.find_element(By.ID, "api-key").send_keys("sk-tenant-web")
-    d.find_element(By.ID, "system").click()  # blur: the page reloads the model list
-    wait(d, lambda: model_options(d) == [NAME], msg="model list not loaded with the key")
-    set_field(d, "max-tokens", "4")
-    type_and_enter(d, "Hello")
-    wait(d, lambda: len(assistants(d)) == 1)
-    wait(d, lambda: d.find_element(By.ID, "send").is_enabled(), timeout=60)
-    msg = assistants(d)[0]
-    assert "error" not in msg.get_attribute("class").split()
-    assert text_of(msg)
+    chat_with_key(driver, s, "sk-tenant-web")

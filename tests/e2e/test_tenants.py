@@ -297,6 +297,23 @@ def test_tpm_reserves_and_refunds(srv):
     assert "1000 tokens per minute" in r5["error"]["message"]
 
 
+def open_stream(srv, key, max_tokens, chunks):
+    """A streamed chat of `key` on a raw socket (close it to abort it), returned with what was
+    read once `chunks` data events arrived (0: the first bytes)."""
+    body = json.dumps({"messages": MSG, "max_tokens": max_tokens, "ignore_eos": True,
+                       "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
+    s.sendall(f"POST {C} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+              f"Content-Type: application/json\r\nConnection: close\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    got = s.recv(65536)
+    while got.count(b"data: ") < chunks:
+        d = s.recv(65536)
+        assert d, got
+        got += d
+    return s, got
+
+
 def test_max_tokens_and_max_context(srv):
     st, _, b = post(srv, C, chat(max_tokens=65), KEYS["caps"])
     assert st == 400, b
@@ -314,17 +331,7 @@ def test_max_tokens_and_max_context(srv):
 
 
 def test_max_concurrent(srv):
-    body = json.dumps({"messages": MSG, "max_tokens": 2000, "ignore_eos": True,
-                       "stream": True}).encode()
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-              + KEYS["conc"].encode() + b"\r\nContent-Type: application/json\r\n"
-              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-    got = b""
-    while got.count(b"data: ") < 2:
-        d = s.recv(65536)
-        assert d, got
-        got += d
+    s, _ = open_stream(srv, KEYS["conc"], 2000, chunks=2)
     try:
         st, hd, b = post(srv, C, chat(), KEYS["conc"])
         assert st == 429, b
@@ -443,13 +450,7 @@ def test_sighup_reload(start_server, tmp_path):
     f = tenants_file(tmp_path / "t.json", [tenant("acme"), tenant("beta")])
     s = start_server("--tenants", str(f))
     # a long stream of acme, running across the reloads
-    body = json.dumps({"messages": MSG, "max_tokens": 60, "ignore_eos": True,
-                       "stream": True}).encode()
-    sock = socket.create_connection(("127.0.0.1", s.port), timeout=120)
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
-                 + KEYS["acme"].encode() + b"\r\nContent-Type: application/json\r\n"
-                 b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-    got = sock.recv(65536)
+    sock, got = open_stream(s, KEYS["acme"], 60, chunks=0)
     assert b"200 OK" in got, got
     # a broken file: the old tenants stay
     f.write_text('{"tenants": [')

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/counter_hash.h"
 #include "common/error.h"
 #include "engine/model/model.h"
 #include "engine/text/tokenizer.h"
@@ -39,18 +40,9 @@ typedef struct fake_backend {
     size_t n_log, cap_log;
 } fake_backend;
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return x;
-}
-
 static uint64_t chain(uint64_t prev, int32_t token, uint32_t pos) {
-    return mix64(prev ^ ((uint64_t)(uint32_t)token * 0x9E3779B97F4A7C15ull) ^
-                 ((uint64_t)pos << 40) ^ 0xD6E8FEB86659FD93ull);
+    return pgd_hash64(prev ^ ((uint64_t)(uint32_t)token * 0x9E3779B97F4A7C15ull) ^
+                      ((uint64_t)pos << 40) ^ 0xD6E8FEB86659FD93ull);
 }
 
 uint64_t pgd_fake_hash(const int32_t *tokens, uint32_t n) {
@@ -80,7 +72,7 @@ uint32_t pgd_fake_greedy(const int32_t *prompt, uint32_t n_prompt, uint32_t max_
 
 static void write_row(uint64_t h, uint32_t eos_every, float *row) {
     for (uint32_t v = 0; v < PGD_FAKE_VOCAB; v++)
-        row[v] = (float)((mix64(h ^ ((uint64_t)(v + 1) << 20)) >> 40) & 0xff) / 128.0f;
+        row[v] = (float)((pgd_hash64(h ^ ((uint64_t)(v + 1) << 20)) >> 40) & 0xff) / 128.0f;
     row[pgd_fake_next(h, eos_every)] = 6.0f;
 }
 
