@@ -223,7 +223,10 @@ out:
     return rc;
 }
 
-/* The cos/sin of every position the model can reach, by the CPU's own functions. */
+/* The cos/sin of every position the model can reach, by the CPU's own functions. The copy goes
+ * on the backend's stream and is waited for: a plain cudaMemcpy from pageable memory runs on the
+ * legacy default stream and may return before its DMA lands, and the non-blocking stream's
+ * kernels are not ordered after the legacy stream. */
 static int load_rope(cuda_backend *b) {
     const pgd_model_config *c = &b->base.model->cfg;
     const pgd_model *m = b->base.model;
@@ -237,9 +240,11 @@ static int load_rope(cuda_backend *b) {
             pgd_rope_cos_sin(cs + (uint64_t)p * b->rope_dim, inv, b->rope_dim,
                              (double)p / c->rope_linear_scale);
         rc = DALLOC(b, b->cos_sin, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs);
-        if (!rc && cudaMemcpy(b->cos_sin, cs, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs,
-                              cudaMemcpyHostToDevice) != cudaSuccess)
-            rc = pgd_error_set(PGD_ECUDA, "cannot upload the RoPE table");
+        if (!rc && (cudaMemcpyAsync(b->cos_sin, cs, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs,
+                                    cudaMemcpyHostToDevice, b->stream) != cudaSuccess ||
+                    cudaStreamSynchronize(b->stream) != cudaSuccess))
+            rc = pgd_error_set(PGD_ECUDA, "cannot upload the RoPE table: %s",
+                               cudaGetErrorString(cudaGetLastError()));
     }
     free(inv);
     free(cs);
