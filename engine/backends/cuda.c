@@ -468,7 +468,11 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if ((rc = load_weights(b)) || (rc = load_rope(b)) || (rc = alloc_step(b)) ||
         (rc = make_plans(b)) || (rc = alloc_kv(b, cfg, &device_total)))
         goto fail;
-    PGD_CUDA_TRY(cudaStreamSynchronize(b->stream));
+    if (cudaStreamSynchronize(b->stream) != cudaSuccess) {
+        rc = pgd_error_set(PGD_ECUDA, "setting up the CUDA backend: %s",
+                           cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
     uint64_t pool_tokens = (uint64_t)b->n_blocks * cfg->block_size;
     b->base.caps = (pgd_backend_caps){
         .kind = PGD_DEVICE_CUDA,
