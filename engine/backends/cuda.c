@@ -172,9 +172,14 @@ static int load_weights(cuda_backend *b) {
     const uint64_t E = b->E, QD = (uint64_t)b->H * b->D, KVD = (uint64_t)b->HKV * b->D;
     uint8_t *h_stage = NULL, *d_stage = NULL;
     int rc = 0;
-    if (!m->shapes_only) {
+    if (!m->shapes_only) { /* staging for the uploads, freed once they are done */
         PGD_CUDA_TRY(cudaMallocHost((void **)&h_stage, STAGING_BYTES));
-        if ((rc = DALLOC(b, d_stage, STAGING_BYTES))) goto out;
+        if (cudaMalloc((void **)&d_stage, STAGING_BYTES) != cudaSuccess) {
+            cudaGetLastError();
+            rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
+                               STAGING_BYTES >> 20);
+            goto out;
+        }
     }
     if ((rc = DALLOC(b, b->tok_embd, (uint64_t)b->V * E * 2)) ||
         (rc = put_matrix(b, m, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, h_stage, d_stage)) ||
@@ -219,6 +224,7 @@ static int load_weights(cuda_backend *b) {
         rc = pgd_error_set(PGD_ECUDA, "uploading the weights: %s",
                            cudaGetErrorString(cudaGetLastError()));
 out:
+    if (d_stage) cudaFree(d_stage); /* synchronises: no dequantization still reads it */
     if (h_stage) cudaFreeHost(h_stage);
     return rc;
 }
