@@ -331,10 +331,10 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
-static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
-                        pgd_sample_result *sampled) {
-    cuda_backend *b = (cuda_backend *)base;
-    const pgd_model_config *c = &base->model->cfg;
+/* Enqueue a step: the metadata upload, the layers, the sampling, the copies back of the
+ * results into b->h_results and of the R full-logit rows into `logits`. */
+static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
+    const pgd_model_config *c = &b->base.model->cfg;
     const uint32_t T = bt->n_tokens, E = b->E;
     const uint32_t R = bt->n_logits, N = bt->n_samples;
     PGD_ASSERT(R + N <= T);
@@ -388,9 +388,27 @@ static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
             PGD_CUDA_TRY(cudaMemcpyAsync(logits, b->logits, (uint64_t)R * b->V * sizeof(float),
                                          cudaMemcpyDeviceToHost, s));
     }
-    PGD_CUDA_TRY(cudaEventRecord(b->done, b->stream));
-    PGD_CUDA_TRY(cudaEventSynchronize(b->done));
-    if (N) memcpy(sampled, b->h_results, N * sizeof *sampled);
+    return 0;
+}
+
+static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
+                        pgd_sample_result *sampled) {
+    cuda_backend *b = (cuda_backend *)base;
+    int rc = enqueue_step(b, bt, logits);
+    if (!rc && cudaEventRecord(b->done, b->stream) != cudaSuccess)
+        rc = pgd_error_set(PGD_ECUDA, "CUDA step: cudaEventRecord: %s",
+                           cudaGetErrorString(cudaGetLastError()));
+    if (!rc && cudaEventSynchronize(b->done) != cudaSuccess)
+        rc = pgd_error_set(PGD_ECUDA, "CUDA step: %s", cudaGetErrorString(cudaGetLastError()));
+    if (rc) {
+        /* What was enqueued before the failure may still read the pinned metadata mirror (or
+         * write the results and the caller's logits): drain the stream before the next step
+         * rewrites them. Its own error, if any, is not the one reported. */
+        cudaStreamSynchronize(b->stream);
+        cudaGetLastError();
+        return rc;
+    }
+    if (bt->n_samples) memcpy(sampled, b->h_results, bt->n_samples * sizeof *sampled);
     return 0;
 }
 
