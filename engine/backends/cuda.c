@@ -485,7 +485,8 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (!(b->layers = calloc(c->n_layer, sizeof *b->layers))) goto fail;
     if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming) != cudaSuccess) {
-        rc = pgd_error_set(PGD_ECUDA, "cannot create a CUDA stream");
+        rc = pgd_error_set(PGD_ECUDA, "cannot create a CUDA stream or event: %s",
+                           cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
     /* weights first, then everything a step needs, then the KV cache from what is left */
