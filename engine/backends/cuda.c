@@ -172,9 +172,14 @@ static int load_weights(cuda_backend *b) {
     const uint64_t E = b->E, QD = (uint64_t)b->H * b->D, KVD = (uint64_t)b->HKV * b->D;
     uint8_t *h_stage = NULL, *d_stage = NULL;
     int rc = 0;
-    if (!m->shapes_only) {
+    if (!m->shapes_only) { /* staging for the uploads, freed once they are done */
         PGD_CUDA_TRY(cudaMallocHost((void **)&h_stage, STAGING_BYTES));
-        if ((rc = DALLOC(b, d_stage, STAGING_BYTES))) goto out;
+        if (cudaMalloc((void **)&d_stage, STAGING_BYTES) != cudaSuccess) {
+            cudaGetLastError();
+            rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
+                               STAGING_BYTES >> 20);
+            goto out;
+        }
     }
     if ((rc = DALLOC(b, b->tok_embd, (uint64_t)b->V * E * 2)) ||
         (rc = put_matrix(b, m, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, h_stage, d_stage)) ||
@@ -219,11 +224,15 @@ static int load_weights(cuda_backend *b) {
         rc = pgd_error_set(PGD_ECUDA, "uploading the weights: %s",
                            cudaGetErrorString(cudaGetLastError()));
 out:
+    if (d_stage) cudaFree(d_stage); /* synchronises: no dequantization still reads it */
     if (h_stage) cudaFreeHost(h_stage);
     return rc;
 }
 
-/* The cos/sin of every position the model can reach, by the CPU's own functions. */
+/* The cos/sin of every position the model can reach, by the CPU's own functions. The copy goes
+ * on the backend's stream and is waited for: a plain cudaMemcpy from pageable memory runs on the
+ * legacy default stream and may return before its DMA lands, and the non-blocking stream's
+ * kernels are not ordered after the legacy stream. */
 static int load_rope(cuda_backend *b) {
     const pgd_model_config *c = &b->base.model->cfg;
     const pgd_model *m = b->base.model;
@@ -237,9 +246,11 @@ static int load_rope(cuda_backend *b) {
             pgd_rope_cos_sin(cs + (uint64_t)p * b->rope_dim, inv, b->rope_dim,
                              (double)p / c->rope_linear_scale);
         rc = DALLOC(b, b->cos_sin, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs);
-        if (!rc && cudaMemcpy(b->cos_sin, cs, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs,
-                              cudaMemcpyHostToDevice) != cudaSuccess)
-            rc = pgd_error_set(PGD_ECUDA, "cannot upload the RoPE table");
+        if (!rc && (cudaMemcpyAsync(b->cos_sin, cs, (uint64_t)b->n_pos * b->rope_dim * sizeof *cs,
+                                    cudaMemcpyHostToDevice, b->stream) != cudaSuccess ||
+                    cudaStreamSynchronize(b->stream) != cudaSuccess))
+            rc = pgd_error_set(PGD_ECUDA, "cannot upload the RoPE table: %s",
+                               cudaGetErrorString(cudaGetLastError()));
     }
     free(inv);
     free(cs);
@@ -320,10 +331,10 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
-static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
-                        pgd_sample_result *sampled) {
-    cuda_backend *b = (cuda_backend *)base;
-    const pgd_model_config *c = &base->model->cfg;
+/* Enqueue a step: the metadata upload, the layers, the sampling, the copies back of the
+ * results into b->h_results and of the R full-logit rows into `logits`. */
+static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
+    const pgd_model_config *c = &b->base.model->cfg;
     const uint32_t T = bt->n_tokens, E = b->E;
     const uint32_t R = bt->n_logits, N = bt->n_samples;
     PGD_ASSERT(R + N <= T);
@@ -377,9 +388,27 @@ static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
             PGD_CUDA_TRY(cudaMemcpyAsync(logits, b->logits, (uint64_t)R * b->V * sizeof(float),
                                          cudaMemcpyDeviceToHost, s));
     }
-    PGD_CUDA_TRY(cudaEventRecord(b->done, b->stream));
-    PGD_CUDA_TRY(cudaEventSynchronize(b->done));
-    if (N) memcpy(sampled, b->h_results, N * sizeof *sampled);
+    return 0;
+}
+
+static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
+                        pgd_sample_result *sampled) {
+    cuda_backend *b = (cuda_backend *)base;
+    int rc = enqueue_step(b, bt, logits);
+    if (!rc && cudaEventRecord(b->done, b->stream) != cudaSuccess)
+        rc = pgd_error_set(PGD_ECUDA, "CUDA step: cudaEventRecord: %s",
+                           cudaGetErrorString(cudaGetLastError()));
+    if (!rc && cudaEventSynchronize(b->done) != cudaSuccess)
+        rc = pgd_error_set(PGD_ECUDA, "CUDA step: %s", cudaGetErrorString(cudaGetLastError()));
+    if (rc) {
+        /* What was enqueued before the failure may still read the pinned metadata mirror (or
+         * write the results and the caller's logits): drain the stream before the next step
+         * rewrites them. Its own error, if any, is not the one reported. */
+        cudaStreamSynchronize(b->stream);
+        cudaGetLastError();
+        return rc;
+    }
+    if (bt->n_samples) memcpy(sampled, b->h_results, bt->n_samples * sizeof *sampled);
     return 0;
 }
 
@@ -456,14 +485,19 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (!(b->layers = calloc(c->n_layer, sizeof *b->layers))) goto fail;
     if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming) != cudaSuccess) {
-        rc = pgd_error_set(PGD_ECUDA, "cannot create a CUDA stream");
+        rc = pgd_error_set(PGD_ECUDA, "cannot create a CUDA stream or event: %s",
+                           cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
     /* weights first, then everything a step needs, then the KV cache from what is left */
     if ((rc = load_weights(b)) || (rc = load_rope(b)) || (rc = alloc_step(b)) ||
         (rc = make_plans(b)) || (rc = alloc_kv(b, cfg, &device_total)))
         goto fail;
-    PGD_CUDA_TRY(cudaStreamSynchronize(b->stream));
+    if (cudaStreamSynchronize(b->stream) != cudaSuccess) {
+        rc = pgd_error_set(PGD_ECUDA, "setting up the CUDA backend: %s",
+                           cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
     uint64_t pool_tokens = (uint64_t)b->n_blocks * cfg->block_size;
     b->base.caps = (pgd_backend_caps){
         .kind = PGD_DEVICE_CUDA,

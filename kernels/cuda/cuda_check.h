@@ -12,13 +12,18 @@
 
 #include "common/error.h"
 
-/* Return PGD_ECUDA from the enclosing function when `call` fails. */
+/* Return PGD_ECUDA from the enclosing function when `call` fails. The runtime also keeps a
+ * failed call's error as its "last error"; it is cleared here (it is reported now), so that a
+ * later PGD_CUDA_LAUNCHED does not blame an innocent launch for it (a sticky error, one that
+ * leaves the context unusable, stays: cudaGetLastError cannot clear those). */
 #define PGD_CUDA_TRY(call)                                                                         \
     do {                                                                                           \
         cudaError_t pgd_cuda_e_ = (call);                                                          \
-        if (pgd_cuda_e_ != cudaSuccess)                                                            \
+        if (pgd_cuda_e_ != cudaSuccess) {                                                          \
+            (void)cudaGetLastError();                                                              \
             return pgd_error_set(PGD_ECUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,            \
                                  cudaGetErrorString(pgd_cuda_e_));                                 \
+        }                                                                                          \
     } while (0)
 
 /* After a kernel launch: the launch's own error (asynchronous faults surface at the next

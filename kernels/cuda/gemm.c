@@ -51,8 +51,8 @@ int pgd_cuda_gemm_create(size_t workspace_bytes, pgd_cuda_gemm **out) {
         return pgd_error_set(PGD_ECUDA, "cannot create a cuBLASLt handle");
     }
     if (workspace_bytes && cudaMalloc(&g->workspace, workspace_bytes) != cudaSuccess) {
-        rc = pgd_error_set(PGD_ECUDA, "cannot allocate a %zu-byte cuBLASLt workspace",
-                           workspace_bytes);
+        rc = pgd_error_set(PGD_ECUDA, "cannot allocate a %zu-byte cuBLASLt workspace: %s",
+                           workspace_bytes, cudaGetErrorString(cudaGetLastError()));
         pgd_cuda_gemm_destroy(g);
         return rc;
     }

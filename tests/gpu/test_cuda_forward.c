@@ -10,7 +10,9 @@
  *     sampled on the device equal to the CPU's argmax wherever the CPU's top two differ by more
  *     than 1e-2 of the range;
  *   - the weights the device fills from the hash itself (a shapes-only model) give bit-identical
- *     logits to the same weights uploaded from the host (f16 -> bf16 on the device).
+ *     logits to the same weights uploaded from the host (f16 -> bf16 on the device);
+ *   - a step with host rows and sampled rows together gives the host rows the bits of the
+ *     full-logits step and the sampled rows its tokens.
  * Exit 77 (skipped) without a GPU. Label `cuda`. UNTESTED ON HARDWARE when first written.
  */
 #include <math.h>
@@ -141,6 +143,29 @@ static void run(dev *devs, int n_dev, batch *b) {
         CHECK_EQ_INT(devs[1].sampled[i].token, (int32_t)best);
         g_sampled_checked++;
     }
+    /* a mixed step, as the runner makes them: host rows (every other unsampled token) and the
+     * sampled rows in one call. The host rows get the bits of the full-logits pass, the sampled
+     * rows the tokens of the samples-only pass (a row's bits do not depend on the batch). */
+    bool sampled_row[MAXT] = {false};
+    for (uint32_t i = 0; i < b->n_samples; i++) sampled_row[b->samples[i].token] = true;
+    uint32_t mrows[MAXT], R = 0;
+    for (uint32_t t = 0; t < b->n_tokens; t += 2)
+        if (!sampled_row[t]) mrows[R++] = t;
+    bt = view(b, true);
+    bt.n_logits = R;
+    bt.logit_rows = mrows;
+    float *mixed = malloc((uint64_t)MAXT * V * sizeof(float));
+    pgd_sample_result res[8];
+    REQUIRE(mixed);
+    for (int d = 1; d < n_dev; d++) {
+        CHECK_EQ_INT(pgd_backend_forward(devs[d].b, &bt, mixed, res), 0);
+        for (uint32_t r = 0; r < R; r++)
+            CHECK(memcmp(mixed + (uint64_t)r * V, devs[d].logits + (uint64_t)mrows[r] * V,
+                         V * sizeof(float)) == 0);
+        for (uint32_t i = 0; i < b->n_samples; i++)
+            CHECK_EQ_INT(res[i].token, devs[d].sampled[i].token);
+    }
+    free(mixed);
 }
 
 static void write_preset(const char *path, bool qwen) {
