@@ -38,6 +38,7 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
     const uint32_t half = rope_dim / 2, rest = D - rope_dim, n_qk = n_head + n_kv_head;
     const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
     for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
+        if (pos[t] < 0) continue; /* padding row (uniform in the block) */
         float *row = qkv + t * width;
         const float *cs = cos_sin + (uint64_t)pos[t] * rope_dim;
         const int64_t slot = slots[t];

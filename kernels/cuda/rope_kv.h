@@ -19,7 +19,9 @@ extern "C" {
  * of position pos[t] (cos_sin: f32 [n_pos][rope_dim], pairs (cos, sin) as pgd_rope_cos_sin
  * writes them) over the first rope_dim dimensions of each head — adjacent pairs, or halves when
  * neox — with pgd_rope_apply's arithmetic (a*c - b*s, a*s + b*c, every product rounded), write
- * q back in place and k, v as f16 (nearest even) into the slab at slot slots[t] of `layer`. */
+ * q back in place and k, v as f16 (nearest even) into the slab at slot slots[t] of `layer`.
+ * A row with slots[t] < 0 writes no KV; a padding row (pos[t] < 0, as attention.h defines it)
+ * is left as it is and writes nothing (its position would index outside cos_sin). */
 int pgd_cuda_rope_kv(float *qkv, const float *bias, const float *cos_sin, const int32_t *pos,
                      const int64_t *slots, uint32_t T, uint32_t n_head, uint32_t n_kv_head,
                      uint32_t head_dim, uint32_t rope_dim, bool neox, uint16_t *kv,

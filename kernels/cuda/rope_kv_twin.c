@@ -21,6 +21,7 @@ void pgd_cuda_rope_kv_twin(float *qkv, const float *bias, const float *cos_sin, 
                geom.n_kv_head == n_kv_head && geom.block_size > 0 && layer < geom.n_layer);
     const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
     for (uint32_t t = 0; t < T; t++) {
+        if (pos[t] < 0) continue; /* padding row */
         float *row = qkv + t * width;
         const float *cs = cos_sin + (uint64_t)pos[t] * rope_dim;
         const int64_t slot = slots[t];

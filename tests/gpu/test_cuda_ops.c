@@ -144,7 +144,8 @@ static void rope_kv_case(const rope_shape *sh, uint32_t T, bool with_bias) {
         slots[t] = slots[j], slots[j] = tmp;
         pos[t] = (int32_t)gt_urand(n_pos);
     }
-    if (T > 1) slots[T / 2] = -1;             /* a padding row writes no KV */
+    if (T > 1) slots[T / 2] = -1;             /* a row that writes no KV */
+    if (T > 2) pos[T - 1] = -1;               /* a padding row: untouched */
     memset(kv, 0xFF, sizeof(uint16_t) * nkv); /* the device slab is poisoned the same way */
     float *d_qkv = gt_upload(qkv, sizeof(float) * nq), *d_bias = gt_upload(bias, sizeof(float) * W);
     float *d_cs = gt_upload(cos_sin, sizeof(float) * n_pos * (RD ? RD : 1));
