@@ -29,11 +29,14 @@ Scenarios (--scenario; or --tenant specs, repeated, for your own):
                  its share of the seats), A ten times as many as B: equal service expected
   weights-3-1    A weight 3, B weight 1, the same load each: service 3:1 expected
   mixed-lengths  A long prompts and short outputs, B short prompts and long outputs, weight 1
-  light-b        A at 10 requests/s (more than the machine serves: backlogged), B at 1/s (less
-                 than its share): B should get what it asks at about its TTFT alone (--alone B)
+  light-b        A at 2.5 × the machine's capacity (backlogged), B at a tenth of that (a quarter
+                 of the capacity, half its share): B should get what it asks at about its TTFT
+                 alone (--alone B)
 A tenant spec: name=A,weight=1,concurrency=20,rate=0,prompt=64,gen=32 (rate 0 = closed loop:
 each of its `concurrency` clients sends the next request when the last ends; rate R > 0 =
-Poisson arrivals at R per second, at most `concurrency` outstanding). The server is saturated
+Poisson arrivals at R per second, at most `concurrency` outstanding; load=L instead of a rate =
+L × the machine's capacity in requests/s of that tenant's size, measured first by a saturating
+closed-loop run of --calibrate seconds). The server is saturated
 with --server-flags (default: --max-num-seqs 8), so that sharing matters.
 """
 from __future__ import annotations
@@ -62,18 +65,18 @@ SCENARIOS = {
     "mixed-lengths": ["name=A,weight=1,concurrency=16,prompt=192,gen=8",
                       "name=B,weight=1,concurrency=16,prompt=16,gen=64"],
     # B asks for less than its share, A for ten times as much (backlogged): B's TTFT
-    "light-b": ["name=A,weight=1,concurrency=64,rate=10,prompt=64,gen=32",
-                "name=B,weight=1,concurrency=8,rate=1,prompt=64,gen=32"],
+    "light-b": ["name=A,weight=1,concurrency=64,load=2.5,prompt=64,gen=32",
+                "name=B,weight=1,concurrency=8,load=0.25,prompt=64,gen=32"],
 }
 
 
 def parse_tenant(spec: str) -> dict:
-    t = {"weight": 1.0, "concurrency": 8, "rate": 0.0, "prompt": 64, "gen": 32}
+    t = {"weight": 1.0, "concurrency": 8, "rate": 0.0, "load": 0.0, "prompt": 64, "gen": 32}
     for part in spec.split(","):
         k, _, v = part.partition("=")
-        if k not in ("name", "weight", "concurrency", "rate", "prompt", "gen"):
+        if k not in ("name", "weight", "concurrency", "rate", "load", "prompt", "gen"):
             raise SystemExit(f"fairness: unknown tenant field {k!r} in {spec!r}")
-        t[k] = v if k == "name" else float(v) if k in ("weight", "rate") else int(v)
+        t[k] = v if k == "name" else float(v) if k in ("weight", "rate", "load") else int(v)
     if "name" not in t:
         raise SystemExit(f"fairness: tenant spec without a name: {spec!r}")
     return t
@@ -250,6 +253,35 @@ def summarize(load, w0, w1, out_factor):
             "errors": len(load.errors)}
 
 
+def calibrate(args, tenant):
+    """Requests/s the machine serves of `tenant`'s size, saturated (closed loop, twice the
+    seats), under the fair policy."""
+    seats = 8
+    if "--max-num-seqs" in args.server_flags:
+        seats = int(args.server_flags[args.server_flags.index("--max-num-seqs") + 1])
+    t = dict(tenant, name="calibration", weight=1.0, rate=0.0, load=0.0, concurrency=2 * seats)
+    cal = argparse.Namespace(**{**vars(args), "warmup": 3.0, "duration": args.calibrate})
+    r = run(cal, "fair", [t], "calibration")["calibration"]
+    rps = r["gen_tok_s"] / t["gen"]  # requests' worth of output per second
+    print(f"fairness: capacity for prompt {t['prompt']} / output {t['gen']}: {rps:.2f} "
+          f"requests/s", file=sys.stderr, flush=True)
+    return rps
+
+
+def with_rates(args, tenants):
+    """Tenants with load=L given rate = L × the measured capacity."""
+    cache = {}
+    out = []
+    for t in tenants:
+        if t["load"] > 0:
+            key = (t["prompt"], t["gen"])
+            if key not in cache:
+                cache[key] = calibrate(args, t)
+            t = dict(t, rate=t["load"] * cache[key])
+        out.append(t)
+    return out
+
+
 def run(args, policy, tenants, label):
     srv = Server(args.pagoda, args.model, policy, tenants, args.server_flags,
                  args.server_log and f"{args.server_log}.{label}.{policy}")
@@ -284,7 +316,8 @@ def markdown(results, scenario_tenants):
         lines.append(f"### {label}\n")
         lines.append("tenants: " + "; ".join(
             f"{t['name']} weight {t['weight']:g}, concurrency {t['concurrency']}, "
-            f"{'rate ' + format(t['rate'], 'g') + '/s' if t['rate'] else 'closed loop'}, "
+            f"{'rate ' + format(t['rate'], '.2f') + '/s' if t['rate'] else 'closed loop'}"
+            f"{' (' + format(t['load'], 'g') + ' × capacity)' if t['load'] else ''}, "
             f"prompt {t['prompt']}, output {t['gen']}" for t in tenants) + "\n")
         lines.append("| policy | tenant | service (tok/s) | service / weight | prompt tok/s "
                      "| output tok/s | requests | TTFT p50 (s) | TTFT p99 (s) | 429s |")
@@ -335,6 +368,8 @@ def main(argv=None):
                     help="more `pagoda serve` flags, one string")
     ap.add_argument("--server-log", help="write each server's stderr to PREFIX.<run>")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--calibrate", type=float, default=15.0,
+                    help="seconds of the capacity measurement for load= tenants")
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     args = ap.parse_args(argv)
@@ -348,7 +383,8 @@ def main(argv=None):
         scenario_tenants["equal-10x"] = [parse_tenant(x) for x in SCENARIOS["equal-10x"]]
     policies = args.policies.split(",")
     results = {}
-    for label, tenants in scenario_tenants.items():
+    for label in list(scenario_tenants):
+        scenario_tenants[label] = tenants = with_rates(args, scenario_tenants[label])
         results[label] = {}
         for policy in policies:
             print(f"fairness: {label} under {policy} ...", file=sys.stderr, flush=True)

@@ -58,6 +58,10 @@ typedef struct tenant {
     double vtime;      /* service charged / weight, raised when it becomes backlogged */
     double pending;    /* estimated service of its items planned in this step (0 between) */
     uint32_t n_active; /* its sequences waiting or running */
+    uint32_t n_seats;  /* seats its running sequences hold (as pgd_sched.n_seats counts) */
+    float weight;      /* of its latest request (> 0) */
+    bool yielded;      /* not admitted again in this step: it gave a seat to another tenant
+                          (make_room) or stood aside over its share (skip_over_share) */
     slist wait;
     uint64_t prompt_tokens, generation_tokens, computed_tokens; /* as pgd_sched_stats */
 } tenant;
@@ -188,12 +192,14 @@ static uint32_t seats_of(const sseq *q) {
 static void run_insert(pgd_sched *S, sseq *q) {
     slist_insert(&S->run, q);
     S->n_seats += seats_of(q);
+    q->req->t->n_seats += seats_of(q);
     q->state = PGD_SEQ_RUNNING;
 }
 
 static void run_remove(pgd_sched *S, sseq *q) {
     slist_remove(&S->run, q);
     S->n_seats -= seats_of(q);
+    q->req->t->n_seats -= seats_of(q);
 }
 
 static void wait_insert(pgd_sched *S, sseq *q, pgd_seq_state st) {
@@ -263,7 +269,7 @@ static tenant *pick_tenant(const pgd_sched *S) {
     tenant *best = NULL;
     for (uint32_t i = 0; i < S->n_tenants; i++) {
         tenant *t = S->tenants[i];
-        if (!t->wait.n) continue;
+        if (!t->wait.n || t->yielded) continue;
         if (!best)
             best = t;
         else if (fair && key(t) != key(best)) {
@@ -275,7 +281,10 @@ static tenant *pick_tenant(const pgd_sched *S) {
 }
 
 static void clear_pending(pgd_sched *S) {
-    for (uint32_t i = 0; i < S->n_tenants; i++) S->tenants[i]->pending = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        S->tenants[i]->pending = 0;
+        S->tenants[i]->yielded = false;
+    }
 }
 
 /* Prompt positions of [start, start + n) that r was not charged for yet. */
@@ -588,6 +597,7 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
     if ((rc = map_insert(S, r))) goto refuse;
     if (!t->wait.n) tenant_lift(S, t);
     t->n_active++;
+    t->weight = spec->weight;
     wait_insert(S, &r->ch[0], PGD_SEQ_WAITING);
     S->n_new_waiting++;
     S->st.n_submitted++;
@@ -775,6 +785,7 @@ static int fork_choices(pgd_sched *S, sreq *r) {
     sseq *src = &r->ch[0];
     r->fork_pending = false;
     S->n_seats -= r->n - 1; /* choice 0 held the seats of the whole request */
+    r->t->n_seats -= r->n - 1;
     for (uint32_t i = 1; i < r->n; i++) {
         sseq *c = &r->ch[i];
         pgd_seq_params p = r->spec->params;
@@ -797,16 +808,78 @@ static bool fork_ready(const sseq *q) {
            q->bt.n_tokens + 1 >= q->seq->n_prompt;
 }
 
+/* t's share of the seats: S x its weight / the weights of the tenants with work. */
+static double seat_share(const pgd_sched *S, const tenant *t) {
+    double sum = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++)
+        if (S->tenants[i]->n_active) sum += S->tenants[i]->weight;
+    return sum > 0 ? (double)S->cfg.max_num_seqs * t->weight / sum : 0;
+}
+
+/* FAIR, when waiting q of tenant t does not fit (seats or blocks): if t has the lowest counter
+ * of the backlogged tenants and holds at most half its share of the seats even with q (a light
+ * tenant: it has little or nothing running), preempt the lowest-ranked running sequence (never
+ * the head) of the tenant furthest above its seat share among those served at least as much as
+ * t, provided that tenant stays at or above its share without it. A light tenant then gets a
+ * seat at once instead of waiting for one to come free, and neither side can take it back: the
+ * one that preempted is within its share, the one that lost a sequence still holds at least its
+ * share; tenants that are both busy settle by the counters alone (seats are not service: a seat
+ * of long prompts serves more than a seat of decodes). true when something was preempted. */
+static bool make_room(pgd_sched *S, const tenant *t, const sseq *q) {
+    if (S->cfg.policy != PGD_SCHED_FAIR) return false;
+    if ((double)(t->n_seats + seats_of(q)) > ceil(seat_share(S, t) / 2) + 1e-9) return false;
+    /* only for the tenant furthest behind in service */
+    for (uint32_t i = 0; i < S->n_tenants; i++)
+        if (S->tenants[i]->wait.n && key(S->tenants[i]) < key(t) - 1e-9) return false;
+    tenant *v = NULL;
+    double v_over = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        tenant *o = S->tenants[i];
+        double share = seat_share(S, o);
+        if (o == t || !o->n_seats || (double)o->n_seats - 1 < share - 1e-9 ||
+            key(o) < key(t) - 1e-9)
+            continue;
+        double over = (double)o->n_seats / (share > 0 ? share : 1e-9);
+        if (!v || over > v_over) v = o, v_over = over;
+    }
+    if (!v) return false;
+    for (sseq *p = S->run.tail; p && p != S->run.head; p = p->prev) {
+        if (p->req->t != v || (double)(v->n_seats - seats_of(p)) < seat_share(S, v) - 1e-9)
+            continue;
+        bool was = S->preempted; /* a deliberate preemption: admission goes on */
+        preempt(S, p);
+        S->preempted = was;
+        v->yielded = true; /* it does not take the seat back in this step */
+        return true;
+    }
+    return false;
+}
+
+/* FAIR, when waiting q of tenant t does not fit and no room can be made for it: a tenant that
+ * would go beyond its share of the seats with q steps aside for this step, so the tenants
+ * below their share are tried next; a tenant within its share keeps the head of the line
+ * (admission stops: a large request is never overtaken forever). true when t stepped aside. */
+static bool skip_over_share(pgd_sched *S, tenant *t, const sseq *q) {
+    if (S->cfg.policy != PGD_SCHED_FAIR) return false;
+    if ((double)(t->n_seats + seats_of(q)) <= seat_share(S, t) + 1e-9) return false;
+    t->yielded = true;
+    return true;
+}
+
 /* Step phase 4: admissions in tenant-fair order while budget, seats and blocks allow. */
 static void admit(pgd_sched *S) {
     if (S->preempted) return;
     uint32_t S_max = S->cfg.max_num_seqs;
-    while (S->budget > 0 && pgd_plan_n_items(S->plan) < S_max) {
+    /* (the seat check below implies a free item: items are running sequences) */
+    while (S->budget > 0) {
         tenant *t = pick_tenant(S);
         if (!t) break;
         sseq *q = t->wait.head;
         sreq *r = q->req;
-        if (S->n_seats + seats_of(q) > S_max) break;
+        if (S->n_seats + seats_of(q) > S_max) {
+            if (make_room(S, t, q) || skip_over_share(S, t, q)) continue;
+            break;
+        }
         if (!q->seq) {
             int rc = pgd_seq_create(S->runner, r->spec->prompt, r->spec->n_prompt, &r->spec->params,
                                     &q->seq);
@@ -823,7 +896,10 @@ static void admit(pgd_sched *S) {
         uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0, attached;
         /* The cached prefix and the first chunk's blocks, all or nothing. */
         int rc = pgd_block_table_attach_prefix(&q->bt, s->tokens.ids, n_tok, take, wm, &attached);
-        if (rc == PGD_ENOBLOCKS) break; /* head-of-line: wait for room */
+        if (rc == PGD_ENOBLOCKS) { /* head-of-line: wait for room (or make it, FAIR) */
+            if (make_room(S, t, q) || skip_over_share(S, t, q)) continue;
+            break;
+        }
         if (rc) {
             fail_request(S, r, rc, pgd_error_detail());
             continue;
@@ -1116,6 +1192,11 @@ int pgd_sched_check(const pgd_sched *S) {
             CHECK_OR_FAIL(q->bt.n_blocks == 0 && q->bt.n_tokens == 0,
                           "sched: a waiting sequence holds KV blocks");
         for (const sseq *q = S->run.head; q; q = q->next) n_run += q->req->t == t;
+        uint32_t t_seats = 0;
+        for (const sseq *q = S->run.head; q; q = q->next)
+            if (q->req->t == t) t_seats += seats_of(q);
+        CHECK_OR_FAIL(t->n_seats == t_seats, "sched: tenant %llu: %u seats, counted %u",
+                      (unsigned long long)t->id, t->n_seats, t_seats);
         CHECK_OR_FAIL(t->n_active == n_run + t->wait.n, "sched: tenant %llu: %u active, counted %u",
                       (unsigned long long)t->id, t->n_active, n_run + t->wait.n);
         CHECK_OR_FAIL(isfinite(t->vtime) && t->vtime >= 0 && t->pending == 0,

@@ -29,8 +29,13 @@
  *   4. waiting sequences are admitted with their first chunk, attaching their cached prefix —
  *      FAIR: the backlogged tenant with the lowest counter first, then priority, then arrival
  *      within the tenant; FCFS: priority, then arrival, across all tenants. No admission in a
- *      step that preempted, and admission stops at the first one that does not fit (so a large
- *      request is never overtaken forever);
+ *      step that preempted for memory, and admission stops at the first one that does not fit
+ *      (so a large request is never overtaken forever) — except, FAIR, that a tenant beyond its
+ *      share of the seats steps aside for the step, and a light tenant (the lowest counter, at
+ *      most half its seat share held) takes a seat from the tenant furthest above its share
+ *      (which keeps at least its share and cannot take it back in that step): a light tenant's
+ *      first token does not wait for a busy tenant's sequences to finish. Seat shares are
+ *      max_num_seqs x weight / the weights of the tenants with work;
  *   5. the runner computes the plan (engine/runner.h); the full blocks it computed enter the
  *      prefix cache; then TOKEN / FINISH events, counters charged, finished sequences retired
  *      (their full blocks stay in the prefix cache, evictable).
@@ -62,7 +67,8 @@
  *
  * Progress. Every admitted sequence fits the pool alone (pgd_request_check). The rank head H of
  * the running list is therefore never preempted: nothing ranks before it, so no other sequence
- * may choose it, and it would choose itself only as the last running sequence, which fits. And
+ * may choose it, it would choose itself only as the last running sequence, which fits, and a
+ * light tenant's admission never takes the head's seat. And
  * H gets at least one token every step: phase 2 plans it first when it decodes; when it has a
  * prompt pending instead, phase 2 planned at most S - 1 <= B - 1 one-token items, so a token
  * and a seat are left, and phase 3 plans H first (FCFS) or holds them back for H while it
