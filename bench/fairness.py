@@ -36,7 +36,8 @@ A tenant spec: name=A,weight=1,concurrency=20,rate=0,prompt=64,gen=32 (rate 0 = 
 each of its `concurrency` clients sends the next request when the last ends; rate R > 0 =
 Poisson arrivals at R per second, at most `concurrency` outstanding; load=L instead of a rate =
 L × the machine's capacity in requests/s of that tenant's size, measured first by a saturating
-closed-loop run of --calibrate seconds). The server is saturated
+closed-loop run of --calibrate seconds); arrivals=poisson (default) or uniform (evenly spaced:
+fewer samples needed for a steady figure). The server is saturated
 with --server-flags (default: --max-num-seqs 8), so that sharing matters.
 """
 from __future__ import annotations
@@ -65,18 +66,23 @@ SCENARIOS = {
     "mixed-lengths": ["name=A,weight=1,concurrency=16,prompt=192,gen=8",
                       "name=B,weight=1,concurrency=16,prompt=16,gen=64"],
     # B asks for less than its share, A for ten times as much (backlogged): B's TTFT
-    "light-b": ["name=A,weight=1,concurrency=64,load=2.5,prompt=64,gen=32",
-                "name=B,weight=1,concurrency=8,load=0.25,prompt=64,gen=32"],
+    "light-b": ["name=A,weight=1,concurrency=64,load=2.5,prompt=64,gen=32,arrivals=uniform",
+                "name=B,weight=1,concurrency=8,load=0.25,prompt=64,gen=32,arrivals=uniform"],
 }
 
 
 def parse_tenant(spec: str) -> dict:
-    t = {"weight": 1.0, "concurrency": 8, "rate": 0.0, "load": 0.0, "prompt": 64, "gen": 32}
+    t = {"weight": 1.0, "concurrency": 8, "rate": 0.0, "load": 0.0, "prompt": 64, "gen": 32,
+         "arrivals": "poisson"}
     for part in spec.split(","):
         k, _, v = part.partition("=")
-        if k not in ("name", "weight", "concurrency", "rate", "load", "prompt", "gen"):
+        if k not in ("name", "weight", "concurrency", "rate", "load", "prompt", "gen",
+                     "arrivals"):
             raise SystemExit(f"fairness: unknown tenant field {k!r} in {spec!r}")
-        t[k] = v if k == "name" else float(v) if k in ("weight", "rate", "load") else int(v)
+        t[k] = v if k in ("name", "arrivals") else \
+            float(v) if k in ("weight", "rate", "load") else int(v)
+    if t["arrivals"] not in ("poisson", "uniform"):
+        raise SystemExit(f"fairness: arrivals is poisson or uniform in {spec!r}")
     if "name" not in t:
         raise SystemExit(f"fairness: tenant spec without a name: {spec!r}")
     return t
@@ -156,7 +162,8 @@ class TenantLoad:
             now = time.monotonic()
             at = now
             while at < stop_at:
-                at += self.rng.expovariate(t["rate"])
+                at += (self.rng.expovariate(t["rate"]) if t["arrivals"] == "poisson"
+                       else 1.0 / t["rate"])
                 self.arrivals.append(at)
             self.arrivals.reverse()
         self.threads = [threading.Thread(target=self.client_loop, daemon=True)

@@ -12,20 +12,27 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DURATION, WARMUP = "20", "6"
+DURATION, WARMUP = "30", "6"
+
+
+def run_fairness(pagoda_bin, model_path, out, *args):
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "fairness.py"), "--pagoda",
+                        pagoda_bin, "--model", model_path, "--policies", "fair", "--duration",
+                        DURATION, "--warmup", WARMUP, "--json", str(out), *args],
+                       capture_output=True, timeout=900)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    print(p.stdout.decode())
+    return json.loads(out.read_text())["results"]
 
 
 @pytest.fixture(scope="module")
 def fairness(pagoda_bin, model_path, tmp_path_factory):
-    out = tmp_path_factory.mktemp("fairness") / "fairness.json"
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "fairness.py"), "--pagoda",
-                        pagoda_bin, "--model", model_path, "--scenario", "equal-10x",
-                        "--scenario", "weights-3-1", "--scenario", "light-b", "--alone", "B",
-                        "--policies", "fair", "--duration", DURATION, "--warmup", WARMUP,
-                        "--json", str(out)], capture_output=True, timeout=900)
-    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
-    print(p.stdout.decode())
-    return json.loads(out.read_text())["results"]
+    d = tmp_path_factory.mktemp("fairness")
+    res = run_fairness(pagoda_bin, model_path, d / "shares.json", "--scenario", "equal-10x",
+                       "--scenario", "weights-3-1")
+    res.update(run_fairness(pagoda_bin, model_path, d / "light.json", "--scenario", "light-b",
+                            "--alone", "B", "--calibrate", "10"))
+    return res
 
 
 def service(res, scenario, tenant, policy="fair"):
