@@ -919,8 +919,10 @@ static void serve_health(pgd_srv *srv, pgd_http_request *req) {
     static const char *const k_state[] = {"loading", "ready", "draining", "failed"};
     char body[64];
     int n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", k_state[srv->state]);
-    pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n, NULL,
-                     0);
+    pgd_http_header retry = {"Retry-After", PGD_SRV_LOADING_RETRY_S};
+    bool loading = srv->state == PGD_SRV_LOADING;
+    pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n,
+                     loading ? &retry : NULL, loading ? 1 : 0);
 }
 
 /* ---- routing ---------------------------------------------------------------------------- */
@@ -999,6 +1001,9 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         return;
     }
     if (k_routes[i].needs_model && srv->state != PGD_SRV_READY) {
+        /* Loading ends by itself: say when to come back (shutting down does not). */
+        if (srv->state == PGD_SRV_LOADING)
+            pgd_http_request_set_header(req, "Retry-After", PGD_SRV_LOADING_RETRY_S);
         respond_simple_error(req, 503, NULL, NULL,
                              srv->state == PGD_SRV_LOADING ? "the model is still loading"
                                                            : "the server is shutting down");

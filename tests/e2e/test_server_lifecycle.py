@@ -31,16 +31,19 @@ def test_health_503_while_loading(start_server):
     seen = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        st, _, body = http(s.port, "GET", "/health", timeout=30)
+        st, hd, body = http(s.port, "GET", "/health", timeout=30)
         if st != 200:
-            # While loading: the API answers 503 too, with an OpenAI error body.
+            # While loading: the API answers 503 too, with an OpenAI error body; both say when
+            # to come back (Retry-After), as loading ends by itself.
             assert (st, json.loads(body)) == (503, {"status": "loading"})
+            assert hd.get("retry-after") == "1", hd
             # (max_tokens: the load may end between the two requests.)
-            cst, _, cbody = http(s.port, "POST", "/v1/chat/completions",
-                                 json.dumps({"messages": MSG, "max_tokens": 1}).encode(),
-                                 {"Content-Type": "application/json"}, timeout=30)
+            cst, chd, cbody = http(s.port, "POST", "/v1/chat/completions",
+                                   json.dumps({"messages": MSG, "max_tokens": 1}).encode(),
+                                   {"Content-Type": "application/json"}, timeout=30)
             if cst == 503:
                 assert_error_body(cbody, status=503, contains="loading")
+                assert chd.get("retry-after") == "1", chd
             else:
                 assert cst == 200, cbody
             # /metrics answers (503 until the model's metrics exist).
