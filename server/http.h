@@ -31,9 +31,20 @@
  * client into a failed write. Pings are only inserted between writes, so with pings on a write
  * must hold whole SSE events.
  *
+ * Errors the transport answers itself carry the config's error body (JSON), also where
+ * libmicrohttpd would answer with its own HTML: a request target over `max_url_bytes` (414) or
+ * a head over `max_head_bytes` (431) — limits below what fits in `connection_memory`, so the
+ * head is parsed and answered here; only a head larger than the connection memory itself still
+ * gets libmicrohttpd's HTML 414/431 — and a Content-Length that is not a number (400; a number
+ * too large for 64 bits: 413), which libmicrohttpd rejects before any handler: the server
+ * answers it from libmicrohttpd's error-log callback, the one call made in between, on the
+ * socket, and closes the connection (libmicrohttpd's own answer then fails to go out).
+ *
  * Limits (pgd_http_config): request body size (413 before the body is read when Content-Length
- * says so; a chunked body is read and dropped past the limit, then 413 — or, past twice the
- * limit, the connection is closed without an answer), concurrent connections
+ * says so; a body without one (chunked) gets the same 413, with "Connection: close", as soon as
+ * it passes the limit — written on the socket, since libmicrohttpd cannot queue an answer in
+ * the middle of a body — then the server reads on up to the limit again, so that closing does
+ * not reset the connection under the unread answer, and closes), concurrent connections
  * (MHD_OPTION_CONNECTION_LIMIT: beyond it new connections wait unaccepted in the listen backlog
  * or are closed), idle timeout of non-suspended connections (MHD_OPTION_CONNECTION_TIMEOUT),
  * a deadline for receiving a whole request (a client trickling its header or body byte by byte
@@ -97,7 +108,8 @@ typedef void (*pgd_http_handler_fn)(void *arg, pgd_http_request *req);
 /* Called once when a request completes (see Lifetime); `req` is freed when it returns. */
 typedef void (*pgd_http_close_fn)(pgd_http_request *req, pgd_http_close_reason reason, void *arg);
 
-/* Builds the JSON body of an error the transport answers itself (413, 503 at shutdown) and of
+/* Builds the JSON body of an error the transport answers itself (400, 413, 414, 431, 503 at
+ * shutdown) and of
  * pgd_http_respond_error: appends it to `out` and returns 0, or a negative code to fall back to
  * the default body {"error":{"message","type","param","code"}}. */
 typedef int (*pgd_http_error_body_fn)(void *arg, int status, const char *message, pgd_buf *out);
@@ -113,7 +125,10 @@ typedef struct pgd_http_config {
     unsigned response_timeout_ms; /* handler call to end of response; 0 = none (default) */
     unsigned ping_interval_ms;    /* SSE ": ping" after this long without a write; 1000; 0 off */
     size_t max_stream_buffer;     /* bytes a stream may have unsent; 16 MiB; beyond: abort */
-    size_t connection_memory;     /* MHD_OPTION_CONNECTION_MEMORY_LIMIT; 64 KiB */
+    size_t connection_memory;     /* MHD_OPTION_CONNECTION_MEMORY_LIMIT; 128 KiB */
+    size_t max_url_bytes;         /* request target longer than this: 414; 16 KiB; 0 = none */
+    size_t max_head_bytes;        /* request line + headers larger than this: 431; 32 KiB;
+                                     0 = none */
     unsigned listen_backlog;      /* listen(2) backlog; 511 */
     unsigned drain_timeout_ms;    /* destroy: longest wait for responses to flush; 3000 */
     int watch_disconnect;         /* watch suspended connections for FIN/RST; 1 */
