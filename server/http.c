@@ -25,7 +25,8 @@
  *     MHD_NO and the content reader MHD_CONTENT_READER_END_WITH_ERROR, so MHD closes it.
  *   - Bytes are written on a connection's socket behind MHD's back only where MHD writes
  *     nothing for the request and the connection then closes (raw_answer: 413 in the middle of
- *     a body, a JSON answer in place of MHD's to a malformed Content-Length).
+ *     a body, a JSON answer in place of MHD's to a malformed Content-Length), or as an interim
+ *     1xx before any answer (probe_peer, on a suspended connection).
  *   - The housekeeping timer is armed whenever some connection is receiving a request (deadline)
  *     or some handled request has a ping or response deadline; it never runs otherwise (an idle
  *     server or a stream without pings costs no wake-ups at all).
@@ -82,6 +83,7 @@ struct pgd_http_request {
     size_t dropped;    /* too_big: body bytes past the limit so far */
     bool raw_answered; /* answered on the socket behind MHD's back (raw_answer): MHD must
                           send nothing more; the connection closes */
+    bool peer_eof;     /* the client finished sending (FIN): see the disconnect watch */
     bool oom;          /* body could not be stored: 500 at the end */
     bool in_handler;   /* inside the route handler */
     bool suspended;    /* see the invariants */
@@ -209,17 +211,69 @@ static http_conn *conn_of(struct MHD_Connection *mc) {
 /* --- the disconnect watch --- */
 
 static void req_abort(pgd_http_request *req, int reason);
+static void req_resume(pgd_http_request *req);
+static int stream_append(pgd_http_request *req, const void *data, size_t len);
+
+#define PROBE_TEXT "HTTP/1.1 100 Continue\r\n\r\n"
 
 static void watch_free_cb(uv_handle_t *h) {
     free(h);
 }
 
+/* The client finished sending (FIN): a half-close (shutdown(SHUT_WR), `nc -N`) or a close,
+ * which look the same until something is written — a closed socket answers data with a reset.
+ * So write something harmless now: a request still waiting for its answer gets an interim
+ * "100 Continue" (HTTP/1.1 allows unsolicited 1xx responses before the final one); an SSE
+ * stream gets a ping at once. A reset then ends the request through the watch; a half-closed
+ * client reads on. Other answers (HTTP/1.0, a response being sent, a stream without pings) find
+ * out at their next write. */
+static void probe_peer(pgd_http_request *req) {
+    if (req->answer == ANS_NONE && req->http11 && !req->raw_answered) {
+        ssize_t n =
+            send(req->conn->fd, PROBE_TEXT, sizeof PROBE_TEXT - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n != (ssize_t)(sizeof PROBE_TEXT - 1)) req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+    } else if (req->streaming && req->ping && !req->ended && req->out.len == req->out_off) {
+        if (stream_append(req, PING_TEXT, sizeof PING_TEXT - 1) == 0) {
+            req->t_last_write = now_ms(req->srv);
+            req_resume(req);
+        }
+    }
+}
+
+/* Phase 1 (UV_DISCONNECT: FIN, reset or error): a reset or an error is a client gone; a FIN
+ * is only the end of its sending (see probe_peer): from then on the watch looks for errors
+ * only (UV_PRIORITIZED, under which epoll still reports errors and hang-ups), and phase 2
+ * takes any event as the client gone. */
 static void watch_cb(uv_poll_t *h, int status, int events) {
     pgd_http_request *req = h->data;
-    (void)status;
     (void)events;
-    uv_poll_stop(h);
-    if (req) req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+    if (!req || !req->conn || req->conn->fd < 0) {
+        uv_poll_stop(h);
+        return;
+    }
+    if (status < 0 || req->peer_eof) {
+        uv_poll_stop(h);
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+        return;
+    }
+    char b;
+    ssize_t n = recv(req->conn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        uv_poll_stop(h);
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE); /* reset */
+        return;
+    }
+    /* n == 0: end of file; n > 0: bytes (a pipelined request) before the FIN. A stream
+     * without pings has nothing to probe with and might never write again: for it a FIN is
+     * the client gone, as before. */
+    if (req->streaming && !req->ping && !req->ended) {
+        uv_poll_stop(h);
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+        return;
+    }
+    req->peer_eof = true;
+    if (uv_poll_start(h, UV_PRIORITIZED, watch_cb) != 0) uv_poll_stop(h);
+    probe_peer(req);
 }
 
 static void watch_start(pgd_http_request *req) {

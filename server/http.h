@@ -23,13 +23,23 @@
  * without a close callback is freed silently. The route never frees a request.
  *
  * Noticing a client that left. A suspended connection is not polled by MHD. The server watches
- * every suspended connection for the peer's FIN/RST (a uv_poll_t with UV_DISCONNECT; config
- * `watch_disconnect`) and aborts the request at once (reason CLIENT_GONE) — a client that
- * half-closes its side (shutdown(SHUT_WR)) while waiting for the response counts as gone, as
- * in nginx. Independently, an SSE stream that wrote nothing for `ping_interval_ms` gets the SSE
- * comment ": ping\n\n", which keeps proxies from closing an idle stream and turns a vanished
- * client into a failed write. Pings are only inserted between writes, so with pings on a write
- * must hold whole SSE events.
+ * every suspended connection (a uv_poll_t, from its first suspension; config
+ * `watch_disconnect`). A reset or a socket error aborts the request at once (reason
+ * CLIENT_GONE). A FIN only says that the client finished sending: a client that half-closes
+ * (shutdown(SHUT_WR) after its request, like `nc -N`) still gets its whole answer, streamed or
+ * not. A FIN from a client that closed its socket looks the same until the server writes (a
+ * closed socket answers data with a reset), so on a FIN the server writes a probe: a request
+ * still waiting for its answer gets an interim "HTTP/1.1 100 Continue" (HTTP/1.1 clients must
+ * accept unsolicited 1xx responses before the final one; none for HTTP/1.0), an SSE stream gets
+ * a ping at once; from then on the watch looks for the reset only. A closed client is thus
+ * noticed within a round trip; a half-closed one reads on (what it has not read when it closes
+ * makes its close a reset, noticed too). Where no probe can be written — an HTTP/1.0 request
+ * waiting for its answer, a response being sent — the next write finds out; a stream without
+ * pings cannot probe and might never write again, so for it a FIN still means the client left.
+ * Independently, an SSE stream that wrote nothing for `ping_interval_ms` gets the SSE comment
+ * ": ping\n\n", which keeps proxies from closing an idle stream and turns a vanished client into
+ * a failed write. Pings are only inserted between writes, so with pings on a write must hold
+ * whole SSE events.
  *
  * Errors the transport answers itself carry the config's error body (JSON), also where
  * libmicrohttpd would answer with its own HTML: a request target over `max_url_bytes` (414) or
@@ -131,7 +141,8 @@ typedef struct pgd_http_config {
                                      0 = none */
     unsigned listen_backlog;      /* listen(2) backlog; 511 */
     unsigned drain_timeout_ms;    /* destroy: longest wait for responses to flush; 3000 */
-    int watch_disconnect;         /* watch suspended connections for FIN/RST; 1 */
+    int watch_disconnect;         /* watch suspended connections for a client that left (see
+                                     Noticing a client that left); 1 */
     int log_errors;               /* print MHD's own messages on stderr; 0 */
     pgd_http_handler_fn handler;  /* required */
     void *handler_arg;
