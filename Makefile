@@ -1,9 +1,13 @@
 # pagoda — thin front door over CMake. `make test` is what CI runs (.ci/run).
-#   make build      bootstrap (only what is missing) + configure + build into build/
+#   make bootstrap  what building and serving need, only what is missing (scripts/bootstrap
+#                   --serve: compiler, CMake, libraries, python3-pip for fetch-model)
+#   make bootstrap-test  that and the test tools (scripts/bootstrap --test: promtool,
+#                   Chromium, clang-format, the Python venv .venv)
+#   make build      bootstrap + configure + build into build/
 #   make serve      build, fetch the default model, serve it on http://127.0.0.1:8000
 #                   (HOST, PORT and SERVE_ARGS override: make serve PORT=9000)
-#   make test       build, then C unit tests (ctest -L unit), model tests (ctest -L model) and
-#                   the pytest suites (reference checks and end-to-end CLI tests)
+#   make test       bootstrap-test, build, then C unit tests (ctest -L unit), model tests
+#                   (ctest -L model) and the pytest suites (reference checks and end-to-end)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make format     clang-format every C and CUDA source (and .inc body) in place
 #   make format-check  fail if any source differs from .clang-format (CI runs it)
@@ -19,13 +23,16 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SERVE_ARGS ?=
 
-.PHONY: all bootstrap build serve test test-unit test-model test-py test-asan model format \
-	format-check clean
+.PHONY: all bootstrap bootstrap-test build serve test test-unit test-model test-py test-asan \
+	model format format-check clean
 
 all: build
 
 bootstrap:
-	@scripts/bootstrap
+	@scripts/bootstrap --serve
+
+bootstrap-test:
+	@scripts/bootstrap --test
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -39,13 +46,13 @@ model: bootstrap
 serve: build model
 	$(BUILD)/pagoda serve --model "$$(scripts/fetch-model)" --host $(HOST) --port $(PORT) $(SERVE_ARGS)
 
-test-unit: build
+test-unit: bootstrap-test build
 	cd $(BUILD) && ctest -L unit --output-on-failure -j$(JOBS)
 
-test-model: build model
+test-model: bootstrap-test build model
 	cd $(BUILD) && PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) ctest -L model --output-on-failure
 
-test-py: build model
+test-py: bootstrap-test build model
 	cd tests && PAGODA_BIN=$(CURDIR)/$(BUILD)/pagoda PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) \
 	  ../$(PYTEST) -q
 
@@ -61,7 +68,7 @@ FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
 format:
 	$(FORMAT_SOURCES) | xargs clang-format -i
 
-format-check: bootstrap
+format-check: bootstrap-test
 	$(FORMAT_SOURCES) | xargs clang-format --dry-run -Werror
 
 clean:

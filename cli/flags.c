@@ -24,9 +24,15 @@ const pgd_opt *pgd_opt_find(const pgd_opt_table *tables, size_t n_tables, const 
     return NULL;
 }
 
+static void mark_seen(const pgd_opt_table *t, const pgd_opt *o) {
+    size_t i = (size_t)(o - t->opts);
+    if (t->seen && i < 64) *t->seen |= 1ull << i;
+}
+
 int pgd_opt_set(const pgd_opt_table *t, const pgd_opt *o, const char *v, const char *cmd,
                 const char *src) {
     char *p = (char *)t->base + o->off;
+    mark_seen(t, o);
     switch (o->type) {
     case PGD_OPT_STR:
         *(const char **)p = v;
@@ -62,6 +68,7 @@ int pgd_opt_parse_arg(const pgd_opt_table *tables, size_t n_tables, int argc, ch
     if (!o) return 0;
     if (o->type == PGD_OPT_BOOL && !eq) {
         *(bool *)((char *)t->base + o->off) = true;
+        mark_seen(t, o);
         return 1;
     }
     char flag[80];
@@ -85,15 +92,41 @@ int pgd_opt_load_env(const pgd_opt_table *tables, size_t n_tables, const char *c
     return 0;
 }
 
+void pgd_opt_usage_line(FILE *f, const char *left, const char *help) {
+    /* A flag too long for its column gets its help on the next line; the help wraps at
+     * PGD_OPT_USAGE_WIDTH, every line starting at the column. */
+    const int col = PGD_OPT_USAGE_COL, room = PGD_OPT_USAGE_WIDTH - 3 - PGD_OPT_USAGE_COL;
+    if ((int)strlen(left) > col)
+        fprintf(f, "  %s\n  %-*s ", left, col, "");
+    else
+        fprintf(f, "  %-*s ", col, left);
+    const char *p = help;
+    while (*p) {
+        int n = (int)strlen(p);
+        if (n > room) { /* break at the last space that fits (or the first one after) */
+            int cut = room;
+            while (cut > 0 && p[cut] != ' ') cut--;
+            if (cut == 0)
+                while (p[cut] && p[cut] != ' ') cut++;
+            n = cut;
+        }
+        fprintf(f, "%.*s\n", n, p);
+        p += n;
+        while (*p == ' ') p++;
+        if (*p) fprintf(f, "  %-*s ", col, "");
+    }
+    if (!*help) fputc('\n', f);
+}
+
 void pgd_opt_usage(FILE *f, const pgd_opt_table *t) {
     for (size_t i = 0; i < t->n; i++) {
         const pgd_opt *o = &t->opts[i];
-        char left[64];
+        char left[96];
         snprintf(left, sizeof left, "--%s%s", o->name,
                  o->type == PGD_OPT_BOOL  ? ""
                  : o->type == PGD_OPT_U64 ? " N"
                                           : " VALUE");
-        fprintf(f, "  %-28s %s\n", left, o->help);
+        pgd_opt_usage_line(f, left, o->help);
     }
 }
 
@@ -111,20 +144,28 @@ static const pgd_opt k_engine_opts[] = {
      "auto (a GPU when there is one and a CUDA backend, else the CPU), cpu or cuda"},
     {"gpu-memory-utilization", PGD_OPT_STR, E(gpu_memory_utilization),
      "GPU: share of its memory for weights, scratch and KV cache (default 0.90)"},
-    {"ctx-size", PGD_OPT_U64, E(ctx_size), "context limit (default: the model's)"},
+    {"ctx-size", PGD_OPT_U64, E(ctx_size),
+     "context limit (default or 0: the model's; more than the model's is lowered to it, "
+     "with a note)"},
     {"kv-cache-mb", PGD_OPT_U64, E(kv_cache_mb),
-     "KV cache memory in MiB (default " PGD_STR(PGD_DEFAULT_KV_CACHE_MB) ")"},
+     "KV cache memory in MiB, >= 1 (default " PGD_STR(
+         PGD_DEFAULT_KV_CACHE_MB) "); serve refuses to start when it cannot hold one request "
+                                  "of the whole context"},
     {"kv-cache-dtype", PGD_OPT_STR, E(kv_cache_dtype),
      "KV cache elements: auto (f16; f32 with --f32), f16 or f32"},
     {"block-size", PGD_OPT_U64, E(block_size),
-     "tokens per KV block (default " PGD_STR(PGD_DEFAULT_BLOCK_SIZE) ")"},
+     "tokens per KV block, >= 1 (default " PGD_STR(PGD_DEFAULT_BLOCK_SIZE) ")"},
     {"max-num-batched-tokens", PGD_OPT_U64, E(max_num_batched_tokens),
-     "tokens per step (default: the device's, " PGD_STR(PGD_CPU_STEP_TOKENS) " on the CPU)"},
+     "tokens per step, >= 1 (default: the device's, " PGD_STR(
+         PGD_CPU_STEP_TOKENS) " on the CPU; more than the device takes is lowered, with a note)"},
     {"max-num-seqs", PGD_OPT_U64, E(max_num_seqs),
-     "sequences per step (default: the device's, " PGD_STR(PGD_CPU_STEP_SEQS) " on the CPU)"},
+     "sequences per step, >= 1 (default: the device's, " PGD_STR(
+         PGD_CPU_STEP_SEQS) " on the CPU; more than the device or the step takes is lowered, "
+                            "with a note)"},
     {"max-waiting", PGD_OPT_U64, E(max_waiting),
-     "requests waiting for admission before 429 (default " PGD_STR(PGD_DEFAULT_MAX_WAITING) ")"},
-    {"threads", PGD_OPT_U64, E(threads), "compute threads (default: one per core)"},
+     "requests waiting for admission, >= 1, before the server answers 503 (default " PGD_STR(
+         PGD_DEFAULT_MAX_WAITING) "); a request of more prompts than this is a 400"},
+    {"threads", PGD_OPT_U64, E(threads), "compute threads (default or 0: one per core)"},
     {"f32", PGD_OPT_BOOL, E(f32), "dequantize every weight to f32 (precise, slower)"},
     {"int8-activations", PGD_OPT_BOOL, E(act_q8),
      "int8 activation blocks in the matmuls (faster, less exact)"},
@@ -138,12 +179,21 @@ static const pgd_opt k_engine_opts[] = {
 };
 #undef E
 
+_Static_assert(PGD_ARRAY_LEN(k_engine_opts) <= 64, "pgd_engine_flags.seen has 64 bits");
+
 pgd_opt_table pgd_engine_flags_table(pgd_engine_flags *f) {
-    return (pgd_opt_table){k_engine_opts, PGD_ARRAY_LEN(k_engine_opts), f};
+    return (pgd_opt_table){k_engine_opts, PGD_ARRAY_LEN(k_engine_opts), f, &f->seen};
+}
+
+/* Whether the engine flag `name` was given (command line, environment or config file). */
+static bool flag_seen(const pgd_engine_flags *f, const char *name) {
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_engine_opts); i++)
+        if (!strcmp(k_engine_opts[i].name, name)) return (f->seen >> i) & 1;
+    return false;
 }
 
 void pgd_engine_flags_usage(FILE *f) {
-    pgd_opt_table t = {k_engine_opts, PGD_ARRAY_LEN(k_engine_opts), NULL};
+    pgd_opt_table t = {k_engine_opts, PGD_ARRAY_LEN(k_engine_opts), NULL, NULL};
     pgd_opt_usage(f, &t);
 }
 
@@ -233,6 +283,23 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
                 cmd);
         return -1;
     }
+    /* 0 would silently mean the default for these: a user who writes 0 means something else. */
+    static const struct {
+        const char *name;
+        size_t off;
+    } k_positive[] = {
+        {"kv-cache-mb", offsetof(pgd_engine_flags, kv_cache_mb)},
+        {"block-size", offsetof(pgd_engine_flags, block_size)},
+        {"max-num-batched-tokens", offsetof(pgd_engine_flags, max_num_batched_tokens)},
+        {"max-num-seqs", offsetof(pgd_engine_flags, max_num_seqs)},
+        {"max-waiting", offsetof(pgd_engine_flags, max_waiting)}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_positive); i++)
+        if (flag_seen(f, k_positive[i].name) &&
+            *(const uint64_t *)((const char *)f + k_positive[i].off) == 0) {
+            fprintf(stderr, "pagoda %s: --%s must be at least 1 (leave it out for the default)\n",
+                    cmd, k_positive[i].name);
+            return -1;
+        }
     if (f->kv_cache_mb > (UINT64_MAX >> 20)) {
         fprintf(stderr, "pagoda %s: --kv-cache-mb is too large\n", cmd);
         return -1;
@@ -261,5 +328,9 @@ int pgd_cli_load(const char *cmd, const pgd_load_options *load, pgd_model_info *
                 pgd_error_detail()[0] ? pgd_error_detail() : pgd_strerror(rc));
         return 1;
     }
+    if (load->max_ctx > (*info)->n_ctx)
+        fprintf(stderr,
+                "pagoda %s: note: --ctx-size %u is more than the model's context; using %u\n", cmd,
+                load->max_ctx, (*info)->n_ctx);
     return 0;
 }

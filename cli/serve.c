@@ -41,11 +41,12 @@ static const pgd_opt k_server_opts[] = {
 #undef O
 
 static void usage(FILE *f, pgd_opt_table *tables) {
-    fprintf(f, "usage: pagoda serve --model PATH [options]\n"
-               "Serve the OpenAI-compatible API (chat, completions, models, metrics, web page).\n\n"
-               "  --config FILE                JSON file with the same settings (keys: flag names\n"
-               "                               with '_' for '-'); PAGODA_<NAME> environment\n"
-               "                               variables override it, flags override both\n");
+    fprintf(f,
+            "usage: pagoda serve --model PATH [options]\n"
+            "Serve the OpenAI-compatible API (chat, completions, models, metrics, web page).\n\n");
+    pgd_opt_usage_line(f, "--config FILE",
+                       "JSON file with the same settings (keys: flag names with '_' for '-'); "
+                       "PAGODA_<NAME> environment variables override it, flags override both");
     pgd_opt_usage(f, &tables[0]);
     fprintf(f, "\nengine flags:\n");
     pgd_engine_flags_usage(f);
@@ -102,7 +103,7 @@ static int load_config_file(pgd_opt_table *tables, const char *path, json_t **ke
 /* Flags, environment and config file into cfg. 0 = go on, else the exit status. */
 static int parse(int argc, char **argv, pgd_serve_config *cfg, json_t **config_json) {
     pgd_engine_flags ef = {0};
-    pgd_opt_table tables[2] = {{k_server_opts, PGD_ARRAY_LEN(k_server_opts), cfg},
+    pgd_opt_table tables[2] = {{k_server_opts, PGD_ARRAY_LEN(k_server_opts), cfg, NULL},
                                pgd_engine_flags_table(&ef)};
     /* The config file first (flag or env), then env, then flags. */
     const char *config_path = getenv("PAGODA_CONFIG");

@@ -103,22 +103,28 @@ static void append_locked(pgd__inbox *q, pgd__msg *m) {
     pthread_cond_signal(&q->cv);
 }
 
-int pgd__inbox_submit(pgd__inbox *q, pgd__msg *m, uint64_t *id) {
+int pgd__inbox_submit_n(pgd__inbox *q, pgd__msg *const *msgs, size_t n, uint64_t *ids) {
     int rc = 0;
     pthread_mutex_lock(&q->mu);
     uint64_t waiting = q->n_submitted - atomic_load_explicit(&q->n_admitted, memory_order_acquire);
     if (q->closed) {
         rc = pgd_error_set(PGD_ESHUTDOWN, "the engine is shutting down");
-    } else if (q->max_waiting && waiting >= q->max_waiting) {
+    } else if (q->max_waiting && waiting + n > q->max_waiting) {
         rc = pgd_error_set(PGD_EFULL, "too many requests waiting (%llu); try again later",
                            (unsigned long long)waiting);
     } else {
-        m->id = *id = q->next_id++;
-        q->n_submitted++;
-        append_locked(q, m);
+        for (size_t i = 0; i < n; i++) {
+            msgs[i]->id = ids[i] = q->next_id++;
+            q->n_submitted++;
+            append_locked(q, msgs[i]);
+        }
     }
     pthread_mutex_unlock(&q->mu);
     return rc;
+}
+
+int pgd__inbox_submit(pgd__inbox *q, pgd__msg *m, uint64_t *id) {
+    return pgd__inbox_submit_n(q, &m, 1, id);
 }
 
 int pgd__inbox_push(pgd__inbox *q, pgd__msg *m) {

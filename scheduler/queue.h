@@ -75,9 +75,12 @@ typedef struct pgd__inbox {
 int pgd__inbox_init(pgd__inbox *q, uint32_t max_waiting);
 void pgd__inbox_destroy(pgd__inbox *q); /* frees messages still queued */
 
-/* Queue a submit: assigns *id (ids start at 1). PGD_EFULL when max_waiting requests are
- * already waiting for admission, PGD_ESHUTDOWN when closed; the message stays the caller's
- * on failure. Any thread. */
+/* Queue n submits at once, all or none: assigns ids[i] to msgs[i] (ids start at 1, in
+ * order). PGD_EFULL when the n would take more than max_waiting requests waiting for
+ * admission, PGD_ESHUTDOWN when closed; the messages stay the caller's on failure. Any
+ * thread. */
+int pgd__inbox_submit_n(pgd__inbox *q, pgd__msg *const *msgs, size_t n, uint64_t *ids);
+/* pgd__inbox_submit_n of one message. */
 int pgd__inbox_submit(pgd__inbox *q, pgd__msg *m, uint64_t *id);
 /* Queue an abort. PGD_ESHUTDOWN when closed (the message stays the caller's). Any thread. */
 int pgd__inbox_push(pgd__inbox *q, pgd__msg *m);

@@ -202,24 +202,55 @@ fail:
     return rc;
 }
 
-int pgd_worker_submit(pgd_worker *e, const pgd_request *r, uint64_t *id) {
-    *id = 0;
-    pgd__req_spec *spec = NULL;
-    pgd__msg *m = NULL;
-    int rc = pgd_request_check(r, &e->lim);
-    if (!rc) rc = pgd__request_dup(r, &e->lim, &spec);
-    if (!rc && !(m = calloc(1, sizeof *m))) rc = PGD_ENOMEM;
-    if (!rc) {
-        m->kind = PGD__MSG_SUBMIT;
-        m->spec = spec;
-        rc = pgd__inbox_submit(&e->inbox, m, id);
+int pgd_worker_submit_n(pgd_worker *e, const pgd_request *rs, size_t n, uint64_t *ids) {
+    uint32_t max_waiting = e->cfg.sched.max_waiting;
+    pgd__msg **msgs = NULL;
+    size_t made = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) ids[i] = 0;
+    if (n == 0) {
+        rc = pgd_error_set(PGD_EINVAL, "no request to submit");
+        goto fail;
     }
-    if (rc) {
-        free(m);
-        pgd__request_free(spec);
-        atomic_fetch_add(&e->n_refused, 1);
+    if (max_waiting && n > max_waiting) {
+        rc = pgd_error_set_param(PGD_EINVAL, "prompt",
+                                 "this request has %zu prompts but at most %u requests may wait "
+                                 "for admission (max_waiting), so it could never be admitted; "
+                                 "send at most %u prompts per request",
+                                 n, max_waiting, max_waiting);
+        goto fail;
     }
+    if (!(msgs = calloc(n, sizeof *msgs))) {
+        rc = PGD_ENOMEM;
+        goto fail;
+    }
+    for (; made < n; made++) {
+        pgd__req_spec *spec = NULL;
+        if ((rc = pgd_request_check(&rs[made], &e->lim))) goto fail;
+        if ((rc = pgd__request_dup(&rs[made], &e->lim, &spec))) goto fail;
+        if (!(msgs[made] = calloc(1, sizeof **msgs))) {
+            pgd__request_free(spec);
+            rc = PGD_ENOMEM;
+            goto fail;
+        }
+        msgs[made]->kind = PGD__MSG_SUBMIT;
+        msgs[made]->spec = spec;
+    }
+    if ((rc = pgd__inbox_submit_n(&e->inbox, msgs, n, ids))) goto fail;
+    free(msgs);
+    return 0;
+fail:
+    for (size_t i = 0; i < made; i++) {
+        pgd__request_free(msgs[i]->spec);
+        free(msgs[i]);
+    }
+    free(msgs);
+    atomic_fetch_add(&e->n_refused, n ? n : 1);
     return rc;
+}
+
+int pgd_worker_submit(pgd_worker *e, const pgd_request *r, uint64_t *id) {
+    return pgd_worker_submit_n(e, r, 1, id);
 }
 
 int pgd_worker_abort(pgd_worker *e, uint64_t id) {

@@ -60,6 +60,13 @@ int pgd_worker_create(pgd_runner *runner, const pgd_worker_config *c, pgd_worker
  * (the server answers 503); PGD_ESHUTDOWN after shutdown began; PGD_ENOMEM. Any thread. */
 int pgd_worker_submit(pgd_worker *e, const pgd_request *r, uint64_t *id);
 
+/* Queue n requests as one unit (a legacy completion with several prompts), all or none:
+ * either every one is queued (ids[i] for rs[i]) or none is and nothing needs aborting.
+ * Errors as pgd_worker_submit, where PGD_EFULL means the n do not fit among the waiting
+ * requests now, and PGD_EINVAL (param "prompt") also means n > max_waiting: such a group
+ * could never be queued, whatever the load. Any thread. */
+int pgd_worker_submit_n(pgd_worker *e, const pgd_request *rs, size_t n, uint64_t *ids);
+
 /* Ask for the request's end (client gone, timeout): from any state; its blocks are freed at the
  * scheduler's next step boundary and each unfinished choice gets FINISH(abort). Unknown or
  * finished ids are ignored. 0, PGD_ESHUTDOWN or PGD_ENOMEM. Any thread. */

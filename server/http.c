@@ -23,6 +23,10 @@
  *     req->resp and the connection resumed, and MHD calls the access handler again.
  *   - An aborted request (abort_reason >= 0) never gets data again: the access handler returns
  *     MHD_NO and the content reader MHD_CONTENT_READER_END_WITH_ERROR, so MHD closes it.
+ *   - Bytes are written on a connection's socket behind MHD's back only where MHD writes
+ *     nothing for the request and the connection then closes (raw_answer: 413 in the middle of
+ *     a body, a JSON answer in place of MHD's to a malformed Content-Length), or as an interim
+ *     1xx before any answer (probe_peer, on a suspended connection).
  *   - The housekeeping timer is armed whenever some connection is receiving a request (deadline)
  *     or some handled request has a ping or response deadline; it never runs otherwise (an idle
  *     server or a stream without pings costs no wake-ups at all).
@@ -73,9 +77,13 @@ struct pgd_http_request {
     const char *query;   /* into uri, after '?'; or "" */
     pgd_buf body;
     bool headers_seen; /* access handler saw the headers */
+    bool http11;       /* an HTTP/1.1 request (1xx interim responses allowed) */
     bool handled;      /* route handler called */
-    bool too_big;      /* body over the limit: dropped, 413 at the end */
+    bool too_big;      /* body over the limit: 413 sent (raw_answered), the rest dropped */
     size_t dropped;    /* too_big: body bytes past the limit so far */
+    bool raw_answered; /* answered on the socket behind MHD's back (raw_answer): MHD must
+                          send nothing more; the connection closes */
+    bool peer_eof;     /* the client finished sending (FIN): see the disconnect watch */
     bool oom;          /* body could not be stored: 500 at the end */
     bool in_handler;   /* inside the route handler */
     bool suspended;    /* see the invariants */
@@ -168,7 +176,9 @@ void pgd_http_config_init(pgd_http_config *cfg) {
     cfg->request_timeout_ms = 60000;
     cfg->ping_interval_ms = 1000;
     cfg->max_stream_buffer = 16u << 20;
-    cfg->connection_memory = 64u << 10;
+    cfg->connection_memory = 128u << 10;
+    cfg->max_url_bytes = 16u << 10;
+    cfg->max_head_bytes = 32u << 10;
     cfg->listen_backlog = 511;
     cfg->drain_timeout_ms = 3000;
     cfg->watch_disconnect = 1;
@@ -201,17 +211,69 @@ static http_conn *conn_of(struct MHD_Connection *mc) {
 /* --- the disconnect watch --- */
 
 static void req_abort(pgd_http_request *req, int reason);
+static void req_resume(pgd_http_request *req);
+static int stream_append(pgd_http_request *req, const void *data, size_t len);
+
+#define PROBE_TEXT "HTTP/1.1 100 Continue\r\n\r\n"
 
 static void watch_free_cb(uv_handle_t *h) {
     free(h);
 }
 
+/* The client finished sending (FIN): a half-close (shutdown(SHUT_WR), `nc -N`) or a close,
+ * which look the same until something is written — a closed socket answers data with a reset.
+ * So write something harmless now: a request still waiting for its answer gets an interim
+ * "100 Continue" (HTTP/1.1 allows unsolicited 1xx responses before the final one); an SSE
+ * stream gets a ping at once. A reset then ends the request through the watch; a half-closed
+ * client reads on. Other answers (HTTP/1.0, a response being sent, a stream without pings) find
+ * out at their next write. */
+static void probe_peer(pgd_http_request *req) {
+    if (req->answer == ANS_NONE && req->http11 && !req->raw_answered) {
+        ssize_t n =
+            send(req->conn->fd, PROBE_TEXT, sizeof PROBE_TEXT - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n != (ssize_t)(sizeof PROBE_TEXT - 1)) req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+    } else if (req->streaming && req->ping && !req->ended && req->out.len == req->out_off) {
+        if (stream_append(req, PING_TEXT, sizeof PING_TEXT - 1) == 0) {
+            req->t_last_write = now_ms(req->srv);
+            req_resume(req);
+        }
+    }
+}
+
+/* Phase 1 (UV_DISCONNECT: FIN, reset or error): a reset or an error is a client gone; a FIN
+ * is only the end of its sending (see probe_peer): from then on the watch looks for errors
+ * only (UV_PRIORITIZED, under which epoll still reports errors and hang-ups), and phase 2
+ * takes any event as the client gone. */
 static void watch_cb(uv_poll_t *h, int status, int events) {
     pgd_http_request *req = h->data;
-    (void)status;
     (void)events;
-    uv_poll_stop(h);
-    if (req) req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+    if (!req || !req->conn || req->conn->fd < 0) {
+        uv_poll_stop(h);
+        return;
+    }
+    if (status < 0 || req->peer_eof) {
+        uv_poll_stop(h);
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+        return;
+    }
+    char b;
+    ssize_t n = recv(req->conn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        uv_poll_stop(h);
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE); /* reset */
+        return;
+    }
+    /* n == 0: end of file; n > 0: bytes (a pipelined request) before the FIN. A stream
+     * without pings has nothing to probe with and might never write again: for it a FIN is
+     * the client gone, as before. */
+    if (req->streaming && !req->ping && !req->ended) {
+        uv_poll_stop(h);
+        req_abort(req, PGD_HTTP_CLOSE_CLIENT_GONE);
+        return;
+    }
+    req->peer_eof = true;
+    if (uv_poll_start(h, UV_PRIORITIZED, watch_cb) != 0) uv_poll_stop(h);
+    probe_peer(req);
 }
 
 static void watch_start(pgd_http_request *req) {
@@ -712,6 +774,65 @@ static enum MHD_Result queue_error(pgd_http_request *req, int status, const char
     return queue_pending(req);
 }
 
+/* Answer an error on the socket itself, behind MHD's back, for the cases where MHD cannot
+ * queue a response (in the middle of a request body) or would answer first with its own HTML
+ * (a malformed Content-Length): a complete response with the error body, "Connection: close".
+ * Nothing has been written on the connection for this request, and the answer is small enough
+ * for the empty socket buffer. The caller makes sure MHD sends nothing after it (it closes the
+ * connection). 0, or -1 when it could not be written whole (then close without an answer). */
+static int raw_answer(pgd_http_request *req, int status, const char *message) {
+    if (req->raw_answered || !req->conn || req->conn->fd < 0) return -1;
+    req->raw_answered = true;
+    pgd_buf body = PGD_BUF_INIT, out = PGD_BUF_INIT;
+    const char *reason = MHD_get_reason_phrase_for((unsigned)status);
+    int rc = error_body(req->srv, status, message, &body);
+    if (!rc)
+        rc = pgd_buf_printf(&out,
+                            "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: "
+                            "application/json\r\nContent-Length: %zu\r\n",
+                            status, reason && *reason ? reason : "Error", body.len);
+    for (size_t off = 0; !rc && off < req->extra.len;) {
+        const char *name = req->extra.data + off, *value = name + strlen(name) + 1;
+        off = (size_t)(value - req->extra.data) + strlen(value) + 1;
+        rc = pgd_buf_printf(&out, "%s: %s\r\n", name, value);
+    }
+    if (!rc) rc = pgd_buf_puts(&out, "\r\n");
+    if (!rc) rc = pgd_buf_append(&out, body.data, body.len);
+    ssize_t n = rc ? -1 : send(req->conn->fd, out.data, out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    bool whole = n >= 0 && (size_t)n == out.len;
+    pgd_buf_free(&body);
+    pgd_buf_free(&out);
+    return whole ? 0 : -1;
+}
+
+/* libmicrohttpd checks Content-Length before the access handler sees the request, and answers
+ * a malformed one itself — with its own HTML, and (0.9.75) with the header block sent twice.
+ * Its only call in between is to the error logger, made just before it answers; this runs
+ * there. The request it is rejecting is the one past its headers (MHD's REQUEST_HEADER_SIZE is
+ * known) that the access handler has not seen: answer it with JSON on the socket and shut our
+ * sending side, so MHD's own answer fails to go out and MHD closes the connection. */
+static void preempt_mhd_error(pgd_http_server *srv) {
+    for (pgd_http_request *req = srv->reqs; req; req = req->next) {
+        if (req->headers_seen || req->raw_answered || !req->conn || req->conn->fd < 0) continue;
+        if (!MHD_get_connection_info(req->mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE)) continue;
+        const char *cl =
+            MHD_lookup_connection_value(req->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        char msg[160];
+        int status = 400;
+        if (cl && *cl && strspn(cl, "0123456789") == strlen(cl)) {
+            status = 413; /* all digits, too large for 64 bits */
+            snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
+                     srv->cfg.max_body_bytes);
+        } else if (cl) {
+            snprintf(msg, sizeof msg,
+                     "invalid Content-Length header: \"%.40s\" (want a number of bytes)", cl);
+        } else {
+            snprintf(msg, sizeof msg, "malformed request");
+        }
+        if (raw_answer(req, status, msg) == 0) shutdown(req->conn->fd, SHUT_WR);
+    }
+}
+
 static unsigned long long parse_ull(const char *s, bool *ok) {
     char *end;
     errno = 0;
@@ -735,7 +856,26 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         memcpy(req->method, method, ml + 1);
         req->path = req->method + ml + 1;
         memcpy(req->path, url, ul + 1);
-        if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+        req->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
+        /* Our own head limits, below what fits in MHD's connection memory, so that the answer
+         * is JSON (MHD's own, past its memory, is HTML). */
+        if (srv->cfg.max_url_bytes && strlen(req->uri) > srv->cfg.max_url_bytes) {
+            if (req->conn) req->conn->receiving = false;
+            char msg[128];
+            snprintf(msg, sizeof msg, "request URL too long (limit %zu bytes)",
+                     srv->cfg.max_url_bytes);
+            return queue_error(req, 414, msg, true);
+        }
+        const union MHD_ConnectionInfo *hs =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        if (srv->cfg.max_head_bytes && hs && hs->header_size > srv->cfg.max_head_bytes) {
+            if (req->conn) req->conn->receiving = false;
+            char msg[128];
+            snprintf(msg, sizeof msg, "request header fields too large (limit %zu bytes)",
+                     srv->cfg.max_head_bytes);
+            return queue_error(req, 431, msg, true);
+        }
+        if (req->http11 &&
             !MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
             /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400 */
             if (req->conn) req->conn->receiving = false;
@@ -757,14 +897,22 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 
     if (*upload_size > 0) {
         if (req->too_big) {
-            /* Past twice the limit, stop reading a body nobody wants: close the connection. */
+            /* The 413 is out; read on (so that closing does not reset the connection under
+             * an unread answer) up to the limit again, then close. */
             req->dropped += *upload_size;
             if (req->dropped > srv->cfg.max_body_bytes) return MHD_NO;
         } else if (!req->oom) {
             if (req->body.len + *upload_size > srv->cfg.max_body_bytes) {
+                /* A body without Content-Length (chunked) past the limit. MHD cannot queue a
+                 * response before the body ends, so the 413 goes out on the socket now, as
+                 * early as with a Content-Length (same body, Connection: close). */
                 req->too_big = true;
                 req->dropped = req->body.len + *upload_size - srv->cfg.max_body_bytes;
                 pgd_buf_free(&req->body);
+                char msg[128];
+                snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
+                         srv->cfg.max_body_bytes);
+                if (raw_answer(req, 413, msg) != 0) return MHD_NO;
             } else if (pgd_buf_append(&req->body, upload_data, *upload_size) != 0) {
                 req->oom = true;
                 pgd_buf_free(&req->body);
@@ -775,17 +923,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     }
 
     /* The whole request is here (first time), or the connection was resumed. */
+    if (req->raw_answered) return MHD_NO; /* answered already (413): close */
     if (!req->handled) {
         req->handled = true;
         srv->n_active++;
         req->t_handled = now_ms(srv);
         if (req->conn) req->conn->receiving = false;
-        if (req->too_big) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
-                     srv->cfg.max_body_bytes);
-            return queue_error(req, 413, msg, false);
-        }
         if (req->oom) return queue_error(req, 500, "out of memory", true);
         if (srv->closing) return queue_error(req, 503, "server is shutting down", true);
         if (srv->cfg.response_timeout_ms)
@@ -801,7 +944,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
+    pgd_http_server *srv = cls;
+    preempt_mhd_error(srv);
+    if (!srv->cfg.log_errors) return;
     fputs("pagoda http: ", stderr);
     vfprintf(stderr, fmt, ap);
 }
@@ -950,10 +1095,11 @@ int pgd_http_server_create(uv_loop_t *loop, const pgd_http_config *cfg, pgd_http
     srv->mhd_timer.data = srv->tick.data = srv->poll.data = srv;
     srv->handles_open = 2;
 
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    /* The error log is always on: on_mhd_log needs its calls (see preempt_mhd_error), and
+     * prints only with log_errors. */
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-    if (cfg->log_errors) flags |= MHD_USE_ERROR_LOG;
-    size_t memory = cfg->connection_memory ? cfg->connection_memory : 64u << 10;
+    size_t memory = cfg->connection_memory ? cfg->connection_memory : 128u << 10;
     unsigned backlog = cfg->listen_backlog ? cfg->listen_backlog : 511;
     /* clang-format off */
     srv->mhd = MHD_start_daemon(flags, cfg->port, NULL, NULL, on_access, srv,

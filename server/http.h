@@ -23,17 +23,38 @@
  * without a close callback is freed silently. The route never frees a request.
  *
  * Noticing a client that left. A suspended connection is not polled by MHD. The server watches
- * every suspended connection for the peer's FIN/RST (a uv_poll_t with UV_DISCONNECT; config
- * `watch_disconnect`) and aborts the request at once (reason CLIENT_GONE) — a client that
- * half-closes its side (shutdown(SHUT_WR)) while waiting for the response counts as gone, as
- * in nginx. Independently, an SSE stream that wrote nothing for `ping_interval_ms` gets the SSE
- * comment ": ping\n\n", which keeps proxies from closing an idle stream and turns a vanished
- * client into a failed write. Pings are only inserted between writes, so with pings on a write
- * must hold whole SSE events.
+ * every suspended connection (a uv_poll_t, from its first suspension; config
+ * `watch_disconnect`). A reset or a socket error aborts the request at once (reason
+ * CLIENT_GONE). A FIN only says that the client finished sending: a client that half-closes
+ * (shutdown(SHUT_WR) after its request, like `nc -N`) still gets its whole answer, streamed or
+ * not. A FIN from a client that closed its socket looks the same until the server writes (a
+ * closed socket answers data with a reset), so on a FIN the server writes a probe: a request
+ * still waiting for its answer gets an interim "HTTP/1.1 100 Continue" (HTTP/1.1 clients must
+ * accept unsolicited 1xx responses before the final one; none for HTTP/1.0), an SSE stream gets
+ * a ping at once; from then on the watch looks for the reset only. A closed client is thus
+ * noticed within a round trip; a half-closed one reads on (what it has not read when it closes
+ * makes its close a reset, noticed too). Where no probe can be written — an HTTP/1.0 request
+ * waiting for its answer, a response being sent — the next write finds out; a stream without
+ * pings cannot probe and might never write again, so for it a FIN still means the client left.
+ * Independently, an SSE stream that wrote nothing for `ping_interval_ms` gets the SSE comment
+ * ": ping\n\n", which keeps proxies from closing an idle stream and turns a vanished client into
+ * a failed write. Pings are only inserted between writes, so with pings on a write must hold
+ * whole SSE events.
+ *
+ * Errors the transport answers itself carry the config's error body (JSON), also where
+ * libmicrohttpd would answer with its own HTML: a request target over `max_url_bytes` (414) or
+ * a head over `max_head_bytes` (431) — limits below what fits in `connection_memory`, so the
+ * head is parsed and answered here; only a head larger than the connection memory itself still
+ * gets libmicrohttpd's HTML 414/431 — and a Content-Length that is not a number (400; a number
+ * too large for 64 bits: 413), which libmicrohttpd rejects before any handler: the server
+ * answers it from libmicrohttpd's error-log callback, the one call made in between, on the
+ * socket, and closes the connection (libmicrohttpd's own answer then fails to go out).
  *
  * Limits (pgd_http_config): request body size (413 before the body is read when Content-Length
- * says so; a chunked body is read and dropped past the limit, then 413 — or, past twice the
- * limit, the connection is closed without an answer), concurrent connections
+ * says so; a body without one (chunked) gets the same 413, with "Connection: close", as soon as
+ * it passes the limit — written on the socket, since libmicrohttpd cannot queue an answer in
+ * the middle of a body — then the server reads on up to the limit again, so that closing does
+ * not reset the connection under the unread answer, and closes), concurrent connections
  * (MHD_OPTION_CONNECTION_LIMIT: beyond it new connections wait unaccepted in the listen backlog
  * or are closed), idle timeout of non-suspended connections (MHD_OPTION_CONNECTION_TIMEOUT),
  * a deadline for receiving a whole request (a client trickling its header or body byte by byte
@@ -97,7 +118,8 @@ typedef void (*pgd_http_handler_fn)(void *arg, pgd_http_request *req);
 /* Called once when a request completes (see Lifetime); `req` is freed when it returns. */
 typedef void (*pgd_http_close_fn)(pgd_http_request *req, pgd_http_close_reason reason, void *arg);
 
-/* Builds the JSON body of an error the transport answers itself (413, 503 at shutdown) and of
+/* Builds the JSON body of an error the transport answers itself (400, 413, 414, 431, 503 at
+ * shutdown) and of
  * pgd_http_respond_error: appends it to `out` and returns 0, or a negative code to fall back to
  * the default body {"error":{"message","type","param","code"}}. */
 typedef int (*pgd_http_error_body_fn)(void *arg, int status, const char *message, pgd_buf *out);
@@ -113,10 +135,14 @@ typedef struct pgd_http_config {
     unsigned response_timeout_ms; /* handler call to end of response; 0 = none (default) */
     unsigned ping_interval_ms;    /* SSE ": ping" after this long without a write; 1000; 0 off */
     size_t max_stream_buffer;     /* bytes a stream may have unsent; 16 MiB; beyond: abort */
-    size_t connection_memory;     /* MHD_OPTION_CONNECTION_MEMORY_LIMIT; 64 KiB */
+    size_t connection_memory;     /* MHD_OPTION_CONNECTION_MEMORY_LIMIT; 128 KiB */
+    size_t max_url_bytes;         /* request target longer than this: 414; 16 KiB; 0 = none */
+    size_t max_head_bytes;        /* request line + headers larger than this: 431; 32 KiB;
+                                     0 = none */
     unsigned listen_backlog;      /* listen(2) backlog; 511 */
     unsigned drain_timeout_ms;    /* destroy: longest wait for responses to flush; 3000 */
-    int watch_disconnect;         /* watch suspended connections for FIN/RST; 1 */
+    int watch_disconnect;         /* watch suspended connections for a client that left (see
+                                     Noticing a client that left); 1 */
     int log_errors;               /* print MHD's own messages on stderr; 0 */
     pgd_http_handler_fn handler;  /* required */
     void *handler_arg;

@@ -586,7 +586,9 @@ static const family_spec pagoda_families[] = {
     {PGD_METRIC_COUNTER, "generation_tokens_total", "Number of generation tokens processed.", NULL,
      0, PM_FIELD(generation_tokens)},
     {PGD_METRIC_COUNTER, "requests_aborted_total",
-     "Number of requests aborted (client gone, timeout, shutdown).", NULL, 0, PM_FIELD(aborted)},
+     "Number of requests aborted (client gone, timeout, shutdown); one per API request, "
+     "however many prompts and choices it has.",
+     NULL, 0, PM_FIELD(aborted)},
     {PGD_METRIC_COUNTER, "request_success_total", "Count of finished requests, by reason.", NULL, 0,
      SIZE_MAX},
     {PGD_METRIC_HISTOGRAM, "request_prompt_tokens", "Number of prefill tokens processed.", NULL, 0,
@@ -677,7 +679,6 @@ void pgd_pagoda_metrics_apply_stats(pgd_pagoda_metrics *pm, const pgd_sched_stat
     pgd_series_set_total(pm->preemptions, (double)st->n_preemptions);
     pgd_series_set_total(pm->prefix_queries, (double)st->prefix_query_tokens);
     pgd_series_set_total(pm->prefix_hits, (double)st->prefix_hit_tokens);
-    pgd_series_set_total(pm->aborted, (double)st->n_aborted);
 }
 
 int pgd_pagoda_metrics_request_done(pgd_pagoda_metrics *pm, const char *finished_reason,
@@ -687,6 +688,8 @@ int pgd_pagoda_metrics_request_done(pgd_pagoda_metrics *pm, const char *finished
         const char *v[] = {pm->model_name, finished_reason};
         int rc = pgd_metric_add(pm->success, v, 1);
         if (rc) return rc;
+        /* Requests, not the engine requests (prompts) or choices behind them. */
+        if (!strcmp(finished_reason, "abort")) pgd_series_add(pm->aborted, 1);
     }
     if (queue_s >= 0) pgd_series_observe(pm->queue_time, queue_s);
     if (e2e_s >= 0) pgd_series_observe(pm->e2e, e2e_s);

@@ -126,9 +126,12 @@ int pgd_metrics_render(pgd_metrics *r, pgd_buf *out);
  *   gauges      num_requests_running, num_requests_waiting, kv_cache_usage_perc (0..1),
  *               build_info{version,model_name} = 1
  * Who feeds what: the HTTP loop observes TTFT, inter-token latency and, per finished request,
- * pgd_pagoda_metrics_request_done; at each scrape, pgd_pagoda_metrics_apply_stats copies a
- * scheduler snapshot (pgd_worker_get_stats) into the gauges and the counters the scheduler
- * counts (tokens, preemptions, prefix cache, aborts) — with set_total, never backwards.
+ * pgd_pagoda_metrics_request_done (which also counts requests_aborted_total: API requests,
+ * not the engine requests of their prompts); at each scrape, pgd_pagoda_metrics_apply_stats
+ * copies a scheduler snapshot (pgd_worker_get_stats) into the gauges and the counters the
+ * scheduler counts (tokens, preemptions, prefix cache) — with set_total, never backwards.
+ * A request refused before it was queued (400, 429, 503) finishes nothing and counts in
+ * none of these.
  *
  * Note: Prometheus' own linter (promtool check metrics) flags ':' in metric names because it
  * reserves colons for recording rules; vLLM uses them anyway and so does the default prefix.
@@ -154,12 +157,14 @@ int pgd_pagoda_metrics_register(pgd_metrics *r, const char *prefix, const char *
                                 uint32_t max_model_len, pgd_pagoda_metrics *pm);
 
 /* Copy a scheduler snapshot: gauges running / waiting / KV usage set; prompt and generation
- * tokens, preemptions, prefix-cache queries and hits, aborted requests set as totals (a total
- * below what was exposed before is ignored, so a counter never goes backwards). */
+ * tokens, preemptions, prefix-cache queries and hits set as totals (a total below what was
+ * exposed before is ignored, so a counter never goes backwards). The scheduler's n_aborted
+ * counts engine requests and is not used. */
 void pgd_pagoda_metrics_apply_stats(pgd_pagoda_metrics *pm, const pgd_sched_stats *st);
 
 /* One finished request: request_success_total{finished_reason} += 1 (reason as given, e.g.
- * pgd_finish_reason_str; NULL or "" counts nothing), and the histograms queue time, end-to-end
+ * pgd_finish_reason_str; NULL or "" counts nothing; "abort" also counts in
+ * requests_aborted_total), and the histograms queue time, end-to-end
  * latency (seconds; a negative time is unknown and not observed), prompt and generation tokens.
  * 0 or PGD_ENOMEM / PGD_EINVAL (a new reason label). */
 int pgd_pagoda_metrics_request_done(pgd_pagoda_metrics *pm, const char *finished_reason,

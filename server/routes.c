@@ -346,44 +346,52 @@ static void submit_all(pgd_rctx *c) {
     const pgd_tenant_live *t = c->grant.t;
     uint64_t salt = pgd_access_cache_salt(t, c->req.cache_salt.ptr, c->req.cache_salt.len);
     uint64_t seed = pgd_sampler_random_seed();
-    for (size_t i = 0; i < c->n_prompts; i++) {
-        pgd_request r;
-        pgd_request_init(&r);
-        r.prompt = c->prompts[i].ids;
-        r.n_prompt = (uint32_t)c->prompts[i].n;
-        pgd_api_request_seq_params(&c->req, 0, seed + i * 1000003ull, &r.params);
-        if (outs[i] > 0) r.params.max_tokens = outs[i];
-        r.params.cache_salt = salt;
-        r.n = c->n_per_prompt;
-        r.priority = c->req.priority;
-        if (t) {
-            r.tenant = t->id;
-            r.weight = (float)t->conf.weight;
-            int64_t p = (int64_t)t->conf.priority + c->req.priority;
-            r.priority = p > INT32_MAX ? INT32_MAX : p < INT32_MIN ? INT32_MIN : (int32_t)p;
-        }
-        r.user = c;
-        int rc = pgd_worker_submit(srv->worker, &r, &c->eids[i]);
-        if (rc == PGD_EFULL) {
-            /* the whole server is overloaded, not this caller: 503, as for a proxy */
-            pgd_api_error_set(&e, 503, NULL, NULL,
-                              "the server is busy: too many requests are waiting; retry shortly");
-            pgd_http_request_set_header(c->http, "Retry-After", "1");
-            goto refuse;
-        }
-        if (rc == PGD_ESHUTDOWN) {
-            pgd_api_error_set(&e, 503, NULL, NULL, "the server is shutting down");
-            goto refuse;
-        }
-        if (rc) { /* checked by the worker: the param names what is wrong */
-            const char *param = pgd_error_param();
-            if (param && !strcmp(param, "prompt")) param = pparam;
-            pgd_api_error_set(&e, rc == PGD_ENOMEM ? 500 : 400, rc == PGD_EINVAL ? param : NULL,
-                              NULL, "%s", pgd_error_detail());
-            goto refuse;
-        }
-        c->n_submitted++;
+    pgd_request *rs = calloc(c->n_prompts, sizeof *rs);
+    int rc;
+    if (!rs) {
+        pgd_api_error_set(&e, 500, NULL, NULL, "out of memory");
+        goto refuse;
     }
+    for (size_t i = 0; i < c->n_prompts; i++) {
+        pgd_request *r = &rs[i];
+        pgd_request_init(r);
+        r->prompt = c->prompts[i].ids;
+        r->n_prompt = (uint32_t)c->prompts[i].n;
+        pgd_api_request_seq_params(&c->req, 0, seed + i * 1000003ull, &r->params);
+        if (outs[i] > 0) r->params.max_tokens = outs[i];
+        r->params.cache_salt = salt;
+        r->n = c->n_per_prompt;
+        r->priority = c->req.priority;
+        if (t) {
+            r->tenant = t->id;
+            r->weight = (float)t->conf.weight;
+            int64_t p = (int64_t)t->conf.priority + c->req.priority;
+            r->priority = p > INT32_MAX ? INT32_MAX : p < INT32_MIN ? INT32_MIN : (int32_t)p;
+        }
+        r->user = c;
+    }
+    /* All prompts or none: a request is never half queued, so a refusal aborts nothing. */
+    rc = pgd_worker_submit_n(srv->worker, rs, c->n_prompts, c->eids);
+    free(rs);
+    if (rc == PGD_EFULL) {
+        /* the whole server is overloaded, not this caller: 503, as for a proxy */
+        pgd_api_error_set(&e, 503, NULL, NULL,
+                          "the server is busy: too many requests are waiting; retry shortly");
+        pgd_http_request_set_header(c->http, "Retry-After", "1");
+        goto refuse;
+    }
+    if (rc == PGD_ESHUTDOWN) {
+        pgd_api_error_set(&e, 503, NULL, NULL, "the server is shutting down");
+        goto refuse;
+    }
+    if (rc) { /* checked by the worker: the param names what is wrong */
+        const char *param = pgd_error_param();
+        if (param && !strcmp(param, "prompt")) param = pparam;
+        pgd_api_error_set(&e, rc == PGD_ENOMEM ? 500 : 400, rc == PGD_EINVAL ? param : NULL, NULL,
+                          "%s", pgd_error_detail());
+        goto refuse;
+    }
+    c->n_submitted = c->n_prompts;
     free(outs);
     outs = NULL;
     if (c->req.stream) {
@@ -394,7 +402,7 @@ static void submit_all(pgd_rctx *c) {
         pgd_api_meta m = meta_of(c);
         for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
             pgd_buf b = PGD_BUF_INIT;
-            int rc = 1;
+            rc = 1;
             if (c->kind == PGD_API_CHAT) {
                 rc = pgd_api_chat_chunk_first(&m, k, c->req.include_usage, &b);
             } else if (c->echo && c->echo[k / c->n_per_prompt].len) {
@@ -409,7 +417,6 @@ static void submit_all(pgd_rctx *c) {
     return;
 refuse:
     free(outs);
-    abort_engine(c); /* the prompts submitted before this one */
     respond_error(c->http, &e);
 }
 
@@ -912,8 +919,10 @@ static void serve_health(pgd_srv *srv, pgd_http_request *req) {
     static const char *const k_state[] = {"loading", "ready", "draining", "failed"};
     char body[64];
     int n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", k_state[srv->state]);
-    pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n, NULL,
-                     0);
+    pgd_http_header retry = {"Retry-After", PGD_SRV_LOADING_RETRY_S};
+    bool loading = srv->state == PGD_SRV_LOADING;
+    pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n,
+                     loading ? &retry : NULL, loading ? 1 : 0);
 }
 
 /* ---- routing ---------------------------------------------------------------------------- */
@@ -992,6 +1001,9 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         return;
     }
     if (k_routes[i].needs_model && srv->state != PGD_SRV_READY) {
+        /* Loading ends by itself: say when to come back (shutting down does not). */
+        if (srv->state == PGD_SRV_LOADING)
+            pgd_http_request_set_header(req, "Retry-After", PGD_SRV_LOADING_RETRY_S);
         respond_simple_error(req, 503, NULL, NULL,
                              srv->state == PGD_SRV_LOADING ? "the model is still loading"
                                                            : "the server is shutting down");

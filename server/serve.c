@@ -61,6 +61,63 @@ static void load_work(uv_work_t *w) {
 
 static void begin_shutdown(pgd_srv *srv, int code);
 
+static double mib(uint64_t bytes) {
+    return (double)bytes / (1024.0 * 1024.0);
+}
+
+/* A KV pool that cannot hold one request of the whole context would refuse requests forever
+ * (or every one): refuse to start instead, with the arithmetic. The context is the model's,
+ * or --ctx-size when the user set it. 0, or -1 after printing why. */
+static int check_kv_pool(const pgd_srv *srv, const pgd_model_info *info,
+                         const pgd_backend_caps *caps) {
+    const pgd_load_options *lo = &srv->cfg.load;
+    uint64_t bs = caps->block_size, usable = caps->n_blocks - 1;
+    uint64_t holds = usable * bs + 1; /* the last token of a sequence needs no slot */
+    uint32_t n_ctx = info->n_ctx;
+    if (holds >= n_ctx) return 0;
+    uint64_t block_bytes = caps->kv_bytes / caps->n_blocks;
+    uint64_t need_blocks = (n_ctx - 1 + bs - 1) / bs + 1; /* + the reserved null block */
+    uint64_t need_mib = (need_blocks * block_bytes + (1u << 20) - 1) >> 20;
+    uint64_t asked = lo->runner.backend.kv_cache_bytes;
+    char from[96];
+    if (asked)
+        snprintf(from, sizeof from, "--kv-cache-mb %llu", (unsigned long long)(asked >> 20));
+    else if (caps->kind == PGD_DEVICE_CPU)
+        snprintf(from, sizeof from, "the default --kv-cache-mb %d", PGD_DEFAULT_KV_CACHE_MB);
+    else
+        snprintf(from, sizeof from, "what --gpu-memory-utilization leaves for it");
+    bool user_ctx = lo->max_ctx && lo->max_ctx <= n_ctx;
+    fprintf(stderr,
+            "pagoda serve: the KV cache cannot hold one request of the whole context (%u tokens, "
+            "%s): %s gives %u KV blocks of %llu tokens (%.2f MiB each, one of them reserved), "
+            "room for %llu tokens, but %u tokens need %llu blocks (%.1f MiB); %s %llu, or %s "
+            "--ctx-size to %llu or less\n",
+            n_ctx, user_ctx ? "--ctx-size" : "the model's", from, caps->n_blocks,
+            (unsigned long long)bs, mib(block_bytes), (unsigned long long)holds, n_ctx,
+            (unsigned long long)need_blocks, mib(need_blocks * block_bytes),
+            caps->kind == PGD_DEVICE_CPU || asked ? "raise --kv-cache-mb to at least"
+                                                  : "raise --gpu-memory-utilization, or set "
+                                                    "--kv-cache-mb to at least",
+            (unsigned long long)need_mib, user_ctx ? "lower" : "set", (unsigned long long)holds);
+    return -1;
+}
+
+/* Scheduler flags lowered to what the device and the step can take: say so (not errors). */
+static void note_clamped(const pgd_srv *srv, const pgd_sched_config *got) {
+    const pgd_serve_config *c = &srv->cfg;
+    if (c->sched.max_num_seqs && got->max_num_seqs < c->sched.max_num_seqs)
+        fprintf(stderr,
+                "pagoda serve: note: --max-num-seqs %u is more than this device and step size "
+                "take; using %u\n",
+                c->sched.max_num_seqs, got->max_num_seqs);
+    if (c->sched.max_num_batched_tokens &&
+        got->max_num_batched_tokens < c->sched.max_num_batched_tokens)
+        fprintf(stderr,
+                "pagoda serve: note: --max-num-batched-tokens %u is more than this device takes; "
+                "using %u\n",
+                c->sched.max_num_batched_tokens, got->max_num_batched_tokens);
+}
+
 static void load_done(uv_work_t *w, int status) {
     load_job *j = w->data;
     pgd_srv *srv = j->srv;
@@ -77,6 +134,18 @@ static void load_done(uv_work_t *w, int status) {
         pgd_runner_destroy(j->runner);
         pgd_model_info_close(j->info);
         free(j);
+        return;
+    }
+    if (srv->cfg.load.max_ctx > j->info->n_ctx)
+        fprintf(stderr,
+                "pagoda serve: note: --ctx-size %u is more than the model's context; using %u\n",
+                srv->cfg.load.max_ctx, j->info->n_ctx);
+    if (check_kv_pool(srv, j->info, pgd_runner_caps(j->runner))) {
+        pgd_runner_destroy(j->runner);
+        pgd_model_info_close(j->info);
+        srv->state = PGD_SRV_FAILED;
+        free(j);
+        begin_shutdown(srv, 1);
         return;
     }
     pgd_worker_config wc;
@@ -97,6 +166,7 @@ static void load_done(uv_work_t *w, int status) {
     pgd_worker_limits(srv->worker, &srv->lim);
     const pgd_backend_caps *caps = pgd_worker_caps(srv->worker);
     const pgd_sched_config *sc = pgd_worker_config_of(srv->worker);
+    note_clamped(srv, sc);
     if (pgd_pagoda_metrics_register(srv->registry, srv->cfg.metrics_prefix, srv->served_name,
                                     srv->lim.n_ctx, &srv->pm) == 0 &&
         pgd_access_attach_metrics(srv->access, srv->registry, srv->cfg.metrics_prefix,

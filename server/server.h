@@ -24,6 +24,10 @@
 
 typedef enum { PGD_SRV_LOADING, PGD_SRV_READY, PGD_SRV_DRAINING, PGD_SRV_FAILED } pgd_srv_state;
 
+/* Retry-After (seconds) of the 503s answered while the model loads (GET /health and the routes
+ * that need the model). */
+#define PGD_SRV_LOADING_RETRY_S "1"
+
 typedef struct pgd_rctx pgd_rctx; /* one in-flight API request (routes.c) */
 
 typedef struct pgd_srv {

@@ -4,7 +4,7 @@ crashes (alive and healthy after the matrix, exit 0 on SIGTERM at the end of the
 
 Servers: the default one; one with small limits (--ctx-size 64 --max-body-mb 1
 --request-timeout 2); one with --api-key; one with a one-slot queue (--max-waiting 1
---max-num-seqs 1).
+--max-num-seqs 1) and one with a two-slot queue (--max-waiting 2 --max-num-seqs 1).
 """
 import json
 import socket
@@ -299,6 +299,29 @@ def test_oversized_body_sent_whole(small):
     assert st == 200
 
 
+@pytest.mark.parametrize("mib", [3, 16])
+def test_oversized_chunked_body_far_over_the_limit(small, mib):
+    """A chunked body of several times --max-body-mb (1 MiB) gets the same 413 JSON as one
+    with a Content-Length, sent as soon as the limit is passed; the server then reads on a
+    little and closes (the client sending the rest sees the connection end)."""
+    payload = json.dumps({"messages": [{"role": "user", "content": "x" * (mib << 20)}]}).encode()
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            for i in range(0, len(payload), 65536):
+                part = payload[i:i + 65536]
+                s.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+            s.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server closed after its answer
+        st, headers, body = read_response(s)
+    assert st == 413, body
+    assert headers.get("connection", "").lower() == "close"
+    assert_error_body(body, status=413, param=None, contains=str(1 << 20))
+    assert small.request("GET", "/health")[0] == 200
+
+
 @pytest.mark.parametrize("part", ["headers", "body"])
 def test_slow_client_is_cut_off(small, part):
     """A request trickled one byte every 0.25 s (the whole of it would take ~25 s) — its
@@ -370,8 +393,7 @@ HUGE_URL = b"GET /v1/models?" + b"x" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
 @pytest.mark.parametrize("data,status", [(HUGE_HEADER, 431), (HUGE_URL, 414)],
                          ids=["header-too-big", "url-too-long"])
 def test_oversized_head(srv, data, status):
-    """Request lines and headers beyond the connection memory (64 KiB) are refused; the server
-    lives on."""
+    """Request targets over 16 KiB and heads over 32 KiB are refused; the server lives on."""
     got = raw_exchange(srv.port, data)
     assert got.startswith(b"HTTP/1.1 %d " % status), got[:200]
     assert srv.request("GET", "/health")[0] == 200
@@ -389,14 +411,36 @@ def test_http11_without_host_is_400(srv):
     assert srv.request("GET", "/health")[0] == 200
 
 
-@pytest.mark.xfail(strict=True, reason="libmicrohttpd answers 431/414 (and malformed requests) "
-                   "itself with an HTML body, before server/http.c sees the request")
 @pytest.mark.parametrize("data", [HUGE_HEADER, HUGE_URL], ids=["header-too-big", "url-too-long"])
 def test_oversized_head_error_is_json(srv, data):
+    """The 431 and the 414 are OpenAI-shaped JSON like every other error (the server's own
+    limits answer them, below libmicrohttpd's, whose answer is HTML)."""
     got = raw_exchange(srv.port, data)
     head, _, body = got.partition(b"\r\n\r\n")
     assert b"application/json" in head.lower()
-    assert_error_body(body)
+    assert_error_body(body, status=431 if data is HUGE_HEADER else 414,
+                      contains="too large" if data is HUGE_HEADER else "too long")
+
+
+@pytest.mark.parametrize("value,status", [
+    (b"-5", 400), (b"abc", 400), (b"5, 5", 400), (b"", 400), (b"1e3", 400),
+    (b"99999999999999999999999", 413),
+])
+def test_bad_content_length(srv, value, status):
+    """A Content-Length that is not a number of bytes gets one 400 (one that does not fit in 64
+    bits, one 413) with an OpenAI error body — not libmicrohttpd's HTML, sent with its header
+    block twice — and the connection closes."""
+    got = raw_exchange(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                 b"Content-Type: application/json\r\nContent-Length: " + value +
+                                 b"\r\n\r\n")
+    assert got.count(b"HTTP/1.") == 1, got
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d " % status), got
+    assert b"application/json" in head.lower() and b"connection: close" in head.lower()
+    e = assert_error_body(body, status=status)
+    if status == 400:
+        assert "Content-Length" in e["message"]
+    assert srv.request("GET", "/health")[0] == 200
 
 
 @pytest.mark.parametrize("auth,ok", [
@@ -425,16 +469,16 @@ def test_api_key(keyed, auth, ok):
         assert keyed.request("GET", path)[0] == 200
 
 
-def start_long_stream(srv):
+def start_long_stream(srv, wait_tokens=True):
     """A streamed chat that runs for a long time, on a raw socket (close it to abort it);
-    returned once it produced tokens."""
+    returned once it produced tokens (or, without wait_tokens, once its headers came)."""
     body = json.dumps({"messages": MSG, "max_tokens": 3000, "ignore_eos": True,
                        "stream": True}).encode()
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
               b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     got = b""
-    while got.count(b"data: ") < 3:
+    while (got.count(b"data: ") < 3) if wait_tokens else (b"\r\n\r\n" not in got):
         d = s.recv(65536)
         assert d, got
         got += d
@@ -471,33 +515,96 @@ def test_queue_full_gives_503(queue1):
     assert st == 200, body_
 
 
-def test_queue_full_multi_prompt(queue1):
-    """Three prompts in one completions request while one runs: the first takes the waiting
-    slot, the second is refused, so the whole request is 503 (and the first is withdrawn);
-    the slot is not lost: once the running stream ends, requests are served again."""
-    s = start_long_stream(queue1)
+def aborts(srv):
+    m = srv.metrics()
+    return (metric(m, "pagoda_requests_aborted_total"),
+            metric(m, "pagoda_request_success_total", finished_reason="abort"))
+
+
+def test_more_prompts_than_the_queue_holds_is_400(queue1):
+    """--max-waiting 1: a completions request of three prompts (three engine requests that
+    would all wait at once) can never be admitted, idle server or not: a 400 naming "prompt"
+    that says why — not a 503 whose Retry-After would have the client retry forever — and
+    no abort in the metrics."""
+    a0 = aborts(queue1)
+    for stream in (False, True):
+        st, headers, body_ = queue1.post_json(P, {"prompt": ["a", "b", "c"],
+                                                  "max_tokens": 2, "stream": stream})
+        assert st == 400, body_
+        assert "retry-after" not in headers
+        assert_error_body(body_, status=400, param="prompt", contains="max_waiting")
+    # As many prompts as may wait is fine.
+    st, _, body_ = queue1.post_json(P, {"prompt": ["a"], "max_tokens": 2})
+    assert st == 200, body_
+    time.sleep(0.3)
+    assert aborts(queue1) == a0
+
+
+def test_aborted_multi_prompt_request_counts_once(srv):
+    """A streamed completions request of two prompts with n=2 (two engine requests, four
+    choices) cut by its client is one aborted request in the metrics."""
+    a0 = aborts(srv)
+    body = json.dumps({"prompt": ["Once upon a time", "Hello"], "n": 2, "max_tokens": 3000,
+                       "ignore_eos": True, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     try:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        got = b""
+        while got.count(b"data: ") < 8:
+            d = s.recv(65536)
+            assert d, got
+            got += d
+    finally:
+        s.close()
+    poll(lambda: aborts(srv) != a0, timeout=10, msg="the abort was not counted")
+    time.sleep(0.3)
+    assert aborts(srv) == (a0[0] + 1, a0[1] + 1)
+
+
+@pytest.fixture(scope="module")
+def queue2(start_server):
+    return start_server("--max-waiting", "2", "--max-num-seqs", "1")
+
+
+def test_queue_full_multi_prompt(queue2):
+    """--max-waiting 2, one request running and one waiting: a completions request of two
+    prompts does not fit now, so it is 503 with Retry-After, refused whole — it was never
+    admitted, so it is no abort (requests_aborted_total, request_success_total{abort}) — and
+    the queue is not left holding part of it: once the others end, requests are served."""
+    s = start_long_stream(queue2)
+    w = start_long_stream(queue2, wait_tokens=False)
+    try:
+        poll(lambda: metric(queue2.metrics(), "pagoda_num_requests_waiting") == 1, timeout=10,
+             msg="the second stream never waited")
+        a0 = aborts(queue2)
         for stream in (False, True):
-            st, headers, body_ = queue1.post_json(P, {"prompt": ["a", "b", "c"],
+            st, headers, body_ = queue2.post_json(P, {"prompt": ["a", "b"],
                                                       "max_tokens": 2, "stream": stream})
             assert st == 503, body_
             assert headers.get("retry-after") == "1"
             assert_error_body(body_, status=503)
+        time.sleep(0.5)  # an abort would be counted as soon as the scheduler answers it
+        assert aborts(queue2) == a0
     finally:
         s.close()
+        w.close()
 
     def served():
-        st, _, body_ = queue1.post_json(C, {"messages": MSG, "max_tokens": 2})
+        st, _, body_ = queue2.post_json(P, {"prompt": ["a", "b"], "max_tokens": 2})
         assert st in (200, 503), body_
         return st == 200
     poll(served, timeout=30, interval=0.2, msg="the queue never accepted a request again")
-    poll(lambda: metric(queue1.metrics(), "pagoda_num_requests_waiting") == 0 and
-         metric(queue1.metrics(), "pagoda_num_requests_running") == 0, timeout=10,
+    poll(lambda: metric(queue2.metrics(), "pagoda_num_requests_waiting") == 0 and
+         metric(queue2.metrics(), "pagoda_num_requests_running") == 0, timeout=10,
          msg="requests left behind")
+    # The two streams cut above are the only aborts.
+    poll(lambda: aborts(queue2) == (a0[0] + 2, a0[1] + 2), timeout=10,
+         msg="aborts not counted once per request")
 
 
-def test_servers_survived(srv, small, keyed, queue1):
-    for s in (srv, small, keyed, queue1):
+def test_servers_survived(srv, small, keyed, queue1, queue2):
+    for s in (srv, small, keyed, queue1, queue2):
         assert s.alive(), s.log()
         st, _, body = s.request("GET", "/health")
         assert (st, json.loads(body)) == (200, {"status": "ready"})

@@ -31,16 +31,19 @@ def test_health_503_while_loading(start_server):
     seen = []
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        st, _, body = http(s.port, "GET", "/health", timeout=30)
+        st, hd, body = http(s.port, "GET", "/health", timeout=30)
         if st != 200:
-            # While loading: the API answers 503 too, with an OpenAI error body.
+            # While loading: the API answers 503 too, with an OpenAI error body; both say when
+            # to come back (Retry-After), as loading ends by itself.
             assert (st, json.loads(body)) == (503, {"status": "loading"})
+            assert hd.get("retry-after") == "1", hd
             # (max_tokens: the load may end between the two requests.)
-            cst, _, cbody = http(s.port, "POST", "/v1/chat/completions",
-                                 json.dumps({"messages": MSG, "max_tokens": 1}).encode(),
-                                 {"Content-Type": "application/json"}, timeout=30)
+            cst, chd, cbody = http(s.port, "POST", "/v1/chat/completions",
+                                   json.dumps({"messages": MSG, "max_tokens": 1}).encode(),
+                                   {"Content-Type": "application/json"}, timeout=30)
             if cst == 503:
                 assert_error_body(cbody, status=503, contains="loading")
+                assert chd.get("retry-after") == "1", chd
             else:
                 assert cst == 200, cbody
             # /metrics answers (503 until the model's metrics exist).
@@ -134,7 +137,8 @@ def test_kv_cache_dtype(start_server):
     blocks = {}
     for flags, dtype in (([], "f16"), (["--kv-cache-dtype", "f32"], "f32"),
                          (["--kv-cache-dtype", "f16"], "f16")):
-        s = start_server("--kv-cache-mb", "64", *flags)
+        # (--ctx-size: 64 MiB of f32 blocks hold ~1400 tokens, not the model's 8192)
+        s = start_server("--kv-cache-mb", "64", "--ctx-size", "1024", *flags)
         m = re.search(r"(\d+) KV blocks of 16 tokens, (\w+)\)", s.log())
         assert m and m[2] == dtype, s.log()
         blocks.setdefault(dtype, set()).add(int(m[1]))
@@ -157,6 +161,12 @@ def test_kv_cache_dtype(start_server):
     ([], {}, "{not json", "config"),
     (["--kv-cache-dtype", "fp8"], {}, None, "use auto, f16 or f32"),
     ([], {"PAGODA_KV_CACHE_DTYPE": "int4"}, None, "kv-cache-dtype"),
+    # 0 would silently mean "the default" for these: refused, whatever the source.
+    (["--block-size", "0"], {}, None, "--block-size must be at least 1"),
+    (["--max-num-seqs", "0"], {}, None, "--max-num-seqs must be at least 1"),
+    ([], {"PAGODA_MAX_WAITING": "0"}, None, "--max-waiting must be at least 1"),
+    ([], {}, {"kv_cache_mb": 0}, "--kv-cache-mb must be at least 1"),
+    (["--max-num-batched-tokens=0"], {}, None, "--max-num-batched-tokens must be at least 1"),
 ])
 def test_bad_settings_exit_2(pagoda_bin, model_path, tmp_path, args, env, config, msg):
     argv = [pagoda_bin, "serve", "--model", model_path, *args]
@@ -170,6 +180,68 @@ def test_bad_settings_exit_2(pagoda_bin, model_path, tmp_path, args, env, config
     assert p.returncode == 2, p.stderr
     assert msg in p.stderr.decode(), p.stderr
     assert p.stdout == b""  # never started listening
+
+
+@pytest.mark.parametrize("args,want", [
+    (["--kv-cache-mb", "1"],
+     ["whole context (8192 tokens, the model's)", "--kv-cache-mb 1 gives 2 KV blocks of 16 tokens",
+      "room for 17 tokens", "8192 tokens need 513 blocks", "raise --kv-cache-mb to at least 181",
+      "set --ctx-size to 17 or less"]),
+    (["--kv-cache-mb", "1", "--ctx-size", "64"],
+     ["whole context (64 tokens, --ctx-size)", "64 tokens need 5 blocks",
+      "raise --kv-cache-mb to at least 2", "lower --ctx-size to 17 or less"]),
+])
+def test_kv_cache_too_small_refused_at_start(start_server, args, want):
+    """A KV pool that cannot hold one request of the whole context (the model's, or
+    --ctx-size) would refuse every long request forever: the server refuses to start, exit 1,
+    with the arithmetic."""
+    s = start_server(*args, wait_ready=False)
+    s.expect_exit = True
+    rc = s.proc.wait(timeout=60)
+    log = s.log()
+    assert rc == 1, log
+    for w in want:
+        assert w in log, (w, log)
+    assert "ready" not in log
+
+
+def test_clamped_flags_say_so(start_server):
+    """Flags the engine lowers to what it can do are not silent: a note on stderr, and the
+    server serves with the lowered value."""
+    s = start_server("--ctx-size", "100000", "--max-num-seqs", "100000")
+    log = s.log()
+    assert "note: --ctx-size 100000 is more than the model's context; using 8192" in log, log
+    assert "note: --max-num-seqs 100000 is more than" in log, log
+    st, _, body = s.request("GET", "/v1/models")
+    assert st == 200 and json.loads(body)["data"][0]["max_model_len"] == 8192
+
+
+def test_serve_help_columns_align(pagoda_bin):
+    """Every help text of `pagoda serve --help` starts in one column (a flag too long for it
+    gets its help on the next line), and no line is longer than 100 characters."""
+    p = subprocess.run([pagoda_bin, "serve", "--help"], capture_output=True, timeout=30)
+    assert p.returncode == 0
+    lines = p.stdout.decode().splitlines()
+    col = None
+    n_flags = 0
+    for i, line in enumerate(lines):
+        assert len(line) <= 100, line
+        if not line.startswith("  --"):
+            continue
+        n_flags += 1
+        flag, sep, rest = line[2:].partition("  ")
+        if not sep:  # too long for the column: its help is the next line
+            nxt = lines[i + 1]
+            start = len(nxt) - len(nxt.lstrip(" "))
+        else:
+            start = len(line) - len(rest.lstrip(" "))
+        col = col if col is not None else start
+        assert start == col, (line, start, col)
+    assert n_flags >= 30
+    # Continuation lines of a wrapped help start in the same column.
+    for line in lines:
+        if line.startswith(" " * col) and line.strip():
+            assert line[col] != " ", line
 
 
 # ---- graceful shutdown -----------------------------------------------------------------------

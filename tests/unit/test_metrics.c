@@ -690,6 +690,31 @@ static void test_pagoda_metrics(void) {
     pgd_metrics_destroy(r);
 }
 
+/* requests_aborted_total counts API requests that ended in "abort" (request_done), not the
+ * scheduler's engine requests: a completion with several prompts is one request, and one
+ * refused before it was queued is none. */
+static void test_pagoda_aborted_counts_requests(void) {
+    pgd_metrics *r;
+    REQUIRE(pgd_metrics_create(&r) == 0);
+    pgd_pagoda_metrics pm;
+    REQUIRE(pgd_pagoda_metrics_register(r, "pagoda_", "m", 0, &pm) == 0);
+    pgd_sched_stats st;
+    memset(&st, 0, sizeof(st));
+    st.n_aborted = 5; /* e.g. one request of 3 prompts and one of 2, both aborted */
+    pgd_pagoda_metrics_apply_stats(&pm, &st);
+    pgd_pagoda_metrics_request_done(&pm, "abort", 0.1, 0.2, 10, 1);
+    pgd_pagoda_metrics_request_done(&pm, "abort", 0.1, 0.2, 10, 1);
+    pgd_pagoda_metrics_request_done(&pm, "stop", 0.1, 0.2, 10, 1);
+    pgd_pagoda_metrics_apply_stats(&pm, &st);
+    char *text = render(r);
+    REQUIRE(text);
+    CHECK(has_line(text, "pagoda_requests_aborted_total{model_name=\"m\"} 2"));
+    CHECK(has_line(text,
+                   "pagoda_request_success_total{model_name=\"m\",finished_reason=\"abort\"} 2"));
+    free(text);
+    pgd_metrics_destroy(r);
+}
+
 /* ---- promtool --------------------------------------------------------------------------------*/
 
 /* Run `promtool check metrics < path`; *out gets its output (stdout + stderr). Exit status, or
@@ -803,6 +828,7 @@ int main(void) {
     RUN(test_set_total_monotonic);
     RUN(test_concurrent_updates);
     RUN(test_pagoda_metrics);
+    RUN(test_pagoda_aborted_counts_requests);
     RUN(test_promtool);
     return test_summary();
 }

@@ -270,6 +270,45 @@ static void test_worker_full_queue_and_shutdown_abort(void) {
     rec_free(&rec);
 }
 
+/* A group of requests (a completion's prompts) is queued all or none: with one waiting
+ * already and max_waiting 2, a group of 2 is refused whole (PGD_EFULL: nothing to abort, no
+ * event), a group of 1 fits; a group larger than max_waiting can never be queued (PGD_EINVAL,
+ * param "prompt"), even on an idle worker. */
+static void test_worker_submit_group(void) {
+    pgd_worker *e = open_worker(200, 64, 1, 2, 1000);
+    REQUIRE(e);
+    int32_t p[16];
+    make_tokens(3, p, 16, 0, 256);
+    pgd_request rs[3];
+    for (int i = 0; i < 3; i++) rs[i] = greedy_req(p, 16, 2000);
+    uint64_t ids[3] = {0}, id0 = 0, id1 = 0;
+    CHECK_EQ_INT(pgd_worker_submit_n(e, rs, 3, ids), PGD_EINVAL);
+    CHECK(pgd_error_param() && strcmp(pgd_error_param(), "prompt") == 0);
+    CHECK(strstr(pgd_error_detail(), "never") != NULL);
+    CHECK(ids[0] == 0 && ids[1] == 0 && ids[2] == 0);
+    CHECK_EQ_INT(pgd_worker_submit(e, &rs[0], &id0), 0); /* runs */
+    recorder rec = {0};
+    double end = now_s() + 30;
+    while (!(rec.cap > id0 && rec.r[id0].ch[0].n > 0) && now_s() < end) {
+        pgd_worker_wait(e, 50);
+        pgd_worker_drain(e, rec_event, &rec);
+    }
+    CHECK_EQ_INT(pgd_worker_submit(e, &rs[1], &id1), 0); /* waits */
+    CHECK_EQ_INT(pgd_worker_submit_n(e, rs, 2, ids), PGD_EFULL);
+    CHECK(ids[0] == 0 && ids[1] == 0);
+    CHECK_EQ_INT(pgd_worker_submit_n(e, rs, 1, ids), 0);
+    pgd_worker_shutdown(e, 0);
+    CHECK(drain_until(e, &rec, 3, 5));
+    pgd_sched_stats st;
+    pgd_worker_get_stats(e, &st);
+    CHECK_EQ_INT(st.n_submitted, 3);
+    CHECK_EQ_INT(st.n_aborted, 3); /* the three queued ones, at shutdown; none of the refused */
+    CHECK_EQ_INT(st.n_refused, 5);
+    CHECK_EQ_INT(rec.violations, 0);
+    close_worker(e);
+    rec_free(&rec);
+}
+
 static void test_worker_shutdown_drains(void) {
     pgd_worker *e = open_worker(200, 64, 4, 64, 0);
     REQUIRE(e);
@@ -385,6 +424,7 @@ int main(void) {
     RUN(test_worker_concurrent_submitters);
     RUN(test_worker_abort_from_another_thread);
     RUN(test_worker_full_queue_and_shutdown_abort);
+    RUN(test_worker_submit_group);
     RUN(test_worker_shutdown_drains);
     RUN(test_worker_idle_no_busy_poll);
     return test_summary();
