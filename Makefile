@@ -5,6 +5,8 @@
 #   make test       build, then C unit tests (ctest -L unit), model tests (ctest -L model) and
 #                   the pytest suites (reference checks and end-to-end CLI tests)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make fuzz       libFuzzer targets (clang, ASan + UBSan) into build-fuzz/, each run for
+#                   FUZZ_SECONDS (60); FUZZ_TARGETS picks them, FUZZ_JOBS runs several at once
 #   make format     clang-format every C and CUDA source (and .inc body) in place
 #   make format-check  fail if any source differs from .clang-format (CI runs it)
 BUILD ?= build
@@ -20,7 +22,7 @@ PORT ?= 8000
 SERVE_ARGS ?=
 
 .PHONY: all bootstrap build serve test test-unit test-model test-py test-asan model format \
-	format-check clean
+	format-check clean fuzz
 
 all: build
 
@@ -56,6 +58,16 @@ test-asan: bootstrap
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j$(JOBS)
 
+# --- fuzzing (CI: .ci/run) ----------------------------------------------------------------
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
+FUZZ_TARGETS ?=
+
+fuzz: bootstrap
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGD_FUZZ=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j$(JOBS) --target fuzz
+	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
 
 format:
@@ -65,4 +77,4 @@ format-check: bootstrap
 	$(FORMAT_SOURCES) | xargs clang-format --dry-run -Werror
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz
