@@ -9,6 +9,13 @@
 #   make test       bootstrap-test, build, then C unit tests (ctest -L unit), model tests
 #                   (ctest -L model) and the pytest suites (reference checks and end-to-end)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make test-e2e-asan  model tests and the end-to-end pytest suite against the ASan + UBSan
+#                   build (build-asan/pagoda); leaks at exit fail (E2E_ASAN_TESTS picks modules)
+#   make test-tsan  the tests that start threads under ThreadSanitizer (build-tsan/; TSAN_TESTS)
+#   make test-valgrind  unit tests under valgrind memcheck, errors and leaks fatal (build/;
+#                   VALGRIND_TESTS picks them, default: every unit test)
+#   make fuzz       libFuzzer targets (clang, ASan + UBSan) into build-fuzz/, each run for
+#                   FUZZ_SECONDS (60); FUZZ_TARGETS picks them, FUZZ_JOBS runs several at once
 #   make format     clang-format every C and CUDA source (and .inc body) in place
 #   make format-check  fail if any source differs from .clang-format (CI runs it)
 BUILD ?= build
@@ -24,7 +31,7 @@ PORT ?= 8000
 SERVE_ARGS ?=
 
 .PHONY: all bootstrap bootstrap-test build serve test test-unit test-model test-py test-asan \
-	model format format-check clean
+	model format format-check clean test-e2e-asan test-tsan test-valgrind fuzz
 
 all: build
 
@@ -63,6 +70,57 @@ test-asan: bootstrap
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j$(JOBS)
 
+# --- sanitizers and fuzzing beyond test-asan (CI: .ci/run) -----------------------------------
+# ASan: leaks are errors (LeakSanitizer exits 23), so a server that leaks fails the e2e
+# conftest's "exit status 0 after SIGTERM"; UBSan stops at the first report.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+E2E_ASAN_TESTS ?= e2e
+
+test-e2e-asan: bootstrap-test model
+	cmake -S . -B build-asan -DPGD_ASAN=ON -DPGD_UBSAN=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build build-asan -j$(JOBS)
+	cd build-asan && $(SAN_ENV) PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) \
+	  ctest -L model --output-on-failure
+	cd tests && $(SAN_ENV) PAGODA_BIN=$(CURDIR)/build-asan/pagoda \
+	  PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) ../$(PYTEST) -q -p no:cacheprovider \
+	  $(E2E_ASAN_TESTS)
+
+# The tests that start threads (scheduler worker, compute threadpool, HTTP server loop, metrics
+# from several threads, the CPU backend over its pool).
+TSAN_TESTS ?= test_worker test_threadpool test_http test_metrics test_backend test_tokenizer
+empty :=
+space := $(empty) $(empty)
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
+
+test-tsan: bootstrap-test
+	cmake -S . -B build-tsan -DPGD_TSAN=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)
+	cd build-tsan && $(TSAN_ENV) ctest -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$' \
+	  --output-on-failure
+
+# valgrind memcheck over the unit tests of build/ (plain -O2 -g): any error or leak fails.
+VALGRIND_TESTS ?= $(notdir $(basename $(wildcard tests/unit/test_*.c)))
+VALGRIND = valgrind --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect \
+	--errors-for-leak-kinds=definite,indirect --track-origins=yes --quiet
+
+test-valgrind: build
+	@set -e; for t in $(VALGRIND_TESTS); do \
+	  [ -x $(BUILD)/$$t ] || { echo "test-valgrind: $$t not built"; exit 1; }; \
+	  s=$$(date +%s); echo "valgrind: $$t"; \
+	  (cd $(BUILD) && $(VALGRIND) ./$$t >valgrind-$$t.log 2>&1) || \
+	    { cat $(BUILD)/valgrind-$$t.log; echo "test-valgrind: $$t FAILED"; exit 1; }; \
+	  echo "valgrind: $$t ok ($$(( $$(date +%s) - s ))s)"; done
+
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
+FUZZ_TARGETS ?=
+
+fuzz: bootstrap-test
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGD_FUZZ=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j$(JOBS) --target fuzz
+	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
 
 format:
@@ -72,4 +130,4 @@ format-check: bootstrap-test
 	$(FORMAT_SOURCES) | xargs clang-format --dry-run -Werror
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -6,6 +6,7 @@
  */
 #include "api/request.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -425,6 +426,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
                    "got %.10g",
                    top_p);
     r->top_p = (float)top_p;
+    if (r->top_p <= 0.0f) r->top_p = FLT_MIN; /* below float's range: still only the top token */
     if ((rc = get_int(root, "top_k", -1, INT32_MAX, "an integer >= -1 (-1 or 0: no limit)",
                       &present, &x, e)))
         return rc;
@@ -440,9 +442,11 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     bool has_rep;
     double rep = 1.0;
     if ((rc = get_num(root, "repetition_penalty", &has_rep, &rep, e))) return rc;
-    if (has_rep && !(rep > 0.0 && rep <= 3.4e38))
+    if (has_rep && !(rep >= FLT_MIN && rep <= 3.4e38)) /* what a float holds, 0 excluded */
         return bad(e, "repetition_penalty",
-                   "'repetition_penalty' must be a number greater than 0 (1: off), got %.10g", rep);
+                   "'repetition_penalty' must be a number greater than 0 (1: off) and within "
+                   "1.2e-38 .. 3.4e38, got %.10g",
+                   rep);
     r->repetition_penalty = (float)rep;
 
     if ((rc = get_int(root, "seed", INT64_MIN, INT64_MAX, "a 64-bit signed integer", &present, &x,

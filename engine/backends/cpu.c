@@ -274,11 +274,11 @@ static int cpu_logits(cpu_backend *b, const pgd_batch *bt, float *logits,
     /* one pass over the output weights for every row: [R logit rows][N sampled rows] */
     int rc = ensure_lbuf(b, R + N);
     if (rc) return rc;
-    memcpy(b->rows, bt->logit_rows, R * sizeof *b->rows);
+    if (R) memcpy(b->rows, bt->logit_rows, R * sizeof *b->rows); /* NULL when R == 0 */
     for (uint32_t i = 0; i < N; i++) b->rows[R + i] = bt->samples[i].token;
     rmsnorm_rows(b, b->x, b->rows, R + N, &m->output_norm, b->xb);
     if ((rc = matmul(b, &m->output, b->packed_out, b->xb, R + N, b->lbuf))) return rc;
-    memcpy(logits, b->lbuf, (uint64_t)R * V * sizeof *logits);
+    if (R) memcpy(logits, b->lbuf, (uint64_t)R * V * sizeof *logits); /* logits may be NULL */
     for (uint32_t i = 0; i < N; i++)
         if ((rc = pgd_sample_logits(b->lbuf + (uint64_t)(R + i) * V, (int32_t)V,
                                     &bt->samples[i].spec, bt->samples[i].draw, b->sscratch,

@@ -87,7 +87,9 @@ int pgd__spm_encode(const pgd__spm *sp, const pgd__vocab *v, const char *text, s
             str[m++] = text[i];
         }
     }
-    /* One symbol per UTF-8 character (a stray byte is a character of its own). */
+    /* One symbol per UTF-8 character (a stray byte is a character of its own: a lead byte
+     * whose continuation bytes are missing must not swallow the next character, e.g. the
+     * first byte of an escaped space). */
     if ((rc = pgd__tok_grow(&s->sym, &s->sym_cap, m, sizeof(ssym)))) return rc;
     if ((rc = pgd__tok_grow(&s->heap, &s->heap_cap, 3 * m, sizeof(pgd__merge_cand)))) return rc;
     ssym *sym = s->sym;
@@ -97,6 +99,11 @@ int pgd__spm_encode(const pgd__spm *sp, const pgd__vocab *v, const char *text, s
         size_t cl = (size_t)pgd_utf8_seq_len((unsigned char)str[off]);
         if (cl == 0) cl = 1;
         if (cl > m - off) cl = m - off;
+        for (size_t k = 1; k < cl; k++)
+            if (((unsigned char)str[off + k] & 0xC0) != 0x80) {
+                cl = 1;
+                break;
+            }
         sym[n] = (ssym){(uint32_t)off, (uint32_t)cl, (int32_t)n - 1, -1};
         if (n) sym[n - 1].next = (int32_t)n;
         n++;

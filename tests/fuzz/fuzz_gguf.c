@@ -4,18 +4,15 @@
  * Every input must either parse or be refused with PGD_EFORMAT / PGD_EUNSUPPORTED and a
  * detail message; a parsed image is then walked completely (every key, string, array element,
  * nested array, tensor byte and dequantized row) so ASan sees any pointer that escapes the
- * input. Not built by CMake. From the repository root:
+ * input. Built by `make fuzz` (CMake option PGD_FUZZ, clang) into build-fuzz/fuzz_gguf:
  *
- *   clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
- *     -fno-sanitize-recover=undefined -I. tests/fuzz/fuzz_gguf.c engine/model/gguf.c \
- *     kernels/cpu/quant.c common/error.c common/text.c -lxxhash -lm -o /tmp/fuzz_gguf
- *   mkdir -p /tmp/fuzz_gguf_corpus
- *   /tmp/fuzz_gguf -max_total_time=120 -max_len=65536 /tmp/fuzz_gguf_corpus [seed.gguf ...]
+ *   make fuzz FUZZ_TARGETS=fuzz_gguf FUZZ_SECONDS=120
  *
- * Seeds: any small GGUF files (e.g. the images tests/unit/test_gguf.c builds, or
- * `head -c 200000 model.gguf` — truncated files are refused, which is fine for seeding the
- * header paths). The harness also recognises a leading byte 0xA5 as "build a valid header in
- * front of the rest", which lets the fuzzer reach the kv and tensor-info parsers quickly.
+ * Seeds: tests/fuzz/corpus/fuzz_gguf/ (small images written by tests/fuzz/seeds.py); any small
+ * GGUF file will do too (`head -c 200000 model.gguf`: truncated files are refused, which is
+ * fine for seeding the header paths). The harness also recognises a leading byte 0xA5 as
+ * "build a valid header in front of the rest", which lets the fuzzer reach the kv and
+ * tensor-info parsers quickly.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -139,6 +139,7 @@ static const bad_case k_bad[] = {
     {C, "{\"repetition_penalty\":0," CHAT_MSGS "}", "repetition_penalty"},
     {C, "{\"repetition_penalty\":-1," CHAT_MSGS "}", "repetition_penalty"},
     {C, "{\"repetition_penalty\":1e300," CHAT_MSGS "}", "repetition_penalty"},
+    {C, "{\"repetition_penalty\":1e-60," CHAT_MSGS "}", "repetition_penalty"}, /* float 0 */
     {C, "{\"seed\":\"42\"," CHAT_MSGS "}", "seed"},
     {C, "{\"seed\":1.5," CHAT_MSGS "}", "seed"},
     {C, "{\"seed\":1e19," CHAT_MSGS "}", "seed"},
@@ -446,6 +447,14 @@ static void test_chat_edge_values(void) {
     REQUIRE(parse_ok(C, "{\"user\":\"a\\u0000b\",\"stop\":\"x\\u0000\"," CHAT_MSGS "}", &r) == 0);
     CHECK(r.user.len == 3 && memcmp(r.user.ptr, "a\0b", 3) == 0);
     CHECK(r.stop[0].len == 2 && memcmp(r.stop[0].ptr, "x\0", 2) == 0);
+    pgd_api_request_free(&r);
+
+    /* a top_p below float's range (found by tests/fuzz/fuzz_api_chat) stays greater than 0, so
+     * the engine's own check accepts what the API accepted */
+    REQUIRE(parse_ok(C, "{\"top_p\":1e-50," CHAT_MSGS "}", &r) == 0);
+    CHECK(r.top_p > 0.0f);
+    pgd_api_request_seq_params(&r, 0, 1, &sp);
+    CHECK_EQ_INT(pgd_sampling_params_validate(&sp.sampling, 100, NULL), 0);
     pgd_api_request_free(&r);
 }
 

@@ -622,6 +622,10 @@ static void test_spm(void) {
     TOK(tk, "hi  hell", S_SPHI, S_SP, S_SPHELL);
     /* Unknown characters: byte fallback (é = C3 A9, x = 78). */
     TOK(tk, "x\xC3\xA9", S_SP, B(0x78), B(0xC3), B(0xA9));
+    /* A lead byte without its continuation is a character of its own: it must not swallow the
+     * escaped space after it (C3 + the first byte of U+2581), which would lose the space. */
+    TOK(tk, "\xC3 hi", S_SP, B(0xC3), S_SPHI);
+    TOK(tk, "\xE4\xB8 hi", S_SP, B(0xE4), B(0xB8), S_SPHI);
     /* The control token's text "ab" is never produced by merging. */
     TOK(tk, "ab", S_SP, B('a'), B('b'));
     /* Typed byte-token names are plain text: "<0x41>" -> ▁ < 0 x 4 1 > as bytes. */
