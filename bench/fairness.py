@@ -11,16 +11,18 @@ lengths, no prefix-cache hits) with ignore_eos (exact output lengths).
     .venv/bin/python bench/fairness.py --pagoda build/pagoda --model "$(scripts/fetch-model)" \\
         --scenario equal-10x --duration 30 --markdown out.md --json out.json
 
-Per tenant and policy it reports, over the measured window (after --warmup; at its end the
-server is stopped with what is in flight):
+Per tenant and policy it reports, over the measured window (after --warmup; --ttft-grace seconds
+after its end the server is stopped with what is in flight):
   service   tokens per second, weighted as the scheduler charges them: prompt tokens +
             F × generated tokens (also shown divided by the tenant's weight), with
             F = --output-factor (2, the scheduler's default charge); a prompt counts when its
             first token arrives (its prefill is done), a generated token when its chunk arrives
             (logprobs list a chunk's tokens) — from the client's own clock, not the server's
             counters;
-  TTFT      p50 / p99 of the requests whose first token came in the window, and of those still
-            waiting for one at its end (with the time they waited: "≥" marks a lower bound);
+  TTFT      p50 / p99 of the requests sent in the window (none is sent after it; the server
+            runs on for --ttft-grace seconds so that the last ones get their first token), those
+            still waiting for one then counted with the time they waited ("≥" marks such a
+            lower bound: a starved tenant shows);
   429s      requests refused by the tenant's limits.
 With --alone NAME, NAME also runs alone (same settings) for its TTFT baseline.
 
@@ -233,10 +235,12 @@ def pct(xs, q):
     return xs[f] + (xs[min(f + 1, len(xs) - 1)] - xs[f]) * (k - f)
 
 
-def summarize(load, w0, w1, out_factor):
-    """Service in [w0, w1) from the client's records; TTFT of the requests whose first token
-    came in it, and of those still waiting for one at its end (with the time they had waited: a
-    lower bound, so a starved tenant shows)."""
+def summarize(load, w0, w1, out_factor, t_end):
+    """Service in [w0, w1) from the client's records. TTFT of the requests sent in [w0, w1):
+    no request is sent after w1, but the server runs on until t_end (--ttft-grace), so that a
+    request sent just before w1 has its first token counted; one still waiting for it at t_end
+    counts with the time it had waited (a lower bound, so a starved tenant shows) and as
+    unfinished."""
     prompt = gen = 0.0
     ttfts = []
     waiting = 0
@@ -244,10 +248,12 @@ def summarize(load, w0, w1, out_factor):
         if t_first is not None and w0 <= t_first < w1:
             prompt += n_prompt
         gen += sum(n for t, n in chunks if w0 <= t < w1)
-        if t_send < w1 and (t_first is None or t_first >= w1):
+        if not w0 <= t_send < w1:
+            continue
+        if t_first is None or t_first >= t_end:
             waiting += 1
-            ttfts.append(w1 - t_send)
-        elif t_first is not None and w0 <= t_first < w1:
+            ttfts.append(t_end - t_send)
+        else:
             ttfts.append(t_first - t_send)
     secs = w1 - w0
     weight = load.t["weight"]
@@ -299,7 +305,9 @@ def run(args, policy, tenants, label):
         for ld in loads:
             for th in ld.threads:
                 th.start()
-        time.sleep(max(0.0, stop_at - time.monotonic()))
+        time.sleep(max(0.0, stop_at - time.monotonic()))  # no request is sent after stop_at
+        time.sleep(args.ttft_grace)
+        t_end = time.monotonic()
         for ld in loads:
             ld.stopping.set()
         srv.stop()  # --shutdown-timeout 0: what is in flight is cut now, the clients return
@@ -307,7 +315,8 @@ def run(args, policy, tenants, label):
             for th in ld.threads:
                 th.join()
         w0, w1 = t0 + args.warmup, stop_at
-        out = {ld.t["name"]: summarize(ld, w0, w1, args.output_factor) for ld in loads}
+        out = {ld.t["name"]: summarize(ld, w0, w1, args.output_factor, t_end)
+               for ld in loads}
         for ld in loads:
             for e in ld.errors[:3]:
                 print(f"fairness: {label}/{policy}/{ld.t['name']}: error: {e}", file=sys.stderr)
@@ -370,6 +379,9 @@ def main(argv=None):
                     help="also run this tenant alone (its TTFT baseline)")
     ap.add_argument("--duration", type=float, default=30.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds before measuring")
+    ap.add_argument("--ttft-grace", type=float, default=3.0,
+                    help="seconds the server runs on after the last request is sent, so that "
+                         "those sent just before the end get their first token counted")
     ap.add_argument("--output-factor", type=float, default=2.0)
     ap.add_argument("--server-flags", default="--max-num-seqs 8",
                     help="more `pagoda serve` flags, one string")

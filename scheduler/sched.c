@@ -44,8 +44,10 @@ struct sseq {
     pgd_seq *seq;       /* NULL until first admitted (choice 0) or forked */
     pgd_block_table bt; /* its KV blocks; empty unless running */
     sseq *prev, *next;
-    int32_t item;  /* index in the current plan, -1 when not planned */
-    double charge; /* estimated service of its planned item (0 when not planned) */
+    int32_t item;         /* index in the current plan, -1 when not planned */
+    double charge;        /* estimated service of its planned item (0 when not planned) */
+    uint64_t admitted_in; /* the step (pgd_sched_stats.n_steps + 1 while planned) that last
+                             admitted it: make_room leaves it be in that step */
 };
 
 typedef struct slist {
@@ -62,6 +64,8 @@ typedef struct tenant {
     float weight;      /* of its latest request (> 0) */
     bool yielded;      /* not admitted again in this step: it gave a seat to another tenant
                           (make_room) or stood aside over its share (skip_over_share) */
+    bool defer;        /* FAIR, this step: beyond its seat share while a tenant within its share,
+                          served no more than it, waits: its prompt chunks wait (plan_chunks) */
     slist wait;
     uint64_t prompt_tokens, generation_tokens, computed_tokens; /* as pgd_sched_stats */
 } tenant;
@@ -738,6 +742,23 @@ static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
     }
 }
 
+static double seat_share(const pgd_sched *S, const tenant *t);
+
+/* FAIR: prompt tokens a sequence of tenant t may compute in one step, out of want (seats: those
+ * the sequence adds, when it is being admitted). A tenant holding more seats than its share (so
+ * another tenant with work holds fewer than its own) gets chunks of at most max(16,
+ * max_num_batched_tokens / 32) tokens: on a device whose step time grows with its tokens (a CPU), a
+ * busy tenant's long chunks would otherwise fill the steps that the other tenant's next prompt has
+ * to wait for and then share. Its throughput hardly changes (its decodes and chunks still run every
+ * step); the other's first token comes sooner. */
+static uint32_t chunk_cap(const pgd_sched *S, const tenant *t, uint32_t seats, uint32_t want) {
+    if (S->cfg.policy != PGD_SCHED_FAIR || (double)(t->n_seats + seats) <= seat_share(S, t) + 1e-9)
+        return want;
+    uint32_t cap = S->cfg.max_num_batched_tokens / 32;
+    if (cap < 16) cap = 16;
+    return want < cap ? want : cap;
+}
+
 /* Step phase 3: chunks of pending prompts (and recomputes). FCFS: in rank order. FAIR: by the
  * tenant's key, then rank; one token and one seat are held back for the running head (which
  * phase 2 did not plan: it has a prompt pending) and given to it at the end, so that it
@@ -753,6 +774,16 @@ static void plan_chunks(pgd_sched *S) {
         }
         return;
     }
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        tenant *t = S->tenants[i];
+        t->defer = false;
+        if ((double)t->n_seats <= seat_share(S, t) + 1e-9) continue;
+        for (uint32_t j = 0; j < S->n_tenants && !t->defer; j++) {
+            const tenant *u = S->tenants[j];
+            t->defer = u != t && u->wait.n && (double)u->n_seats < seat_share(S, u) - 1e-9 &&
+                       key(u) <= key(t) + 1e-9;
+        }
+    }
     sseq *h = S->run.head;
     bool held = h && h->item < 0 && pending_limit(h) >= 2 && S->budget > 0 &&
                 pgd_plan_n_items(S->plan) < S_max;
@@ -763,11 +794,11 @@ static void plan_chunks(pgd_sched *S) {
     while (S->budget > 0 && pgd_plan_n_items(S->plan) < S_max) {
         sseq *best = NULL;
         for (sseq *q = S->run.head; q; q = q->next)
-            if (q->item < 0 && pending_limit(q) >= 2 &&
+            if (q->item < 0 && pending_limit(q) >= 2 && !q->req->t->defer &&
                 (!best || key(q->req->t) < key(best->req->t)))
                 best = q;
         if (!best) break;
-        uint32_t lim = pending_limit(best);
+        uint32_t lim = chunk_cap(S, best->req->t, 0, pending_limit(best));
         plan_running(S, best, lim < S->budget ? lim : S->budget); /* planned or gone */
     }
     if (!held) return;
@@ -775,7 +806,7 @@ static void plan_chunks(pgd_sched *S) {
     /* the head is the same unless its request failed (out of memory): then the new head */
     h = S->run.head;
     if (h && h->item < 0 && pending_limit(h) >= 2) {
-        uint32_t lim = pending_limit(h);
+        uint32_t lim = chunk_cap(S, h->req->t, 0, pending_limit(h));
         plan_running(S, h, lim < S->budget ? lim : S->budget);
     }
 }
@@ -817,17 +848,19 @@ static double seat_share(const pgd_sched *S, const tenant *t) {
 }
 
 /* FAIR, when waiting q of tenant t does not fit (seats or blocks): if t has the lowest counter
- * of the backlogged tenants and holds at most half its share of the seats even with q (a light
- * tenant: it has little or nothing running), preempt the lowest-ranked running sequence (never
- * the head) of the tenant furthest above its seat share among those served at least as much as
- * t, provided that tenant stays at or above its share without it. A light tenant then gets a
+ * of the backlogged tenants and stays within its share of the seats with q (a light tenant: q
+ * is all it has waiting; with more waiting, a backlog, within half its share), preempt the
+ * lowest-ranked running sequence (never the head, nor one admitted in this step) of the tenant
+ * furthest above its seat share among those served at least as much as t, provided that tenant
+ * stays at or above its share without it. A light tenant then gets a
  * seat at once instead of waiting for one to come free, and neither side can take it back: the
  * one that preempted is within its share, the one that lost a sequence still holds at least its
  * share; tenants that are both busy settle by the counters alone (seats are not service: a seat
  * of long prompts serves more than a seat of decodes). true when something was preempted. */
 static bool make_room(pgd_sched *S, const tenant *t, const sseq *q) {
     if (S->cfg.policy != PGD_SCHED_FAIR) return false;
-    if ((double)(t->n_seats + seats_of(q)) > ceil(seat_share(S, t) / 2) + 1e-9) return false;
+    double share = seat_share(S, t), lim = t->wait.n > 1 ? ceil(share / 2) : share;
+    if ((double)(t->n_seats + seats_of(q)) > lim + 1e-9) return false;
     /* only for the tenant furthest behind in service */
     for (uint32_t i = 0; i < S->n_tenants; i++)
         if (S->tenants[i]->wait.n && key(S->tenants[i]) < key(t) - 1e-9) return false;
@@ -844,7 +877,8 @@ static bool make_room(pgd_sched *S, const tenant *t, const sseq *q) {
     }
     if (!v) return false;
     for (sseq *p = S->run.tail; p && p != S->run.head; p = p->prev) {
-        if (p->req->t != v || (double)(v->n_seats - seats_of(p)) < seat_share(S, v) - 1e-9)
+        if (p->req->t != v || p->admitted_in == S->st.n_steps + 1 ||
+            (double)(v->n_seats - seats_of(p)) < seat_share(S, v) - 1e-9)
             continue;
         bool was = S->preempted; /* a deliberate preemption: admission goes on */
         preempt(S, p);
@@ -892,7 +926,7 @@ static void admit(pgd_sched *S) {
         uint32_t n_tok = (uint32_t)s->tokens.n;
         uint32_t hit = pgd_block_table_find_prefix(&q->bt, s->tokens.ids, n_tok);
         uint32_t limit = q->index == 0 && r->fork_pending ? s->n_prompt - 1 - hit : n_tok - hit;
-        uint32_t take = limit < S->budget ? limit : S->budget;
+        uint32_t take = chunk_cap(S, t, seats_of(q), limit < S->budget ? limit : S->budget);
         uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0, attached;
         /* The cached prefix and the first chunk's blocks, all or nothing. */
         int rc = pgd_block_table_attach_prefix(&q->bt, s->tokens.ids, n_tok, take, wm, &attached);
@@ -907,6 +941,7 @@ static void admit(pgd_sched *S) {
         PGD_ASSERT(attached == hit);
         wait_remove(S, q);
         run_insert(S, q);
+        q->admitted_in = S->st.n_steps + 1;
         if (!r->admitted) {
             r->admitted = true;
             r->cached_tokens = hit;

@@ -31,11 +31,16 @@
  *      within the tenant; FCFS: priority, then arrival, across all tenants. No admission in a
  *      step that preempted for memory, and admission stops at the first one that does not fit
  *      (so a large request is never overtaken forever) — except, FAIR, that a tenant beyond its
- *      share of the seats steps aside for the step, and a light tenant (the lowest counter, at
- *      most half its seat share held) takes a seat from the tenant furthest above its share
- *      (which keeps at least its share and cannot take it back in that step): a light tenant's
- *      first token does not wait for a busy tenant's sequences to finish. Seat shares are
- *      max_num_seqs x weight / the weights of the tenants with work;
+ *      share of the seats steps aside for the step, and a light tenant (the lowest counter,
+ *      within its seat share with the request — half of it when it has more waiting) takes a
+ *      seat from the tenant furthest above its share (which keeps at least its share and
+ *      cannot take it back in that step; a sequence admitted in the step is not taken): a
+ *      light tenant's first token does not wait for a busy tenant's sequences to finish. A
+ *      tenant beyond its seat share gets prompt chunks of at most max(16, budget / 32) tokens
+ *      in phases 3 and 4, and none in phase 3 while a tenant within its share (and served no
+ *      more) waits, so its chunks neither fill the step before nor share the step of that
+ *      tenant's first chunk. Seat shares are max_num_seqs x weight / the weights of the tenants
+ *      with work;
  *   5. the runner computes the plan (engine/runner.h); the full blocks it computed enter the
  *      prefix cache; then TOKEN / FINISH events, counters charged, finished sequences retired
  *      (their full blocks stay in the prefix cache, evictable).

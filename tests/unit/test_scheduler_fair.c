@@ -56,6 +56,7 @@ typedef struct sim {
     int step_errors;
     uint32_t empty_submits; /* submits (after the first step) that found the tenant not
                                backlogged */
+    uint32_t chunk[MAX_T];  /* prompt positions computed in the last step, per tenant */
 } sim;
 
 static uint32_t sim_rnd(sim *m, uint32_t lo, uint32_t hi) {
@@ -149,10 +150,14 @@ static void sim_step(sim *m) {
         return;
     }
     m->n_preempted += info.n_preempted;
+    memset(m->chunk, 0, sizeof m->chunk);
     for (uint32_t k = 0; k < info.n_items; k++) {
         const pgd_sched_item_info *it = &info.items[k];
         uint64_t id = it->id;
         uint32_t ti = m->t_of[id], end = it->n_computed + it->n_tokens;
+        if (it->n_computed < it->n_prompt) {
+            m->chunk[ti] += (end < it->n_prompt ? end : it->n_prompt) - it->n_computed;
+        }
         uint32_t lo = it->n_computed > m->hw[id] ? it->n_computed : m->hw[id];
         uint32_t hi = end < it->n_prompt ? end : it->n_prompt;
         uint32_t fresh = hi > lo ? hi - lo : 0;
@@ -354,6 +359,42 @@ static void test_fair_light_tenant_gets_a_seat_at_once(void) {
     CHECK(fcfs > 50 && fcfs != UINT32_MAX);
     CHECK_EQ_INT(after_fair, 0);
     CHECK_EQ_INT(after_fcfs, 0);
+}
+
+/* A busy tenant's long prompts beside a light tenant's request: the step that carries the
+ * light tenant's first chunk carries at most max(16, budget / 32) of the busy tenant's prompt
+ * tokens (on a CPU, a step's time grows with its tokens: the light tenant's first token would
+ * wait for them). FCFS, for contrast, fills that step with the busy tenant's prompts. */
+static uint32_t busy_tokens_beside_light(pgd_sched_policy policy) {
+    sim m;
+    uint32_t beside = UINT32_MAX;
+    if (sim_open(&m, policy, 1024, 512, 4, false) != 0) return beside;
+    m.n_t = 2;
+    m.tc[0] = tenant(1, 1, 8, 200, 256, 4, 8); /* A: backlogged, long prompts, short outputs */
+    m.tc[1] = tenant(2, 1, 0, 64, 64, 4, 4);   /* B: one request, by hand */
+    sim_run(&m, 20);
+    pgd_sched_stats st;
+    pgd_sched_get_stats(m.S, &st);
+    sim_submit(&m, 1, &st);
+    uint64_t b = m.next_id;
+    for (uint32_t k = 1; k <= 400 && !m.generated[1]; k++) {
+        sim_topup(&m);
+        sim_step(&m);
+        if (m.chunk[1] && beside == UINT32_MAX) beside = m.chunk[0];
+    }
+    CHECK(m.seen[b]);
+    fprintf(stderr, "    %s: the busy tenant's prompt tokens in the light one's first step: %u\n",
+            policy == PGD_SCHED_FAIR ? "FAIR" : "FCFS", beside);
+    check_stats(&m, false);
+    sim_close(&m);
+    return beside;
+}
+
+static void test_fair_busy_chunks_make_way(void) {
+    uint32_t fair = busy_tokens_beside_light(PGD_SCHED_FAIR);
+    uint32_t fcfs = busy_tokens_beside_light(PGD_SCHED_FCFS);
+    CHECK(fair <= 16);
+    CHECK(fcfs > 64 && fcfs != UINT32_MAX);
 }
 
 static void test_fair_late_joiner_no_burst(void) {
@@ -659,6 +700,7 @@ int main(void) {
     RUN(test_fair_prompt_output_mix);
     RUN(test_fair_late_joiner_no_burst);
     RUN(test_fair_light_tenant_gets_a_seat_at_once);
+    RUN(test_fair_busy_chunks_make_way);
     RUN(test_fair_priority_within_tenant);
     RUN(test_fair_preemption_picks_over_share_tenant);
     RUN(test_fair_stats_match);
