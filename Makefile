@@ -10,7 +10,8 @@
 #                   (ctest -L model) and the pytest suites (reference checks and end-to-end)
 #   make test-asan  unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make test-e2e-asan  model tests and the end-to-end pytest suite against the ASan + UBSan
-#                   build (build-asan/pagoda); leaks at exit fail (E2E_ASAN_TESTS picks modules)
+#                   build (build-asan/pagoda); leaks at exit fail (E2E_ASAN_TESTS picks pytest
+#                   modules, E2E_ASAN_MODEL a regex of model tests)
 #   make test-tsan  the tests that start threads under ThreadSanitizer (build-tsan/; TSAN_TESTS)
 #   make test-valgrind  unit tests under valgrind memcheck, errors and leaks fatal (build/;
 #                   VALGRIND_TESTS picks them, default: every unit test)
@@ -76,19 +77,21 @@ test-asan: bootstrap
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 E2E_ASAN_TESTS ?= e2e
+E2E_ASAN_MODEL ?= .
 
 test-e2e-asan: bootstrap-test model
 	cmake -S . -B build-asan -DPGD_ASAN=ON -DPGD_UBSAN=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && $(SAN_ENV) PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) \
-	  ctest -L model --output-on-failure
+	  ctest -L model -R '$(E2E_ASAN_MODEL)' --output-on-failure
 	cd tests && $(SAN_ENV) PAGODA_BIN=$(CURDIR)/build-asan/pagoda \
 	  PAGODA_MODEL=$$($(CURDIR)/scripts/fetch-model) ../$(PYTEST) -q -p no:cacheprovider \
 	  $(E2E_ASAN_TESTS)
 
 # The tests that start threads (scheduler worker, compute threadpool, HTTP server loop, metrics
 # from several threads, the CPU backend over its pool).
-TSAN_TESTS ?= test_worker test_threadpool test_http test_metrics test_backend test_tokenizer
+TSAN_TESTS ?= test_worker test_threadpool test_http test_http_edges test_metrics test_backend \
+	test_tokenizer
 empty :=
 space := $(empty) $(empty)
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp

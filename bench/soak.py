@@ -32,7 +32,8 @@ no more than a bounded wait for a seat. The server is started with --max-waiting
 of --max-num-seqs) for that: a request waits for at most about half a batch's service time, and
 the rest are refused at once with 503 and Retry-After. Phase 1's latency is reported beside it.
 
-The KV pool is small (--kv-cache-mb 64, about 180 blocks of the default model) so that the soak's
+The KV pool is small (--kv-cache-mb 64, about 180 blocks of the default model, with --ctx-size
+1024 so that it holds a whole context, as the server requires) so that the soak's
 warm-up cycles through all of it: the CPU backend's KV memory is touched lazily, so with the
 default 1 GiB pool RSS would climb for the first several hundred requests as blocks are used for
 the first time, which is not a leak and would hide one.
@@ -96,7 +97,8 @@ class Server:
             self.pid = args.pid
             return
         flags = ["--max-num-seqs", str(args.max_num_seqs), "--max-waiting", str(args.max_waiting),
-                 "--kv-cache-mb", str(args.kv_cache_mb), "--shutdown-timeout", "5"]
+                 "--kv-cache-mb", str(args.kv_cache_mb), "--ctx-size", str(args.ctx_size),
+                 "--shutdown-timeout", "5"]
         flags += args.server_flag
         argv = [args.pagoda, "serve", "--port", "0"]
         if args.model:
@@ -648,6 +650,8 @@ def parse_args(argv=None):
     p.add_argument("--max-waiting", type=int, help="the server's queue (default: half the batch)")
     p.add_argument("--kv-cache-mb", type=int, default=64,
                    help="the server's KV pool (64: cycled during the warm-up)")
+    p.add_argument("--ctx-size", type=int, default=1024,
+                   help="the server's context (1024: a small pool must hold one whole context)")
     p.add_argument("--concurrency", type=int, help="capacity phase (default: --max-num-seqs)")
     p.add_argument("--prompt-len", type=int, default=32, help="words / token ids per prompt (32)")
     p.add_argument("--max-tokens", type=int, default=32, help="output tokens (32)")

@@ -96,6 +96,8 @@ struct tserver {
     int create_rc;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    int stopped; /* ts_stop joined the loop thread and destroyed mu and cv: the records are read
+                    without them */
     int ready;
     ts_fn call_fn;
     void *call_arg;
@@ -420,13 +422,22 @@ static inline void ts_stop(tserver *ts, int64_t *took) {
     pthread_join(ts->thread, NULL);
     pthread_mutex_destroy(&ts->mu);
     pthread_cond_destroy(&ts->cv);
+    ts->stopped = 1;
+}
+
+static inline void ts_lock(tserver *ts) {
+    if (!ts->stopped) pthread_mutex_lock(&ts->mu);
+}
+
+static inline void ts_unlock(tserver *ts) {
+    if (!ts->stopped) pthread_mutex_unlock(&ts->mu);
 }
 
 /* Waits for the close record of `target`; returns its reason (-1 on timeout), *t its time. */
 static inline int ts_wait_close(tserver *ts, const char *target, int timeout_ms, int64_t *t) {
     int64_t deadline = mono_ms() + timeout_ms;
     int reason = -1;
-    pthread_mutex_lock(&ts->mu);
+    ts_lock(ts);
     for (;;) {
         for (int i = 0; i < ts->n_closes; i++) {
             close_rec *c = &ts->closes[i];
@@ -438,7 +449,7 @@ static inline int ts_wait_close(tserver *ts, const char *target, int timeout_ms,
             }
         }
         int64_t left = deadline - mono_ms();
-        if (left <= 0) break;
+        if (left <= 0 || ts->stopped) break;
         struct timespec ts_abs;
         clock_gettime(CLOCK_REALTIME, &ts_abs);
         int64_t ns = ts_abs.tv_nsec + (left < 50 ? left : 50) * 1000000;
@@ -447,18 +458,18 @@ static inline int ts_wait_close(tserver *ts, const char *target, int timeout_ms,
         pthread_cond_timedwait(&ts->cv, &ts->mu, &ts_abs);
     }
 out:
-    pthread_mutex_unlock(&ts->mu);
+    ts_unlock(ts);
     return reason;
 }
 
 static inline int ts_count_closes(tserver *ts, const char *prefix, int reason) {
     int n = 0;
-    pthread_mutex_lock(&ts->mu);
+    ts_lock(ts);
     for (int i = 0; i < ts->n_closes; i++)
         if (strncmp(ts->closes[i].target, prefix, strlen(prefix)) == 0 &&
             ts->closes[i].reason == reason)
             n++;
-    pthread_mutex_unlock(&ts->mu);
+    ts_unlock(ts);
     return n;
 }
 
