@@ -13,7 +13,7 @@
 #                   build (build-asan/pagoda); leaks at exit fail (E2E_ASAN_TESTS picks pytest
 #                   modules, E2E_ASAN_MODEL a regex of model tests)
 #   make test-tsan  the tests that start threads under ThreadSanitizer (build-tsan/; TSAN_TESTS)
-#   make test-valgrind  unit tests under valgrind memcheck, errors and leaks fatal (build/;
+#   make test-valgrind  unit tests under valgrind memcheck, errors and leaks fatal (build-valgrind/;
 #                   VALGRIND_TESTS picks them, default: every unit test)
 #   make fuzz       libFuzzer targets (clang, ASan + UBSan) into build-fuzz/, each run for
 #                   FUZZ_SECONDS (60); FUZZ_TARGETS picks them, FUZZ_JOBS runs several at once
@@ -102,17 +102,22 @@ test-tsan: bootstrap-test
 	cd build-tsan && $(TSAN_ENV) ctest -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$' \
 	  --output-on-failure
 
-# valgrind memcheck over the unit tests of build/ (plain -O2 -g): any error or leak fails.
+# valgrind memcheck over the unit tests of build-valgrind/ (plain -O2 -g, no CUDA: the CUDA
+# runtime's dlopen and allocations are not the project's and are not clean under memcheck): any
+# error or leak fails.
+VALGRIND_BUILD ?= build-valgrind
 VALGRIND_TESTS ?= $(notdir $(basename $(wildcard tests/unit/test_*.c)))
 VALGRIND = valgrind --error-exitcode=1 --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --track-origins=yes --quiet
 
-test-valgrind: build
+test-valgrind: bootstrap-test
+	cmake -S . -B $(VALGRIND_BUILD) -DPGD_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(VALGRIND_BUILD) -j$(JOBS)
 	@set -e; for t in $(VALGRIND_TESTS); do \
-	  [ -x $(BUILD)/$$t ] || { echo "test-valgrind: $$t not built"; exit 1; }; \
+	  [ -x $(VALGRIND_BUILD)/$$t ] || { echo "test-valgrind: $$t not built"; exit 1; }; \
 	  s=$$(date +%s); echo "valgrind: $$t"; \
-	  (cd $(BUILD) && $(VALGRIND) ./$$t >valgrind-$$t.log 2>&1) || \
-	    { cat $(BUILD)/valgrind-$$t.log; echo "test-valgrind: $$t FAILED"; exit 1; }; \
+	  (cd $(VALGRIND_BUILD) && $(VALGRIND) ./$$t >valgrind-$$t.log 2>&1) || \
+	    { cat $(VALGRIND_BUILD)/valgrind-$$t.log; echo "test-valgrind: $$t FAILED"; exit 1; }; \
 	  echo "valgrind: $$t ok ($$(( $$(date +%s) - s ))s)"; done
 
 FUZZ_SECONDS ?= 60
@@ -133,4 +138,4 @@ format-check: bootstrap-test
 	$(FORMAT_SOURCES) | xargs clang-format --dry-run -Werror
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-valgrind build-fuzz
