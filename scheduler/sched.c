@@ -742,6 +742,18 @@ static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
     }
 }
 
+/* The weights of the tenants with work, and t's share of the seats given that sum. */
+static double active_weight(const pgd_sched *S) {
+    double sum = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++)
+        if (S->tenants[i]->n_active) sum += S->tenants[i]->weight;
+    return sum;
+}
+
+static double share_of(const pgd_sched *S, const tenant *t, double wsum) {
+    return wsum > 0 ? (double)S->cfg.max_num_seqs * t->weight / wsum : 0;
+}
+
 static double seat_share(const pgd_sched *S, const tenant *t);
 
 /* FAIR: prompt tokens a sequence of tenant t may compute in one step, out of want (seats: those
@@ -774,15 +786,17 @@ static void plan_chunks(pgd_sched *S) {
         }
         return;
     }
+    /* the lowest counter among the tenants within their share that wait; one pass each (the
+     * shares use one sum of the active weights) */
+    double wsum = active_weight(S), low = INFINITY;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        const tenant *u = S->tenants[i];
+        if (u->wait.n && (double)u->n_seats < share_of(S, u, wsum) - 1e-9 && key(u) < low)
+            low = key(u);
+    }
     for (uint32_t i = 0; i < S->n_tenants; i++) {
         tenant *t = S->tenants[i];
-        t->defer = false;
-        if ((double)t->n_seats <= seat_share(S, t) + 1e-9) continue;
-        for (uint32_t j = 0; j < S->n_tenants && !t->defer; j++) {
-            const tenant *u = S->tenants[j];
-            t->defer = u != t && u->wait.n && (double)u->n_seats < seat_share(S, u) - 1e-9 &&
-                       key(u) <= key(t) + 1e-9;
-        }
+        t->defer = (double)t->n_seats > share_of(S, t, wsum) + 1e-9 && low <= key(t) + 1e-9;
     }
     sseq *h = S->run.head;
     bool held = h && h->item < 0 && pending_limit(h) >= 2 && S->budget > 0 &&
@@ -841,10 +855,7 @@ static bool fork_ready(const sseq *q) {
 
 /* t's share of the seats: S x its weight / the weights of the tenants with work. */
 static double seat_share(const pgd_sched *S, const tenant *t) {
-    double sum = 0;
-    for (uint32_t i = 0; i < S->n_tenants; i++)
-        if (S->tenants[i]->n_active) sum += S->tenants[i]->weight;
-    return sum > 0 ? (double)S->cfg.max_num_seqs * t->weight / sum : 0;
+    return share_of(S, t, active_weight(S));
 }
 
 /* FAIR, when waiting q of tenant t does not fit (seats or blocks): if t has the lowest counter
