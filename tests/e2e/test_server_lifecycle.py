@@ -361,10 +361,11 @@ def test_sigterm_streams_cut_by_timeout(start_server):
 
 
 def test_sigterm_mixed_streams(start_server):
-    """Two short streams finish, two long ones are cut at the 4 s deadline."""
-    srv = start_server("--shutdown-timeout", "4")
+    """Two short streams finish, two long ones are cut at the deadline (10 s: the short ones'
+    last 10 tokens take seconds on a sanitizer build; 5000 tokens take minutes on any)."""
+    srv = start_server("--shutdown-timeout", "10")
     long_ = start_streams(srv, 2, max_tokens=5000)
-    short = start_streams(srv, 2, max_tokens=16)
+    short = start_streams(srv, 2, max_tokens=12)
     srv.terminate()
     for s in short + long_:
         s.join(timeout=60)
