@@ -16,8 +16,15 @@
  * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention, wo GEMM,
  * add + RMSNorm, gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only,
  * the output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the
- * step's event. Nothing is allocated inside a step. Decode-only steps run eagerly too (CUDA
- * graphs: not yet).
+ * step's event. Nothing is allocated inside a step.
+ *
+ * CUDA graphs: a decode-only step whose rows are all sampled on the device
+ * (pgd_cuda_graph_fits) runs as a graph captured, at its first use, for its padded size and
+ * block-table stride (cuda_plan.h): the metadata goes up padded (padding rows attend to
+ * nothing and write no KV), then one cudaGraphLaunch replays the whole step, the copy of the
+ * results included. A graph's kernels read everything else from the metadata buffer, whose
+ * address is fixed. Other steps run eagerly, as does every step with enforce_eager. A failed
+ * capture turns graphs off for good, with a line on stderr, and the step runs eagerly.
  *
  * Memory plan at create: weights first, then activations, GEMM workspace and metadata, then the
  * KV cache from what remains under gpu_memory_utilization of the device's memory (or exactly
@@ -30,6 +37,7 @@
 
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +65,12 @@ typedef struct layer {
     uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16 */
     float *attn_norm, *ffn_norm, *bqkv;
 } layer;
+
+/* One captured decode graph: its padded size and block-table stride. */
+typedef struct decode_graph {
+    uint32_t n, stride;
+    cudaGraphExec_t exec;
+} decode_graph;
 
 typedef struct cuda_backend {
     pgd_backend base;
@@ -89,6 +103,11 @@ typedef struct cuda_backend {
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
     pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
+    /* CUDA graphs of decode steps */
+    decode_graph *graphs; /* [n_graphs] */
+    uint32_t n_graphs, cap_graphs;
+    uint64_t graph_replays;
+    bool graphs_off;
 } cuda_backend;
 
 int pgd_cuda_devices(void) {
@@ -331,15 +350,14 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
-/* Enqueue a step: the metadata upload, the layers, the sampling, the copies back of the
- * results into b->h_results and of the R full-logit rows into `logits`. */
-static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
+/* Enqueue a step's work after its metadata upload, for T tokens of which R rows get full logits
+ * (copied into `logits`) and the N after them are sampled (results into b->h_results); table
+ * rows of `stride` entries. Only kernel launches and copies between fixed buffers: what a
+ * decode graph captures. */
+static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, uint32_t stride,
+                           float *logits) {
     const pgd_model_config *c = &b->base.model->cfg;
-    const uint32_t T = bt->n_tokens, E = b->E;
-    const uint32_t R = bt->n_logits, N = bt->n_samples;
-    PGD_ASSERT(R + N <= T);
-    int rc = upload_meta(b, bt);
-    if (rc) return rc;
+    const uint32_t E = b->E;
     const pgd_cuda_meta_layout *l = &b->ml;
     const int32_t *d_tokens = (const int32_t *)(b->d_meta + l->tokens);
     const int32_t *d_pos = (const int32_t *)(b->d_meta + l->pos);
@@ -352,6 +370,7 @@ static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
     void *s = b->stream;
     const float scale = 1.0f / sqrtf((float)b->D);
     const bool neox = c->rope_style == PGD_ROPE_NEOX;
+    int rc;
 
     if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
     for (uint32_t li = 0; li < c->n_layer; li++) {
@@ -362,8 +381,8 @@ static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
             (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
                                    b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
-            (rc = pgd_cuda_attention(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables,
-                                     bt->bt_stride, d_seq_of, d_pos, T, scale, b->xb, s)) ||
+            (rc = pgd_cuda_attention(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
+                                     d_seq_of, d_pos, T, scale, b->xb, s)) ||
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
             (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
                                        s)) ||
@@ -391,10 +410,95 @@ static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
     return 0;
 }
 
+/* Enqueue a step eagerly: the metadata upload, then its work. */
+static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
+    PGD_ASSERT(bt->n_logits + bt->n_samples <= bt->n_tokens);
+    int rc = upload_meta(b, bt);
+    if (rc) return rc;
+    return enqueue_compute(b, bt->n_tokens, bt->n_logits, bt->n_samples, bt->bt_stride, logits);
+}
+
+static void graphs_off(cuda_backend *b, const char *what) {
+    fprintf(stderr, "pagoda: CUDA graphs off, decode steps run eagerly: %s\n", what);
+    b->graphs_off = true;
+}
+
+/* The decode graph of padded size n and table stride `stride`, captured now if it is new; NULL
+ * when graphs are (or have just been turned) off. Capture runs nothing: the step is recorded
+ * from the stream into a graph, which is then instantiated. */
+static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t stride) {
+    for (uint32_t i = 0; i < b->n_graphs; i++)
+        if (b->graphs[i].n == n && b->graphs[i].stride == stride) return b->graphs[i].exec;
+    if (b->n_graphs == b->cap_graphs) {
+        uint32_t cap = b->cap_graphs ? b->cap_graphs * 2 : 32;
+        decode_graph *g = realloc(b->graphs, cap * sizeof *g);
+        if (!g) {
+            graphs_off(b, "out of host memory");
+            return NULL;
+        }
+        b->graphs = g;
+        b->cap_graphs = cap;
+    }
+    char why[320];
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        snprintf(why, sizeof why, "cudaStreamBeginCapture: %s",
+                 cudaGetErrorString(cudaGetLastError()));
+        graphs_off(b, why);
+        return NULL;
+    }
+    int rc = enqueue_compute(b, n, 0, n, stride, NULL);
+    snprintf(why, sizeof why, "capturing a decode step of %u rows: %s", n,
+             rc ? pgd_error_detail() : "");
+    cudaError_t e = cudaStreamEndCapture(b->stream, &graph); /* ends it even after a failure */
+    if (!rc && e != cudaSuccess)
+        snprintf(why, sizeof why, "cudaStreamEndCapture (%u rows): %s", n, cudaGetErrorString(e));
+    if (!rc && e == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        snprintf(why, sizeof why, "cudaGraphInstantiate (%u rows): %s", n,
+                 cudaGetErrorString(cudaGetLastError()));
+        exec = NULL;
+    }
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError(); /* a failed capture's error is reported here, not by the next call */
+    if (!exec) {
+        graphs_off(b, why);
+        return NULL;
+    }
+    b->graphs[b->n_graphs++] = (decode_graph){n, stride, exec};
+    return exec;
+}
+
+/* Enqueue a decode step as a graph replay: 1 when done, 0 when it must run eagerly (graphs off,
+ * or this batch does not fit one), or an error. */
+static int enqueue_graph_step(cuda_backend *b, const pgd_batch *bt) {
+    if (b->graphs_off || !pgd_cuda_graph_fits(bt)) return 0;
+    const uint32_t limit = b->max_tokens < SEQS_LIMIT ? b->max_tokens : SEQS_LIMIT;
+    const uint32_t n = pgd_cuda_graph_size(bt->n_seqs, limit);
+    const uint32_t stride = pgd_cuda_graph_stride(bt->bt_stride, b->stride_max);
+    if (!n || !stride) return 0;
+    cudaGraphExec_t exec = decode_graph_for(b, n, stride);
+    if (!exec) return 0;
+    size_t bytes = pgd_cuda_meta_pack_padded(&b->ml, bt, n, stride, b->h_meta);
+    PGD_CUDA_TRY(cudaMemcpyAsync(b->d_meta, b->h_meta, bytes, cudaMemcpyHostToDevice, b->stream));
+    PGD_CUDA_TRY(cudaGraphLaunch(exec, b->stream));
+    b->graph_replays++;
+    return 1;
+}
+
+void pgd_backend_cuda_graph_stats(const pgd_backend *base, pgd_cuda_graph_stats *out) {
+    const cuda_backend *b = (const cuda_backend *)base;
+    *out = (pgd_cuda_graph_stats){b->n_graphs, b->graph_replays, b->graphs_off};
+}
+
 static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
                         pgd_sample_result *sampled) {
     cuda_backend *b = (cuda_backend *)base;
-    int rc = enqueue_step(b, bt, logits);
+    int rc = enqueue_graph_step(b, bt);
+    if (rc == 0)
+        rc = enqueue_step(b, bt, logits);
+    else if (rc == 1)
+        rc = 0;
     if (!rc && cudaEventRecord(b->done, b->stream) != cudaSuccess)
         rc = pgd_error_set(PGD_ECUDA, "CUDA step: cudaEventRecord: %s",
                            cudaGetErrorString(cudaGetLastError()));
@@ -435,6 +539,8 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_plan_destroy(b->p_down);
     pgd_cuda_gemm_plan_destroy(b->p_out);
     pgd_cuda_gemm_destroy(b->gemm);
+    for (uint32_t i = 0; i < b->n_graphs; i++) cudaGraphExecDestroy(b->graphs[i].exec);
+    free(b->graphs);
     for (uint32_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);
     free(b->allocs);
     if (b->h_meta) cudaFreeHost(b->h_meta);
@@ -465,6 +571,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->base.ops = &k_cuda_ops;
     b->base.model = m;
     b->opt = *o;
+    b->graphs_off = o->enforce_eager;
     b->E = c->n_embd;
     b->H = c->n_head;
     b->HKV = c->n_head_kv;

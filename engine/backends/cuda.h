@@ -15,9 +15,10 @@
 #include "engine/backends/backend.h"
 
 typedef struct pgd_cuda_options {
-    int device_index; /* which GPU (default 0) */
-    bool fast_gemm;   /* a GEMM algorithm per range of batch sizes: faster, but a row's bits
-                         then depend on the batch size (kernels/cuda/gemm.h) */
+    int device_index;   /* which GPU (default 0) */
+    bool fast_gemm;     /* a GEMM algorithm per range of batch sizes: faster, but a row's bits
+                           then depend on the batch size (kernels/cuda/gemm.h) */
+    bool enforce_eager; /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
 } pgd_cuda_options;
 
 /* The number of CUDA devices this process can use (0 without a driver or a device). */
@@ -30,5 +31,15 @@ int pgd_cuda_devices(void);
  * Errors say what failed (out of device memory: with the numbers). */
 int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                             const pgd_cuda_options *o, pgd_backend **out);
+
+/* What a CUDA backend did with graphs: graphs captured, and steps that replayed one. A
+ * capture that fails turns graphs off for the backend's life (the log says why); `off` is then
+ * true, as it is with enforce_eager. For tests and the benchmark. */
+typedef struct pgd_cuda_graph_stats {
+    uint32_t captured;
+    uint64_t replays;
+    bool off;
+} pgd_cuda_graph_stats;
+void pgd_backend_cuda_graph_stats(const pgd_backend *b, pgd_cuda_graph_stats *out);
 
 #endif

@@ -56,6 +56,68 @@ size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, ui
     return l->tables + tables;
 }
 
+uint32_t pgd_cuda_graph_size(uint32_t n, uint32_t limit) {
+    if (n == 0 || n > limit) return 0;
+    uint32_t g;
+    if (n <= 8) {
+        g = 1;
+        while (g < n) g *= 2;
+    } else {
+        const uint32_t q = n <= 64 ? 8 : n <= 256 ? 32 : 64;
+        g = (n + q - 1) / q * q;
+    }
+    return g < limit ? g : limit;
+}
+
+uint32_t pgd_cuda_graph_stride(uint32_t stride, uint32_t stride_max) {
+    if (stride > stride_max) return 0;
+    uint32_t s = 16;
+    while (s < stride) s *= 2;
+    return s < stride_max ? s : stride_max;
+}
+
+bool pgd_cuda_graph_fits(const pgd_batch *bt) {
+    const uint32_t n = bt->n_seqs;
+    if (n == 0 || bt->n_tokens != n || bt->n_logits != 0 || bt->n_samples != n) return false;
+    for (uint32_t s = 0; s < n; s++)
+        if (bt->q_start[s] != s || bt->samples[s].token != s) return false;
+    return bt->q_start[n] == n;
+}
+
+size_t pgd_cuda_meta_pack_padded(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint32_t n_pad,
+                                 uint32_t stride, uint8_t *buf) {
+    const uint32_t n = bt->n_seqs;
+    PGD_ASSERT(pgd_cuda_graph_fits(bt) && n_pad >= n && stride >= bt->bt_stride &&
+               (size_t)n_pad * sizeof(int32_t) <= l->pos - l->tokens &&
+               (size_t)n_pad * sizeof(uint32_t) <= l->specs - l->rows &&
+               (size_t)n_pad * stride * sizeof(int32_t) <= l->total - l->tables);
+    int32_t *tokens = (int32_t *)(buf + l->tokens), *pos = (int32_t *)(buf + l->pos);
+    int64_t *slots = (int64_t *)(buf + l->slots);
+    uint32_t *seq_of = (uint32_t *)(buf + l->seq_of), *rows = (uint32_t *)(buf + l->rows);
+    pgd_sample_spec *specs = (pgd_sample_spec *)(buf + l->specs);
+    uint64_t *draws = (uint64_t *)(buf + l->draws);
+    int32_t *tables = (int32_t *)(buf + l->tables);
+    const pgd_sample_spec greedy = {.temperature = 0.0f, .top_p = 1.0f};
+    for (uint32_t i = 0; i < n_pad; i++) {
+        const bool real = i < n;
+        tokens[i] = real ? bt->tokens[i] : 0;
+        pos[i] = real ? bt->positions[i] : -1;
+        slots[i] = real ? bt->slots[i] : -1;
+        seq_of[i] = real ? i : 0;
+        rows[i] = i;
+        specs[i] = real ? bt->samples[i].spec : greedy;
+        draws[i] = real ? bt->samples[i].draw : 0;
+        int32_t *row = tables + (size_t)i * stride;
+        uint32_t used = 0;
+        if (real) {
+            used = bt->bt_stride;
+            memcpy(row, bt->block_tables + (size_t)i * bt->bt_stride, used * sizeof(int32_t));
+        }
+        memset(row + used, 0, (stride - used) * sizeof(int32_t));
+    }
+    return l->tables + (size_t)n_pad * stride * sizeof(int32_t);
+}
+
 uint64_t pgd_cuda_kv_blocks(uint64_t total, uint64_t free_bytes, double utilization,
                             uint64_t reserve, uint64_t block_bytes, uint64_t kv_bytes,
                             uint64_t kv_blocks) {

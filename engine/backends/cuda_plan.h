@@ -1,13 +1,15 @@
 /*
  * engine/backends/cuda_plan.h — the host-side arithmetic of the CUDA backend, kept apart from
  * any CUDA call so that CI tests it on the CPU (tests/unit/test_cuda_plan.c): the layout of a
- * step's packed metadata, the packing itself, and the KV cache's size from the memory left.
+ * step's packed metadata, the packing itself (plain, or padded for a CUDA graph), which decode
+ * steps replay a graph and at what padded size, and the KV cache's size from the memory left.
  *
  * Threading: pure functions.
  */
 #ifndef PGD_ENGINE_BACKENDS_CUDA_PLAN_H
 #define PGD_ENGINE_BACKENDS_CUDA_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +35,33 @@ pgd_cuda_meta_layout pgd_cuda_meta_layout_of(uint32_t max_tokens, uint32_t max_r
 /* Pack batch bt into buf (laid out by l); returns the bytes to upload (through the block table
  * rows the batch uses). The batch must fit the layout's limits (asserted). */
 size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_t *buf);
+
+/* ---- CUDA graphs of decode steps ----
+ * A decode-only step (one query token per sequence, every row sampled on the device) replays a
+ * graph captured once for its padded size and block-table stride: nothing of one step is baked
+ * into a graph but those two numbers, since the kernels read the tokens, positions, slots,
+ * tables and sampling specs from the metadata buffer, whose device address never changes. */
+
+/* The padded size a decode step of n sequences runs at: the smallest of 1, 2, 4, 8, then the
+ * multiples of 8 up to 64, of 32 up to 256, of 64 beyond, but at most `limit` (the most rows a
+ * step's buffers hold). 0 when n is 0 or above limit. */
+uint32_t pgd_cuda_graph_size(uint32_t n, uint32_t limit);
+
+/* The block-table stride a graph runs with for a batch of stride `stride`: the smallest power of
+ * two >= stride and >= 16, at most stride_max; 0 when stride > stride_max. */
+uint32_t pgd_cuda_graph_stride(uint32_t stride, uint32_t stride_max);
+
+/* Whether batch bt can replay a decode graph: at least one sequence, each with one query token,
+ * no full-logit rows, and sampled row i on the device for token i, for every token. */
+bool pgd_cuda_graph_fits(const pgd_batch *bt);
+
+/* Pack decode batch bt (pgd_cuda_graph_fits) padded to n_pad >= bt->n_seqs rows, block-table
+ * rows re-strided to `stride` >= bt->bt_stride (their tail zero). A padding row has token 0,
+ * position -1 and slot -1 (attention gives it zeros, the KV write skips it), sequence 0, row
+ * index its own, a greedy spec and a zero draw; its block-table row is zero. Returns the bytes
+ * to upload (through n_pad table rows). The padded batch must fit the layout (asserted). */
+size_t pgd_cuda_meta_pack_padded(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint32_t n_pad,
+                                 uint32_t stride, uint8_t *buf);
 
 /* KV blocks for a GPU with `total` bytes of which `free_bytes` are free once the weights and
  * everything a step needs are allocated: kv_blocks when given, else kv_bytes / block_bytes when

@@ -12,7 +12,11 @@
  *   - the weights the device fills from the hash itself (a shapes-only model) give bit-identical
  *     logits to the same weights uploaded from the host (f16 -> bf16 on the device);
  *   - a step with host rows and sampled rows together gives the host rows the bits of the
- *     full-logits step and the sampled rows its tokens.
+ *     full-logits step and the sampled rows its tokens;
+ *   - decode steps replayed as CUDA graphs (padded sizes 1, 2, 4, 8; greedy, temperature and
+ *     min-p rows with logprobs) sample exactly what the same steps give eagerly
+ *     (--enforce-eager), leave the same KV cache behind (a full-logits step over every sequence
+ *     afterwards: the same bits), and do replay graphs (the backend's graph counters).
  * Exit 77 (skipped) without a GPU. Label `cuda`. UNTESTED ON HARDWARE when first written.
  */
 #include <math.h>
@@ -35,16 +39,21 @@ typedef struct dev {
     pgd_sample_result sampled[MAXT];
 } dev;
 
-static int open_dev(dev *d, const pgd_model *m, int device) {
+static int open_dev_eager(dev *d, const pgd_model *m, int device, bool eager) {
     pgd_backend_config bc = {
         .block_size = BS, .kv_dtype = PGD_KV_F16, .kv_blocks = N_BLOCKS, .max_tokens = MAXT};
     pgd_device_options o;
     pgd_device_options_default(&o);
     o.device = device;
+    o.cuda.enforce_eager = eager;
     d->logits = malloc((uint64_t)MAXT * V * sizeof(float));
     int rc = pgd_backend_create(m, &bc, &o, &d->b);
     if (rc) fprintf(stderr, "  backend: %s\n", pgd_error_detail());
     return rc;
+}
+
+static int open_dev(dev *d, const pgd_model *m, int device) {
+    return open_dev_eager(d, m, device, false);
 }
 
 static void close_dev(dev *d) {
@@ -255,6 +264,108 @@ static void forward_matches(bool qwen) {
 static void test_llama(void) {
     forward_matches(false);
 }
+
+static bool same_result(const pgd_sample_result *a, const pgd_sample_result *b) {
+    if (a->token != b->token || memcmp(&a->logprob, &b->logprob, sizeof a->logprob) ||
+        a->n_top != b->n_top)
+        return false;
+    for (int32_t i = 0; i < a->n_top; i++)
+        if (a->top[i].token != b->top[i].token ||
+            memcmp(&a->top[i].logprob, &b->top[i].logprob, sizeof(float)))
+            return false;
+    return true;
+}
+
+/* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama shape. */
+static void test_graphs_match_eager(void) {
+    char path[] = "/tmp/pgd_fwd_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    REQUIRE(fd >= 0);
+    close(fd);
+    write_preset(path, false);
+    pgd_model_preset p;
+    REQUIRE(pgd_model_preset_load(path, &p) == 0);
+    remove(path);
+    pgd_model *shapes = NULL;
+    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
+    dev g = {0}, e = {0}; /* graphs, eager */
+    REQUIRE(open_dev_eager(&g, shapes, PGD_DEVICE_CUDA, false) == 0);
+    REQUIRE(open_dev_eager(&e, shapes, PGD_DEVICE_CUDA, true) == 0);
+    dev *both[2] = {&g, &e};
+
+    /* 8 sequences: prompt of 3 + s tokens, then decode; sequence s owns blocks 1 + 7s .. 7 + 7s */
+    enum { NS = 8 };
+    int32_t tok[NS][56], table[NS][16] = {{0}};
+    uint32_t len[NS];
+    for (uint32_t s = 0; s < NS; s++) {
+        for (uint32_t i = 0; i < 56; i++) tok[s][i] = (int32_t)((s * 97 + i * 31 + 5) % V);
+        for (uint32_t k = 0; k < 7; k++) table[s][k] = (int32_t)(1 + 7 * s + k);
+        len[s] = 3 + s; /* 52 prompt tokens in all: one step of at most MAXT */
+    }
+    batch b = {0};
+    for (uint32_t s = 0; s < NS; s++) add_seq(&b, tok[s], 0, len[s], table[s], false);
+    pgd_batch bt = view(&b, false);
+    for (int d = 0; d < 2; d++)
+        CHECK_EQ_INT(pgd_backend_forward(both[d]->b, &bt, both[d]->logits, NULL), 0);
+
+    /* decode rounds over the first n sequences: padded to 8, 4, 1, 2, 8, 8 */
+    const uint32_t rounds[] = {8, 3, 1, 2, 5, 7, 8, 6};
+    uint32_t steps = 0, checked = 0;
+    for (uint32_t r = 0; r < PGD_ARRAY_LEN(rounds); r++) {
+        memset(&b, 0, sizeof b);
+        for (uint32_t s = 0; s < rounds[r]; s++) {
+            add_seq(&b, tok[s], len[s], 1, table[s], true);
+            len[s]++;
+            pgd_sample_row *sr = &b.samples[s];
+            switch ((s + r) % 3) { /* greedy, temperature, min-p; logprobs on some */
+            case 0:
+                sr->spec = (pgd_sample_spec){.temperature = 0.0f, .top_p = 1.0f};
+                break;
+            case 1:
+                sr->spec = (pgd_sample_spec){
+                    .temperature = 0.8f, .top_p = 1.0f, .logprobs = true, .top_logprobs = 3};
+                break;
+            default:
+                sr->spec = (pgd_sample_spec){.temperature = 1.2f, .top_p = 1.0f, .min_p = 0.05f};
+            }
+            sr->draw = 0x9E3779B97F4A7C15ull * (r * NS + s + 1);
+        }
+        bt = view(&b, true);
+        int32_t compact[NS * 7];
+        if (r % 2) { /* tables of stride 7, as the scheduler packs them: the graph re-strides */
+            for (uint32_t s = 0; s < b.n_seqs; s++)
+                memcpy(compact + s * 7, b.tables[s], 7 * sizeof(int32_t));
+            bt.block_tables = compact;
+            bt.bt_stride = 7;
+        }
+        for (int d = 0; d < 2; d++)
+            CHECK_EQ_INT(pgd_backend_forward(both[d]->b, &bt, both[d]->logits, both[d]->sampled),
+                         0);
+        steps++;
+        for (uint32_t i = 0; i < b.n_samples; i++) {
+            CHECK(same_result(&g.sampled[i], &e.sampled[i]));
+            checked++;
+        }
+    }
+    /* the KV cache the graphs wrote: a full-logits step over every sequence's next position */
+    memset(&b, 0, sizeof b);
+    for (uint32_t s = 0; s < NS; s++) add_seq(&b, tok[s], len[s], 1, table[s], false);
+    bt = view(&b, false);
+    for (int d = 0; d < 2; d++)
+        CHECK_EQ_INT(pgd_backend_forward(both[d]->b, &bt, both[d]->logits, NULL), 0);
+    CHECK(memcmp(g.logits, e.logits, (uint64_t)NS * V * sizeof(float)) == 0);
+
+    pgd_cuda_graph_stats gs, es;
+    pgd_backend_cuda_graph_stats(g.b, &gs);
+    pgd_backend_cuda_graph_stats(e.b, &es);
+    fprintf(stderr, "    graphs: %u captured, %llu replays of %u decode steps, %u rows equal\n",
+            gs.captured, (unsigned long long)gs.replays, steps, checked);
+    CHECK(!gs.off && gs.captured == 4 && gs.replays == steps);
+    CHECK(es.off && es.captured == 0 && es.replays == 0);
+    close_dev(&g);
+    close_dev(&e);
+    pgd_model_free(shapes);
+}
 static void test_qwen(void) {
     forward_matches(true);
 }
@@ -266,5 +377,6 @@ int main(void) {
     }
     RUN(test_llama);
     RUN(test_qwen);
+    RUN(test_graphs_match_eager);
     return test_summary();
 }

@@ -2,8 +2,11 @@
  * tests/unit/test_cuda_plan.c — the CUDA backend's host-side arithmetic on the CPU
  * (engine/backends/cuda_plan.h): the packed step metadata (parts aligned and disjoint, every
  * field where the kernels read it, only the used block-table rows uploaded) and the KV cache's
- * size from the memory left (utilization, explicit bytes or blocks, not even two blocks).
+ * size from the memory left (utilization, explicit bytes or blocks, not even two blocks); the
+ * CUDA graphs' padded sizes (against the list written out), strides, which batches replay a
+ * graph, and the padded packing (its real rows as the plain packing has them, padding inert).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +68,146 @@ static void test_pack(void) {
     free(buf);
 }
 
+static void test_graph_size(void) {
+    /* the sizes written out: 1 2 4 8, multiples of 8 to 64, of 32 to 256, of 64 beyond */
+    uint32_t list[64], n_list = 0;
+    for (uint32_t g = 1; g <= 8; g *= 2) list[n_list++] = g;
+    for (uint32_t g = 16; g <= 64; g += 8) list[n_list++] = g;
+    for (uint32_t g = 96; g <= 256; g += 32) list[n_list++] = g;
+    for (uint32_t g = 320; g <= 1024; g += 64) list[n_list++] = g;
+    const uint32_t limits[] = {1, 7, 8, 64, 100, 256, 1000, 1024};
+    for (size_t li = 0; li < PGD_ARRAY_LEN(limits); li++) {
+        const uint32_t limit = limits[li];
+        uint32_t distinct = 0, last = 0;
+        CHECK_EQ_INT(pgd_cuda_graph_size(0, limit), 0);
+        CHECK_EQ_INT(pgd_cuda_graph_size(limit + 1, limit), 0);
+        for (uint32_t n = 1; n <= limit; n++) {
+            uint32_t want = limit;
+            for (uint32_t i = 0; i < n_list; i++)
+                if (list[i] >= n) {
+                    want = list[i] < limit ? list[i] : limit;
+                    break;
+                }
+            const uint32_t got = pgd_cuda_graph_size(n, limit);
+            if (got != want) fprintf(stderr, "  n %u limit %u: %u, want %u\n", n, limit, got, want);
+            CHECK_EQ_INT(got, want);
+            CHECK(got >= n && got <= limit);
+            distinct += got != last;
+            last = got;
+        }
+        if (limit == 256) CHECK_EQ_INT(distinct, 17); /* graphs a 256-sequence GPU may capture */
+    }
+}
+
+static void test_graph_stride(void) {
+    CHECK_EQ_INT(pgd_cuda_graph_stride(1, 512), 16);
+    CHECK_EQ_INT(pgd_cuda_graph_stride(16, 512), 16);
+    CHECK_EQ_INT(pgd_cuda_graph_stride(17, 512), 32);
+    CHECK_EQ_INT(pgd_cuda_graph_stride(300, 512), 512);
+    CHECK_EQ_INT(pgd_cuda_graph_stride(300, 400), 400); /* capped at the most a table has */
+    CHECK_EQ_INT(pgd_cuda_graph_stride(5, 8), 8);
+    CHECK_EQ_INT(pgd_cuda_graph_stride(9, 8), 0);
+}
+
+/* A decode batch of 3 sequences (positions 5, 40, 17; tables of stride 3), all sampled. */
+typedef struct decode3 {
+    int32_t tokens[3], pos[3];
+    int64_t slots[3];
+    uint32_t q_start[4], kv_len[3];
+    int32_t tables[3][3];
+    pgd_sample_row samples[3];
+    pgd_batch bt;
+} decode3;
+
+static void decode3_init(decode3 *d) {
+    *d = (decode3){.tokens = {101, 102, 103},
+                   .pos = {5, 40, 17},
+                   .slots = {37, 72, 49},
+                   .q_start = {0, 1, 2, 3},
+                   .kv_len = {6, 41, 18},
+                   .tables = {{2, 0, 0}, {3, 5, 6}, {7, 8, 0}},
+                   .samples = {{0, {.temperature = 0.7f, .top_p = 0.9f}, 11},
+                               {1, {.temperature = 0.0f, .top_p = 1.0f}, 0},
+                               {2, {.temperature = 1.0f, .top_p = 1.0f, .min_p = 0.1f}, 33}}};
+    d->bt = (pgd_batch){.n_tokens = 3,
+                        .tokens = d->tokens,
+                        .positions = d->pos,
+                        .slots = d->slots,
+                        .n_seqs = 3,
+                        .q_start = d->q_start,
+                        .kv_len = d->kv_len,
+                        .block_tables = &d->tables[0][0],
+                        .bt_stride = 3,
+                        .n_samples = 3,
+                        .samples = d->samples};
+}
+
+static void test_graph_fits(void) {
+    decode3 d;
+    decode3_init(&d);
+    CHECK(pgd_cuda_graph_fits(&d.bt));
+    uint32_t rows[1] = {1};
+    d.bt.n_logits = 1; /* a full-logit row: the host samples it */
+    d.bt.logit_rows = rows;
+    CHECK(!pgd_cuda_graph_fits(&d.bt));
+    decode3_init(&d);
+    d.bt.n_samples = 2; /* a row sampled nowhere on the device */
+    CHECK(!pgd_cuda_graph_fits(&d.bt));
+    decode3_init(&d);
+    d.samples[1].token = 2, d.samples[2].token = 1; /* rows out of token order */
+    CHECK(!pgd_cuda_graph_fits(&d.bt));
+    decode3_init(&d);
+    uint32_t q2[3] = {0, 1, 3}; /* a prompt chunk of 2 tokens */
+    d.bt.n_seqs = 2;
+    d.bt.q_start = q2;
+    d.bt.n_samples = 2;
+    CHECK(!pgd_cuda_graph_fits(&d.bt));
+    decode3_init(&d);
+    d.bt.n_seqs = d.bt.n_tokens = d.bt.n_samples = 0;
+    CHECK(!pgd_cuda_graph_fits(&d.bt));
+}
+
+static void test_pack_padded(void) {
+    decode3 d;
+    decode3_init(&d);
+    pgd_cuda_meta_layout l = pgd_cuda_meta_layout_of(16, 8, 8, 32);
+    uint8_t *plain = malloc(l.total), *pad = malloc(l.total);
+    REQUIRE(plain && pad);
+    memset(plain, 0xAB, l.total);
+    memset(pad, 0xAB, l.total); /* poison: every byte the kernels read must be written */
+    pgd_cuda_meta_pack(&l, &d.bt, plain);
+    size_t n = pgd_cuda_meta_pack_padded(&l, &d.bt, 4, 16, pad);
+    CHECK_EQ_INT(n, l.tables + 4 * 16 * sizeof(int32_t));
+    /* the real rows: what the plain packing gives */
+    const size_t parts[][2] = {{l.tokens, 4}, {l.pos, 4},  {l.slots, 8},
+                               {l.seq_of, 4}, {l.rows, 4}, {l.draws, 8}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(parts); i++)
+        CHECK(memcmp(plain + parts[i][0], pad + parts[i][0], 3 * parts[i][1]) == 0);
+    for (uint32_t i = 0; i < 3; i++) { /* field by field: a struct's padding is not data */
+        const pgd_sample_spec *a = (const pgd_sample_spec *)(plain + l.specs) + i,
+                              *b = (const pgd_sample_spec *)(pad + l.specs) + i;
+        CHECK(a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
+              a->min_p == b->min_p && a->logprobs == b->logprobs &&
+              a->top_logprobs == b->top_logprobs);
+    }
+    const int32_t *tb = (const int32_t *)(pad + l.tables);
+    for (uint32_t s = 0; s < 4; s++)
+        for (uint32_t k = 0; k < 16; k++)
+            CHECK_EQ_INT(tb[s * 16 + k], s < 3 && k < 3 ? d.tables[s][k] : 0);
+    /* the padding row: inert */
+    CHECK_EQ_INT(((const int32_t *)(pad + l.tokens))[3], 0);
+    CHECK_EQ_INT(((const int32_t *)(pad + l.pos))[3], -1);
+    CHECK_EQ_INT(((const int64_t *)(pad + l.slots))[3], -1);
+    CHECK_EQ_INT(((const uint32_t *)(pad + l.seq_of))[3], 0);
+    CHECK_EQ_INT(((const uint32_t *)(pad + l.rows))[3], 3);
+    const pgd_sample_spec *sp = (const pgd_sample_spec *)(pad + l.specs);
+    CHECK(sp[3].temperature == 0.0f && sp[3].top_k == 0 && sp[3].top_p == 1.0f &&
+          sp[3].min_p == 0.0f && !sp[3].logprobs && sp[3].top_logprobs == 0);
+    CHECK_EQ_INT(((const uint64_t *)(pad + l.draws))[3], 0);
+    free(plain);
+    free(pad);
+}
+
 static void test_kv_blocks(void) {
     const uint64_t G = 1ull << 30, blk = 2ull << 20; /* 2 MiB blocks (Llama-3-8B, f16) */
     /* 80 GiB card, 20 GiB used (weights etc.), 0.9 share, 256 MiB spare: 72 - 20 - 0.25 GiB */
@@ -80,6 +223,10 @@ static void test_kv_blocks(void) {
 int main(void) {
     RUN(test_layout);
     RUN(test_pack);
+    RUN(test_graph_size);
+    RUN(test_graph_stride);
+    RUN(test_graph_fits);
+    RUN(test_pack_padded);
     RUN(test_kv_blocks);
     return test_summary();
 }
