@@ -13,7 +13,8 @@
  * A step: one host-to-device copy of the packed metadata (tokens, positions, slots, sequence of
  * each token, the block table rows, the rows whose logits are computed, the sampled rows' specs
  * and random bits); then embedding; per layer: residual add + RMSNorm (the previous layer's
- * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention, wo GEMM,
+ * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention (split
+ * over the KV chunks for launches of few rows: pgd_cuda_attn_splits), wo GEMM,
  * add + RMSNorm, gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only,
  * the output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the
  * step's event. Nothing is allocated inside a step.
@@ -46,6 +47,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_math.h" /* PGD_ATTN_HEAD_TILE */
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/dummy.h"
@@ -99,6 +101,8 @@ typedef struct cuda_backend {
     float *gu;                    /* [T][2F] */
     float *logits;                /* [SEQS_LIMIT][V] the rows a step asks logits of */
     pgd_sample_result *d_results; /* [SEQS_LIMIT] */
+    float *attn_scratch;          /* split-KV partials (kernels/cuda/attention.h) */
+    uint32_t n_sm, attn_ctas;     /* the GPU's SMs; attention CTAs of one row, unsplit */
     /* metadata */
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
@@ -278,6 +282,11 @@ static int load_rope(cuda_backend *b) {
 
 /* ---- step buffers ----------------------------------------------------------------------- */
 
+/* The most rows an attention launch splits (cuda_plan.h). */
+static uint32_t split_rows(const cuda_backend *b) {
+    return b->max_tokens < PGD_CUDA_SPLIT_ROWS ? b->max_tokens : PGD_CUDA_SPLIT_ROWS;
+}
+
 static int alloc_step(cuda_backend *b) {
     const uint64_t T = b->max_tokens, E = b->E, QD = (uint64_t)b->H * b->D;
     uint64_t xb_cols = E > QD ? E : QD;
@@ -290,6 +299,8 @@ static int alloc_step(cuda_backend *b) {
         (rc = DALLOC(b, b->gu, T * 2 * b->F * sizeof(float))) ||
         (rc = DALLOC(b, b->logits, (uint64_t)SEQS_LIMIT * b->V * sizeof(float))) ||
         (rc = DALLOC(b, b->d_results, SEQS_LIMIT * sizeof(pgd_sample_result))) ||
+        (rc = DALLOC(b, b->attn_scratch,
+                     pgd_cuda_attention_split_bytes(split_rows(b), b->H, b->D, b->n_pos))) ||
         (rc = DALLOC(b, b->d_meta, b->ml.total)))
         return rc;
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
@@ -370,6 +381,10 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
     void *s = b->stream;
     const float scale = 1.0f / sqrtf((float)b->D);
     const bool neox = c->rope_style == PGD_ROPE_NEOX;
+    const uint32_t n_split =
+        T <= split_rows(b) ? pgd_cuda_attn_splits(T, b->attn_ctas, b->n_sm,
+                                                  (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK)
+                           : 1;
     int rc;
 
     if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
@@ -381,8 +396,9 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
             (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
                                    b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
-            (rc = pgd_cuda_attention(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
-                                     d_seq_of, d_pos, T, scale, b->xb, s)) ||
+            (rc = pgd_cuda_attention_split(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables,
+                                           stride, d_seq_of, d_pos, T, scale, n_split, b->n_pos,
+                                           b->attn_scratch, b->xb, s)) ||
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
             (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
                                        s)) ||
@@ -566,6 +582,8 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (pgd_cuda_devices() <= o->device_index)
         return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d", o->device_index);
     PGD_CUDA_TRY(cudaSetDevice(o->device_index));
+    int n_sm = 0;
+    PGD_CUDA_TRY(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, o->device_index));
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) return PGD_ENOMEM;
     b->base.ops = &k_cuda_ops;
@@ -581,6 +599,8 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->V = c->n_vocab;
     b->rope_dim = c->rope_dim;
     b->n_pos = c->n_ctx_train;
+    b->n_sm = (uint32_t)n_sm;
+    b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,

@@ -118,6 +118,15 @@ size_t pgd_cuda_meta_pack_padded(const pgd_cuda_meta_layout *l, const pgd_batch 
     return l->tables + (size_t)n_pad * stride * sizeof(int32_t);
 }
 
+uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
+                              uint32_t max_chunks) {
+    if (T == 0 || T > PGD_CUDA_SPLIT_ROWS || ctas_per_row == 0) return 1;
+    const uint64_t unsplit = (uint64_t)T * ctas_per_row, want = 2ull * n_sm;
+    uint64_t n = (want + unsplit - 1) / unsplit;
+    if (n > max_chunks) n = max_chunks;
+    return n > 1 ? (uint32_t)n : 1;
+}
+
 uint64_t pgd_cuda_kv_blocks(uint64_t total, uint64_t free_bytes, double utilization,
                             uint64_t reserve, uint64_t block_bytes, uint64_t kv_bytes,
                             uint64_t kv_blocks) {

@@ -63,6 +63,17 @@ bool pgd_cuda_graph_fits(const pgd_batch *bt);
 size_t pgd_cuda_meta_pack_padded(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint32_t n_pad,
                                  uint32_t stride, uint8_t *buf);
 
+/* ---- split-KV attention ----
+ * Attention launches of at most PGD_CUDA_SPLIT_ROWS rows spread each row's chunks over several
+ * CTAs (pgd_cuda_attention_split: the same bits); larger launches have CTAs enough. */
+#define PGD_CUDA_SPLIT_ROWS 64
+
+/* CTAs per (row, KV head, head tile) for an attention launch of T rows, each row giving
+ * ctas_per_row CTAs unsplit: about two CTAs per SM (n_sm), at most max_chunks (more would have
+ * no chunk to take); 1 (unsplit) for 0 or more than PGD_CUDA_SPLIT_ROWS rows. */
+uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
+                              uint32_t max_chunks);
+
 /* KV blocks for a GPU with `total` bytes of which `free_bytes` are free once the weights and
  * everything a step needs are allocated: kv_blocks when given, else kv_bytes / block_bytes when
  * given, else what keeps the process under `utilization` of total with `reserve` bytes spare.

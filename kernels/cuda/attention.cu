@@ -23,13 +23,12 @@
  * being the start; at the end out = bf16(o / s). Nothing depends on T, on the row's place in
  * the batch or on the grid: each reduction's shape is fixed by the chunk, not by the launch.
  *
- * A split version keeps the bits: give several CTAs of one (row, KV head, tile) disjoint chunk
- * ranges; each runs chunk_partial on its chunks (the same function of the same positions, so
- * the same bits) and writes every chunk's (m_c, s_c, o_c[D]) to a partials buffer unfolded —
- * or, for the range that starts at chunk 0 only, its own left fold, which is a prefix of the
- * full one. A merge kernel then folds, per (row, head), the stored partials with fold_chunk in
- * increasing chunk order from chunk 0 (or from that prefix) and writes bf16(o / s). The fold is
- * not associative, so partials must never be pre-folded from any other start.
+ * The split version (pgd_cuda_attention_split) keeps the bits: the grid gains a z axis of
+ * n_split CTAs per (row, KV head, tile); CTA z takes chunks z, z + n_split, ... and writes each
+ * chunk's partial (m_c, s_c, o_c[D]) — the same chunk_partial of the same positions, so the same
+ * bits — unfolded to the scratch; then merge_kernel folds, per (row, head), the stored partials
+ * with the same formula in increasing chunk order from chunk 0's partial itself, and writes
+ * bf16(o / s). The fold is not associative, so partials are never pre-folded.
  *
  * Invariants: head_dim a multiple of 8 and at most 256 (16-byte K loads; one pair set per
  * thread at most 8 heads); the slab 16-byte aligned; positions beyond pos[t] are never read;
@@ -215,12 +214,13 @@ __device__ __forceinline__ void fold_chunk(const tile_ctx &c, float (&m)[kTile],
     }
 }
 
-__global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
-    __shared__ __align__(16) attn_smem sm;
-    const uint32_t row = blockIdx.x, kvh = blockIdx.y / a.n_tiles, tile = blockIdx.y % a.n_tiles;
+/* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c, and its tile's
+ * queries into shared memory (the CTA synchronised after). Returns the tile's first query
+ * head. */
+__device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, tile_ctx &c) {
+    const uint32_t kvh = blockIdx.y / a.n_tiles, tile = blockIdx.y % a.n_tiles;
     const uint32_t D = a.geom.head_dim, t = threadIdx.x;
-    const uint32_t h0 = kvh * a.group + tile * kTile; /* the tile's first query head */
-    tile_ctx c;
+    const uint32_t h0 = kvh * a.group + tile * kTile;
     c.kv = a.kv;
     c.bt = a.block_tables + (uint64_t)a.seq_of[row] * a.bt_stride;
     c.geom = a.geom;
@@ -234,11 +234,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
     c.d = t % D;
     c.set = t / D;
     c.owner = c.set < c.n_sets;
-
     const float *qrow = a.q + (uint64_t)row * a.q_stride + (uint64_t)h0 * D;
     for (uint32_t i = t; i < c.n_heads * D; i += kThreads) sm.q[i] = qrow[i];
     __syncthreads();
+    return h0;
+}
 
+__global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
+    __shared__ __align__(16) attn_smem sm;
+    const uint32_t row = blockIdx.x, D = a.geom.head_dim;
+    tile_ctx c;
+    const uint32_t h0 = tile_setup(a, sm, row, c); /* the tile's first query head */
     const int32_t last = a.pos[row];
     const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
     float m[kTile] = {}, s[kTile] = {}, o[kTile] = {};
@@ -267,13 +273,82 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
     }
 }
 
-} // namespace
+/* The split kernel's extra arguments: where chunk partials go. */
+struct split_args {
+    float *scratch;      /* f32 [T][n_head][max_chunks][2 + D]: (m_c, s_c, o_c[D]) per chunk */
+    uint32_t max_chunks; /* partials a (row, head) has room for */
+};
 
-extern "C" int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv,
-                                  pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
-                                  const int32_t *block_tables, uint32_t bt_stride,
-                                  const uint32_t *seq_of, const int32_t *pos, uint32_t T,
-                                  float scale, uint16_t *out, void *stream) {
+__device__ __forceinline__ float *partial_at(const attn_args &a, const split_args &sp, uint32_t row,
+                                             uint32_t h, uint32_t chunk) {
+    const uint32_t D = a.geom.head_dim;
+    return sp.scratch + (((uint64_t)row * a.n_head + h) * sp.max_chunks + chunk) * (2 + D);
+}
+
+/* CTA (row, KV head * tile, z): the partials of chunks z, z + gridDim.z, ... of its row. A row
+ * with more chunks than the scratch holds writes nothing (merge_kernel gives it NaN). */
+__global__ void __launch_bounds__(kThreads) attention_split_kernel(attn_args a, split_args sp) {
+    __shared__ __align__(16) attn_smem sm;
+    const uint32_t row = blockIdx.x, t = threadIdx.x;
+    const int32_t last = a.pos[row];
+    const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
+    const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
+    if (blockIdx.z >= n_chunks || n_chunks > sp.max_chunks) return; /* uniform over the CTA */
+    tile_ctx c;
+    const uint32_t h0 = tile_setup(a, sm, row, c);
+    for (uint32_t ci = blockIdx.z; ci < n_chunks; ci += gridDim.z) {
+        const uint32_t c0 = ci * kThreads;
+        float mc[kTile], sc[kTile], oc[kTile];
+        chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
+        if (t < c.n_heads) {
+            float *p = partial_at(a, sp, row, h0 + t, ci);
+            p[0] = pick(mc, t);
+            p[1] = pick(sc, t);
+        }
+        if (c.owner) {
+#pragma unroll
+            for (uint32_t i = 0; i < kTile; i++) {
+                const uint32_t g = c.set + i * c.n_sets;
+                if (g < c.n_heads) partial_at(a, sp, row, h0 + g, ci)[2 + c.d] = oc[i];
+            }
+        }
+    }
+}
+
+/* CTA (row, query head), thread d: fold the row's chunk partials in increasing order from chunk
+ * 0's (fold_chunk's operations), out = bf16(o / s); zeros for a padding row, NaN for a row
+ * whose chunks did not fit the scratch. */
+__global__ void merge_kernel(attn_args a, split_args sp) {
+    const uint32_t row = blockIdx.x, h = blockIdx.y, d = threadIdx.x, D = a.geom.head_dim;
+    const int32_t last = a.pos[row];
+    const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
+    const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
+    uint16_t *out = a.out + ((uint64_t)row * a.n_head + h) * D + d;
+    if (n_ctx == 0) {
+        *out = __bfloat16_as_ushort(__float2bfloat16_rn(0.0f));
+        return;
+    }
+    if (n_chunks > sp.max_chunks) {
+        *out = 0x7FC0u; /* a bf16 NaN */
+        return;
+    }
+    const float *p = partial_at(a, sp, row, h, 0);
+    float m = p[0], s = p[1], o = p[2 + d];
+    for (uint32_t ci = 1; ci < n_chunks; ci++) {
+        const float *q = partial_at(a, sp, row, h, ci);
+        float ca, cb;
+        m = pgd_attn_fold_coef(m, q[0], &ca, &cb);
+        s = pgd_attn_fold(s, ca, q[1], cb);
+        o = pgd_attn_fold(o, ca, q[2 + d], cb);
+    }
+    *out = __bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o, s)));
+}
+
+/* The argument checks both entry points share; fills *a. 0, or PGD_EINVAL (said). */
+int attn_prepare(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
+                 uint32_t layer, uint32_t n_head, const int32_t *block_tables, uint32_t bt_stride,
+                 const uint32_t *seq_of, const int32_t *pos, float scale, uint16_t *out,
+                 attn_args *a) {
     const uint32_t D = geom.head_dim;
     if (geom.n_kv_head == 0 || n_head == 0 || n_head % geom.n_kv_head || D == 0 || D % 8 ||
         D > PGD_ATTN_MAX_HEAD_DIM || geom.block_size == 0 || layer >= geom.n_layer)
@@ -284,13 +359,61 @@ extern "C" int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint1
                              layer, geom.n_layer);
     if ((uintptr_t)kv % 16)
         return pgd_error_set(PGD_EINVAL, "CUDA attention: the KV slab is not 16-byte aligned");
-    if (T == 0) return 0;
     const uint32_t group = n_head / geom.n_kv_head, n_tiles = (group + kTile - 1) / kTile;
-    const attn_args a = {q,       q_stride,     kv,        geom,   layer, n_head, group,
-                         n_tiles, block_tables, bt_stride, seq_of, pos,   scale,  out};
-    if ((uint64_t)geom.n_kv_head * a.n_tiles > 65535)
+    *a = {q,       q_stride,     kv,        geom,   layer, n_head, group,
+          n_tiles, block_tables, bt_stride, seq_of, pos,   scale,  out};
+    if ((uint64_t)geom.n_kv_head * a->n_tiles > 65535)
         return pgd_error_set(PGD_EINVAL, "CUDA attention: %u KV heads x %u head tiles",
-                             geom.n_kv_head, a.n_tiles);
+                             geom.n_kv_head, a->n_tiles);
+    return 0;
+}
+
+} // namespace
+
+extern "C" size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, uint32_t head_dim,
+                                                 uint32_t max_ctx) {
+    const uint64_t chunks = ((uint64_t)max_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
+    return (size_t)((uint64_t)T * n_head * chunks * (2 + head_dim) * sizeof(float));
+}
+
+extern "C" int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                        pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                        const int32_t *block_tables, uint32_t bt_stride,
+                                        const uint32_t *seq_of, const int32_t *pos, uint32_t T,
+                                        float scale, uint32_t n_split, uint32_t max_ctx,
+                                        float *scratch, uint16_t *out, void *stream) {
+    if (n_split <= 1)
+        return pgd_cuda_attention(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride,
+                                  seq_of, pos, T, scale, out, stream);
+    attn_args a;
+    int rc = attn_prepare(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of,
+                          pos, scale, out, &a);
+    if (rc) return rc;
+    const uint32_t max_chunks = (max_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
+    if (n_split > 65535 || max_chunks == 0 || !scratch)
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA attention: split %u ways over contexts of %u positions%s",
+                             n_split, max_ctx, scratch ? "" : " without scratch");
+    if (T == 0) return 0;
+    const split_args sp = {scratch, max_chunks};
+    const dim3 grid(T, geom.n_kv_head * a.n_tiles, n_split < max_chunks ? n_split : max_chunks);
+    attention_split_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(a, sp);
+    PGD_CUDA_LAUNCHED();
+    merge_kernel<<<dim3(T, n_head), geom.head_dim, 0, (cudaStream_t)stream>>>(a, sp);
+    PGD_CUDA_LAUNCHED();
+    return 0;
+}
+
+extern "C" int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                  pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                  const int32_t *block_tables, uint32_t bt_stride,
+                                  const uint32_t *seq_of, const int32_t *pos, uint32_t T,
+                                  float scale, uint16_t *out, void *stream) {
+    attn_args a;
+    int rc = attn_prepare(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of,
+                          pos, scale, out, &a);
+    if (rc) return rc;
+    if (T == 0) return 0;
     const dim3 grid(T, geom.n_kv_head * a.n_tiles);
     attention_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(a);
     PGD_CUDA_LAUNCHED();

@@ -12,6 +12,7 @@
 #ifndef PGD_KERNELS_CUDA_ATTENTION_H
 #define PGD_KERNELS_CUDA_ATTENTION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/cuda/kv_layout.h"
@@ -34,6 +35,25 @@ int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv, pg
                        uint32_t layer, uint32_t n_head, const int32_t *block_tables,
                        uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos, uint32_t T,
                        float scale, uint16_t *out, void *stream);
+/* The bytes of scratch pgd_cuda_attention_split needs for T rows of n_head heads of head_dim
+ * whose positions stay below max_ctx. */
+size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, uint32_t head_dim,
+                                      uint32_t max_ctx);
+
+/* pgd_cuda_attention, bit for bit, with each row's chunks spread over n_split CTAs per (row,
+ * KV head, head tile) — chunk c to CTA c % n_split — for launches of few rows over long
+ * contexts, where one CTA per (row, KV head) leaves most of the GPU idle (decode). The chunk
+ * partials go to scratch (f32 [T][n_head][ceil(max_ctx / PGD_ATTN_CHUNK)][2 + head_dim], of
+ * pgd_cuda_attention_split_bytes), then a second kernel folds each (row, head)'s partials in
+ * chunk order. Every pos[t] must be below max_ctx (a row beyond gets NaN). n_split <= 1: the
+ * one-kernel path (no scratch used). 0, PGD_EINVAL or PGD_ECUDA. */
+int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *kv,
+                             pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                             const int32_t *block_tables, uint32_t bt_stride,
+                             const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
+                             uint32_t n_split, uint32_t max_ctx, float *scratch, uint16_t *out,
+                             void *stream);
+
 void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
                              pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                              const int32_t *block_tables, uint32_t bt_stride,

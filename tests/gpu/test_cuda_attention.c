@@ -7,7 +7,9 @@
  * groups 1 to 12 (one and two head tiles), head_dim 64, 80, 96, 128, 256, block sizes 16 and 32.
  * One row is a padding row (pos -1: zeros). Outputs are poisoned with NaN first. Then batch
  * invariance on the device (a row's bits alone, in a prefix of the batch and in the reversed batch
- * equal its bits in the full batch) and the argument checks. Exit 77 (skipped) without a GPU. Label
+ * equal its bits in the full batch); the split version (pgd_cuda_attention_split: 2, 3, 5 and 64
+ * CTAs per row and head) equal to the one-kernel bits, and NaN for rows beyond its max_ctx;
+ * and the argument checks. Exit 77 (skipped) without a GPU. Label
  * `cuda`. Seed: PGD_TEST_SEED, else the time (printed).
  */
 #include <cuda_runtime_api.h>
@@ -69,6 +71,27 @@ static int run_kernel(const attn_batch *b, const dev_batch *d, const float *q,
     }
     if (cudaDeviceSynchronize() != cudaSuccess) return -1;
     return cudaMemcpy(out, d->out, out_bytes(b, T), cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+
+/* The split kernel over the whole batch with n_split CTAs per row and head and scratch for
+ * contexts below max_ctx; the output, poisoned first, into host out[T]. */
+static int run_split(const attn_batch *b, const dev_batch *d, uint32_t n_split, uint32_t max_ctx,
+                     uint16_t *out) {
+    const size_t bytes = pgd_cuda_attention_split_bytes(b->T, b->n_head, b->geom.head_dim, max_ctx);
+    float *scratch = NULL;
+    if (cudaMalloc((void **)&scratch, bytes) != cudaSuccess ||
+        cudaMemset(scratch, 0xFF, bytes) != cudaSuccess ||
+        cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess)
+        return -1;
+    int rc = pgd_cuda_attention_split(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head,
+                                      d->bt, b->bt_stride, d->seq_of, d->pos, b->T, b->scale,
+                                      n_split, max_ctx, scratch, d->out, NULL);
+    if (rc) fprintf(stderr, "  pgd_cuda_attention_split: %s\n", pgd_error_detail());
+    if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
+                cudaMemcpy(out, d->out, out_bytes(b, b->T), cudaMemcpyDeviceToHost) != cudaSuccess))
+        rc = -1;
+    cudaFree(scratch);
+    return rc;
 }
 
 /* Elements of a[n] and b[n] (bf16) that differ, NaN matching NaN. */
@@ -139,6 +162,34 @@ static void check_case(const attn_case *c) {
     REQUIRE(run_kernel(&b, &d, d_rq, d_rseq, d_rpos, b.T, part) == 0);
     differ += reversed_differ(part, got, b.T, row_elems);
     CHECK_EQ_INT(differ, 0);
+
+    /* split over the chunks: the same bits */
+    uint32_t max_ctx = 0;
+    for (uint32_t t = 0; t < b.T; t++)
+        if (b.pos[t] + 1 > (int32_t)max_ctx) max_ctx = (uint32_t)b.pos[t] + 1;
+    static const uint32_t splits[] = {2, 3, 5, 64};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        REQUIRE(run_split(&b, &d, splits[i], max_ctx + 100, part) == 0);
+        uint64_t sd = count_differ(part, got, n);
+        if (sd)
+            fprintf(stderr, "    split %u: %llu elements differ\n", splits[i],
+                    (unsigned long long)sd);
+        CHECK_EQ_INT(sd, 0);
+    }
+    /* scratch for 512 positions: longer rows NaN, the others exact */
+    REQUIRE(run_split(&b, &d, 3, 512, part) == 0);
+    uint64_t nan_bad = 0, nan_rows = 0;
+    for (uint32_t t = 0; t < b.T; t++) {
+        const bool beyond = b.pos[t] >= 512;
+        nan_rows += beyond;
+        for (uint64_t e = 0; e < row_elems; e++) {
+            const uint16_t v = part[t * row_elems + e];
+            nan_bad +=
+                beyond ? (v & 0x7FFF) <= 0x7F80 : count_differ(&v, got + t * row_elems + e, 1);
+        }
+    }
+    CHECK(nan_rows > 0);
+    CHECK_EQ_INT(nan_bad, 0);
 
     cudaFree(d_rq);
     cudaFree(d_rseq);

@@ -4,7 +4,8 @@
  * field where the kernels read it, only the used block-table rows uploaded) and the KV cache's
  * size from the memory left (utilization, explicit bytes or blocks, not even two blocks); the
  * CUDA graphs' padded sizes (against the list written out), strides, which batches replay a
- * graph, and the padded packing (its real rows as the plain packing has them, padding inert).
+ * graph, and the padded packing (its real rows as the plain packing has them, padding inert);
+ * the split-KV attention's CTAs per row.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +209,25 @@ static void test_pack_padded(void) {
     free(pad);
 }
 
+static void test_attn_splits(void) {
+    /* H100 (132 SMs), Llama-3-8B (8 KV heads, one tile each), 8k context (32 chunks) */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(1, 8, 132, 32), 32); /* 264 / 8 = 33, capped */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(1, 8, 132, 4), 4);   /* a 1k-context model */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(4, 8, 132, 32), 9);  /* ceil(264 / 32) */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(16, 8, 132, 32), 3); /* ceil(264 / 128) */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(33, 8, 132, 32), 1); /* 264 CTAs already */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(64, 2, 132, 32), 3); /* ceil(264 / 128) */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(65, 2, 132, 32), 1); /* over PGD_CUDA_SPLIT_ROWS */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(0, 8, 132, 32), 1);
+    CHECK_EQ_INT(pgd_cuda_attn_splits(1, 8, 132, 1), 1); /* one chunk: nothing to split */
+    CHECK_EQ_INT(pgd_cuda_attn_splits(1, 0, 132, 32), 1);
+    /* never fewer CTAs than about two per SM while it may split */
+    for (uint32_t T = 1; T <= PGD_CUDA_SPLIT_ROWS; T++) {
+        const uint32_t n = pgd_cuda_attn_splits(T, 4, 132, 1000);
+        CHECK(n >= 1 && (uint64_t)T * 4 * n >= 264 && (uint64_t)T * 4 * (n - 1) < 264);
+    }
+}
+
 static void test_kv_blocks(void) {
     const uint64_t G = 1ull << 30, blk = 2ull << 20; /* 2 MiB blocks (Llama-3-8B, f16) */
     /* 80 GiB card, 20 GiB used (weights etc.), 0.9 share, 256 MiB spare: 72 - 20 - 0.25 GiB */
@@ -227,6 +247,7 @@ int main(void) {
     RUN(test_graph_stride);
     RUN(test_graph_fits);
     RUN(test_pack_padded);
+    RUN(test_attn_splits);
     RUN(test_kv_blocks);
     return test_summary();
 }
