@@ -17,6 +17,9 @@
 #                   VALGRIND_TESTS picks them, default: every unit test)
 #   make fuzz       libFuzzer targets (clang, ASan + UBSan) into build-fuzz/, each run for
 #                   FUZZ_SECONDS (60); FUZZ_TARGETS picks them, FUZZ_JOBS runs several at once
+#   make test-cuda-emu  the CUDA tests (tests/gpu) and the fault-injection test on a CPU emulation
+#                   of the CUDA runtime and cuBLASLt (tests/cuda_emu/run; needs the CUDA toolkit:
+#                   build/ with PGD_CUDA on; CUDA_EMU_TESTS picks tests). No substitute for a GPU
 #   make format     clang-format every C and CUDA source (and .inc body) in place
 #   make format-check  fail if any source differs from .clang-format (CI runs it)
 BUILD ?= build
@@ -32,7 +35,7 @@ PORT ?= 8000
 SERVE_ARGS ?=
 
 .PHONY: all bootstrap bootstrap-test build serve test test-unit test-model test-py test-asan \
-	model format format-check clean test-e2e-asan test-tsan test-valgrind fuzz
+	model format format-check clean test-e2e-asan test-tsan test-valgrind fuzz test-cuda-emu
 
 all: build
 
@@ -128,6 +131,14 @@ fuzz: bootstrap-test
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DPGD_FUZZ=ON -DPGD_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build build-fuzz -j$(JOBS) --target fuzz
 	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+CUDA_EMU_TARGETS = test_cuda_attention test_cuda_dequant test_cuda_forward test_cuda_gemm \
+	test_cuda_ops test_cuda_sample
+CUDA_EMU_TESTS ?=
+
+test-cuda-emu: bootstrap-test $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target $(CUDA_EMU_TARGETS)
+	tests/cuda_emu/run $(BUILD) $(CUDA_EMU_TESTS)
 
 FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
 

@@ -205,10 +205,13 @@ static void check_case(const attn_case *c) {
 
 static void test_kernel_vs_twin(void) {
     static const attn_case cases[] = {
-        {2, 1, 64, 16},  {2, 4, 128, 16}, {2, 8, 128, 16}, {1, 12, 96, 32},
-        {2, 2, 256, 16}, {4, 3, 80, 16},  {8, 1, 128, 32},
+        {1, 12, 96, 32}, {2, 2, 256, 16}, {4, 3, 80, 16},  {2, 1, 64, 16},
+        {2, 4, 128, 16}, {2, 8, 128, 16}, {8, 1, 128, 32},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+    /* the CPU emulation of the runtime (tests/cuda_emu) takes the first three: two head tiles,
+     * head_dim 256 and 80, block sizes 32 and 16 */
+    const size_t n = getenv("PGD_CUDA_EMU") ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) check_case(&cases[i]);
 }
 
 static void test_errors(void) {

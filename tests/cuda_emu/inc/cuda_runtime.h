@@ -1,0 +1,165 @@
+/* Emulator: what a kernel translation unit sees instead of nvcc's cuda_runtime.h. */
+#pragma once
+#include <cuda_runtime_api.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include "../emu.h"
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __align__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 900
+#endif
+
+#define threadIdx (emu_cur->tid)
+#define blockIdx  emu_blockIdx
+#define blockDim  emu_blockDim
+#define gridDim   emu_gridDim
+#define warpSize  32
+
+inline void __syncthreads() {
+    emu_syncthreads();
+}
+
+/* Single rounded operations: values pass through an empty asm so the host compiler (run with
+ * -ffp-contract=fast, as nvcc's -fmad=true) can never fuse them with a neighbour, as nvcc never
+ * fuses the _rn intrinsics. Plain expressions in kernels may still be contracted, as by nvcc. */
+template <class T> static inline T emu_opq(T x) {
+    asm volatile("" : "+x"(x));
+    return x;
+}
+inline float __fadd_rn(float a, float b) {
+    return emu_opq(emu_opq(a) + emu_opq(b));
+}
+inline float __fsub_rn(float a, float b) {
+    return emu_opq(emu_opq(a) - emu_opq(b));
+}
+inline float __fmul_rn(float a, float b) {
+    return emu_opq(emu_opq(a) * emu_opq(b));
+}
+inline float __fdiv_rn(float a, float b) {
+    return emu_opq(emu_opq(a) / emu_opq(b));
+}
+inline float __fmaf_rn(float a, float b, float c) {
+    return emu_opq(std::fma(emu_opq(a), emu_opq(b), emu_opq(c)));
+}
+inline double __dadd_rn(double a, double b) {
+    return emu_opq(emu_opq(a) + emu_opq(b));
+}
+inline double __dsub_rn(double a, double b) {
+    return emu_opq(emu_opq(a) - emu_opq(b));
+}
+inline double __dmul_rn(double a, double b) {
+    return emu_opq(emu_opq(a) * emu_opq(b));
+}
+inline double __ddiv_rn(double a, double b) {
+    return emu_opq(emu_opq(a) / emu_opq(b));
+}
+inline double __dsqrt_rn(double a) {
+    return emu_opq(std::sqrt(emu_opq(a)));
+}
+inline float __double2float_rn(double a) {
+    return emu_opq((float)emu_opq(a));
+}
+inline uint32_t __float_as_uint(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float __uint_as_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline int __float_as_int(float f) {
+    int u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float __int_as_float(int u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+/* CUDA's integer/float min and max overloads */
+template <class A, class B> inline std::common_type_t<A, B> min(A a, B b) {
+    static_assert(std::is_integral<A>::value == std::is_integral<B>::value, "min of mixed kinds");
+    return a < b ? (std::common_type_t<A, B>)a : (std::common_type_t<A, B>)b;
+}
+template <class A, class B> inline std::common_type_t<A, B> max(A a, B b) {
+    static_assert(std::is_integral<A>::value == std::is_integral<B>::value, "max of mixed kinds");
+    return a > b ? (std::common_type_t<A, B>)a : (std::common_type_t<A, B>)b;
+}
+
+/* warp shuffles (full warps only, width 32) */
+template <class T> inline uint64_t emu_bits(T v) {
+    static_assert(sizeof(T) <= 8, "shuffle of a wide type");
+    uint64_t u = 0;
+    std::memcpy(&u, &v, sizeof v);
+    return u;
+}
+template <class T> inline T emu_unbits(uint64_t u) {
+    T v;
+    std::memcpy(&v, &u, sizeof v);
+    return v;
+}
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    if (width != 32) emu_error("__shfl_sync width %d not emulated", width);
+    return emu_unbits<T>(emu_shfl(emu_bits(v), src & 31, mask));
+}
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    if (width != 32) emu_error("__shfl_down_sync width %d not emulated", width);
+    const int src = (int)(emu_cur->lane + delta);
+    return emu_unbits<T>(emu_shfl(emu_bits(v), src < 32 ? src : -1, mask));
+}
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    if (width != 32) emu_error("__shfl_up_sync width %d not emulated", width);
+    const int src = (int)emu_cur->lane - (int)delta;
+    return emu_unbits<T>(emu_shfl(emu_bits(v), src >= 0 ? src : -1, mask));
+}
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    if (width != 32) emu_error("__shfl_xor_sync width %d not emulated", width);
+    return emu_unbits<T>(
+        emu_shfl(emu_bits(v), (int)((emu_cur->lane ^ (unsigned)lane_mask) & 31), mask));
+}
+
+/* cuda_runtime.h's templated conveniences over kernel functions */
+template <class T> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, T *f) {
+    return ::cudaFuncGetAttributes(a, (const void *)f);
+}
+template <class T> inline cudaError_t cudaFuncSetAttribute(T *f, cudaFuncAttribute attr, int v) {
+    return ::cudaFuncSetAttribute((const void *)f, attr, v);
+}
+
+/* the launch: K<<<grid, block, smem, stream>>>(args) becomes emu_launch(emu_cfg(...), K, "K", args)
+ */
+struct emu_cfg {
+    dim3 grid, block;
+    size_t smem;
+    cudaStream_t stream;
+    emu_cfg(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0)
+        : grid(g), block(b), smem(s), stream(st) {}
+};
+template <class T> inline void emu_arg_check(const T &, int, const char *) {}
+template <class T> inline void emu_arg_check(T *const &p, int i, const char *k) {
+    emu_check_kernel_ptr((const void *)p, i, k);
+}
+template <class K, class... A> inline void emu_launch(emu_cfg c, K *k, const char *name, A... a) {
+    int i = 0;
+    (emu_arg_check(a, i++, name), ...);
+    emu_submit_kernel(c.grid, c.block, c.smem, c.stream, (const void *)k, name, [=]() { k(a...); });
+}

@@ -1,0 +1,155 @@
+/* tests/cuda_emu/test_cuda_faults.c — on the emulator only (it injects failures into the emulated
+ * runtime): the CUDA backend's create and forward under injected CUDA
+ * failures. Every failed create must release all device and pinned memory (and, under ASan,
+ * all host memory); a forward that failed must leave the backend usable: the next forward gives
+ * the same logits as a clean run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "engine/backends/factory.h"
+#include "engine/model/dummy.h"
+#include "engine/model/preset.h"
+
+void emu_fail_set(int kind, uint64_t nth);
+uint64_t emu_fail_calls(int kind);
+int emu_live_allocs(int device);
+enum { F_MALLOC, F_HOSTALLOC, F_LAUNCH, F_SYNC, F_N };
+static const char *kind_name[F_N] = {"cudaMalloc", "cudaMallocHost", "kernel launch",
+                                     "synchronize"};
+
+enum { V = 1000, BS = 8, MAXT = 64 };
+static int failures;
+
+static int make(const pgd_model *m, pgd_backend **b) {
+    pgd_backend_config bc = {
+        .block_size = BS, .kv_dtype = PGD_KV_F16, .kv_blocks = 64, .max_tokens = MAXT};
+    pgd_device_options o;
+    pgd_device_options_default(&o);
+    o.device = PGD_DEVICE_CUDA;
+    return pgd_backend_create(m, &bc, &o, b);
+}
+
+static int32_t tok[MAXT], pos[MAXT];
+static int64_t slots[MAXT];
+static uint32_t qs[3] = {0, 20, 30}, kvl[2] = {20, 10}, rows[MAXT];
+static int32_t tables[2][4] = {{1, 2, 3, 0}, {4, 5, 0, 0}};
+static pgd_sample_row smp[2];
+
+static int step(pgd_backend *b, float *logits, pgd_sample_result *res) {
+    for (uint32_t t = 0; t < 30; t++) {
+        uint32_t s = t < 20 ? 0 : 1, p = t - qs[s];
+        tok[t] = (int32_t)((t * 37 + 5) % V), pos[t] = (int32_t)p;
+        slots[t] = (int64_t)tables[s][p / BS] * BS + p % BS;
+    }
+    for (uint32_t i = 0; i < 8; i++) rows[i] = i * 2; /* host rows, then the two sampled ones */
+    smp[0] = (pgd_sample_row){.token = 19, .spec = {.temperature = 0.0f, .top_p = 1.0f}};
+    smp[1] = (pgd_sample_row){.token = 29, .spec = {.temperature = 0.0f, .top_p = 1.0f}};
+    pgd_batch bt = {.n_tokens = 30,
+                    .tokens = tok,
+                    .positions = pos,
+                    .slots = slots,
+                    .n_seqs = 2,
+                    .q_start = qs,
+                    .kv_len = kvl,
+                    .block_tables = &tables[0][0],
+                    .bt_stride = 4,
+                    .n_logits = 8,
+                    .logit_rows = rows,
+                    .n_samples = 2,
+                    .samples = smp};
+    return pgd_backend_forward(b, &bt, logits, res);
+}
+
+int main(void) {
+    char path[] = "/tmp/pgd_drv_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
+          "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
+          "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
+          "\"tie_word_embeddings\": true}",
+          f);
+    fclose(f);
+    pgd_model_preset p;
+    if (pgd_model_preset_load(path, &p)) return 1;
+    remove(path);
+    pgd_model *models[2];
+    if (pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &models[0]) ||
+        pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &models[1]))
+        return 1;
+    float *ref = malloc(8 * V * sizeof(float)), *got = malloc(8 * V * sizeof(float));
+    pgd_sample_result rref[2], rgot[2];
+    for (int mi = 0; mi < 2; mi++) {
+        const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
+        for (int kind = 0; kind < F_N; kind++) {
+            int n_fail = 0;
+            for (uint64_t n = 1;; n++) {
+                emu_fail_set(kind, n);
+                pgd_backend *b = NULL;
+                int rc = make(models[mi], &b);
+                uint64_t calls = emu_fail_calls(kind);
+                emu_fail_set(kind, 0);
+                if (!rc) {
+                    pgd_backend_destroy(b);
+                    if (calls >= n) {
+                        fprintf(stderr, "  %s model: create succeeded although %s %llu failed\n",
+                                mi ? "data" : "shapes", kind_name[kind], (unsigned long long)n);
+                        failures++;
+                    }
+                    break;
+                }
+                n_fail++;
+                int d = emu_live_allocs(1) - base_d, h = emu_live_allocs(0) - base_h;
+                if (d || h) {
+                    fprintf(stderr,
+                            "  %s model, %s %llu failing: create returned %d (%s) and left %d "
+                            "device, %d pinned allocations\n",
+                            mi ? "data" : "shapes", kind_name[kind], (unsigned long long)n, rc,
+                            pgd_error_detail(), d, h);
+                    failures++;
+                }
+            }
+            fprintf(stderr, "%s model: %d failing %s(s) during create checked\n",
+                    mi ? "data" : "shapes", n_fail, kind_name[kind]);
+        }
+    }
+    /* forward */
+    pgd_backend *b = NULL;
+    if (make(models[0], &b)) return 1;
+    if (step(b, ref, rref)) return 1;
+    for (int kind = 0; kind < F_N; kind++) {
+        if (kind == F_MALLOC || kind == F_HOSTALLOC) continue;
+        for (uint64_t n = 1;; n++) {
+            emu_fail_set(kind, n);
+            int rc = step(b, got, rgot);
+            uint64_t calls = emu_fail_calls(kind);
+            emu_fail_set(kind, 0);
+            if (calls < n) break;
+            if (!rc) {
+                fprintf(stderr, "  forward succeeded although %s %llu failed\n", kind_name[kind],
+                        (unsigned long long)n);
+                failures++;
+            }
+            rc = step(b, got, rgot);
+            if (rc || memcmp(got, ref, 8 * V * sizeof(float)) || rgot[0].token != rref[0].token ||
+                rgot[1].token != rref[1].token) {
+                fprintf(
+                    stderr,
+                    "  after a failed forward (%s %llu) the next one gives rc %d / other results\n",
+                    kind_name[kind], (unsigned long long)n, rc);
+                failures++;
+            }
+        }
+    }
+    pgd_backend_destroy(b);
+    pgd_model_free(models[0]);
+    pgd_model_free(models[1]);
+    free(ref);
+    free(got);
+    fprintf(stderr, "%d failure(s)\n", failures);
+    return failures != 0;
+}
