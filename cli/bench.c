@@ -553,6 +553,14 @@ int pgd_cli_bench(int argc, char **argv) {
         fflush(stdout);
     }
     if (json) printf("]\n");
+#if defined(PGD_HAVE_CUDA)
+    if (pgd_runner_caps(runner)->kind == PGD_DEVICE_CUDA) { /* whether decode replayed graphs */
+        pgd_cuda_graph_stats gs;
+        pgd_backend_cuda_graph_stats(pgd_runner_backend(runner), &gs);
+        fprintf(stderr, "pagoda bench: CUDA graphs %s: %u captured, %llu decode steps replayed\n",
+                gs.off ? "off" : "on", gs.captured, (unsigned long long)gs.replays);
+    }
+#endif
     pgd_runner_destroy(runner);
     pgd_model_info_close(info);
     return status;
