@@ -20,12 +20,13 @@
  * step's event. Nothing is allocated inside a step.
  *
  * CUDA graphs: a decode-only step whose rows are all sampled on the device
- * (pgd_cuda_graph_fits) runs as a graph captured, at its first use, for its padded size and
- * block-table stride (cuda_plan.h): the metadata goes up padded (padding rows attend to
- * nothing and write no KV), then one cudaGraphLaunch replays the whole step, the copy of the
- * results included. A graph's kernels read everything else from the metadata buffer, whose
- * address is fixed. Other steps run eagerly, as does every step with enforce_eager. A failed
- * capture turns graphs off for good, with a line on stderr, and the step runs eagerly.
+ * (pgd_cuda_graph_fits) runs as a graph captured for its padded size and block-table stride
+ * (cuda_plan.h) at their second use (the first runs eagerly, a warm-up): the metadata goes up
+ * padded (padding rows attend to nothing and write no KV), then one cudaGraphLaunch replays the
+ * whole step, the copy of the results included. A graph's kernels read everything else from the
+ * metadata buffer, whose address is fixed. Other steps run eagerly, as does every step with
+ * enforce_eager. A failed capture turns graphs off for good, with a line on stderr, and the step
+ * runs eagerly.
  *
  * Memory plan at create: weights first, then activations, GEMM workspace and metadata, then the
  * KV cache from what remains under gpu_memory_utilization of the device's memory (or exactly
@@ -108,8 +109,8 @@ typedef struct cuda_backend {
     uint8_t *h_meta, *d_meta;
     pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
     /* CUDA graphs of decode steps */
-    decode_graph *graphs; /* [n_graphs] */
-    uint32_t n_graphs, cap_graphs;
+    decode_graph *graphs; /* [n_graphs] sizes and strides seen; exec NULL until captured */
+    uint32_t n_graphs, cap_graphs, n_captured;
     uint64_t graph_replays;
     bool graphs_off;
 } cuda_backend;
@@ -439,13 +440,17 @@ static void graphs_off(cuda_backend *b, const char *what) {
     b->graphs_off = true;
 }
 
-/* The decode graph of padded size n and table stride `stride`, captured now if it is new; NULL
- * when graphs are (or have just been turned) off. Capture runs nothing: the step is recorded
- * from the stream into a graph, which is then instantiated. */
+/* The decode graph of padded size n and table stride `stride`; NULL when the step runs eagerly:
+ * graphs are (or have just been turned) off, or this size and stride are new — their first step
+ * runs eagerly, as a warm-up (every kernel and cuBLASLt path it uses is then loaded), and the
+ * next one captures the graph. Capture runs nothing: the step is recorded from the stream into
+ * a graph, which is then instantiated. */
 static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t stride) {
-    for (uint32_t i = 0; i < b->n_graphs; i++)
-        if (b->graphs[i].n == n && b->graphs[i].stride == stride) return b->graphs[i].exec;
-    if (b->n_graphs == b->cap_graphs) {
+    decode_graph *seen = NULL;
+    for (uint32_t i = 0; i < b->n_graphs && !seen; i++)
+        if (b->graphs[i].n == n && b->graphs[i].stride == stride) seen = &b->graphs[i];
+    if (seen && seen->exec) return seen->exec;
+    if (!seen && b->n_graphs == b->cap_graphs) {
         uint32_t cap = b->cap_graphs ? b->cap_graphs * 2 : 32;
         decode_graph *g = realloc(b->graphs, cap * sizeof *g);
         if (!g) {
@@ -454,6 +459,10 @@ static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t st
         }
         b->graphs = g;
         b->cap_graphs = cap;
+    }
+    if (!seen) { /* the warm-up */
+        b->graphs[b->n_graphs++] = (decode_graph){n, stride, NULL};
+        return NULL;
     }
     char why[320];
     cudaGraph_t graph = NULL;
@@ -481,7 +490,8 @@ static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t st
         graphs_off(b, why);
         return NULL;
     }
-    b->graphs[b->n_graphs++] = (decode_graph){n, stride, exec};
+    seen->exec = exec;
+    b->n_captured++;
     return exec;
 }
 
@@ -504,7 +514,7 @@ static int enqueue_graph_step(cuda_backend *b, const pgd_batch *bt) {
 
 void pgd_backend_cuda_graph_stats(const pgd_backend *base, pgd_cuda_graph_stats *out) {
     const cuda_backend *b = (const cuda_backend *)base;
-    *out = (pgd_cuda_graph_stats){b->n_graphs, b->graph_replays, b->graphs_off};
+    *out = (pgd_cuda_graph_stats){b->n_captured, b->graph_replays, b->graphs_off};
 }
 
 static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
@@ -555,7 +565,8 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_plan_destroy(b->p_down);
     pgd_cuda_gemm_plan_destroy(b->p_out);
     pgd_cuda_gemm_destroy(b->gemm);
-    for (uint32_t i = 0; i < b->n_graphs; i++) cudaGraphExecDestroy(b->graphs[i].exec);
+    for (uint32_t i = 0; i < b->n_graphs; i++)
+        if (b->graphs[i].exec) cudaGraphExecDestroy(b->graphs[i].exec);
     free(b->graphs);
     for (uint32_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);
     free(b->allocs);

@@ -32,7 +32,8 @@ int pgd_cuda_devices(void);
 int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                             const pgd_cuda_options *o, pgd_backend **out);
 
-/* What a CUDA backend did with graphs: graphs captured, and steps that replayed one. A
+/* What a CUDA backend did with graphs: graphs captured, and steps that replayed one (a padded
+ * size and stride's first decode step runs eagerly, the second captures its graph). A
  * capture that fails turns graphs off for the backend's life (the log says why); `off` is then
  * true, as it is with enforce_eager. For tests and the benchmark. */
 typedef struct pgd_cuda_graph_stats {
