@@ -63,6 +63,7 @@
 #define WORKSPACE_BYTES (32u << 20)       /* cuBLASLt workspace */
 #define STAGING_BYTES   (64u << 20)       /* pinned staging for weight uploads */
 #define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
+#define GRAPHS_MAX      256 /* decode graph sizes x strides kept (17 x at most ~10 in practice) */
 
 typedef struct layer {
     uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16 */
@@ -104,13 +105,15 @@ typedef struct cuda_backend {
     pgd_sample_result *d_results; /* [SEQS_LIMIT] */
     float *attn_scratch;          /* split-KV partials (kernels/cuda/attention.h) */
     uint32_t n_sm, attn_ctas;     /* the GPU's SMs; attention CTAs of one row, unsplit */
+    uint32_t max_chunks;          /* attention chunks of the longest context */
     /* metadata */
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
     pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
     /* CUDA graphs of decode steps */
-    decode_graph *graphs; /* [n_graphs] sizes and strides seen; exec NULL until captured */
-    uint32_t n_graphs, cap_graphs, n_captured;
+    decode_graph graphs[GRAPHS_MAX]; /* [n_graphs] sizes and strides seen; exec NULL until
+                                        captured */
+    uint32_t n_graphs, n_captured;
     uint64_t graph_replays;
     bool graphs_off;
 } cuda_backend;
@@ -382,10 +385,8 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
     void *s = b->stream;
     const float scale = 1.0f / sqrtf((float)b->D);
     const bool neox = c->rope_style == PGD_ROPE_NEOX;
-    const uint32_t n_split =
-        T <= split_rows(b) ? pgd_cuda_attn_splits(T, b->attn_ctas, b->n_sm,
-                                                  (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK)
-                           : 1;
+    /* 1 for more rows than PGD_CUDA_SPLIT_ROWS (>= split_rows(b), what the scratch holds) */
+    const uint32_t n_split = pgd_cuda_attn_splits(T, b->attn_ctas, b->n_sm, b->max_chunks);
     int rc;
 
     if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
@@ -450,18 +451,8 @@ static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t st
     for (uint32_t i = 0; i < b->n_graphs && !seen; i++)
         if (b->graphs[i].n == n && b->graphs[i].stride == stride) seen = &b->graphs[i];
     if (seen && seen->exec) return seen->exec;
-    if (!seen && b->n_graphs == b->cap_graphs) {
-        uint32_t cap = b->cap_graphs ? b->cap_graphs * 2 : 32;
-        decode_graph *g = realloc(b->graphs, cap * sizeof *g);
-        if (!g) {
-            graphs_off(b, "out of host memory");
-            return NULL;
-        }
-        b->graphs = g;
-        b->cap_graphs = cap;
-    }
-    if (!seen) { /* the warm-up */
-        b->graphs[b->n_graphs++] = (decode_graph){n, stride, NULL};
+    if (!seen) { /* the warm-up (with every slot taken, this size and stride stay eager) */
+        if (b->n_graphs < GRAPHS_MAX) b->graphs[b->n_graphs++] = (decode_graph){n, stride, NULL};
         return NULL;
     }
     char why[320];
@@ -567,7 +558,6 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_destroy(b->gemm);
     for (uint32_t i = 0; i < b->n_graphs; i++)
         if (b->graphs[i].exec) cudaGraphExecDestroy(b->graphs[i].exec);
-    free(b->graphs);
     for (uint32_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);
     free(b->allocs);
     if (b->h_meta) cudaFreeHost(b->h_meta);
@@ -612,6 +602,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->n_pos = c->n_ctx_train;
     b->n_sm = (uint32_t)n_sm;
     b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
+    b->max_chunks = (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,

@@ -31,11 +31,9 @@ pgd_cuda_meta_layout pgd_cuda_meta_layout_of(uint32_t max_tokens, uint32_t max_r
     return l;
 }
 
-size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_t *buf) {
+/* Every part but the block tables, for the batch's own tokens and rows. */
+static void pack_rows(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_t *buf) {
     const uint32_t T = bt->n_tokens;
-    PGD_ASSERT((size_t)T * sizeof(int32_t) <= l->pos - l->tokens &&
-               (size_t)(bt->n_logits + bt->n_samples) * sizeof(uint32_t) <= l->specs - l->rows &&
-               (size_t)bt->n_seqs * bt->bt_stride * sizeof(int32_t) <= l->total - l->tables);
     memcpy(buf + l->tokens, bt->tokens, T * sizeof(int32_t));
     memcpy(buf + l->pos, bt->positions, T * sizeof(int32_t));
     memcpy(buf + l->slots, bt->slots, T * sizeof(int64_t));
@@ -51,6 +49,13 @@ size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, ui
         specs[i] = bt->samples[i].spec;
         draws[i] = bt->samples[i].draw;
     }
+}
+
+size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_t *buf) {
+    PGD_ASSERT((size_t)bt->n_tokens * sizeof(int32_t) <= l->pos - l->tokens &&
+               (size_t)(bt->n_logits + bt->n_samples) * sizeof(uint32_t) <= l->specs - l->rows &&
+               (size_t)bt->n_seqs * bt->bt_stride * sizeof(int32_t) <= l->total - l->tables);
+    pack_rows(l, bt, buf);
     size_t tables = (size_t)bt->n_seqs * bt->bt_stride * sizeof(int32_t);
     memcpy(buf + l->tables, bt->block_tables, tables);
     return l->tables + tables;
@@ -91,29 +96,24 @@ size_t pgd_cuda_meta_pack_padded(const pgd_cuda_meta_layout *l, const pgd_batch 
                (size_t)n_pad * sizeof(int32_t) <= l->pos - l->tokens &&
                (size_t)n_pad * sizeof(uint32_t) <= l->specs - l->rows &&
                (size_t)n_pad * stride * sizeof(int32_t) <= l->total - l->tables);
-    int32_t *tokens = (int32_t *)(buf + l->tokens), *pos = (int32_t *)(buf + l->pos);
-    int64_t *slots = (int64_t *)(buf + l->slots);
-    uint32_t *seq_of = (uint32_t *)(buf + l->seq_of), *rows = (uint32_t *)(buf + l->rows);
-    pgd_sample_spec *specs = (pgd_sample_spec *)(buf + l->specs);
-    uint64_t *draws = (uint64_t *)(buf + l->draws);
-    int32_t *tables = (int32_t *)(buf + l->tables);
+    pack_rows(l, bt, buf); /* a decode batch: row i is token i of sequence i */
     const pgd_sample_spec greedy = {.temperature = 0.0f, .top_p = 1.0f};
+    for (uint32_t i = n; i < n_pad; i++) {
+        ((int32_t *)(buf + l->tokens))[i] = 0;
+        ((int32_t *)(buf + l->pos))[i] = -1;
+        ((int64_t *)(buf + l->slots))[i] = -1;
+        ((uint32_t *)(buf + l->seq_of))[i] = 0;
+        ((uint32_t *)(buf + l->rows))[i] = i;
+        ((pgd_sample_spec *)(buf + l->specs))[i] = greedy;
+        ((uint64_t *)(buf + l->draws))[i] = 0;
+    }
+    int32_t *tables = (int32_t *)(buf + l->tables);
     for (uint32_t i = 0; i < n_pad; i++) {
-        const bool real = i < n;
-        tokens[i] = real ? bt->tokens[i] : 0;
-        pos[i] = real ? bt->positions[i] : -1;
-        slots[i] = real ? bt->slots[i] : -1;
-        seq_of[i] = real ? i : 0;
-        rows[i] = i;
-        specs[i] = real ? bt->samples[i].spec : greedy;
-        draws[i] = real ? bt->samples[i].draw : 0;
-        int32_t *row = tables + (size_t)i * stride;
-        uint32_t used = 0;
-        if (real) {
-            used = bt->bt_stride;
-            memcpy(row, bt->block_tables + (size_t)i * bt->bt_stride, used * sizeof(int32_t));
-        }
-        memset(row + used, 0, (stride - used) * sizeof(int32_t));
+        const uint32_t used = i < n ? bt->bt_stride : 0;
+        if (used)
+            memcpy(tables + (size_t)i * stride, bt->block_tables + (size_t)i * used,
+                   used * sizeof(int32_t));
+        memset(tables + (size_t)i * stride + used, 0, (stride - used) * sizeof(int32_t));
     }
     return l->tables + (size_t)n_pad * stride * sizeof(int32_t);
 }

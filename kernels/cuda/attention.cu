@@ -214,6 +214,12 @@ __device__ __forceinline__ void fold_chunk(const tile_ctx &c, float (&m)[kTile],
     }
 }
 
+/* The positions row attends to: 0 .. pos[row], none for a padding row (pos < 0). */
+__device__ __forceinline__ uint32_t ctx_of(const attn_args &a, uint32_t row) {
+    const int32_t last = a.pos[row];
+    return last < 0 ? 0 : (uint32_t)last + 1;
+}
+
 /* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c, and its tile's
  * queries into shared memory (the CTA synchronised after). Returns the tile's first query
  * head. */
@@ -245,8 +251,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
     const uint32_t row = blockIdx.x, D = a.geom.head_dim;
     tile_ctx c;
     const uint32_t h0 = tile_setup(a, sm, row, c); /* the tile's first query head */
-    const int32_t last = a.pos[row];
-    const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
+    const uint32_t n_ctx = ctx_of(a, row);
     float m[kTile] = {}, s[kTile] = {}, o[kTile] = {};
     for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
         float mc[kTile], sc[kTile], oc[kTile];
@@ -290,8 +295,7 @@ __device__ __forceinline__ float *partial_at(const attn_args &a, const split_arg
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(attn_args a, split_args sp) {
     __shared__ __align__(16) attn_smem sm;
     const uint32_t row = blockIdx.x, t = threadIdx.x;
-    const int32_t last = a.pos[row];
-    const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
+    const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     if (blockIdx.z >= n_chunks || n_chunks > sp.max_chunks) return; /* uniform over the CTA */
     tile_ctx c;
@@ -320,8 +324,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(attn_args a, 
  * whose chunks did not fit the scratch. */
 __global__ void merge_kernel(attn_args a, split_args sp) {
     const uint32_t row = blockIdx.x, h = blockIdx.y, d = threadIdx.x, D = a.geom.head_dim;
-    const int32_t last = a.pos[row];
-    const uint32_t n_ctx = last < 0 ? 0 : (uint32_t)last + 1;
+    const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     uint16_t *out = a.out + ((uint64_t)row * a.n_head + h) * D + d;
     if (n_ctx == 0) {

@@ -178,9 +178,13 @@ static void run(dev *devs, int n_dev, batch *b) {
     free(mixed);
 }
 
-static void write_preset(const char *path, bool qwen) {
-    FILE *f = fopen(path, "w");
-    if (!f) return;
+/* The test's Llama (or Qwen2) shape, through a config.json as a user would give it. */
+static void load_preset(bool qwen, pgd_model_preset *p) {
+    char path[] = "/tmp/pgd_fwd_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    REQUIRE(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    REQUIRE(f);
     if (qwen)
         fputs("{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
               "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
@@ -196,17 +200,14 @@ static void write_preset(const char *path, bool qwen) {
               "\"original_max_position_embeddings\": 64}}",
               f);
     fclose(f);
+    const int rc = pgd_model_preset_load(path, p);
+    remove(path);
+    REQUIRE(rc == 0);
 }
 
 static void forward_matches(bool qwen) {
-    char path[] = "/tmp/pgd_fwd_XXXXXX.json";
-    int fd = mkstemps(path, 5);
-    REQUIRE(fd >= 0);
-    close(fd);
-    write_preset(path, qwen);
     pgd_model_preset p;
-    REQUIRE(pgd_model_preset_load(path, &p) == 0);
-    remove(path);
+    load_preset(qwen, &p);
     pgd_model *data = NULL, *shapes = NULL;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &data) == 0);
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
@@ -279,14 +280,8 @@ static bool same_result(const pgd_sample_result *a, const pgd_sample_result *b) 
 
 /* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama shape. */
 static void test_graphs_match_eager(void) {
-    char path[] = "/tmp/pgd_fwd_XXXXXX.json";
-    int fd = mkstemps(path, 5);
-    REQUIRE(fd >= 0);
-    close(fd);
-    write_preset(path, false);
     pgd_model_preset p;
-    REQUIRE(pgd_model_preset_load(path, &p) == 0);
-    remove(path);
+    load_preset(false, &p);
     pgd_model *shapes = NULL;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
     dev g = {0}, e = {0}; /* graphs, eager */
