@@ -146,6 +146,9 @@ static const pgd_opt k_engine_opts[] = {
      "GPU: share of its memory for weights, scratch and KV cache (default 0.90)"},
     {"enforce-eager", PGD_OPT_BOOL, E(enforce_eager),
      "GPU: no CUDA graphs, decode steps run eagerly too (slower; for comparison)"},
+    {"batch-invariant", PGD_OPT_BOOL, E(batch_invariant),
+     "GPU: one GEMM algorithm per weight shape, so a request's tokens do not depend on what "
+     "shares its batch (slower decode and prefill; the CPU always is)"},
     {"ctx-size", PGD_OPT_U64, E(ctx_size),
      "context limit (default or 0: the model's; more than the model's is lowered to it, "
      "with a note)"},
@@ -254,6 +257,7 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
     r->model_flags = f->f32 ? PGD_MODEL_F32 : 0;
     r->device.cpu.act_q8 = f->act_q8;
     r->device.cuda.enforce_eager = f->enforce_eager;
+    r->device.cuda.batch_invariant = f->batch_invariant;
     if (f->device && pgd_device_parse(f->device, &r->device.device)) {
         fprintf(stderr, "pagoda %s: --device: %s\n", cmd, pgd_error_detail());
         return -1;

@@ -314,7 +314,7 @@ static int alloc_step(cuda_backend *b) {
 
 static int make_plans(cuda_backend *b) {
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
-    bool fast = b->opt.fast_gemm;
+    bool fast = !b->opt.batch_invariant;
     int rc;
     if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, &b->p_qkv)) ||

@@ -15,10 +15,11 @@
 #include "engine/backends/backend.h"
 
 typedef struct pgd_cuda_options {
-    int device_index;   /* which GPU (default 0) */
-    bool fast_gemm;     /* a GEMM algorithm per range of batch sizes: faster, but a row's bits
-                           then depend on the batch size (kernels/cuda/gemm.h) */
-    bool enforce_eager; /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
+    int device_index;     /* which GPU (default 0) */
+    bool batch_invariant; /* one GEMM algorithm per weight shape, without split-K, so a row's
+                             bits do not depend on the batch (slower: the default takes one per
+                             range of batch sizes, kernels/cuda/gemm.h; --batch-invariant) */
+    bool enforce_eager;   /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
 } pgd_cuda_options;
 
 /* The number of CUDA devices this process can use (0 without a driver or a device). */

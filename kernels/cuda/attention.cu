@@ -30,6 +30,11 @@
  * with the same formula in increasing chunk order from chunk 0's partial itself, and writes
  * bf16(o / s). The fold is not associative, so partials are never pre-folded.
  *
+ * Latency: a thread keeps 4 of its K loads (16 bytes each) and 32 of its V loads in flight
+ * before the FMAs that use them, in the same order; 2 CTAs an SM (__launch_bounds__: 128
+ * registers, a few bytes spilled). On an H200, one V load waited for at a time made a decode
+ * chunk take 60 us.
+ *
  * Invariants: head_dim a multiple of 8 and at most 256 (16-byte K loads; one pair set per
  * thread at most 8 heads); the slab 16-byte aligned; positions beyond pos[t] are never read;
  * a row with pos < 0 (padding) writes zeros. Threading: any host thread owning the stream.
@@ -132,23 +137,33 @@ __device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) acc[g] = 0.0f;
     const uint4 *krow = reinterpret_cast<const uint4 *>(c.kv + k_at);
-    for (uint32_t d0 = 0; d0 < c.D; d0 += 8) {
-        const uint4 raw = krow[d0 / 8];
-        const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-        float k[8];
+    /* kLoads 16-byte loads in flight before their FMAs (the order of the FMAs is unchanged) */
+    constexpr uint32_t kLoads = 4;
+    for (uint32_t d1 = 0; d1 < c.D; d1 += 8 * kLoads) {
+        uint4 raws[kLoads];
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            k[2 * e] = h2f((uint16_t)(words[e] & 0xFFFFu));
-            k[2 * e + 1] = h2f((uint16_t)(words[e] >> 16));
-        }
+        for (uint32_t u = 0; u < kLoads; u++)
+            if (d1 + 8 * u < c.D) raws[u] = krow[d1 / 8 + u];
 #pragma unroll
-        for (uint32_t g = 0; g < kTile; g++) {
-            if (g >= c.n_heads) break;
-            const float4 qa = *reinterpret_cast<const float4 *>(&sm.q[g * c.D + d0]);
-            const float4 qb = *reinterpret_cast<const float4 *>(&sm.q[g * c.D + d0 + 4]);
-            const float qv[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+        for (uint32_t u = 0; u < kLoads; u++) {
+            const uint32_t d0 = d1 + 8 * u;
+            if (d0 >= c.D) break;
+            const uint32_t words[4] = {raws[u].x, raws[u].y, raws[u].z, raws[u].w};
+            float k[8];
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc[g] = pgd_rn_fma(qv[e], k[e], acc[g]);
+            for (int e = 0; e < 4; e++) {
+                k[2 * e] = h2f((uint16_t)(words[e] & 0xFFFFu));
+                k[2 * e + 1] = h2f((uint16_t)(words[e] >> 16));
+            }
+#pragma unroll
+            for (uint32_t g = 0; g < kTile; g++) {
+                if (g >= c.n_heads) break;
+                const float4 qa = *reinterpret_cast<const float4 *>(&sm.q[g * c.D + d0]);
+                const float4 qb = *reinterpret_cast<const float4 *>(&sm.q[g * c.D + d0 + 4]);
+                const float qv[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[g] = pgd_rn_fma(qv[e], k[e], acc[g]);
+            }
         }
     }
 #pragma unroll
@@ -185,12 +200,23 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
 #pragma unroll
     for (uint32_t i = 0; i < kTile; i++) oc[i] = 0.0f;
     if (c.owner) {
-        for (uint32_t p = 0; p < nc; p++) {
-            const float v = h2f(c.kv[sm.k_at[p] + c.v_off + c.d]);
+        /* kLoads V values in flight before their FMAs: a load waited for at every position
+         * would make this loop latency-bound (the order of the FMAs is unchanged) */
+        constexpr uint32_t kLoads = 32;
+        const uint16_t *vcol = c.kv + c.v_off + c.d;
+        for (uint32_t p0 = 0; p0 < nc; p0 += kLoads) {
+            float v[kLoads];
 #pragma unroll
-            for (uint32_t i = 0; i < kTile; i++) {
-                const uint32_t g = c.set + i * c.n_sets;
-                if (g < c.n_heads) oc[i] = pgd_rn_fma(sm.w[g][p], v, oc[i]);
+            for (uint32_t u = 0; u < kLoads; u++)
+                v[u] = p0 + u < nc ? h2f(vcol[sm.k_at[p0 + u]]) : 0.0f;
+#pragma unroll
+            for (uint32_t u = 0; u < kLoads; u++) {
+                if (p0 + u >= nc) break;
+#pragma unroll
+                for (uint32_t i = 0; i < kTile; i++) {
+                    const uint32_t g = c.set + i * c.n_sets;
+                    if (g < c.n_heads) oc[i] = pgd_rn_fma(sm.w[g][p0 + u], v[u], oc[i]);
+                }
             }
         }
     }
@@ -246,7 +272,7 @@ __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, 
     return h0;
 }
 
-__global__ void __launch_bounds__(kThreads) attention_kernel(attn_args a) {
+__global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
     const uint32_t row = blockIdx.x, D = a.geom.head_dim;
     tile_ctx c;
@@ -292,7 +318,7 @@ __device__ __forceinline__ float *partial_at(const attn_args &a, const split_arg
 
 /* CTA (row, KV head * tile, z): the partials of chunks z, z + gridDim.z, ... of its row. A row
  * with more chunks than the scratch holds writes nothing (merge_kernel gives it NaN). */
-__global__ void __launch_bounds__(kThreads) attention_split_kernel(attn_args a, split_args sp) {
+__global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args a, split_args sp) {
     __shared__ __align__(16) attn_smem sm;
     const uint32_t row = blockIdx.x, t = threadIdx.x;
     const uint32_t n_ctx = ctx_of(a, row);

@@ -28,10 +28,7 @@ struct pgd_cuda_gemm {
     size_t workspace_bytes;
 };
 
-/* The M ranges of a `fast` plan, each with its own algorithm (a deterministic plan uses the
- * last one for every M). */
-#define N_BUCKETS 3
-static const uint32_t k_bucket_max[N_BUCKETS] = {16, 256, UINT32_MAX};
+#define N_BUCKETS PGD_CUDA_GEMM_BUCKETS
 
 struct pgd_cuda_gemm_plan {
     uint32_t N, K, max_m;
@@ -75,14 +72,18 @@ static int set_m(pgd_cuda_gemm_plan *p, uint32_t M) {
     return 0;
 }
 
-/* The heuristic's first algorithm for M rows without split-K, checked for every M it will
- * serve (lo and hi). */
+/* The heuristic's first algorithm for M rows, checked for every M it will serve (lo and hi):
+ * without split-K for a deterministic plan; for a fast one split-K is allowed with its partial
+ * sums reduced by a separate pass (schemes COMPUTE_TYPE and OUTPUT_TYPE: the same bits run after
+ * run; INPLACE is left out). */
 static int pick(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, uint32_t M, uint32_t lo, uint32_t hi,
-                cublasLtMatmulAlgo_t *algo) {
+                bool split, cublasLtMatmulAlgo_t *algo) {
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = g->workspace_bytes;
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    uint32_t scheme =
+        split ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+              : CUBLASLT_REDUCTION_SCHEME_NONE;
     cublasLtMatmulHeuristicResult_t res[8];
     int n = 0, rc = set_m(p, M);
     if (!rc &&
@@ -99,7 +100,8 @@ static int pick(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, uint32_t M, uint32_t lo
         if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
         cublasLtMatmulAlgo_t a = res[i].algo;
         int32_t one = 1;
-        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+        if (!split &&
+            cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
                                                  sizeof one) != CUBLAS_STATUS_SUCCESS)
             continue;
         bool ok = true;
@@ -116,8 +118,8 @@ static int pick(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, uint32_t M, uint32_t lo
             return 0;
         }
     }
-    return pgd_error_set(PGD_ECUDA, "cuBLASLt: no split-free algorithm for M %u..%u, N %u, K %u",
-                         lo, hi, p->N, p->K);
+    return pgd_error_set(PGD_ECUDA, "cuBLASLt: no %salgorithm for M %u..%u, N %u, K %u",
+                         split ? "" : "split-free ", lo, hi, p->N, p->K);
 }
 
 void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p) {
@@ -152,14 +154,16 @@ int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t
         rc = pgd_error_set(PGD_ECUDA, "cuBLASLt: cannot describe a %u x %u product", N, K);
         goto fail;
     }
-    /* deterministic: one algorithm, chosen for the largest M, checked down to M = 1 */
-    if ((rc = pick(g, p, max_m, 1, max_m, &p->algo[N_BUCKETS - 1]))) goto fail;
-    for (int b = 0; b < N_BUCKETS - 1; b++) {
-        p->algo[b] = p->algo[N_BUCKETS - 1];
-        uint32_t lo = b ? k_bucket_max[b - 1] + 1 : 1, hi = k_bucket_max[b];
-        if (fast && lo <= max_m &&
-            (rc = pick(g, p, hi < max_m ? hi : max_m, lo, hi < max_m ? hi : max_m, &p->algo[b])))
-            goto fail;
+    /* deterministic: one split-free algorithm, chosen for the largest M, checked down to M = 1;
+     * fast: one per range of M, chosen for the range's largest M, split-K allowed (falling
+     * back to the deterministic one where no other serves the whole range) */
+    if ((rc = pick(g, p, max_m, 1, max_m, false, &p->algo[N_BUCKETS - 1]))) goto fail;
+    for (int b = 0; b < N_BUCKETS - 1; b++) p->algo[b] = p->algo[N_BUCKETS - 1];
+    for (int b = 0; fast && b < N_BUCKETS; b++) {
+        uint32_t lo = b ? pgd_cuda_gemm_bucket_max[b - 1] + 1 : 1,
+                 hi = pgd_cuda_gemm_bucket_max[b] < max_m ? pgd_cuda_gemm_bucket_max[b] : max_m;
+        if (lo > max_m) break;
+        if (pick(g, p, hi, lo, hi, true, &p->algo[b])) pgd_error_clear();
     }
     *out = p;
     return 0;
@@ -172,8 +176,7 @@ int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X
                       float *Y, uint32_t M, void *stream) {
     PGD_ASSERT(M >= 1 && M <= p->max_m);
     int b = N_BUCKETS - 1;
-    if (p->fast)
-        for (b = 0; b < N_BUCKETS - 1 && M > k_bucket_max[b];) b++;
+    if (p->fast) b = pgd_cuda_gemm_bucket(M);
     int rc = set_m(p, M);
     if (rc) return rc;
     const float alpha = 1.0f, beta = 0.0f;

@@ -6,8 +6,14 @@
  * Determinism: one plan per weight shape (N, K), made once at load, fixes one algorithm with no
  * split-K (reduction scheme NONE, one K split), used for every M up to max_m: a row's dot
  * products then run in the same order whatever else is in the batch (tests/gpu checks rows at
- * M = 1, 7, 64, 512 and more are bit-identical). `fast` plans may pick an algorithm per range of
- * M for speed instead (then a row's bits depend on the batch size).
+ * M = 1, 7, 64, 512 and more are bit-identical). `fast` plans pick an algorithm per range of M
+ * (pgd_cuda_gemm_bucket), split-K allowed, for speed instead: a row's bits are then the same
+ * within a range but may differ between ranges. Measured on an H200 (bench/cuda_gemm_algos.c,
+ * Llama-3-8B's shapes): at M = 1 the deterministic plan's algorithm (chosen for M = 4096) reads
+ * the weights at 0.8-1.7 TB/s, the heuristic's choice for small M at 2.6-4.4 TB/s (split-K 4 for
+ * the down projection); no single algorithm is within 1.5x of the best at both M = 1 and 4096.
+ * The ranges end where the CUDA graphs' padded batch sizes (engine/backends/cuda_plan.h) have
+ * bounds too, so padding a decode step never moves it to another range.
  *
  * Nothing allocates during a run: the workspace is allocated once with the handle, and a run
  * only changes the M of the plan's layouts.
@@ -25,6 +31,16 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The ranges of M of a fast plan: range b is (bucket_max[b - 1], bucket_max[b]]. */
+#define PGD_CUDA_GEMM_BUCKETS 5
+static const uint32_t pgd_cuda_gemm_bucket_max[PGD_CUDA_GEMM_BUCKETS] = {8, 64, 256, 1024,
+                                                                         UINT32_MAX};
+static inline int pgd_cuda_gemm_bucket(uint32_t M) {
+    int b = 0;
+    while (b < PGD_CUDA_GEMM_BUCKETS - 1 && M > pgd_cuda_gemm_bucket_max[b]) b++;
+    return b;
+}
 
 typedef struct pgd_cuda_gemm pgd_cuda_gemm;
 typedef struct pgd_cuda_gemm_plan pgd_cuda_gemm_plan;

@@ -1,6 +1,8 @@
 /*
- * kernels/cuda/rope_kv.cu — bias + RoPE + the KV write of one layer, fused: one CTA per token
- * (grid-stride over tokens). Owns nothing. CPU twin: rope_kv_twin.c.
+ * kernels/cuda/rope_kv.cu — bias + RoPE + the KV write of one layer, fused: grid.x strides over
+ * the tokens, and a token's work is spread over the grid.y CTAs of its column (up to 64: one
+ * element or pair a thread; one CTA a token took 10 us on an H200). Owns nothing. CPU twin:
+ * rope_kv_twin.c.
  *
  * Work of a token, each element read and written by one thread (q is updated in place, so no
  * thread may read what another writes): (1) the rotated pairs of every q and k head, one pair a
@@ -37,13 +39,15 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
                                bool neox, uint16_t *kv, pgd_kv_geom geom, uint32_t layer) {
     const uint32_t half = rope_dim / 2, rest = D - rope_dim, n_qk = n_head + n_kv_head;
     const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
+    /* a row's work is spread over the CTAs of grid.y (a row's threads wait for few loads each) */
+    const uint32_t u0 = blockIdx.y * blockDim.x + threadIdx.x, du = gridDim.y * blockDim.x;
     for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
         if (pos[t] < 0) continue; /* padding row (uniform in the block) */
         float *row = qkv + t * width;
         const float *cs = cos_sin + (uint64_t)pos[t] * rope_dim;
         const int64_t slot = slots[t];
         /* (1) pair i of head h (q heads, then k heads) */
-        for (uint32_t u = threadIdx.x; u < n_qk * half; u += blockDim.x) {
+        for (uint32_t u = u0; u < n_qk * half; u += du) {
             const uint32_t h = u / half, i = u % half;
             const uint32_t i0 = h * D + (neox ? i : 2 * i),
                            i1 = h * D + (neox ? i + half : 2 * i + 1);
@@ -62,7 +66,7 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
             }
         }
         /* (2) dimension rope_dim + d of head h, unrotated */
-        for (uint32_t u = threadIdx.x; u < n_qk * rest; u += blockDim.x) {
+        for (uint32_t u = u0; u < n_qk * rest; u += du) {
             const uint32_t h = u / rest, d = rope_dim + u % rest, idx = h * D + d;
             const float v = bias ? __fadd_rn(row[idx], bias[idx]) : row[idx];
             if (h < n_head) {
@@ -72,7 +76,7 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
         }
         /* (3) element d of v head h */
         if (slot >= 0)
-            for (uint32_t u = threadIdx.x; u < n_kv_head * D; u += blockDim.x) {
+            for (uint32_t u = u0; u < n_kv_head * D; u += du) {
                 const uint32_t h = u / D, d = u % D, idx = n_qk * D + u;
                 const float v = bias ? __fadd_rn(row[idx], bias[idx]) : row[idx];
                 kv[pgd_kv_slot_index(geom, slot, layer, 1, h) + d] = to_f16(v);
@@ -95,7 +99,14 @@ extern "C" int pgd_cuda_rope_kv(float *qkv, const float *bias, const float *cos_
                              head_dim, rope_dim, n_kv_head, geom.head_dim, geom.n_kv_head,
                              geom.block_size, geom.n_layer, layer);
     if (T == 0) return 0;
-    rope_kv_kernel<<<pgd_cuda_grid(T, 1), PGD_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
+    uint32_t most = (n_head + n_kv_head) * (rope_dim / 2);
+    if ((n_head + n_kv_head) * (head_dim - rope_dim) > most)
+        most = (n_head + n_kv_head) * (head_dim - rope_dim);
+    if (n_kv_head * head_dim > most) most = n_kv_head * head_dim;
+    const dim3 grid(pgd_cuda_grid(T, 1), pgd_cuda_grid(most, PGD_CUDA_THREADS) < 64
+                                             ? pgd_cuda_grid(most, PGD_CUDA_THREADS)
+                                             : 64);
+    rope_kv_kernel<<<grid, PGD_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
         qkv, bias, cos_sin, pos, slots, T, n_head, n_kv_head, head_dim, rope_dim, neox, kv, geom,
         layer);
     PGD_CUDA_LAUNCHED();

@@ -4,7 +4,7 @@
   __shared__ [__align__(N)] T name[dims];  -> a per-CTA block from emu_smem_get (poisoned, bounds
                                               checked under ASan)
   extern __shared__ T name[];              -> T *name = (T *)emu_dyn_smem();
-  __launch_bounds__(X) ... {               -> ... { emu_check_bounds(X);
+  __launch_bounds__(X[, Y]) ... {          -> ... { emu_check_bounds(X);
 Usage: conv.py in.cu [--small-grid]"""
 import re, sys
 
@@ -66,7 +66,8 @@ for m in re.finditer(r"__launch_bounds__\(([^)]*)\)", src):
     if m.start() < pos:
         continue
     b = src.find("{", m.end())
-    out += src[pos:m.start()] + src[m.end():b + 1] + " emu_check_bounds(%s);" % m.group(1)
+    # the first argument only: the most threads (a minimum of CTAs an SM means nothing here)
+    out += src[pos:m.start()] + src[m.end():b + 1] + " emu_check_bounds(%s);" % m.group(1).split(",")[0]
     pos = b + 1
 src = out + src[pos:]
 sys.stdout.write(src)

@@ -1,12 +1,16 @@
 /*
  * tests/gpu/test_cuda_gemm.c — the cuBLASLt GEMM (kernels/cuda/gemm.h) on the model's shapes:
  *   - against its CPU twin (double accumulation of the same bf16 inputs): every row within a
- *     relative L2 error of 1e-5 (f32 accumulation over K up to 14336 of products of bf16
- *     values: the twin is exact to ~1e-16, the GPU's f32 sums err by ~sqrt(K) ulps);
+ *     relative L2 error of max(1e-5, K * 2^-27). The twin is exact to ~1e-16; the tensor cores'
+ *     f32 accumulation is not round-to-nearest, and its error grows with K, not with sqrt(K)
+ *     as rounding errors would: on an H200 the worst row was 1.1e-9 * K (5.0e-7 at K = 576, 4.1e-6
+ * at 4096, 1.6e-5 at 14336); the bound is about 7 times that. A wrong element or a bf16 rounding of
+ *     the output errs by 1e-3 or more;
  *   - determinism: the rows of a deterministic plan are bit-identical at M = 1, 7, 64, 300 and
  *     512 (the algorithm is fixed per shape, without split-K), so a row's result does not depend
  *     on the batch;
- *   - a `fast` plan stays within the same tolerance.
+ *   - a `fast` plan stays within the same tolerance, and within one of its ranges of M
+ *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 1 and 7; 300 and 512).
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -44,8 +48,8 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
     static const uint32_t ms[] = {1, 7, 64, 300, MAX_M};
     uint16_t *X = malloc((uint64_t)MAX_M * K * 2), *W = malloc((uint64_t)N * K * 2);
     float *Y = malloc((uint64_t)MAX_M * N * 4), *Yref = malloc((uint64_t)MAX_M * N * 4),
-          *Ym = malloc((uint64_t)MAX_M * N * 4);
-    REQUIRE(X && W && Y && Yref && Ym);
+          *Ym = malloc((uint64_t)MAX_M * N * 4), *Y1 = malloc((uint64_t)N * 4);
+    REQUIRE(X && W && Y && Yref && Ym && Y1);
     fill_bf16(X, (uint64_t)MAX_M * K, 1.0);
     fill_bf16(W, (uint64_t)N * K, 1.0 / sqrt((double)K));
     uint16_t *dX, *dW;
@@ -58,6 +62,7 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
 
     /* the twin on the first 16 rows (the full M would take minutes on one core) */
     pgd_cuda_gemm_twin(X, W, Yref, 16, N, K);
+    const double tol = fmax(1e-5, K * 0x1p-27);
     for (int fast = 0; fast < 2; fast++) {
         pgd_cuda_gemm_plan *p = NULL;
         REQUIRE(pgd_cuda_gemm_plan_create(g, N, K, MAX_M, fast, &p) == 0);
@@ -72,7 +77,7 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
         }
         fprintf(stderr, "    %u x %u%s: worst row error vs twin %.2e\n", N, K,
                 fast ? " (fast)" : "", worst);
-        CHECK(worst <= 1e-5);
+        CHECK(worst <= tol);
         for (size_t i = 0; i < PGD_ARRAY_LEN(ms) - 1; i++) {
             uint32_t M = ms[i];
             REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)MAX_M * N * 4) == cudaSuccess);
@@ -84,7 +89,15 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
                 CHECK(!differ);
             } else {
                 for (uint32_t m = 0; m < M && m < 16; m++)
-                    CHECK(row_rel_l2(Ym + (uint64_t)m * N, Yref + (uint64_t)m * N, N) <= 1e-5);
+                    CHECK(row_rel_l2(Ym + (uint64_t)m * N, Yref + (uint64_t)m * N, N) <= tol);
+                /* the row 0 of M = 1 against that of M = 7; of M = 300 against M = 512's */
+                if (M == 1) memcpy(Y1, Ym, (uint64_t)N * 4);
+                const float *same = M == 7 ? Y1 : M == 300 ? Y : NULL;
+                if (same && pgd_cuda_gemm_bucket(M) == pgd_cuda_gemm_bucket(M == 7 ? 1 : MAX_M)) {
+                    if (memcmp(Ym, same, (uint64_t)N * 4))
+                        fprintf(stderr, "    fast, M = %u: row 0 differs within its range\n", M);
+                    CHECK(memcmp(Ym, same, (uint64_t)N * 4) == 0);
+                }
             }
         }
         pgd_cuda_gemm_plan_destroy(p);
@@ -97,6 +110,7 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
     free(Y);
     free(Yref);
     free(Ym);
+    free(Y1);
 }
 
 static void test_model_shapes(void) {

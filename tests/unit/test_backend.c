@@ -47,10 +47,19 @@ static void test_devices(void) {
     pgd_device_options_default(&o);
     CHECK_EQ_INT(o.device, PGD_DEVICE_AUTO);
     pgd_backend *b = NULL;
-    o.device = PGD_DEVICE_CUDA;
-    CHECK_EQ_INT(pgd_backend_create(g_model, &bc, &o, &b), PGD_EUNSUPPORTED);
-    CHECK(b == NULL && strstr(pgd_error_detail(), "CUDA") != NULL);
+    /* where this build has the CUDA backend and the machine a GPU, cuda and auto take it (the
+     * CUDA tests, label `cuda`, check that backend); else cuda is refused, auto is the CPU */
+    int resolved = -2;
+    const bool have_cuda = pgd_device_resolve(PGD_DEVICE_CUDA, &resolved, NULL) == 0;
+    CHECK_EQ_INT(pgd_device_resolve(PGD_DEVICE_AUTO, &resolved, NULL), 0);
+    CHECK_EQ_INT(resolved, have_cuda ? PGD_DEVICE_CUDA : PGD_DEVICE_CPU);
+    if (!have_cuda) {
+        o.device = PGD_DEVICE_CUDA;
+        CHECK_EQ_INT(pgd_backend_create(g_model, &bc, &o, &b), PGD_EUNSUPPORTED);
+        CHECK(b == NULL && strstr(pgd_error_detail(), "CUDA") != NULL);
+    }
     for (int dev = PGD_DEVICE_AUTO; dev <= PGD_DEVICE_CPU; dev++) {
+        if (dev == PGD_DEVICE_AUTO && have_cuda) continue;
         o.device = dev;
         REQUIRE(pgd_backend_create(g_model, &bc, &o, &b) == 0);
         const pgd_backend_caps *c = &b->caps;
@@ -109,6 +118,7 @@ static void test_sampled_rows_match_reference(void) {
     pgd_backend_config bc = {.block_size = 16, .kv_dtype = PGD_KV_F32, .kv_blocks = 9};
     pgd_device_options o;
     pgd_device_options_default(&o);
+    o.device = PGD_DEVICE_CPU; /* the CUDA backend's rows: tests/gpu/test_cuda_forward.c */
     pgd_backend *b = NULL;
     REQUIRE(pgd_backend_create(g_model, &bc, &o, &b) == 0);
     const uint32_t V = g_model->cfg.n_vocab, n = 30;

@@ -5,7 +5,9 @@
  * size from the memory left (utilization, explicit bytes or blocks, not even two blocks); the
  * CUDA graphs' padded sizes (against the list written out), strides, which batches replay a
  * graph, and the padded packing (its real rows as the plain packing has them, padding inert);
- * the split-KV attention's CTAs per row.
+ * the split-KV attention's CTAs per row; that padding a decode step never moves it to another
+ * of the fast GEMM plans' ranges of M (kernels/cuda/gemm.h), so a replayed graph and the same
+ * step run eagerly use the same algorithms.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "common/error.h"
 #include "engine/backends/cuda_plan.h"
+#include "kernels/cuda/gemm.h"
 #include "testutil.h"
 
 static void test_layout(void) {
@@ -98,6 +101,25 @@ static void test_graph_size(void) {
         }
         if (limit == 256) CHECK_EQ_INT(distinct, 17); /* graphs a 256-sequence GPU may capture */
     }
+}
+
+static void test_graph_size_keeps_gemm_range(void) {
+    const uint32_t limits[] = {7, 64, 100, 256, 1000, 1024, 4096, 8192};
+    for (size_t li = 0; li < PGD_ARRAY_LEN(limits); li++)
+        for (uint32_t n = 1; n <= limits[li]; n++) {
+            const uint32_t pad = pgd_cuda_graph_size(n, limits[li]);
+            if (pgd_cuda_gemm_bucket(pad) != pgd_cuda_gemm_bucket(n))
+                fprintf(stderr, "  n %u (limit %u) pads to %u: GEMM range %d, not %d\n", n,
+                        limits[li], pad, pgd_cuda_gemm_bucket(pad), pgd_cuda_gemm_bucket(n));
+            CHECK_EQ_INT(pgd_cuda_gemm_bucket(pad), pgd_cuda_gemm_bucket(n));
+        }
+    /* the ranges themselves */
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(8), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(9), 1);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1024), 3);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1025), 4);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(UINT32_MAX), 4);
 }
 
 static void test_graph_stride(void) {
@@ -244,6 +266,7 @@ int main(void) {
     RUN(test_layout);
     RUN(test_pack);
     RUN(test_graph_size);
+    RUN(test_graph_size_keeps_gemm_range);
     RUN(test_graph_stride);
     RUN(test_graph_fits);
     RUN(test_pack_padded);
