@@ -140,10 +140,9 @@ __device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_
     /* kLoads 16-byte loads in flight before their FMAs (the order of the FMAs is unchanged) */
     constexpr uint32_t kLoads = 4;
     for (uint32_t d1 = 0; d1 < c.D; d1 += 8 * kLoads) {
-        uint4 raws[kLoads];
+        uint4 raws[kLoads]; /* unconditional loads (past the row: its first 16 bytes again) */
 #pragma unroll
-        for (uint32_t u = 0; u < kLoads; u++)
-            if (d1 + 8 * u < c.D) raws[u] = krow[d1 / 8 + u];
+        for (uint32_t u = 0; u < kLoads; u++) raws[u] = krow[d1 + 8 * u < c.D ? d1 / 8 + u : 0];
 #pragma unroll
         for (uint32_t u = 0; u < kLoads; u++) {
             const uint32_t d0 = d1 + 8 * u;
@@ -205,17 +204,19 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
         constexpr uint32_t kLoads = 32;
         const uint16_t *vcol = c.kv + c.v_off + c.d;
         for (uint32_t p0 = 0; p0 < nc; p0 += kLoads) {
-            float v[kLoads];
+            /* all loads first, unconditionally (past the chunk: position p0 again), then the
+             * conversions: a conversion next to its load would wait for it */
+            uint16_t raw[kLoads];
 #pragma unroll
-            for (uint32_t u = 0; u < kLoads; u++)
-                v[u] = p0 + u < nc ? h2f(vcol[sm.k_at[p0 + u]]) : 0.0f;
+            for (uint32_t u = 0; u < kLoads; u++) raw[u] = vcol[sm.k_at[p0 + u < nc ? p0 + u : p0]];
 #pragma unroll
             for (uint32_t u = 0; u < kLoads; u++) {
                 if (p0 + u >= nc) break;
+                const float v = h2f(raw[u]);
 #pragma unroll
                 for (uint32_t i = 0; i < kTile; i++) {
                     const uint32_t g = c.set + i * c.n_sets;
-                    if (g < c.n_heads) oc[i] = pgd_rn_fma(sm.w[g][p0 + u], v[u], oc[i]);
+                    if (g < c.n_heads) oc[i] = pgd_rn_fma(sm.w[g][p0 + u], v, oc[i]);
                 }
             }
         }
