@@ -99,13 +99,11 @@ extern "C" int pgd_cuda_rope_kv(float *qkv, const float *bias, const float *cos_
                              head_dim, rope_dim, n_kv_head, geom.head_dim, geom.n_kv_head,
                              geom.block_size, geom.n_layer, layer);
     if (T == 0) return 0;
-    uint32_t most = (n_head + n_kv_head) * (rope_dim / 2);
-    if ((n_head + n_kv_head) * (head_dim - rope_dim) > most)
-        most = (n_head + n_kv_head) * (head_dim - rope_dim);
-    if (n_kv_head * head_dim > most) most = n_kv_head * head_dim;
-    const dim3 grid(pgd_cuda_grid(T, 1), pgd_cuda_grid(most, PGD_CUDA_THREADS) < 64
-                                             ? pgd_cuda_grid(most, PGD_CUDA_THREADS)
-                                             : 64);
+    /* the CTAs a token's largest part needs (pairs, unrotated dims or v), at most 64 */
+    const uint32_t n_qk = n_head + n_kv_head;
+    const uint32_t most =
+        max(max(n_qk * (rope_dim / 2), n_qk * (head_dim - rope_dim)), n_kv_head * head_dim);
+    const dim3 grid(pgd_cuda_grid(T, 1), min(pgd_cuda_grid(most, PGD_CUDA_THREADS), 64u));
     rope_kv_kernel<<<grid, PGD_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
         qkv, bias, cos_sin, pos, slots, T, n_head, n_kv_head, head_dim, rope_dim, neox, kv, geom,
         layer);

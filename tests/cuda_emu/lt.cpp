@@ -64,6 +64,19 @@ cublasStatus_t bad(const char *what) {
     return CUBLAS_STATUS_INVALID_VALUE;
 }
 
+/* A new descriptor (matmul, layout, preference) into its live set, and out. */
+template <class T, class H> cublasStatus_t track(std::set<void *> &live, T *obj, H *out) {
+    live.insert(obj);
+    *out = (H)obj;
+    return CUBLAS_STATUS_SUCCESS;
+}
+/* Its destruction; an unknown or already destroyed one is an error. */
+template <class T> cublasStatus_t untrack(std::set<void *> &live, void *h, const char *what) {
+    if (!live.erase(h)) return bad(what);
+    delete (T *)h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 template <class T> cublasStatus_t set_field(T &f, const void *buf, size_t n, const char *name) {
     if (!buf || n != sizeof(T)) {
         emu_error("cuBLASLt: attribute %s takes %zu bytes, got %zu", name, sizeof(T), n);
@@ -216,16 +229,13 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *out, cublasComputeType_t compute,
                                         cudaDataType_t scale) {
-    Desc *d = new Desc{compute, (int32_t)scale, CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N, CUBLAS_OP_N,
-                       CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT};
-    g_descs.insert(d);
-    *out = (cublasLtMatmulDesc_t)d;
-    return CUBLAS_STATUS_SUCCESS;
+    return track(g_descs,
+                 new Desc{compute, (int32_t)scale, CUBLASLT_POINTER_MODE_HOST, CUBLAS_OP_N,
+                          CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT},
+                 out);
 }
 cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t h) {
-    if (!g_descs.erase((void *)h)) return bad("destroy of an invalid matmul descriptor");
-    delete (Desc *)h;
-    return CUBLAS_STATUS_SUCCESS;
+    return untrack<Desc>(g_descs, (void *)h, "destroy of an invalid matmul descriptor");
 }
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t h, cublasLtMatmulDescAttributes_t attr,
                                               const void *buf, size_t n) {
@@ -250,15 +260,11 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t h, cublasLtMa
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *out, cudaDataType type, uint64_t rows,
                                           uint64_t cols, int64_t ld) {
-    Layout *l = new Layout{(int32_t)type, CUBLASLT_ORDER_COL, rows, cols, ld, 1, 0};
-    g_layouts.insert(l);
-    *out = (cublasLtMatrixLayout_t)l;
-    return CUBLAS_STATUS_SUCCESS;
+    return track(g_layouts, new Layout{(int32_t)type, CUBLASLT_ORDER_COL, rows, cols, ld, 1, 0},
+                 out);
 }
 cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t h) {
-    if (!g_layouts.erase((void *)h)) return bad("destroy of an invalid layout");
-    delete (Layout *)h;
-    return CUBLAS_STATUS_SUCCESS;
+    return untrack<Layout>(g_layouts, (void *)h, "destroy of an invalid layout");
 }
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t h, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void *buf, size_t n) {
@@ -282,15 +288,11 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t h, cublas
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *out) {
-    Pref *p = new Pref{0, 0, CUBLASLT_REDUCTION_SCHEME_MASK, {256, 256, 256, 256}, ~0ull};
-    g_prefs.insert(p);
-    *out = (cublasLtMatmulPreference_t)p;
-    return CUBLAS_STATUS_SUCCESS;
+    return track(g_prefs, new Pref{0, 0, CUBLASLT_REDUCTION_SCHEME_MASK, {256, 256, 256, 256}, ~0ull},
+                 out);
 }
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t h) {
-    if (!g_prefs.erase((void *)h)) return bad("destroy of an invalid preference");
-    delete (Pref *)h;
-    return CUBLAS_STATUS_SUCCESS;
+    return untrack<Pref>(g_prefs, (void *)h, "destroy of an invalid preference");
 }
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t h,
                                                     cublasLtMatmulPreferenceAttributes_t attr,
