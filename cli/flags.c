@@ -147,8 +147,9 @@ static const pgd_opt k_engine_opts[] = {
     {"enforce-eager", PGD_OPT_BOOL, E(enforce_eager),
      "GPU: no CUDA graphs, decode steps run eagerly too (slower; for comparison)"},
     {"batch-invariant", PGD_OPT_BOOL, E(batch_invariant),
-     "GPU: one GEMM algorithm per weight shape, so a request's tokens do not depend on what "
-     "shares its batch (batch-1 decode 2.2x slower on an H200; the CPU backend always is)"},
+     "GPU: one GEMM algorithm per weight shape and attention on CUDA cores for every row, so "
+     "a request's tokens do not depend on what shares its batch (batch-1 decode 2.2x slower "
+     "on an H200; the CPU backend always is)"},
     {"ctx-size", PGD_OPT_U64, E(ctx_size),
      "context limit (default or 0: the model's; more than the model's is lowered to it, "
      "with a note)"},

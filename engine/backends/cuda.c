@@ -106,6 +106,9 @@ typedef struct cuda_backend {
     float *attn_scratch;          /* split-KV partials (kernels/cuda/attention.h) */
     uint32_t n_sm, attn_ctas;     /* the GPU's SMs; attention CTAs of one row, unsplit */
     uint32_t max_chunks;          /* attention chunks of the longest context */
+    uint32_t tc_rows;             /* rows of a tensor-core attention tile; 0: that kernel off
+                                     (--batch-invariant, or a shape it does not take) */
+    pgd_cuda_attn_work work;      /* the eager step's attention work (upload_meta) */
     /* metadata */
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
@@ -356,37 +359,59 @@ static bool cuda_can_sample(const pgd_backend *base, const pgd_sample_spec *spec
     return pgd_cuda_sample_supports(spec);
 }
 
-/* Pack the batch's metadata (host mirror) and upload it in one copy. */
+/* Pack the batch's metadata (host mirror) and upload it in one copy; b->work gets its
+ * attention work. */
 static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     PGD_ASSERT(bt->n_tokens <= b->max_tokens && bt->n_seqs <= SEQS_LIMIT &&
                bt->bt_stride <= b->stride_max && bt->n_logits + bt->n_samples <= SEQS_LIMIT);
-    size_t bytes = pgd_cuda_meta_pack(&b->ml, bt, b->h_meta);
+    size_t bytes = pgd_cuda_meta_pack(&b->ml, bt, b->tc_rows, &b->work, b->h_meta);
     PGD_CUDA_TRY(cudaMemcpyAsync(b->d_meta, b->h_meta, bytes, cudaMemcpyHostToDevice, b->stream));
+    return 0;
+}
+
+/* The attention of layer li: the tensor-core kernel over the work's tiles and the CUDA-core one
+ * over its rows; work NULL: every one of the T rows on CUDA cores (a decode graph). */
+static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
+                     const pgd_cuda_attn_work *work) {
+    const pgd_cuda_meta_layout *l = &b->ml;
+    const int32_t *d_pos = (const int32_t *)(b->d_meta + l->pos);
+    const uint32_t *d_seq_of = (const uint32_t *)(b->d_meta + l->seq_of);
+    const int32_t *d_tables = (const int32_t *)(b->d_meta + l->tables);
+    const float scale = 1.0f / sqrtf((float)b->D);
+    const uint32_t n = work ? work->n_rows : T;
+    const uint32_t *rows = work ? (const uint32_t *)(b->d_meta + l->attn_rows) : NULL;
+    /* 1 for more rows than PGD_CUDA_SPLIT_ROWS (>= split_rows(b), what the scratch holds) */
+    const uint32_t n_split = pgd_cuda_attn_splits(n, b->attn_ctas, b->n_sm, b->max_chunks);
+    int rc;
+    if (work && work->n_tiles &&
+        (rc = pgd_cuda_attention_tc(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
+                                    d_seq_of, d_pos, (const pgd_attn_tile *)(b->d_meta + l->tiles),
+                                    work->n_tiles, scale, b->xb, b->stream)))
+        return rc;
+    if (n && (rc = pgd_cuda_attention_split(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables,
+                                            stride, d_seq_of, d_pos, rows, n, scale, n_split,
+                                            b->n_pos, b->attn_scratch, b->xb, b->stream)))
+        return rc;
     return 0;
 }
 
 /* Enqueue a step's work after its metadata upload, for T tokens of which R rows get full logits
  * (copied into `logits`) and the N after them are sampled (results into b->h_results); table
- * rows of `stride` entries. Only kernel launches and copies between fixed buffers: what a
- * decode graph captures. */
+ * rows of `stride` entries; attention as `work` says (attention()). Only kernel launches and
+ * copies between fixed buffers: what a decode graph captures. */
 static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, uint32_t stride,
-                           float *logits) {
+                           const pgd_cuda_attn_work *work, float *logits) {
     const pgd_model_config *c = &b->base.model->cfg;
     const uint32_t E = b->E;
     const pgd_cuda_meta_layout *l = &b->ml;
     const int32_t *d_tokens = (const int32_t *)(b->d_meta + l->tokens);
     const int32_t *d_pos = (const int32_t *)(b->d_meta + l->pos);
     const int64_t *d_slots = (const int64_t *)(b->d_meta + l->slots);
-    const uint32_t *d_seq_of = (const uint32_t *)(b->d_meta + l->seq_of);
     const uint32_t *d_rows = (const uint32_t *)(b->d_meta + l->rows);
-    const int32_t *d_tables = (const int32_t *)(b->d_meta + l->tables);
     const pgd_sample_spec *d_specs = (const pgd_sample_spec *)(b->d_meta + l->specs);
     const uint64_t *d_draws = (const uint64_t *)(b->d_meta + l->draws);
     void *s = b->stream;
-    const float scale = 1.0f / sqrtf((float)b->D);
     const bool neox = c->rope_style == PGD_ROPE_NEOX;
-    /* 1 for more rows than PGD_CUDA_SPLIT_ROWS (>= split_rows(b), what the scratch holds) */
-    const uint32_t n_split = pgd_cuda_attn_splits(T, b->attn_ctas, b->n_sm, b->max_chunks);
     int rc;
 
     if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
@@ -398,9 +423,7 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
             (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
                                    b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
-            (rc = pgd_cuda_attention_split(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables,
-                                           stride, d_seq_of, d_pos, T, scale, n_split, b->n_pos,
-                                           b->attn_scratch, b->xb, s)) ||
+            (rc = attention(b, li, T, stride, work)) ||
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
             (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
                                        s)) ||
@@ -433,7 +456,8 @@ static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
     PGD_ASSERT(bt->n_logits + bt->n_samples <= bt->n_tokens);
     int rc = upload_meta(b, bt);
     if (rc) return rc;
-    return enqueue_compute(b, bt->n_tokens, bt->n_logits, bt->n_samples, bt->bt_stride, logits);
+    return enqueue_compute(b, bt->n_tokens, bt->n_logits, bt->n_samples, bt->bt_stride, &b->work,
+                           logits);
 }
 
 static void graphs_off(cuda_backend *b, const char *what) {
@@ -464,7 +488,7 @@ static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t st
         graphs_off(b, why);
         return NULL;
     }
-    int rc = enqueue_compute(b, n, 0, n, stride, NULL);
+    int rc = enqueue_compute(b, n, 0, n, stride, NULL, NULL);
     snprintf(why, sizeof why, "capturing a decode step of %u rows: %s", n,
              rc ? pgd_error_detail() : "");
     cudaError_t e = cudaStreamEndCapture(b->stream, &graph); /* ends it even after a failure */
@@ -603,6 +627,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->n_sm = (uint32_t)n_sm;
     b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
     b->max_chunks = (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
+    b->tc_rows = o->batch_invariant ? 0 : pgd_attn_tc_rows(b->H / b->HKV, b->D);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,

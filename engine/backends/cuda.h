@@ -16,9 +16,12 @@
 
 typedef struct pgd_cuda_options {
     int device_index;     /* which GPU (default 0) */
-    bool batch_invariant; /* one GEMM algorithm per weight shape, without split-K, so a row's
-                             bits do not depend on the batch (slower: the default takes one per
-                             range of batch sizes, kernels/cuda/gemm.h; --batch-invariant) */
+    bool batch_invariant; /* one GEMM algorithm per weight shape, without split-K, and every
+                             row's attention on CUDA cores, so a row's bits do not depend on the
+                             batch (slower: the default takes a GEMM algorithm per range of
+                             batch sizes, kernels/cuda/gemm.h, and prefill chunks' attention on
+                             tensor cores, whose bits depend on how a prompt is chunked;
+                             --batch-invariant) */
     bool enforce_eager;   /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
 } pgd_cuda_options;
 

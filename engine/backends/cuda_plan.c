@@ -25,6 +25,8 @@ pgd_cuda_meta_layout pgd_cuda_meta_layout_of(uint32_t max_tokens, uint32_t max_r
     PART(rows, (size_t)max_rows * sizeof(uint32_t))
     PART(specs, (size_t)max_rows * sizeof(pgd_sample_spec))
     PART(draws, (size_t)max_rows * sizeof(uint64_t))
+    PART(tiles, (size_t)max_tokens * sizeof(pgd_attn_tile))
+    PART(attn_rows, (size_t)max_tokens * sizeof(uint32_t))
     PART(tables, (size_t)max_seqs * stride_max * sizeof(int32_t))
 #undef PART
     l.total = off;
@@ -51,11 +53,29 @@ static void pack_rows(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_
     }
 }
 
-size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_t *buf) {
+pgd_cuda_attn_work pgd_cuda_attn_plan(const pgd_batch *bt, uint32_t tile_rows, pgd_attn_tile *tiles,
+                                      uint32_t *rows) {
+    pgd_cuda_attn_work w = {0, 0};
+    for (uint32_t s = 0; s < bt->n_seqs; s++) {
+        const uint32_t t0 = bt->q_start[s], t1 = bt->q_start[s + 1];
+        if (tile_rows && t1 - t0 >= 2) {
+            for (uint32_t t = t0; t < t1; t += tile_rows)
+                tiles[w.n_tiles++] = (pgd_attn_tile){t, t1 - t < tile_rows ? t1 - t : tile_rows};
+        } else {
+            for (uint32_t t = t0; t < t1; t++) rows[w.n_rows++] = t;
+        }
+    }
+    return w;
+}
+
+size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint32_t tile_rows,
+                          pgd_cuda_attn_work *work, uint8_t *buf) {
     PGD_ASSERT((size_t)bt->n_tokens * sizeof(int32_t) <= l->pos - l->tokens &&
                (size_t)(bt->n_logits + bt->n_samples) * sizeof(uint32_t) <= l->specs - l->rows &&
                (size_t)bt->n_seqs * bt->bt_stride * sizeof(int32_t) <= l->total - l->tables);
     pack_rows(l, bt, buf);
+    *work = pgd_cuda_attn_plan(bt, tile_rows, (pgd_attn_tile *)(buf + l->tiles),
+                               (uint32_t *)(buf + l->attn_rows));
     size_t tables = (size_t)bt->n_seqs * bt->bt_stride * sizeof(int32_t);
     memcpy(buf + l->tables, bt->block_tables, tables);
     return l->tables + tables;

@@ -14,27 +14,46 @@
 #include <stdint.h>
 
 #include "engine/backends/backend.h"
+#include "kernels/cuda/attention.h" /* pgd_attn_tile */
 
 /* A step's metadata in one buffer, at these byte offsets (each part 256-byte aligned), the
  * block tables last so a step uploads only up to the rows it uses. */
 typedef struct pgd_cuda_meta_layout {
-    size_t tokens; /* int32 [max_tokens] */
-    size_t pos;    /* int32 [max_tokens] */
-    size_t slots;  /* int64 [max_tokens] */
-    size_t seq_of; /* uint32 [max_tokens]: the sequence of each token */
-    size_t rows;   /* uint32 [max_rows]: the full-logit rows, then the sampled rows */
-    size_t specs;  /* pgd_sample_spec [max_rows] of the sampled rows */
-    size_t draws;  /* uint64 [max_rows] */
-    size_t tables; /* int32 [max_seqs][stride_max] */
+    size_t tokens;    /* int32 [max_tokens] */
+    size_t pos;       /* int32 [max_tokens] */
+    size_t slots;     /* int64 [max_tokens] */
+    size_t seq_of;    /* uint32 [max_tokens]: the sequence of each token */
+    size_t rows;      /* uint32 [max_rows]: the full-logit rows, then the sampled rows */
+    size_t specs;     /* pgd_sample_spec [max_rows] of the sampled rows */
+    size_t draws;     /* uint64 [max_rows] */
+    size_t tiles;     /* pgd_attn_tile [max_tokens]: the tensor-core attention's query tiles */
+    size_t attn_rows; /* uint32 [max_tokens]: the rows of the CUDA-core attention */
+    size_t tables;    /* int32 [max_seqs][stride_max] */
     size_t total;
 } pgd_cuda_meta_layout;
 
 pgd_cuda_meta_layout pgd_cuda_meta_layout_of(uint32_t max_tokens, uint32_t max_rows,
                                              uint32_t max_seqs, uint32_t stride_max);
 
-/* Pack batch bt into buf (laid out by l); returns the bytes to upload (through the block table
- * rows the batch uses). The batch must fit the layout's limits (asserted). */
-size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_t *buf);
+/* ---- attention work ----
+ * A step's attention runs in two launches: the tensor-core kernel over query tiles of the
+ * sequences with two query tokens or more (prefill chunks), and the CUDA-core kernel over the
+ * other rows (decode rows: their arithmetic is then the same in any step, mixed or not). */
+typedef struct pgd_cuda_attn_work {
+    uint32_t n_tiles, n_rows; /* tiles for the tensor-core kernel; rows for the other */
+} pgd_cuda_attn_work;
+
+/* Batch bt's attention work: each sequence with two query tokens or more in tiles of
+ * tile_rows consecutive rows (its last tile may be shorter) into tiles[], every other row into
+ * rows[] (ascending); tile_rows 0: every row into rows[]. tiles[] and rows[] hold n_tokens. */
+pgd_cuda_attn_work pgd_cuda_attn_plan(const pgd_batch *bt, uint32_t tile_rows, pgd_attn_tile *tiles,
+                                      uint32_t *rows);
+
+/* Pack batch bt into buf (laid out by l), its attention work planned with tile_rows
+ * (pgd_cuda_attn_plan; *work gets the counts); returns the bytes to upload (through the block
+ * table rows the batch uses). The batch must fit the layout's limits (asserted). */
+size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint32_t tile_rows,
+                          pgd_cuda_attn_work *work, uint8_t *buf);
 
 /* ---- CUDA graphs of decode steps ----
  * A decode-only step (one query token per sequence, every row sampled on the device) replays a

@@ -66,8 +66,14 @@ struct attn_args {
     const uint32_t *seq_of; /* [T] */
     const int32_t *pos;     /* [T] */
     float scale;
-    uint16_t *out; /* bf16 [T][n_head][head_dim] */
+    uint16_t *out;        /* bf16 [T][n_head][head_dim] */
+    const uint32_t *rows; /* [grid.x]: the row of each CTA column, NULL: row blockIdx.x */
 };
+
+/* The row of CTA column i. */
+__device__ __forceinline__ uint32_t row_at(const attn_args &a, uint32_t i) {
+    return a.rows ? a.rows[i] : i;
+}
 
 /* What one CTA keeps in shared memory. */
 struct attn_smem {
@@ -275,7 +281,7 @@ __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, 
 
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
-    const uint32_t row = blockIdx.x, D = a.geom.head_dim;
+    const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
     const uint32_t h0 = tile_setup(a, sm, row, c); /* the tile's first query head */
     const uint32_t n_ctx = ctx_of(a, row);
@@ -307,21 +313,23 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
 
 /* The split kernel's extra arguments: where chunk partials go. */
 struct split_args {
-    float *scratch;      /* f32 [T][n_head][max_chunks][2 + D]: (m_c, s_c, o_c[D]) per chunk */
+    float *scratch;      /* f32 [n][n_head][max_chunks][2 + D]: (m_c, s_c, o_c[D]) per chunk */
     uint32_t max_chunks; /* partials a (row, head) has room for */
 };
 
-__device__ __forceinline__ float *partial_at(const attn_args &a, const split_args &sp, uint32_t row,
+/* Where the partial of chunk `chunk` of list entry i, query head h, goes. */
+__device__ __forceinline__ float *partial_at(const attn_args &a, const split_args &sp, uint32_t i,
                                              uint32_t h, uint32_t chunk) {
     const uint32_t D = a.geom.head_dim;
-    return sp.scratch + (((uint64_t)row * a.n_head + h) * sp.max_chunks + chunk) * (2 + D);
+    return sp.scratch + (((uint64_t)i * a.n_head + h) * sp.max_chunks + chunk) * (2 + D);
 }
 
-/* CTA (row, KV head * tile, z): the partials of chunks z, z + gridDim.z, ... of its row. A row
- * with more chunks than the scratch holds writes nothing (merge_kernel gives it NaN). */
+/* CTA (list entry i, KV head * tile, z): the partials of chunks z, z + gridDim.z, ... of its
+ * row. A row with more chunks than the scratch holds writes nothing (merge_kernel gives it
+ * NaN). */
 __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args a, split_args sp) {
     __shared__ __align__(16) attn_smem sm;
-    const uint32_t row = blockIdx.x, t = threadIdx.x;
+    const uint32_t i = blockIdx.x, row = row_at(a, i), t = threadIdx.x;
     const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     if (blockIdx.z >= n_chunks || n_chunks > sp.max_chunks) return; /* uniform over the CTA */
@@ -332,25 +340,26 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
         float mc[kTile], sc[kTile], oc[kTile];
         chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
         if (t < c.n_heads) {
-            float *p = partial_at(a, sp, row, h0 + t, ci);
+            float *p = partial_at(a, sp, i, h0 + t, ci);
             p[0] = pick(mc, t);
             p[1] = pick(sc, t);
         }
         if (c.owner) {
 #pragma unroll
-            for (uint32_t i = 0; i < kTile; i++) {
-                const uint32_t g = c.set + i * c.n_sets;
-                if (g < c.n_heads) partial_at(a, sp, row, h0 + g, ci)[2 + c.d] = oc[i];
+            for (uint32_t k = 0; k < kTile; k++) {
+                const uint32_t g = c.set + k * c.n_sets;
+                if (g < c.n_heads) partial_at(a, sp, i, h0 + g, ci)[2 + c.d] = oc[k];
             }
         }
     }
 }
 
-/* CTA (row, query head), thread d: fold the row's chunk partials in increasing order from chunk
- * 0's (fold_chunk's operations), out = bf16(o / s); zeros for a padding row, NaN for a row
- * whose chunks did not fit the scratch. */
+/* CTA (list entry i, query head), thread d: fold the row's chunk partials in increasing order
+ * from chunk 0's (fold_chunk's operations), out = bf16(o / s); zeros for a padding row, NaN for
+ * a row whose chunks did not fit the scratch. */
 __global__ void merge_kernel(attn_args a, split_args sp) {
-    const uint32_t row = blockIdx.x, h = blockIdx.y, d = threadIdx.x, D = a.geom.head_dim;
+    const uint32_t i = blockIdx.x, row = row_at(a, i), h = blockIdx.y, d = threadIdx.x;
+    const uint32_t D = a.geom.head_dim;
     const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     uint16_t *out = a.out + ((uint64_t)row * a.n_head + h) * D + d;
@@ -362,10 +371,10 @@ __global__ void merge_kernel(attn_args a, split_args sp) {
         *out = 0x7FC0u; /* a bf16 NaN */
         return;
     }
-    const float *p = partial_at(a, sp, row, h, 0);
+    const float *p = partial_at(a, sp, i, h, 0);
     float m = p[0], s = p[1], o = p[2 + d];
     for (uint32_t ci = 1; ci < n_chunks; ci++) {
-        const float *q = partial_at(a, sp, row, h, ci);
+        const float *q = partial_at(a, sp, i, h, ci);
         float ca, cb;
         m = pgd_attn_fold_coef(m, q[0], &ca, &cb);
         s = pgd_attn_fold(s, ca, q[1], cb);
@@ -374,7 +383,8 @@ __global__ void merge_kernel(attn_args a, split_args sp) {
     *out = __bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o, s)));
 }
 
-/* The argument checks both entry points share; fills *a. 0, or PGD_EINVAL (said). */
+/* The argument checks both entry points share; fills *a (every row: no row list). 0, or
+ * PGD_EINVAL (said). */
 int attn_prepare(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
                  uint32_t layer, uint32_t n_head, const int32_t *block_tables, uint32_t bt_stride,
                  const uint32_t *seq_of, const int32_t *pos, float scale, uint16_t *out,
@@ -390,8 +400,8 @@ int attn_prepare(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_g
     if ((uintptr_t)kv % 16)
         return pgd_error_set(PGD_EINVAL, "CUDA attention: the KV slab is not 16-byte aligned");
     const uint32_t group = n_head / geom.n_kv_head, n_tiles = (group + kTile - 1) / kTile;
-    *a = {q,       q_stride,     kv,        geom,   layer, n_head, group,
-          n_tiles, block_tables, bt_stride, seq_of, pos,   scale,  out};
+    *a = {q,         q_stride, kv,  geom,  layer, n_head, group, n_tiles, block_tables,
+          bt_stride, seq_of,   pos, scale, out,   NULL};
     if ((uint64_t)geom.n_kv_head * a->n_tiles > 65535)
         return pgd_error_set(PGD_EINVAL, "CUDA attention: %u KV heads x %u head tiles",
                              geom.n_kv_head, a->n_tiles);
@@ -409,16 +419,22 @@ extern "C" size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, ui
 extern "C" int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *kv,
                                         pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                                         const int32_t *block_tables, uint32_t bt_stride,
-                                        const uint32_t *seq_of, const int32_t *pos, uint32_t T,
-                                        float scale, uint32_t n_split, uint32_t max_ctx,
-                                        float *scratch, uint16_t *out, void *stream) {
-    if (n_split <= 1)
-        return pgd_cuda_attention(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride,
-                                  seq_of, pos, T, scale, out, stream);
+                                        const uint32_t *seq_of, const int32_t *pos,
+                                        const uint32_t *rows, uint32_t T, float scale,
+                                        uint32_t n_split, uint32_t max_ctx, float *scratch,
+                                        uint16_t *out, void *stream) {
     attn_args a;
     int rc = attn_prepare(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of,
                           pos, scale, out, &a);
     if (rc) return rc;
+    a.rows = rows;
+    if (n_split <= 1) {
+        if (T == 0) return 0;
+        attention_kernel<<<dim3(T, geom.n_kv_head * a.n_tiles), kThreads, 0,
+                           (cudaStream_t)stream>>>(a);
+        PGD_CUDA_LAUNCHED();
+        return 0;
+    }
     const uint32_t max_chunks = (max_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
     if (n_split > 65535 || max_chunks == 0 || !scratch)
         return pgd_error_set(PGD_EINVAL,

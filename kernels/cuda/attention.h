@@ -40,25 +40,77 @@ int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint16_t *kv, pg
 size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, uint32_t head_dim,
                                       uint32_t max_ctx);
 
-/* pgd_cuda_attention, bit for bit, with each row's chunks spread over n_split CTAs per (row,
+/* pgd_cuda_attention, bit for bit, over the rows rows[0 .. n) (NULL: the rows 0 .. n - 1), with
+ * each row's chunks spread over n_split CTAs per (row,
  * KV head, head tile) — chunk c to CTA c % n_split — for launches of few rows over long
  * contexts, where one CTA per (row, KV head) leaves most of the GPU idle (decode). The chunk
  * partials go to scratch (f32 [T][n_head][ceil(max_ctx / PGD_ATTN_CHUNK)][2 + head_dim], of
  * pgd_cuda_attention_split_bytes), then a second kernel folds each (row, head)'s partials in
  * chunk order. Every pos[t] must be below max_ctx (a row beyond gets NaN). n_split <= 1: the
- * one-kernel path (no scratch used). 0, PGD_EINVAL or PGD_ECUDA. */
+ * one-kernel path (no scratch used). The scratch holds n rows (the list's order); rows not in
+ * the list are left alone. 0, PGD_EINVAL or PGD_ECUDA. */
 int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *kv,
                              pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                              const int32_t *block_tables, uint32_t bt_stride,
-                             const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
-                             uint32_t n_split, uint32_t max_ctx, float *scratch, uint16_t *out,
-                             void *stream);
+                             const uint32_t *seq_of, const int32_t *pos, const uint32_t *rows,
+                             uint32_t n, float scale, uint32_t n_split, uint32_t max_ctx,
+                             float *scratch, uint16_t *out, void *stream);
+
+/* ---- tensor-core attention for query tiles (attention_tc.cu) ----
+ * A tile is rows t0 .. t0 + n - 1 of the batch: consecutive query tokens of one sequence at
+ * ascending consecutive positions (a prefill chunk, or part of one). One CTA per (tile, KV
+ * head) computes all n x group (row, query head) pairs of the tile together, so each K and V
+ * row is read once for them, and the dot products and the exp-weighted sums run on tensor
+ * cores (f16 in, f32 accumulation).
+ *
+ * Arithmetic: the chunks and the fold of attention_math.h (chunks of PGD_ATTN_CHUNK keys at
+ * absolute positions, partials folded in increasing order by pgd_attn_fold), with three
+ * differences: the query is rounded to f16 before the dot products; the weights
+ * e^(x - m_c) are rounded to f16, and s_c sums the rounded weights; the sums of products (dot
+ * products, the chunk's o_c) and s_c are f32 sums in the hardware's order, not the FMA chains
+ * and tree of the CUDA-core kernel. So the results are not those of pgd_cuda_attention bit for
+ * bit; pgd_cuda_attention_tc_twin (f16 roundings at the same points, f32 sums in its own
+ * order) agrees within f32 noise before the final bf16 rounding. A pair's arithmetic does not
+ * depend on its place in the tile, on the tile's size or on the batch: the tiling changes no
+ * bit (tests/gpu/test_cuda_attention.c checks it on the device). */
+#define PGD_ATTN_TC_SLOTS 64 /* (row, query head) pairs of one CTA */
+
+typedef struct pgd_attn_tile {
+    uint32_t t0, n; /* the tile's first row, its rows (1 .. pgd_attn_tc_rows) */
+} pgd_attn_tile;
+
+/* Rows per tile for a GQA group of `group` query heads of head_dim: PGD_ATTN_TC_SLOTS / group;
+ * 0 when the tensor-core kernel does not take the shape (head_dim other than 64 or 128, or a
+ * group above PGD_ATTN_TC_SLOTS). */
+static inline uint32_t pgd_attn_tc_rows(uint32_t group, uint32_t head_dim) {
+    if ((head_dim != 64 && head_dim != 128) || group == 0 || group > PGD_ATTN_TC_SLOTS) return 0;
+    return PGD_ATTN_TC_SLOTS / group;
+}
+
+/* Attention (pgd_cuda_attention's meaning) for the rows of tiles[0 .. n_tiles) (a device
+ * array); other rows are left alone. Every tile's rows must satisfy the tile's definition
+ * above, with n <= pgd_attn_tc_rows and pos >= 0. 0, PGD_EINVAL (shapes the kernel does not
+ * take: see pgd_attn_tc_rows) or PGD_ECUDA. */
+int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
+                          uint32_t layer, uint32_t n_head, const int32_t *block_tables,
+                          uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos,
+                          const pgd_attn_tile *tiles, uint32_t n_tiles, float scale, uint16_t *out,
+                          void *stream);
 
 void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
                              pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                              const int32_t *block_tables, uint32_t bt_stride,
                              const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
                              uint16_t *out);
+
+/* The tensor-core kernel's twin, for rows 0 .. T - 1 (host arrays, pgd_cuda_attention_twin's
+ * arguments): the f16 roundings of pgd_cuda_attention_tc at the same points, f32 sums in this
+ * function's own order. */
+void pgd_cuda_attention_tc_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                const int32_t *block_tables, uint32_t bt_stride,
+                                const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
+                                uint16_t *out);
 
 #ifdef __cplusplus
 }

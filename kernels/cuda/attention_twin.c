@@ -9,6 +9,11 @@
  * Every query head is computed on its own here (the kernel takes up to PGD_ATTN_HEAD_TILE heads
  * of a group together to read K and V once, which changes no head's arithmetic).
  *
+ * pgd_cuda_attention_tc_twin is the same computation with the tensor-core kernel's f16
+ * roundings (the query before the dot products, each weight before its use in s_c and o_c);
+ * its sums keep this file's order, so it agrees with pgd_cuda_attention_tc within f32 noise,
+ * not bit for bit.
+ *
  * Owns: nothing (stack scratch of one chunk). Threading: pure; any thread.
  */
 #include "kernels/cuda/attention.h"
@@ -39,12 +44,20 @@ static float tree(float *x, int max) {
     return y[0];
 }
 
+/* x rounded to f16 and back (nearest even). */
+static float f16_round(float x) {
+    return pgd_f16_to_f32(pgd_f32_to_f16(x));
+}
+
 /* One query head over its positions 0..n_ctx-1: out[D] in bf16. k_at(p) is the element index
- * of position p's K row for this head; its V row is V_off further. */
-static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+ * of position p's K row for this head; its V row is V_off further. tc: the tensor-core
+ * kernel's f16 roundings of the query and the weights. */
+static void head(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
                  uint32_t kvh, const int32_t *bt /* the sequence's row */, uint32_t n_ctx,
-                 float scale, uint16_t *out /* [D] */) {
+                 float scale, int tc, uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
+    float q[PGD_ATTN_MAX_HEAD_DIM];
+    for (uint32_t d = 0; d < D; d++) q[d] = tc ? f16_round(q_in[d]) : q_in[d];
     if (n_ctx == 0) { /* a padding row */
         memset(out, 0, D * sizeof *out);
         return;
@@ -70,6 +83,8 @@ static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, ui
         const float mc = tree(w, 1);
         for (uint32_t j = 0; j < PGD_ATTN_CHUNK; j++)
             x[j] = w[j] = j < nc ? pgd_attn_exp(pgd_rn_sub(x[j], mc)) : 0.0f;
+        if (tc)
+            for (uint32_t j = 0; j < nc; j++) x[j] = w[j] = f16_round(w[j]);
         const float sc = tree(x, 0);
         float a = 1.0f, b = 1.0f;
         if (c0 == 0) {
@@ -89,11 +104,10 @@ static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, ui
     for (uint32_t d = 0; d < D; d++) out[d] = pgd_f32_to_bf16(pgd_rn_div(o[d], s));
 }
 
-void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
-                             pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
-                             const int32_t *block_tables, uint32_t bt_stride,
-                             const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
-                             uint16_t *out) {
+static void twin(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
+                 uint32_t layer, uint32_t n_head, const int32_t *block_tables, uint32_t bt_stride,
+                 const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale, int tc,
+                 uint16_t *out) {
     const uint32_t D = geom.head_dim;
     PGD_ASSERT(geom.n_kv_head > 0 && n_head % geom.n_kv_head == 0);
     PGD_ASSERT(D > 0 && D % 8 == 0 && D <= PGD_ATTN_MAX_HEAD_DIM && layer < geom.n_layer);
@@ -103,6 +117,24 @@ void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *
         const int32_t *bt = block_tables + (uint64_t)seq_of[t] * bt_stride;
         for (uint32_t h = 0; h < n_head; h++)
             head(q + (uint64_t)t * q_stride + (uint64_t)h * D, kv, geom, layer, h / group, bt,
-                 n_ctx, scale, out + ((uint64_t)t * n_head + h) * D);
+                 n_ctx, scale, tc, out + ((uint64_t)t * n_head + h) * D);
     }
+}
+
+void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                             pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                             const int32_t *block_tables, uint32_t bt_stride,
+                             const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
+                             uint16_t *out) {
+    twin(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of, pos, T, scale, 0,
+         out);
+}
+
+void pgd_cuda_attention_tc_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                const int32_t *block_tables, uint32_t bt_stride,
+                                const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
+                                uint16_t *out) {
+    twin(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of, pos, T, scale, 1,
+         out);
 }

@@ -947,7 +947,7 @@ static void run_cta(const KernelRec &k, unsigned nt, const std::vector<unsigned>
     g_smem_static = 0;
     g_dyn_smem = nullptr;
     if (k.smem) {
-        if (posix_memalign(&g_dyn_smem, 16, k.smem)) abort();
+        if (posix_memalign(&g_dyn_smem, 128, k.smem)) abort(); /* as a GPU's, 128-aligned */
         memset(g_dyn_smem, 0xFF, k.smem);
     }
     bool diverged = false;

@@ -8,8 +8,16 @@
  * One row is a padding row (pos -1: zeros). Outputs are poisoned with NaN first. Then batch
  * invariance on the device (a row's bits alone, in a prefix of the batch and in the reversed batch
  * equal its bits in the full batch); the split version (pgd_cuda_attention_split: 2, 3, 5 and 64
- * CTAs per row and head) equal to the one-kernel bits, and NaN for rows beyond its max_ctx;
- * and the argument checks. Exit 77 (skipped) without a GPU. Label
+ * CTAs per row and head) equal to the one-kernel bits, and NaN for rows beyond its max_ctx, and
+ * over a list of rows (the others left alone); and the argument checks.
+ *
+ * The tensor-core kernel (pgd_cuda_attention_tc) on the same batches (head_dim 64 and 128,
+ * groups 1 to 8), its tiles planned by pgd_cuda_attn_plan: against its twin within a tolerance
+ * (their sums run in different orders and the tensor cores' own precision: every element within
+ * 2 bf16 ulps + 2^-11 of the twin's; the bound's reasoning at tc_close), rows outside the tiles
+ * untouched, and the same bits again when the sequences are cut into tiles of random sizes (a
+ * pair's arithmetic does not depend on its place in a tile). Exit 77 (skipped) without a GPU.
+ * Label
  * `cuda`. Seed: PGD_TEST_SEED, else the time (printed).
  */
 #include <cuda_runtime_api.h>
@@ -18,7 +26,8 @@
 #define PGD_ATTN_TWIN_TEST_NO_MAIN
 #include "test_cuda_attention_twin.c" /* attn_batch, batch_make, twin_rows, rows_select, ... */
 
-#include "kernels/cuda/dequant.h" /* pgd_cuda_device_count */
+#include "engine/backends/cuda_plan.h" /* pgd_cuda_attn_plan */
+#include "kernels/cuda/dequant.h"      /* pgd_cuda_device_count */
 
 /* The batch on the device. */
 typedef struct dev_batch {
@@ -75,8 +84,8 @@ static int run_kernel(const attn_batch *b, const dev_batch *d, const float *q,
 
 /* The split kernel over the whole batch with n_split CTAs per row and head and scratch for
  * contexts below max_ctx; the output, poisoned first, into host out[T]. */
-static int run_split(const attn_batch *b, const dev_batch *d, uint32_t n_split, uint32_t max_ctx,
-                     uint16_t *out) {
+static int run_split(const attn_batch *b, const dev_batch *d, const uint32_t *d_rows, uint32_t n,
+                     uint32_t n_split, uint32_t max_ctx, uint16_t *out) {
     const size_t bytes = pgd_cuda_attention_split_bytes(b->T, b->n_head, b->geom.head_dim, max_ctx);
     float *scratch = NULL;
     if (cudaMalloc((void **)&scratch, bytes) != cudaSuccess ||
@@ -84,7 +93,7 @@ static int run_split(const attn_batch *b, const dev_batch *d, uint32_t n_split, 
         cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess)
         return -1;
     int rc = pgd_cuda_attention_split(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head,
-                                      d->bt, b->bt_stride, d->seq_of, d->pos, b->T, b->scale,
+                                      d->bt, b->bt_stride, d->seq_of, d->pos, d_rows, n, b->scale,
                                       n_split, max_ctx, scratch, d->out, NULL);
     if (rc) fprintf(stderr, "  pgd_cuda_attention_split: %s\n", pgd_error_detail());
     if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
@@ -169,7 +178,7 @@ static void check_case(const attn_case *c) {
         if (b.pos[t] + 1 > (int32_t)max_ctx) max_ctx = (uint32_t)b.pos[t] + 1;
     static const uint32_t splits[] = {2, 3, 5, 64};
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
-        REQUIRE(run_split(&b, &d, splits[i], max_ctx + 100, part) == 0);
+        REQUIRE(run_split(&b, &d, NULL, b.T, splits[i], max_ctx + 100, part) == 0);
         uint64_t sd = count_differ(part, got, n);
         if (sd)
             fprintf(stderr, "    split %u: %llu elements differ\n", splits[i],
@@ -177,7 +186,7 @@ static void check_case(const attn_case *c) {
         CHECK_EQ_INT(sd, 0);
     }
     /* scratch for 512 positions: longer rows NaN, the others exact */
-    REQUIRE(run_split(&b, &d, 3, 512, part) == 0);
+    REQUIRE(run_split(&b, &d, NULL, b.T, 3, 512, part) == 0);
     uint64_t nan_bad = 0, nan_rows = 0;
     for (uint32_t t = 0; t < b.T; t++) {
         const bool beyond = b.pos[t] >= 512;
@@ -190,6 +199,24 @@ static void check_case(const attn_case *c) {
     }
     CHECK(nan_rows > 0);
     CHECK_EQ_INT(nan_bad, 0);
+    /* a list of rows (the odd ones, last first), split and not: theirs exact, the others left
+     * poisoned */
+    uint32_t n_odd = 0;
+    for (uint32_t t = b.T; t-- > 0;)
+        if (t % 2) rows[n_odd++] = t;
+    uint32_t *d_list = to_dev(rows, n_odd * sizeof *rows);
+    REQUIRE(d_list);
+    for (uint32_t split = 1; split <= 3; split += 2) {
+        REQUIRE(run_split(&b, &d, d_list, n_odd, split, max_ctx, part) == 0);
+        uint64_t list_bad = 0;
+        for (uint32_t t = 0; t < b.T; t++)
+            for (uint64_t e = 0; e < row_elems; e++) {
+                const uint16_t v = part[t * row_elems + e];
+                list_bad += t % 2 ? count_differ(&v, got + t * row_elems + e, 1) : v != 0xFFFFu;
+            }
+        CHECK_EQ_INT(list_bad, 0);
+    }
+    cudaFree(d_list);
 
     cudaFree(d_rq);
     cudaFree(d_rseq);
@@ -214,6 +241,129 @@ static void test_kernel_vs_twin(void) {
     for (size_t i = 0; i < n; i++) check_case(&cases[i]);
 }
 
+/* ---- the tensor-core kernel ---- */
+
+/* Whether bf16 values a (kernel) and b (twin) agree within the tensor-core kernel's tolerance:
+ * |a - b| <= 2 ulps of bf16 at max(|a|, |b|) + 2^-11. The twin rounds the query and the weights
+ * to f16 at the kernel's points, so what differs is the order (and, on a GPU, the precision) of
+ * f32 sums: scores a few f32 ulps apart, which may move a weight's f16 rounding by one f16 ulp
+ * (2^-11 relative); all of them moving shifts the output by at most 2^-11 max|V| (|V| <= 1
+ * here); then each side rounds to bf16 (one ulp apart at most across a rounding boundary). */
+static int tc_close(uint16_t a, uint16_t b) {
+    const float x = pgd_bf16_to_f32(a), y = pgd_bf16_to_f32(b);
+    if (isnan(x) || isnan(y)) return 0;
+    const float big = fabsf(x) > fabsf(y) ? fabsf(x) : fabsf(y);
+    int e;
+    frexpf(big, &e); /* big = f * 2^e, f in [0.5, 1): a bf16 ulp there is 2^(e - 8) */
+    return fabsf(x - y) <= 2.0f * ldexpf(1.0f, e - 8) + 0x1p-11f;
+}
+
+/* The tensor-core kernel over host tiles[n] (uploaded here); the output, poisoned first, into
+ * host out[T]. */
+static int run_tc(const attn_batch *b, const dev_batch *d, const pgd_attn_tile *tiles, uint32_t n,
+                  uint16_t *out) {
+    pgd_attn_tile *d_tiles = to_dev(tiles, n * sizeof *tiles);
+    if (!d_tiles || cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess) return -1;
+    int rc =
+        pgd_cuda_attention_tc(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head, d->bt,
+                              b->bt_stride, d->seq_of, d->pos, d_tiles, n, b->scale, d->out, NULL);
+    if (rc) fprintf(stderr, "  pgd_cuda_attention_tc: %s\n", pgd_error_detail());
+    if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
+                cudaMemcpy(out, d->out, out_bytes(b, b->T), cudaMemcpyDeviceToHost) != cudaSuccess))
+        rc = -1;
+    cudaFree(d_tiles);
+    return rc;
+}
+
+static void check_tc_case(const attn_case *c) {
+    static const uint32_t ctx[] = {3, 255, 256, 300, 513, 1100, 700, 40};
+    static const uint32_t qlen[] = {3, 17, 1, 64, 300, 17, 1, 2};
+    const uint32_t S = sizeof ctx / sizeof ctx[0];
+    attn_batch b;
+    batch_make(&b, c->n_kv_head, c->group, c->head_dim, c->block_size, S, ctx, qlen);
+    const uint32_t tile_rows = pgd_attn_tc_rows(c->group, c->head_dim);
+    REQUIRE(tile_rows > 0);
+    const uint64_t row_elems = (uint64_t)b.n_head * b.geom.head_dim, n = b.T * row_elems;
+    uint16_t *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    uint16_t *again = malloc(n * sizeof *again);
+    uint32_t *q_start = malloc((S + 1) * sizeof *q_start), *rows = malloc(b.T * sizeof *rows);
+    pgd_attn_tile *tiles = malloc(b.T * sizeof *tiles);
+    REQUIRE(want && got && again && q_start && rows && tiles);
+    for (uint32_t s = 0, t = 0; s <= S; t += s < S ? qlen[s] : 0, s++) q_start[s] = t;
+    const pgd_batch bt = {.n_tokens = b.T, .n_seqs = S, .q_start = q_start};
+    const pgd_cuda_attn_work w = pgd_cuda_attn_plan(&bt, tile_rows, tiles, rows);
+    pgd_cuda_attention_tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
+                               b.bt_stride, b.seq_of, b.pos, b.T, b.scale, want);
+    dev_batch d;
+    REQUIRE(dev_make(&b, &d) == 0);
+    REQUIRE(run_tc(&b, &d, tiles, w.n_tiles, got) == 0);
+    /* rows of the CUDA-core kernel untouched; the tiles' rows close to the twin */
+    uint8_t *in_tile = calloc(b.T, 1);
+    REQUIRE(in_tile);
+    for (uint32_t i = 0; i < w.n_tiles; i++)
+        for (uint32_t t = tiles[i].t0; t < tiles[i].t0 + tiles[i].n; t++) in_tile[t] = 1;
+    uint64_t far = 0, exact = 0, untouched_bad = 0, checked = 0;
+    for (uint32_t t = 0; t < b.T; t++)
+        for (uint64_t e = t * row_elems; e < (t + 1) * row_elems; e++) {
+            if (!in_tile[t]) {
+                untouched_bad += got[e] != 0xFFFFu;
+                continue;
+            }
+            checked++;
+            exact += got[e] == want[e];
+            if (!tc_close(got[e], want[e]) && far++ < 5)
+                fprintf(stderr, "    row %u head %llu d %llu: kernel %g twin %g\n", t,
+                        (unsigned long long)(e % row_elems / b.geom.head_dim),
+                        (unsigned long long)(e % b.geom.head_dim), (double)pgd_bf16_to_f32(got[e]),
+                        (double)pgd_bf16_to_f32(want[e]));
+        }
+    fprintf(stderr,
+            "  tensor cores: %u KV heads x group %u, head_dim %u, block %u: %u tiles of <= %u "
+            "rows; %llu of %llu elements beyond the tolerance, %.4f exactly the twin's\n",
+            c->n_kv_head, c->group, c->head_dim, c->block_size, w.n_tiles, tile_rows,
+            (unsigned long long)far, (unsigned long long)checked,
+            checked ? (double)exact / (double)checked : 0.0);
+    CHECK(w.n_tiles > 0 && w.n_rows == 2); /* two decode sequences */
+    CHECK_EQ_INT(far, 0);
+    CHECK_EQ_INT(untouched_bad, 0);
+
+    /* tiles of random sizes: the same bits */
+    uint32_t n_tiles = 0;
+    for (uint32_t s = 0; s < S; s++) {
+        if (qlen[s] < 2) continue;
+        for (uint32_t t = q_start[s]; t < q_start[s + 1];) {
+            uint32_t k = 1 + (uint32_t)(rnd() % tile_rows);
+            if (k > q_start[s + 1] - t) k = q_start[s + 1] - t;
+            tiles[n_tiles++] = (pgd_attn_tile){t, k};
+            t += k;
+        }
+    }
+    REQUIRE(run_tc(&b, &d, tiles, n_tiles, again) == 0);
+    const uint64_t moved = count_differ(again, got, n);
+    if (moved)
+        fprintf(stderr, "    %llu elements changed with the tiling\n", (unsigned long long)moved);
+    CHECK_EQ_INT(moved, 0);
+
+    free(in_tile);
+    dev_free(&d);
+    free(tiles);
+    free(rows);
+    free(q_start);
+    free(again);
+    free(want);
+    free(got);
+    batch_free(&b);
+}
+
+static void test_tc_vs_twin(void) {
+    static const attn_case cases[] = {
+        {2, 3, 64, 16}, {2, 4, 128, 32}, {4, 1, 64, 16}, {2, 8, 128, 16}, {8, 4, 128, 16},
+    };
+    /* the CPU emulation of the runtime (tests/cuda_emu) takes the first two */
+    const size_t n = getenv("PGD_CUDA_EMU") ? 2 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) check_tc_case(&cases[i]);
+}
+
 static void test_errors(void) {
     pgd_kv_geom g = {.n_layer = 1, .n_kv_head = 2, .block_size = 16, .head_dim = 64};
     uint16_t *kv = NULL;
@@ -231,9 +381,18 @@ static void test_errors(void) {
     g.head_dim = 264;
     CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
                  PGD_EINVAL);
+    CHECK_EQ_INT(
+        pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 1, 1.0f, NULL, NULL),
+        PGD_EINVAL); /* the tensor-core kernel: head_dim 64 or 128 */
     g.head_dim = 64;
     CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 0, 1.0f, NULL, NULL),
                  0); /* T = 0: nothing to do */
+    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 130, NULL, 0, NULL, NULL, NULL, 1, 1.0f,
+                                       NULL, NULL),
+                 PGD_EINVAL); /* a group of 65 query heads */
+    CHECK_EQ_INT(
+        pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 1.0f, NULL, NULL),
+        0); /* no tile: nothing to do */
     cudaFree(kv);
 }
 
@@ -244,6 +403,7 @@ int main(void) {
     }
     seed_rng((uint64_t)time(NULL));
     RUN(test_kernel_vs_twin);
+    RUN(test_tc_vs_twin);
     RUN(test_errors);
     return test_summary();
 }

@@ -1,7 +1,8 @@
 /*
  * tests/gpu/test_cuda_forward.c — the whole CUDA forward pass against the CPU backend on the same
  * dummy weights (exact in f16 and bf16: engine/model/dummy.h), for a Llama shape with Llama 3
- * RoPE scaling and a Qwen2 shape (biases, NEOX RoPE):
+ * RoPE scaling (head_dim 64: prefill chunks' attention on tensor cores) and a Qwen2 shape
+ * (biases, NEOX RoPE; head_dim 32: every row's attention on CUDA cores):
  *   - chunked prefill of two sequences, then decode steps mixing them, then a third sequence that
  *     reuses the first one's full blocks (a prefix hit: only its suffix is computed) and a fourth
  *     that forks the first one's last, partial block (copy-on-write) — all in mixed batches;
@@ -193,7 +194,7 @@ static void load_preset(bool qwen, pgd_model_preset *p) {
               f);
     else
         fputs("{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
-              "\"num_hidden_layers\": 3, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+              "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
               "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
               "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
               "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "

@@ -11,6 +11,8 @@
  * element must be the bf16 rounding of some value within 1e-5 |cpu| + 2^-23 of the CPU's f32
  * result (K, V in [-1, 1]: 2^-23 is about an f32 ulp of the terms), and at least 99% of the
  * elements must be exactly bf16(cpu) (in practice over 99.9%).
+ * The tensor-core kernel's twin (pgd_cuda_attention_tc_twin) against the exact twin, within
+ * what its f16 roundings allow (test_tc_twin).
  * Exactness: the shared exponential (attention_math.h) is the CPU's pgd__expf bit for bit;
  * a row's twin output is bit-identical alone and in batches of other sizes and orders.
  * Slab slots past each sequence's context are NaN and unused block-table entries -1, so reading
@@ -319,11 +321,51 @@ static void test_padding_row(void) {
     batch_free(&b);
 }
 
+/* The tensor-core kernel's twin (f16 query and weights) against the exact twin: the same
+ * attention up to those roundings. Bound: the query's rounding (2^-12 relative) moves a score
+ * by at most 2^-12 scale sum_d |q_d k_d| (here under 0.012 at head_dim 128, |q| <= 3,
+ * |k| <= 1), so each weight by a factor within e^(+-0.024) of its ratio to the others, and the
+ * output (an average of |v| <= 1) by well under 0.05; the weights' own rounding adds 2^-11
+ * relative; the two bf16 roundings 2^-8 relative. Measured max |difference|: 0.004; the
+ * check takes 0.02, and most elements must be within 2^-7 (a test of the twin's meaning,
+ * which a rounding in the wrong place — of scores, of the output — would break by far more). */
+static void test_tc_twin(void) {
+    static const uint32_t ctx[] = {3, 300, 1100, 257}, qlen[] = {3, 64, 1, 17};
+    for (uint32_t D = 64; D <= 128; D += 64) {
+        attn_batch b;
+        batch_make(&b, 2, 4, D, 16, 4, ctx, qlen);
+        const uint64_t n = (uint64_t)b.T * b.n_head * D;
+        uint16_t *exact = malloc(n * sizeof *exact), *tc = malloc(n * sizeof *tc);
+        REQUIRE(exact && tc);
+        pgd_cuda_attention_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
+                                b.bt_stride, b.seq_of, b.pos, b.T, b.scale, exact);
+        pgd_cuda_attention_tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
+                                   b.bt_stride, b.seq_of, b.pos, b.T, b.scale, tc);
+        double worst = 0.0;
+        uint64_t near = 0, same = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            const double d = fabs((double)pgd_bf16_to_f32(tc[i]) - pgd_bf16_to_f32(exact[i]));
+            worst = d > worst || isnan(d) ? (isnan(d) ? INFINITY : d) : worst;
+            near += d <= 0x1p-7;
+            same += tc[i] == exact[i];
+        }
+        fprintf(stderr, "  head_dim %u: max |tc - exact| %.3g, %.4f within 2^-7, %.4f equal\n", D,
+                worst, (double)near / (double)n, (double)same / (double)n);
+        CHECK(worst <= 0.02);
+        CHECK((double)near >= 0.99 * (double)n);
+        CHECK(same < n); /* the roundings are there */
+        free(exact);
+        free(tc);
+        batch_free(&b);
+    }
+}
+
 int main(void) {
     seed_rng(20240611);
     RUN(test_exp_is_cpu_exp);
     RUN(test_twin_vs_cpu);
     RUN(test_padding_row);
+    RUN(test_tc_twin);
     return test_summary();
 }
 

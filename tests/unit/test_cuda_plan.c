@@ -5,7 +5,9 @@
  * size from the memory left (utilization, explicit bytes or blocks, not even two blocks); the
  * CUDA graphs' padded sizes (against the list written out), strides, which batches replay a
  * graph, and the padded packing (its real rows as the plain packing has them, padding inert);
- * the split-KV attention's CTAs per row; that padding a decode step never moves it to another
+ * the split-KV attention's CTAs per row; the attention work (prefill sequences cut into tensor-
+ * core tiles, one-token sequences' rows to the CUDA-core kernel, against lists written out);
+ * that padding a decode step never moves it to another
  * of the fast GEMM plans' ranges of M (kernels/cuda/gemm.h), so a replayed graph and the same
  * step run eagerly use the same algorithms.
  */
@@ -20,8 +22,8 @@
 
 static void test_layout(void) {
     pgd_cuda_meta_layout l = pgd_cuda_meta_layout_of(8192, 256, 256, 512);
-    size_t parts[] = {l.tokens, l.pos,   l.slots,  l.seq_of, l.rows,
-                      l.specs,  l.draws, l.tables, l.total};
+    size_t parts[] = {l.tokens, l.pos,   l.slots,     l.seq_of, l.rows, l.specs,
+                      l.draws,  l.tiles, l.attn_rows, l.tables, l.total};
     for (size_t i = 0; i + 1 < PGD_ARRAY_LEN(parts); i++) {
         CHECK(parts[i] % 256 == 0);
         CHECK(parts[i] < parts[i + 1]);
@@ -29,6 +31,8 @@ static void test_layout(void) {
     CHECK(l.pos - l.tokens >= 8192 * 4 && l.seq_of - l.slots >= 8192 * 8);
     CHECK(l.total - l.tables >= 256ull * 512 * 4);
     CHECK(l.draws - l.specs >= 256 * sizeof(pgd_sample_spec));
+    CHECK(l.attn_rows - l.tiles >= 8192 * sizeof(pgd_attn_tile));
+    CHECK(l.tables - l.attn_rows >= 8192 * 4);
 }
 
 static void test_pack(void) {
@@ -55,8 +59,15 @@ static void test_pack(void) {
     pgd_cuda_meta_layout l = pgd_cuda_meta_layout_of(16, 8, 4, 8);
     uint8_t *buf = calloc(1, l.total);
     REQUIRE(buf);
-    size_t n = pgd_cuda_meta_pack(&l, &bt, buf);
+    pgd_cuda_attn_work w;
+    size_t n = pgd_cuda_meta_pack(&l, &bt, 2, &w, buf);
     CHECK_EQ_INT(n, l.tables + 6 * sizeof(int32_t)); /* only the two rows of 3 entries */
+    /* tiles of 2 rows: sequence 0 (3 tokens) gives (0, 2) and (2, 1), sequence 1 (0, 2) */
+    CHECK_EQ_INT(w.n_tiles, 3);
+    CHECK_EQ_INT(w.n_rows, 0);
+    const pgd_attn_tile *tl = (const pgd_attn_tile *)(buf + l.tiles);
+    CHECK(tl[0].t0 == 0 && tl[0].n == 2 && tl[1].t0 == 2 && tl[1].n == 1 && tl[2].t0 == 3 &&
+          tl[2].n == 2);
     CHECK(memcmp(buf + l.tokens, tokens, sizeof tokens) == 0);
     CHECK(memcmp(buf + l.pos, pos, sizeof pos) == 0);
     CHECK(memcmp(buf + l.slots, slots, sizeof slots) == 0);
@@ -70,6 +81,38 @@ static void test_pack(void) {
     const int32_t *tb = (const int32_t *)(buf + l.tables);
     CHECK(tb[0] == 1 && tb[3] == 3 && tb[4] == 4);
     free(buf);
+}
+
+/* The attention work of a mixed batch against lists written out. */
+static void test_attn_plan(void) {
+    /* sequences of 1, 5, 1, 2 and 1 query tokens: rows 0 | 1-5 | 6 | 7-8 | 9 */
+    uint32_t q_start[6] = {0, 1, 6, 7, 9, 10};
+    pgd_batch bt = {.n_tokens = 10, .n_seqs = 5, .q_start = q_start};
+    pgd_attn_tile tiles[10];
+    uint32_t rows[10];
+    pgd_cuda_attn_work w = pgd_cuda_attn_plan(&bt, 4, tiles, rows);
+    CHECK_EQ_INT(w.n_tiles, 3);
+    CHECK_EQ_INT(w.n_rows, 3);
+    CHECK(tiles[0].t0 == 1 && tiles[0].n == 4 && tiles[1].t0 == 5 && tiles[1].n == 1);
+    CHECK(tiles[2].t0 == 7 && tiles[2].n == 2);
+    CHECK(rows[0] == 0 && rows[1] == 6 && rows[2] == 9);
+    /* tiles of 16 rows: one per prefill sequence */
+    w = pgd_cuda_attn_plan(&bt, 16, tiles, rows);
+    CHECK_EQ_INT(w.n_tiles, 2);
+    CHECK(tiles[0].t0 == 1 && tiles[0].n == 5 && tiles[1].t0 == 7 && tiles[1].n == 2);
+    /* tile_rows 0 (the tensor-core kernel off): every row, in order */
+    w = pgd_cuda_attn_plan(&bt, 0, tiles, rows);
+    CHECK_EQ_INT(w.n_tiles, 0);
+    CHECK_EQ_INT(w.n_rows, 10);
+    for (uint32_t i = 0; i < 10; i++) CHECK_EQ_INT(rows[i], i);
+    /* the shapes the tensor-core kernel takes */
+    CHECK_EQ_INT(pgd_attn_tc_rows(4, 128), 16);
+    CHECK_EQ_INT(pgd_attn_tc_rows(3, 64), 21);
+    CHECK_EQ_INT(pgd_attn_tc_rows(7, 64), 9);
+    CHECK_EQ_INT(pgd_attn_tc_rows(64, 128), 1);
+    CHECK_EQ_INT(pgd_attn_tc_rows(65, 128), 0);
+    CHECK_EQ_INT(pgd_attn_tc_rows(4, 96), 0);
+    CHECK_EQ_INT(pgd_attn_tc_rows(4, 256), 0);
 }
 
 static void test_graph_size(void) {
@@ -198,7 +241,9 @@ static void test_pack_padded(void) {
     REQUIRE(plain && pad);
     memset(plain, 0xAB, l.total);
     memset(pad, 0xAB, l.total); /* poison: every byte the kernels read must be written */
-    pgd_cuda_meta_pack(&l, &d.bt, plain);
+    pgd_cuda_attn_work w;
+    pgd_cuda_meta_pack(&l, &d.bt, 16, &w, plain);
+    CHECK(w.n_tiles == 0 && w.n_rows == 3); /* decode rows: all on CUDA cores */
     size_t n = pgd_cuda_meta_pack_padded(&l, &d.bt, 4, 16, pad);
     CHECK_EQ_INT(n, l.tables + 4 * 16 * sizeof(int32_t));
     /* the real rows: what the plain packing gives */
@@ -265,6 +310,7 @@ static void test_kv_blocks(void) {
 int main(void) {
     RUN(test_layout);
     RUN(test_pack);
+    RUN(test_attn_plan);
     RUN(test_graph_size);
     RUN(test_graph_size_keeps_gemm_range);
     RUN(test_graph_stride);

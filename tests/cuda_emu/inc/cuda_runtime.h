@@ -34,6 +34,11 @@ inline void __syncthreads() {
     emu_syncthreads();
 }
 
+/* a warp's barrier: every lane of the warp meets here (full masks only, as the shuffles) */
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    emu_shfl(0, -1, mask);
+}
+
 /* Single rounded operations: values pass through an empty asm so the host compiler (run with
  * -ffp-contract=fast, as nvcc's -fmad=true) can never fuse them with a neighbour, as nvcc never
  * fuses the _rn intrinsics. Plain expressions in kernels may still be contracted, as by nvcc. */
