@@ -2,8 +2,13 @@
 (the shapes of a published model, deterministic dummy weights, a byte-level tokenizer). This is
 how GPU benchmarks run without a model hub; here it runs on the CPU."""
 import json
+import os
+import subprocess
+import sys
 
 from openai import OpenAI
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_serve_dummy_preset(start_server):
@@ -43,3 +48,15 @@ def test_dummy_needs_a_preset(run_pagoda):
     p = run_pagoda("generate", "--model-preset", "gpt-5", "--prompt", "x", check=False)
     assert p.returncode == 1 and b"no model preset 'gpt-5'" in p.stderr
     assert b"llama-3-8b" in p.stderr
+
+
+def test_serve_smoke_script(pagoda_bin):
+    """scripts/serve-smoke, what scripts/gpu-check runs against `serve` on a GPU, passes here on
+    the CPU (so a GPU session never finds it broken) and reports its measurements."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "serve-smoke"), pagoda_bin,
+                        "--device", "cpu", "--load-format", "dummy", "--model-preset",
+                        "smollm2-135m"], capture_output=True, text=True, timeout=300)
+    out = json.loads(p.stdout)
+    assert p.returncode == 0 and out["failures"] == [], out
+    assert out["concurrent_ok"] == 16 and out["stream_chunks"] >= 2 and out["exit_status"] == 0
+    assert out["chat_tokens"] == 16 and out["metrics_series"] > 0
