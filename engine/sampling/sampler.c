@@ -10,12 +10,17 @@
  *     exp, so they vectorise at -O2 without -ffast-math; a row's result depends only on the row;
  *   - temperature-only and min-p-only draws walk per-block sums (BLOCK logits a block), then
  *     one block;
- *   - top-k keeps a k-element heap, testing 16 logits at a time against the heap's worst;
+ *   - top-k keeps a k-element heap, testing 16 logits at a time against the heap's worst, then
+ *     sorts its k candidates into the candidate order (sampler.h);
  *   - top-p without top-k keeps only ids with p >= some cut, then finds the nucleus among them
- *     by a mass-weighted quickselect (expected linear time), not a sort. The cut is first a
- *     guess (2^-8, then 2^-16 of the max), kept if the ids above it carry the top-p mass, and
- *     otherwise (1 - top_p) * Z / (2 n_vocab): the ids below that weigh less than
- *     (1 - top_p) / 2 of the mass in all, so the nucleus is always above it;
+ *     by a mass-weighted quickselect (expected linear time) and sorts only the nucleus (the
+ *     candidate order's running mass decides its exact end: it may take an id or two more or
+ *     fewer than the quickselect's sums, which run in another order). The cut is first a guess
+ *     (2^-8, then 2^-16 of the max), kept if the ids above it carry the top-p mass, then
+ *     (1 - top_p) * Z / (2 n_vocab): the ids below that weigh less than (1 - top_p) / 2 of the
+ *     mass in all, so the nucleus is above it; last, every id with p > 0 (a rounding shortfall).
+ *     A flat distribution has a large nucleus, and sorting it is the price of one order the
+ *     device can reproduce;
  *   - top_logprobs keeps a sorted list of at most 20, again skipping 16 logits at a time.
  * Ties are broken by the lower id everywhere, so results depend only on the logits and the seed.
  *
@@ -764,6 +769,47 @@ static void fill_logprobs(int32_t n_vocab, int32_t top_logprobs, const float *lo
     out->n_top = n_top;
 }
 
+/* qsort's comparison in the candidate order (better first) */
+static int cand_cmp(const void *a, const void *b) {
+    return better((const cand *)a, (const cand *)b) ? -1 : better((const cand *)b, (const cand *)a);
+}
+
+/* The smallest k with c[0..k) (in the candidate order) summing, in that order, to target or
+ * more; n when none does. */
+static size_t prefix_mass(const cand *c, size_t n, double target) {
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        acc += c[i].p;
+        if (acc >= target) return i + 1;
+    }
+    return n;
+}
+
+/* The top-p nucleus of candidates c[0..n) in the candidate order: c[0..k) sorted best first
+ * with k = prefix_mass's over the sorted c[0..n), *reached telling whether the mass got to
+ * target (else k = n). Sorts only what the walk reaches: the quickselect's nucleus, then the
+ * best of the rest one at a time if its own sums (in another order) stopped an id short. */
+static size_t sorted_nucleus(cand *c, size_t n, double target, bool *reached) {
+    const size_t k = nucleus(c, n, target);
+    qsort(c, k, sizeof *c, cand_cmp);
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (i >= k) {
+            size_t b = i;
+            for (size_t j = i + 1; j < n; j++)
+                if (better(&c[j], &c[b])) b = j;
+            swap_cand(&c[i], &c[b]);
+        }
+        acc += c[i].p;
+        if (acc >= target) {
+            *reached = true;
+            return i + 1;
+        }
+    }
+    *reached = false;
+    return n;
+}
+
 /* top-p without top-k: first thresholds tried before the always-safe one (p relative to max) */
 static const float k_cut_guess[] = {0x1p-8f, 0x1p-16f};
 
@@ -772,7 +818,7 @@ typedef struct filtered {
     enum { F_GREEDY, F_DENSE, F_CANDS } kind;
     int32_t token; /* F_GREEDY */
     double z;      /* F_DENSE: sum of work[] (also per block in bsum) */
-    size_t nc;     /* F_CANDS: survivors cand[0..nc), unnormalised p, in no particular order */
+    size_t nc;     /* F_CANDS: survivors cand[0..nc), unnormalised p, in the candidate order */
     float m;       /* max of the processed row */
     double z_raw;  /* sum of exp(raw - max) when a pass computed it as a by-product, else 0 */
 } filtered;
@@ -806,26 +852,34 @@ static int filter(const pgd_sample_spec *sp, int32_t n_vocab, pgd_sampler_scratc
     if (sp->top_k) {
         nc = (size_t)sp->top_k;
         top_k_select(w, n, nc, c);
-        double zk = 0.0;
-        for (size_t i = 0; i < nc; i++) {
-            c[i].p = exp1((c[i].p - m) * inv_t);
-            zk += c[i].p;
+        for (size_t i = 0; i < nc; i++) c[i].p = exp1((c[i].p - m) * inv_t);
+        qsort(c, nc, sizeof *c, cand_cmp); /* the candidate order */
+        if (use_top_p) {
+            double zk = 0.0;
+            for (size_t i = 0; i < nc; i++) zk += c[i].p;
+            nc = prefix_mass(c, nc, (double)sp->top_p * zk);
         }
-        if (use_top_p) nc = nucleus(c, nc, (double)sp->top_p * zk);
     } else if (use_top_p) {
         double z = exp_pass(w, n, m, inv_t, 0.0f, sc->bsum), target = sp->top_p * z, mass;
         if (inv_t == 1.0f) f->z_raw = z;
         /* ids below `safe` weigh less than (1 - top_p) / 2 of the mass in all: the nucleus
-         * lies above it. A higher guess is good when the ids above it carry the target. */
+         * lies above it. A higher guess is good when the ids above it carry the target. The
+         * last level takes every id with p > 0. */
         float safe = (float)((1.0 - (double)sp->top_p) * z / (2.0 * (double)n));
-        for (size_t g = 0; g < PGD_ARRAY_LEN(k_cut_guess); g++) {
-            if (k_cut_guess[g] <= safe) break;
-            nc = collect(w, n, k_cut_guess[g], c, &mass);
-            if (mass >= target) goto nucleus;
+        float cuts[PGD_ARRAY_LEN(k_cut_guess) + 2];
+        size_t n_cuts = 0;
+        for (size_t g = 0; g < PGD_ARRAY_LEN(k_cut_guess) && k_cut_guess[g] > safe; g++)
+            cuts[n_cuts++] = k_cut_guess[g];
+        if (safe > FLT_TRUE_MIN) cuts[n_cuts++] = safe;
+        cuts[n_cuts++] = FLT_TRUE_MIN;
+        for (size_t g = 0; g < n_cuts; g++) {
+            const bool last = g + 1 == n_cuts;
+            nc = collect(w, n, cuts[g], c, &mass);
+            if (mass < target && !last) continue; /* the ids above this cut fall short */
+            bool reached;
+            nc = sorted_nucleus(c, nc, target, &reached);
+            if (reached || last) break;
         }
-        nc = collect(w, n, safe, c, &mass);
-    nucleus:
-        nc = nucleus(c, nc, target);
     } else {
         /* temperature and/or min-p: draw straight from the dense probabilities */
         f->kind = F_DENSE;

@@ -19,6 +19,11 @@
  *                           >= top_p of the (top-k renormalised) distribution; at least one
  *   8. min-p:               drop ids with p < min_p * p_max
  *   9. draw one id from the renormalised survivors with the sequence's RNG.
+ * Candidate order (steps 6-9 with top-k or top-p): the survivors are ranked best first — more
+ * probable, then lower id — and every sum over them (the top-k mass, the top-p prefix's running
+ * mass, the draw's total and its running sum) runs in that order, in double. The result is then
+ * a function of the row and the draw alone, which the device sampler (kernels/cuda/sample.cu)
+ * reproduces bit for bit.
  * NaN logits count as -inf (never chosen); +inf counts as FLT_MAX. A row whose every logit is
  * -inf/NaN is an error (PGD_EINVAL).
  * Logprobs are those of the model's distribution: log_softmax of the RAW logits (before steps
