@@ -45,6 +45,7 @@
 
 #include "common/error.h"
 #include "engine/model/dummy.h"
+#include "engine/sampling/sampler.h" /* pgd_sample_logits: rows left to the host */
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/attention.h"
@@ -113,6 +114,9 @@ typedef struct cuda_backend {
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
     pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
+    /* rows the device leaves to the host sampler (PGD_CUDA_SAMPLE_ON_HOST), made on first use */
+    float *host_row; /* [V] */
+    pgd_sampler_scratch *host_sc;
     /* CUDA graphs of decode steps */
     decode_graph graphs[GRAPHS_MAX]; /* [n_graphs] sizes and strides seen; exec NULL until
                                         captured */
@@ -532,6 +536,23 @@ void pgd_backend_cuda_graph_stats(const pgd_backend *base, pgd_cuda_graph_stats 
     *out = (pgd_cuda_graph_stats){b->n_captured, b->graph_replays, b->graphs_off};
 }
 
+/* Sampled row i of a finished step that the device left to the host (a top-p nucleus longer
+ * than its candidate list): its logits, still on the device, sampled by pgd_sample_logits with
+ * the row's spec and draw — the token the device would have given. */
+static int sample_on_host(cuda_backend *b, const pgd_batch *bt, uint32_t i,
+                          pgd_sample_result *out) {
+    if (!b->host_row && !(b->host_row = malloc((size_t)b->V * sizeof *b->host_row)))
+        return PGD_ENOMEM;
+    int rc;
+    if (!b->host_sc && (rc = pgd_sampler_scratch_create((int32_t)b->V, &b->host_sc))) return rc;
+    const float *row = b->logits + (uint64_t)(bt->n_logits + i) * b->V;
+    PGD_CUDA_TRY(cudaMemcpyAsync(b->host_row, row, (size_t)b->V * sizeof *b->host_row,
+                                 cudaMemcpyDeviceToHost, b->stream));
+    PGD_CUDA_TRY(cudaStreamSynchronize(b->stream));
+    return pgd_sample_logits(b->host_row, (int32_t)b->V, &bt->samples[i].spec, bt->samples[i].draw,
+                             b->host_sc, out);
+}
+
 static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
                         pgd_sample_result *sampled) {
     cuda_backend *b = (cuda_backend *)base;
@@ -554,6 +575,10 @@ static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
         return rc;
     }
     if (bt->n_samples) memcpy(sampled, b->h_results, bt->n_samples * sizeof *sampled);
+    for (uint32_t i = 0; i < bt->n_samples; i++)
+        if (sampled[i].token == PGD_CUDA_SAMPLE_ON_HOST &&
+            (rc = sample_on_host(b, bt, i, &sampled[i])))
+            return rc;
     return 0;
 }
 
@@ -580,6 +605,8 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_plan_destroy(b->p_down);
     pgd_cuda_gemm_plan_destroy(b->p_out);
     pgd_cuda_gemm_destroy(b->gemm);
+    free(b->host_row);
+    pgd_sampler_scratch_destroy(b->host_sc);
     for (uint32_t i = 0; i < b->n_graphs; i++)
         if (b->graphs[i].exec) cudaGraphExecDestroy(b->graphs[i].exec);
     for (uint32_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);

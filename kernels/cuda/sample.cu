@@ -19,14 +19,26 @@
  *      min-p is off: they are the same numbers), lz = m + log(z_raw); the chosen token's
  *      logprob; top_logprobs: each thread keeps its own best n (sorted, ties by lower id, as
  *      sampler.c's top_offer), then n rounds of a CTA-wide best over the threads' heads.
+  4. top-k / top-p (not greedy; instead of step 2): the host's candidate order (sampler.h) —
+ *      the candidates sorted best first, every sum over them in that order. The candidates are
+ *      found by a radix select, 8 bits a pass, of the K-th largest key (top-k: the sanitised
+ *      logit's order, K = top_k; top-p alone: the weight's bits over the ids of positive
+ *      weight, K = min(their count, PGD_CUDA_SAMPLE_MAX_CANDS)); ties at the K-th key go to the
+ *      lower ids (a second select over the tied ids). Each thread appends its ids above the
+ *      cut to a shared list, which a bitonic sort puts in the candidate order (weight, then
+ *      lower id: every key distinct); thread 0 then walks it as sampler.c does: the top-k
+ *      mass, the top-p prefix, min-p, the draw. A top-p row whose nucleus would need more than
+ *      the list holds gets token PGD_CUDA_SAMPLE_ON_HOST: its logits stay in place for the
+ *      host sampler, which gives the same token (the same order, the same sums).
  * Tokens therefore equal the host's for every u; logprobs may differ by an f32 ulp (the device's
  * double log is within 1 ulp of glibc's).
  *
- * Rows whose spec pgd_cuda_sample_supports rejects (top-k, top-p) must not be sent; the kernel
- * answers them like an all -inf row (token -1).
+ * Rows whose spec pgd_cuda_sample_supports rejects (top-k above the list) must not be sent; the
+ * kernel answers them like an all -inf row (token -1).
  *
  * Memory: dynamic shared memory of ceil(V / 64) doubles (16 KB at V = 128256; beyond 48 KB the
- * launch asks for the opt-in size). Threading: any host thread owning the stream.
+ * launch asks for the opt-in size), and 9 KB static for the candidates. Threading: any host
+ * thread owning the stream.
  */
 #include <cuda_runtime.h>
 
@@ -39,6 +51,8 @@ namespace {
 
 constexpr uint32_t kThreads = 512;
 constexpr uint32_t kWarps = kThreads / 32;
+constexpr uint32_t kCands = PGD_CUDA_SAMPLE_MAX_CANDS;
+static_assert((kCands & (kCands - 1)) == 0 && kCands >= kThreads, "bitonic sort of kCands keys");
 constexpr size_t kDefaultSmem = 48 * 1024; /* dynamic shared memory without the opt-in */
 
 struct cand {
@@ -129,6 +143,186 @@ __device__ void top_logprobs(const float *l, uint32_t V, int n_top, double lz,
     }
 }
 
+/* ---- top-k / top-p ---- */
+
+/* Floats to unsigned ints in the same order (-0 as +0, which compares equal to it). */
+__device__ __forceinline__ uint32_t float_ord(float f) {
+    if (f == 0.0f) f = 0.0f;
+    const uint32_t u = __float_as_uint(f);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* The CTA-wide sum of x, to every thread. red: [kWarps] shared scratch. */
+__device__ uint32_t block_sum(uint32_t x, uint32_t *red) {
+#pragma unroll
+    for (int s = 16; s > 0; s /= 2) x += __shfl_xor_sync(0xffffffffu, x, s);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
+    __syncthreads();
+    uint32_t r = 0;
+    for (uint32_t w = 0; w < kWarps; w++) r += red[w];
+    __syncthreads();
+    return r;
+}
+
+/* What the selection keeps in shared memory. */
+struct select_smem {
+    uint32_t hist[256];
+    uint32_t prefix, rank, equal, count;
+    unsigned long long keys[kCands]; /* (weight bits << 32) | ~id, the best first once sorted */
+};
+
+/* The K-th largest (1 <= K <= how many ids have a key) of key(i, &v) over ids i < V (key
+ * returns whether id i takes part), 8 bits a pass from the top; *above gets how many keys are
+ * larger, *equal how many equal it. To every thread. */
+template <class Key>
+__device__ uint32_t kth_largest(uint32_t V, uint32_t K, Key key, select_smem &sm, uint32_t *above,
+                                uint32_t *equal) {
+    uint32_t prefix = 0, mask = 0, rank = K;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (uint32_t d = threadIdx.x; d < 256; d += kThreads) sm.hist[d] = 0;
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < V; i += kThreads) {
+            uint32_t v;
+            if (key(i, &v) && (v & mask) == prefix) atomicAdd(&sm.hist[(v >> shift) & 255u], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            uint32_t cum = 0, d = 255;
+            for (;; d--) { /* K <= the count: some digit holds the K-th */
+                if (cum + sm.hist[d] >= rank || d == 0) break;
+                cum += sm.hist[d];
+            }
+            sm.prefix = prefix | d << shift;
+            sm.rank = rank - cum;
+            sm.equal = sm.hist[d];
+        }
+        __syncthreads();
+        prefix = sm.prefix;
+        rank = sm.rank;
+        mask |= 255u << shift;
+    }
+    *above = K - rank;
+    *equal = sm.equal;
+    __syncthreads(); /* sm is free again */
+    return prefix;
+}
+
+/* Sorts sm.keys[kCands] into descending order (bitonic). */
+__device__ void sort_desc(select_smem &sm) {
+    for (uint32_t k = 2; k <= kCands; k *= 2)
+        for (uint32_t j = k / 2; j > 0; j /= 2) {
+            __syncthreads();
+            for (uint32_t i = threadIdx.x; i < kCands; i += kThreads) {
+                const uint32_t o = i ^ j;
+                if (o <= i) continue;
+                const unsigned long long a = sm.keys[i], b = sm.keys[o];
+                if ((i & k) == 0 ? a < b : a > b) {
+                    sm.keys[i] = b;
+                    sm.keys[o] = a;
+                }
+            }
+        }
+    __syncthreads();
+}
+
+/* The candidate key of id i with weight p: larger is better (more probable, then lower id). */
+__device__ __forceinline__ unsigned long long cand_key(float p, uint32_t i) {
+    return (unsigned long long)__float_as_uint(p) << 32 | (0xFFFFFFFFu - i);
+}
+
+/* A top-k / top-p row's token (to thread 0; the others get -1): see step 4 above. z_p: the
+ * dense total at this temperature without min-p (top-p alone), else unused. */
+__device__ int32_t sample_candidates(const float *l, uint32_t V, const pgd_sample_spec &sp, float m,
+                                     float inv_t, double z_p, double u, select_smem &sm,
+                                     uint32_t *red_u) {
+    const bool top_k = sp.top_k > 0 && (uint32_t)sp.top_k < V;
+    uint32_t K, n_pos = 0;
+    /* top-k: the sanitised logits' order over every id; top-p: the weights of positive ones */
+    auto logit_key = [&](uint32_t i, uint32_t *v) {
+        *v = float_ord(pgd_sample_sanitize(l[i]));
+        return true;
+    };
+    auto weight_key = [&](uint32_t i, uint32_t *v) {
+        const float p = pgd_sample_weight(l[i], m, inv_t, 0.0f);
+        *v = __float_as_uint(p);
+        return p > 0.0f;
+    };
+    if (top_k) {
+        K = (uint32_t)sp.top_k;
+    } else {
+        uint32_t mine = 0;
+        for (uint32_t i = threadIdx.x; i < V; i += kThreads)
+            mine += pgd_sample_weight(l[i], m, inv_t, 0.0f) > 0.0f;
+        n_pos = block_sum(mine, red_u);
+        K = min(n_pos, kCands);
+    }
+    uint32_t above, equal, t;
+    t = top_k ? kth_largest(V, K, logit_key, sm, &above, &equal)
+              : kth_largest(V, K, weight_key, sm, &above, &equal);
+    /* ties at the K-th key: the lower ids, up to id_max */
+    uint32_t id_max = 0xFFFFFFFFu;
+    if (above + equal > K) {
+        auto tied = [&](uint32_t i, uint32_t *v) {
+            uint32_t k;
+            const bool in = top_k ? logit_key(i, &k) : weight_key(i, &k);
+            *v = 0xFFFFFFFFu - i;
+            return in && k == t;
+        };
+        uint32_t a2, e2;
+        id_max = 0xFFFFFFFFu - kth_largest(V, K - above, tied, sm, &a2, &e2);
+    }
+    for (uint32_t i = threadIdx.x; i < kCands; i += kThreads) sm.keys[i] = 0; /* below any id */
+    if (threadIdx.x == 0) sm.count = 0;
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < V; i += kThreads) {
+        uint32_t v;
+        const bool in = top_k ? logit_key(i, &v) : weight_key(i, &v);
+        if (!in || v < t || (v == t && i > id_max)) continue;
+        const uint32_t slot = atomicAdd(&sm.count, 1u);
+        sm.keys[slot] = cand_key(pgd_sample_weight(l[i], m, inv_t, 0.0f), i);
+    }
+    sort_desc(sm);
+    if (threadIdx.x != 0) return -1;
+    /* sampler.c's walk over the candidates in order */
+    uint32_t nc = K;
+    const double top_p = (double)sp.top_p;
+    if (sp.top_p < 1.0f) {
+        double zk = 0.0;
+        if (top_k)
+            for (uint32_t c = 0; c < K; c++) zk += (double)__uint_as_float(sm.keys[c] >> 32);
+        const double target = top_p * (top_k ? zk : z_p);
+        double acc = 0.0;
+        uint32_t c = 0;
+        for (; c < K; c++) {
+            acc += (double)__uint_as_float(sm.keys[c] >> 32);
+            if (acc >= target) break;
+        }
+        if (c < K)
+            nc = c + 1;
+        else if (!top_k && n_pos > K)
+            return PGD_CUDA_SAMPLE_ON_HOST; /* the nucleus goes on past the list */
+    }
+    if (sp.min_p > 0.0f) { /* keep p >= min_p, in order */
+        uint32_t k = 0;
+        for (uint32_t c = 0; c < nc; c++)
+            if (__uint_as_float(sm.keys[c] >> 32) >= sp.min_p) sm.keys[k++] = sm.keys[c];
+        nc = k;
+    }
+    double z = 0.0;
+    for (uint32_t c = 0; c < nc; c++) z += (double)__uint_as_float(sm.keys[c] >> 32);
+    const double target = u * z;
+    double acc = 0.0;
+    uint32_t last = 0;
+    for (uint32_t c = 0; c < nc; c++) {
+        const float p = __uint_as_float(sm.keys[c] >> 32);
+        if (p <= 0.0f) continue;
+        acc += (double)p;
+        last = c;
+        if (acc > target) break;
+    }
+    return (int32_t)(0xFFFFFFFFu - (uint32_t)(sm.keys[last] & 0xFFFFFFFFu));
+}
+
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float *logits, uint32_t V, const pgd_sample_spec *specs,
                   const uint64_t *draws, pgd_sample_result *results) {
@@ -136,6 +330,8 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ cand red[kWarps];
     __shared__ uint32_t red_u[kWarps];
     __shared__ double total;
+    __shared__ select_smem sel;
+    __shared__ int32_t token_sh;
     const uint32_t row = blockIdx.x, nb = (V + PGD_SAMPLE_BLOCK - 1) / PGD_SAMPLE_BLOCK;
     const float *l = logits + (uint64_t)row * V;
     const pgd_sample_spec sp = specs[row];
@@ -159,9 +355,30 @@ __global__ void __launch_bounds__(kThreads)
     const bool greedy = sp.temperature < PGD_SAMPLER_GREEDY_EPS;
     const float inv_t = greedy ? 1.0f : pgd_rn_div(1.0f, sp.temperature);
     const float lowest = !greedy && sp.min_p > 0.0f ? sp.min_p : 0.0f;
-    double z = 0.0; /* the draw's total */
-    if (!greedy) {
+    double z = 0.0;        /* the draw's total */
+    bool z_is_raw = false; /* z is the raw softmax's total (T = 1, nothing zeroed) */
+    const bool top_k = sp.top_k > 0 && (uint32_t)sp.top_k < V;
+    if (!greedy && (top_k || sp.top_p < 1.0f)) {
+        if (!top_k) { /* top-p alone: the dense total at this temperature, without min-p */
+            z = block_totals(l, V, nb, m, inv_t, 0.0f, bsum, &total);
+            z_is_raw = inv_t == 1.0f;
+        }
+        token =
+            sample_candidates(l, V, sp, m, inv_t, z, pgd_sample_uniform(draws[row]), sel, red_u);
+        if (threadIdx.x == 0) token_sh = token;
+        __syncthreads();
+        token = token_sh;
+        if (token == PGD_CUDA_SAMPLE_ON_HOST) {
+            if (threadIdx.x == 0) {
+                res->token = token;
+                res->logprob = 0.0f;
+                res->n_top = 0;
+            }
+            return;
+        }
+    } else if (!greedy) {
         z = block_totals(l, V, nb, m, inv_t, lowest, bsum, &total);
+        z_is_raw = inv_t == 1.0f && lowest == 0.0f;
         const double target = pgd_sample_uniform(draws[row]) * z;
         uint32_t first = nb - 1;
         for (uint32_t b = threadIdx.x; b + 1 < nb; b += kThreads)
@@ -182,9 +399,7 @@ __global__ void __launch_bounds__(kThreads)
         return;
     }
     /* the raw row's total: the draw's when that was the raw softmax already */
-    const double z_raw = !greedy && inv_t == 1.0f && lowest == 0.0f
-                             ? z
-                             : block_totals(l, V, nb, m, 1.0f, 0.0f, bsum, &total);
+    const double z_raw = z_is_raw ? z : block_totals(l, V, nb, m, 1.0f, 0.0f, bsum, &total);
     const double lz = (double)m + log(z_raw);
     const int n_top = sp.top_logprobs < (int32_t)V ? sp.top_logprobs : (int)V;
     if (n_top > 0) top_logprobs(l, V, n_top, lz, res, red);

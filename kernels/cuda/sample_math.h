@@ -34,16 +34,18 @@
 
 #include "common/sample_types.h"
 #include "kernels/cuda/attention_math.h" /* pgd_rn_*, pgd_bits_f32 */
+#include "kernels/cuda/sample.h"         /* PGD_CUDA_SAMPLE_MAX_CANDS */
 
 #define PGD_SAMPLE_BLOCK 64 /* ids per block sum: sampler.c's BLOCK */
 
 /* Whether the device sampler takes this spec: greedy (top-k / top-p do not apply then), or
- * temperature and min-p without top-k and top-p; top_logprobs within the host's limit. */
+ * temperature, min-p, top-p and top-k up to PGD_CUDA_SAMPLE_MAX_CANDS; top_logprobs within the
+ * host's limit. */
 static inline PGD_HD bool pgd_sample_spec_on_device(const pgd_sample_spec *s) {
     if (s->logprobs && (s->top_logprobs < 0 || s->top_logprobs > PGD_SAMPLER_MAX_TOP_LOGPROBS))
         return false;
     if (s->temperature < PGD_SAMPLER_GREEDY_EPS) return true;
-    return s->top_k == 0 && !(s->top_p < 1.0f);
+    return s->top_k >= 0 && s->top_k <= PGD_CUDA_SAMPLE_MAX_CANDS;
 }
 
 /* NaN -> -inf, +inf -> FLT_MAX */

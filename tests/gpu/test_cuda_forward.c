@@ -15,7 +15,9 @@
  *   - a step with host rows and sampled rows together gives the host rows the bits of the
  *     full-logits step and the sampled rows its tokens;
  *   - decode steps replayed as CUDA graphs (padded sizes 1, 2, 4, 8, each after one eager
- *     warm-up step; greedy, temperature and min-p rows with logprobs) sample exactly what the
+ *     warm-up step; greedy, temperature, min-p, top-k + top-p rows with logprobs, and top-p
+ *     rows whose nucleus outgrows the device's candidate list, which the backend samples on
+ *     the host from the logits left on the device) sample exactly what the
  *     same steps give eagerly
  *     (--enforce-eager), leave the same KV cache behind (a full-logits step over every sequence
  *     afterwards: the same bits), and do replay graphs (the backend's graph counters).
@@ -33,7 +35,7 @@
 #include "engine/model/preset.h"
 #include "testutil.h"
 
-enum { V = 1000, BS = 8, N_BLOCKS = 64, MAXT = 64 };
+enum { V = 1500, BS = 8, N_BLOCKS = 64, MAXT = 64 };
 
 typedef struct dev {
     pgd_backend *b;
@@ -189,13 +191,13 @@ static void load_preset(bool qwen, pgd_model_preset *p) {
     if (qwen)
         fputs("{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
               "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
-              "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
+              "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
               "\"tie_word_embeddings\": true}",
               f);
     else
         fputs("{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
               "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-              "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
+              "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
               "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
               "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
               "\"original_max_position_embeddings\": 64}}",
@@ -315,7 +317,7 @@ static void test_graphs_match_eager(void) {
             add_seq(&b, tok[s], len[s], 1, table[s], true);
             len[s]++;
             pgd_sample_row *sr = &b.samples[s];
-            switch ((s + r) % 3) { /* greedy, temperature, min-p; logprobs on some */
+            switch ((s + r) % 5) { /* greedy, temperature, min-p, top-k + top-p, top-p */
             case 0:
                 sr->spec = (pgd_sample_spec){.temperature = 0.0f, .top_p = 1.0f};
                 break;
@@ -323,8 +325,16 @@ static void test_graphs_match_eager(void) {
                 sr->spec = (pgd_sample_spec){
                     .temperature = 0.8f, .top_p = 1.0f, .logprobs = true, .top_logprobs = 3};
                 break;
-            default:
+            case 2:
                 sr->spec = (pgd_sample_spec){.temperature = 1.2f, .top_p = 1.0f, .min_p = 0.05f};
+                break;
+            case 3:
+                sr->spec = (pgd_sample_spec){
+                    .temperature = 0.9f, .top_k = 30, .top_p = 0.9f, .logprobs = true};
+                break;
+            default: /* nearly flat logits, 1500 ids: a nucleus past the device's candidate
+                        list, sampled by the host from the logits the device left */
+                sr->spec = (pgd_sample_spec){.temperature = 2.0f, .top_p = 0.95f};
             }
             sr->draw = 0x9E3779B97F4A7C15ull * (r * NS + s + 1);
         }
@@ -342,6 +352,7 @@ static void test_graphs_match_eager(void) {
         steps++;
         for (uint32_t i = 0; i < b.n_samples; i++) {
             CHECK(same_result(&g.sampled[i], &e.sampled[i]));
+            CHECK(g.sampled[i].token >= 0 && g.sampled[i].token < V);
             checked++;
         }
     }

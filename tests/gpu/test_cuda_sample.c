@@ -3,10 +3,15 @@
  * on random rows: vocabularies from 1 to 400,000 (the last needs the shared-memory opt-in),
  * logits of several scales, integer logits (ties), NaN / +-inf sprinkled in, rows that are all
  * -inf or NaN, flat rows; greedy (with and without a top-k the greedy rule ignores), temperature
- * 0.7 to 2.5, min-p, logprobs with 0 to 20 alternatives. Results are poisoned first.
+ * 0.7 to 2.5, min-p, top-k (50; 300 with top-p 0.8), top-p (0.9; 0.95 with min-p), logprobs
+ * with 0 to 20 alternatives. Results are poisoned first.
  *
  * What must hold:
  *   - greedy tokens: equal;
+ *   - top-k / top-p tokens: equal (the host's candidate order and sums, redone), or
+ *     PGD_CUDA_SAMPLE_ON_HOST for a top-p row whose nucleus outgrows the device's list — only
+ *     top-p rows without top-k, only vocabularies above the list, and at least one such row
+ *     (flat rows at a 128k vocabulary) so the hand-back is exercised;
  *   - temperature / min-p tokens: the kernel redoes the host's arithmetic (sample_math.h), so
  *     they are expected equal for every u. A difference is tolerated only at a boundary of the
  *     inverse CDF: u within 1e-6 of the cumulative probability (recomputed here in double)
@@ -79,6 +84,12 @@ static void make_row(float *l, uint32_t V, uint32_t r, pgd_sample_spec *sp) {
     sp->temperature = temps[r % 8];
     sp->top_k = r % 8 == 1 ? 40 : 0; /* greedy ignores it */
     sp->top_p = 1.0f;
+    if (r % 8 == 2 || r % 8 == 6) sp->top_p = r % 8 == 2 ? 0.9f : 0.95f; /* top-p (+ min-p) */
+    if (r % 8 == 3 && V > 50) sp->top_k = 50;                            /* top-k */
+    if (r % 8 == 4 && V > 300) {                                         /* top-k + top-p */
+        sp->top_k = 300;
+        sp->top_p = 0.8f;
+    }
     sp->min_p = r % 8 >= 5 ? (float)(0.02 + 0.3 * urand()) : 0.0f;
     sp->logprobs = (r / 8) % 2 == 0;
     sp->top_logprobs = sp->logprobs ? (int32_t)(rnd() % (PGD_SAMPLER_MAX_TOP_LOGPROBS + 1)) : 0;
@@ -141,7 +152,7 @@ static int run(const float *d_l, uint32_t N, uint32_t V, const pgd_sample_spec *
 
 typedef struct tally {
     uint64_t rows, sampled, greedy_bad, boundary, token_bad, logprob_bad, top_bad, error_bad,
-        invariance_bad;
+        invariance_bad, cand_rows, on_host, on_host_bad;
 } tally;
 
 static void check_vocab(uint32_t V, uint32_t N, pgd_sampler_scratch *sc, tally *t) {
@@ -176,7 +187,21 @@ static void check_vocab(uint32_t V, uint32_t N, pgd_sampler_scratch *sc, tally *
             continue;
         }
         const int greedy = sp[r].temperature < PGD_SAMPLER_GREEDY_EPS;
-        if (greedy) {
+        const int cands = !greedy && (sp[r].top_k > 0 || sp[r].top_p < 1.0f);
+        t->cand_rows += cands;
+        if (d->token == PGD_CUDA_SAMPLE_ON_HOST) { /* a top-p nucleus past the device's list */
+            t->on_host++;
+            t->on_host_bad +=
+                !cands || sp[r].top_k > 0 || V <= PGD_CUDA_SAMPLE_MAX_CANDS || d->n_top != 0;
+            continue;
+        }
+        if (cands && d->token != h.token) { /* the same order and sums: no boundary excuse */
+            fprintf(stderr, "  V %u row %u (top-k %d, top-p %g): token %d, host %d\n", V, r,
+                    sp[r].top_k, (double)sp[r].top_p, d->token, h.token);
+            t->token_bad++;
+        } else if (cands) {
+            t->sampled++;
+        } else if (greedy) {
             t->greedy_bad += d->token != h.token;
         } else {
             t->sampled++;
@@ -249,12 +274,14 @@ static void test_against_host(void) {
     pgd_sampler_scratch_destroy(sc);
     fprintf(stderr,
             "  %llu rows (%llu sampled): greedy %llu, tokens %llu (+ %llu at a boundary), "
-            "logprobs %llu, top %llu, refused rows %llu, invariance %llu differ\n",
+            "logprobs %llu, top %llu, refused rows %llu, invariance %llu differ; %llu top-k / "
+            "top-p rows, %llu left to the host (%llu wrongly)\n",
             (unsigned long long)t.rows, (unsigned long long)t.sampled,
             (unsigned long long)t.greedy_bad, (unsigned long long)t.token_bad,
             (unsigned long long)t.boundary, (unsigned long long)t.logprob_bad,
             (unsigned long long)t.top_bad, (unsigned long long)t.error_bad,
-            (unsigned long long)t.invariance_bad);
+            (unsigned long long)t.invariance_bad, (unsigned long long)t.cand_rows,
+            (unsigned long long)t.on_host, (unsigned long long)t.on_host_bad);
     CHECK_EQ_INT(t.greedy_bad, 0);
     CHECK_EQ_INT(t.token_bad, 0);
     CHECK(t.boundary * 100 <= t.sampled);
@@ -262,6 +289,8 @@ static void test_against_host(void) {
     CHECK_EQ_INT(t.top_bad, 0);
     CHECK_EQ_INT(t.error_bad, 0);
     CHECK_EQ_INT(t.invariance_bad, 0);
+    CHECK(t.on_host > 0 && t.on_host * 4 < t.cand_rows);
+    CHECK_EQ_INT(t.on_host_bad, 0);
 }
 
 static void test_supports(void) {
@@ -275,8 +304,12 @@ static void test_supports(void) {
     s.top_logprobs = 21;
     CHECK(!pgd_cuda_sample_supports(&s));
     s = (pgd_sample_spec){.temperature = 0.8f, .top_k = 50, .top_p = 1.0f};
-    CHECK(!pgd_cuda_sample_supports(&s));
+    CHECK(pgd_cuda_sample_supports(&s));
     s = (pgd_sample_spec){.temperature = 0.8f, .top_p = 0.9f};
+    CHECK(pgd_cuda_sample_supports(&s));
+    s = (pgd_sample_spec){.temperature = 0.8f, .top_k = PGD_CUDA_SAMPLE_MAX_CANDS, .top_p = 0.5f};
+    CHECK(pgd_cuda_sample_supports(&s));
+    s.top_k = PGD_CUDA_SAMPLE_MAX_CANDS + 1; /* more candidates than the device keeps */
     CHECK(!pgd_cuda_sample_supports(&s));
     CHECK_EQ_INT(pgd_cuda_sample(NULL, 1, 0, NULL, NULL, NULL, NULL), PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_sample(NULL, 0, 10, NULL, NULL, NULL, NULL), 0);

@@ -34,6 +34,19 @@ inline void __syncthreads() {
     emu_syncthreads();
 }
 
+/* atomics: a CTA's threads run one at a time between synchronisations, and CTAs one after
+ * another, so a plain read-modify-write is atomic here */
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+    const unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+inline int atomicAdd(int *p, int v) {
+    const int old = *p;
+    *p = old + v;
+    return old;
+}
+
 /* a warp's barrier: every lane of the warp meets here (full masks only, as the shuffles) */
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
     emu_shfl(0, -1, mask);
