@@ -65,7 +65,8 @@ int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *
  *
  * Arithmetic: the chunks and the fold of attention_math.h (chunks of PGD_ATTN_CHUNK keys at
  * absolute positions, partials folded in increasing order by pgd_attn_fold), with three
- * differences: the query is rounded to f16 before the dot products; the weights
+ * differences: the query is rounded to f16 before the dot products (clamped to f16's range
+ * first: pgd_attn_f16_clamp); the weights
  * e^(x - m_c) are rounded to f16, and s_c sums the rounded weights; the sums of products (dot
  * products, the chunk's o_c) and s_c are f32 sums in the hardware's order, not the FMA chains
  * and tree of the CUDA-core kernel. So the results are not those of pgd_cuda_attention bit for

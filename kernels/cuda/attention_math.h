@@ -132,6 +132,12 @@ static inline PGD_HD float pgd_attn_exp(float x) {
     return pgd_rn_mul(p, pgd_bits_f32((uint32_t)((int32_t)n + 127) << 23));
 }
 
+/* x within f16's finite range (+-65504; NaN stays NaN): the tensor-core kernel's query, before
+ * its rounding to f16, so a huge query saturates its softmax instead of making it NaN. */
+static inline PGD_HD float pgd_attn_f16_clamp(float x) {
+    return x > 65504.0f ? 65504.0f : x < -65504.0f ? -65504.0f : x;
+}
+
 /* The tree's operation for the max (a NaN on the right is dropped, on the left kept). */
 static inline PGD_HD float pgd_attn_max(float a, float b) {
     return a > b ? a : b;

@@ -177,8 +177,8 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
         for (uint32_t e = 0; e < 4; e++) {
             const float x0 = slot < n_slots ? src[2 * e] : 0.0f;
             const float x1 = slot < n_slots ? src[2 * e + 1] : 0.0f;
-            w[e] = (uint32_t)__half_as_ushort(__float2half_rn(x0)) |
-                   (uint32_t)__half_as_ushort(__float2half_rn(x1)) << 16;
+            w[e] = (uint32_t)__half_as_ushort(__float2half_rn(pgd_attn_f16_clamp(x0))) |
+                   (uint32_t)__half_as_ushort(__float2half_rn(pgd_attn_f16_clamp(x1))) << 16;
         }
         *reinterpret_cast<uint4 *>(qs + slot * L::kLd + part * 8) = uint4{w[0], w[1], w[2], w[3]};
     }

@@ -57,7 +57,7 @@ static void head(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g,
                  float scale, int tc, uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
     float q[PGD_ATTN_MAX_HEAD_DIM];
-    for (uint32_t d = 0; d < D; d++) q[d] = tc ? f16_round(q_in[d]) : q_in[d];
+    for (uint32_t d = 0; d < D; d++) q[d] = tc ? f16_round(pgd_attn_f16_clamp(q_in[d])) : q_in[d];
     if (n_ctx == 0) { /* a padding row */
         memset(out, 0, D * sizeof *out);
         return;

@@ -354,6 +354,13 @@ static void test_tc_twin(void) {
         CHECK(worst <= 0.02);
         CHECK((double)near >= 0.99 * (double)n);
         CHECK(same < n); /* the roundings are there */
+        /* a query beyond f16's range saturates (clamped), never NaN */
+        for (uint32_t i = 0; i < b.q_stride; i++) b.q[i] *= 1e6f;
+        pgd_cuda_attention_tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
+                                   b.bt_stride, b.seq_of, b.pos, 1, b.scale, tc);
+        uint64_t nan = 0;
+        for (uint64_t i = 0; i < (uint64_t)b.n_head * D; i++) nan += isnan(pgd_bf16_to_f32(tc[i]));
+        CHECK_EQ_INT(nan, 0);
         free(exact);
         free(tc);
         batch_free(&b);
