@@ -16,7 +16,8 @@
  * (their sums run in different orders and the tensor cores' own precision: every element within
  * 2 bf16 ulps + 2^-11 of the twin's; the bound's reasoning at tc_close), rows outside the tiles
  * untouched, and the same bits again when the sequences are cut into tiles of random sizes (a
- * pair's arithmetic does not depend on its place in a tile). Exit 77 (skipped) without a GPU.
+ * pair's arithmetic does not depend on its place in a tile). PGD_ATTN_TEST_TC_ONLY=1 runs only
+ * the tensor-core kernel's part and the argument checks. Exit 77 (skipped) without a GPU.
  * Label
  * `cuda`. Seed: PGD_TEST_SEED, else the time (printed).
  */
@@ -402,7 +403,7 @@ int main(void) {
         return 77;
     }
     seed_rng((uint64_t)time(NULL));
-    RUN(test_kernel_vs_twin);
+    if (!getenv("PGD_ATTN_TEST_TC_ONLY")) RUN(test_kernel_vs_twin); /* racecheck's short run */
     RUN(test_tc_vs_twin);
     RUN(test_errors);
     return test_summary();
