@@ -55,6 +55,7 @@ struct pgd_sampler_scratch {
     int32_t n_vocab;
     float *work;  /* [n_vocab] processed logits, then probabilities */
     cand *cand;   /* [n_vocab] candidates, or the top-k heap */
+    cand *sorted; /* [n_vocab] the radix sort's other buffer */
     double *bsum; /* [ceil(n_vocab / BLOCK)] sums of work per block */
 };
 
@@ -543,8 +544,9 @@ int pgd_sampler_scratch_create(int32_t n_vocab, pgd_sampler_scratch **out) {
     sc->n_vocab = n_vocab;
     sc->work = malloc(n * sizeof *sc->work);
     sc->cand = malloc(n * sizeof *sc->cand);
+    sc->sorted = malloc(n * sizeof *sc->sorted);
     sc->bsum = malloc(nb * sizeof *sc->bsum);
-    if (!sc->work || !sc->cand || !sc->bsum) goto fail;
+    if (!sc->work || !sc->cand || !sc->sorted || !sc->bsum) goto fail;
     *out = sc;
     return 0;
 fail:
@@ -556,6 +558,7 @@ void pgd_sampler_scratch_destroy(pgd_sampler_scratch *sc) {
     if (!sc) return;
     free(sc->work);
     free(sc->cand);
+    free(sc->sorted);
     free(sc->bsum);
     free(sc);
 }
@@ -774,6 +777,41 @@ static int cand_cmp(const void *a, const void *b) {
     return better((const cand *)a, (const cand *)b) ? -1 : better((const cand *)b, (const cand *)a);
 }
 
+/* The candidate order as one ascending 64-bit key: p descending (p >= 0: its bits order it),
+ * then id ascending. */
+static inline uint64_t cand_key(const cand *c) {
+    uint32_t bits;
+    memcpy(&bits, &c->p, sizeof bits);
+    return (uint64_t)~bits << 32 | (uint32_t)c->id;
+}
+
+/* Sorts c[n] into the candidate order; tmp[n] is scratch. A few hundred or more: an LSD radix
+ * sort of cand_key, 8 bits a pass, skipping the passes whose digit is the same everywhere
+ * (qsort's comparisons cost ten times more on a large nucleus); fewer: qsort. */
+static void sort_cands(cand *c, size_t n, cand *tmp) {
+    if (n < 256) {
+        qsort(c, n, sizeof *c, cand_cmp);
+        return;
+    }
+    cand *src = c, *dst = tmp;
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t count[256] = {0};
+        for (size_t i = 0; i < n; i++) count[cand_key(&src[i]) >> shift & 255]++;
+        if (count[cand_key(&src[0]) >> shift & 255] == n) continue; /* one digit: nothing moves */
+        size_t at = 0;
+        for (int d = 0; d < 256; d++) {
+            const size_t k = count[d];
+            count[d] = at;
+            at += k;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[cand_key(&src[i]) >> shift & 255]++] = src[i];
+        cand *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != c) memcpy(c, src, n * sizeof *c);
+}
+
 /* The smallest k with c[0..k) (in the candidate order) summing, in that order, to target or
  * more; n when none does. */
 static size_t prefix_mass(const cand *c, size_t n, double target) {
@@ -789,9 +827,9 @@ static size_t prefix_mass(const cand *c, size_t n, double target) {
  * with k = prefix_mass's over the sorted c[0..n), *reached telling whether the mass got to
  * target (else k = n). Sorts only what the walk reaches: the quickselect's nucleus, then the
  * best of the rest one at a time if its own sums (in another order) stopped an id short. */
-static size_t sorted_nucleus(cand *c, size_t n, double target, bool *reached) {
+static size_t sorted_nucleus(cand *c, size_t n, double target, cand *tmp, bool *reached) {
     const size_t k = nucleus(c, n, target);
-    qsort(c, k, sizeof *c, cand_cmp);
+    sort_cands(c, k, tmp);
     double acc = 0.0;
     for (size_t i = 0; i < n; i++) {
         if (i >= k) {
@@ -853,7 +891,7 @@ static int filter(const pgd_sample_spec *sp, int32_t n_vocab, pgd_sampler_scratc
         nc = (size_t)sp->top_k;
         top_k_select(w, n, nc, c);
         for (size_t i = 0; i < nc; i++) c[i].p = exp1((c[i].p - m) * inv_t);
-        qsort(c, nc, sizeof *c, cand_cmp); /* the candidate order */
+        sort_cands(c, nc, sc->sorted); /* the candidate order */
         if (use_top_p) {
             double zk = 0.0;
             for (size_t i = 0; i < nc; i++) zk += c[i].p;
@@ -877,7 +915,7 @@ static int filter(const pgd_sample_spec *sp, int32_t n_vocab, pgd_sampler_scratc
             nc = collect(w, n, cuts[g], c, &mass);
             if (mass < target && !last) continue; /* the ids above this cut fall short */
             bool reached;
-            nc = sorted_nucleus(c, nc, target, &reached);
+            nc = sorted_nucleus(c, nc, target, sc->sorted, &reached);
             if (reached || last) break;
         }
     } else {
