@@ -887,7 +887,8 @@ static int filter(const pgd_sample_spec *sp, int32_t n_vocab, pgd_sampler_scratc
     float inv_t = 1.0f / sp->temperature;
     float min_p = use_min_p ? sp->min_p : 0.0f; /* p_max is exactly 1 */
     size_t nc;
-    if (sp->top_k) {
+    /* a top_k of n_vocab or more is off (pgd_sampler_spec passes it so; any spec may not) */
+    if (sp->top_k > 0 && sp->top_k < n_vocab) {
         nc = (size_t)sp->top_k;
         top_k_select(w, n, nc, c);
         for (size_t i = 0; i < nc; i++) c[i].p = exp1((c[i].p - m) * inv_t);

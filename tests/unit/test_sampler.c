@@ -923,6 +923,26 @@ static void test_flat_top_p(void) {
     free(l);
 }
 
+/* A spec's top_k of the vocabulary or more is off: the same token as top_k 0, nothing read
+ * past the row (ASan would see it). */
+static void test_spec_top_k_past_vocab(void) {
+    enum { V = 40 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = (float)(gauss() * 2.0);
+    pgd_sampler_scratch *sc = NULL;
+    REQUIRE(pgd_sampler_scratch_create(V, &sc) == 0);
+    pgd_sample_spec off = {.temperature = 0.9f, .top_p = 1.0f}, big = off;
+    big.top_k = V + 7;
+    for (uint64_t k = 1; k <= 20; k++) {
+        const uint64_t draw = k * 0x9E3779B97F4A7C15ull;
+        pgd_sample_result a, b;
+        REQUIRE(pgd_sample_logits(l, V, &off, draw, sc, &a) == 0);
+        REQUIRE(pgd_sample_logits(l, V, &big, draw, sc, &b) == 0);
+        CHECK_EQ_INT(a.token, b.token);
+    }
+    pgd_sampler_scratch_destroy(sc);
+}
+
 /* The device contract: a sequence sampled by a backend (the host draws the random bits,
  * pgd_sample_logits runs steps 4-9 where the logits are) gets the tokens and logprobs the host
  * sampler would give, sample after sample, for every mode the backend may take. */
@@ -991,6 +1011,7 @@ int main(void) {
     RUN(test_fit_rejects_wrong_distribution);
     RUN(test_seed_determinism);
     RUN(test_device_rows_match_host);
+    RUN(test_spec_top_k_past_vocab);
     RUN(test_greedy);
     RUN(test_logit_bias);
     RUN(test_repetition_penalty);
