@@ -19,7 +19,9 @@
 #                   FUZZ_SECONDS (60); FUZZ_TARGETS picks them, FUZZ_JOBS runs several at once
 #   make test-cuda-emu  the CUDA tests (tests/gpu) and the fault-injection test on a CPU emulation
 #                   of the CUDA runtime and cuBLASLt (tests/cuda_emu/run; needs the CUDA toolkit:
-#                   build/ with PGD_CUDA on; CUDA_EMU_TESTS picks tests). No substitute for a GPU
+#                   build/ with PGD_CUDA on; CUDA_EMU_TESTS picks tests; the GGUF weight-type
+#                   models of tests/gpu/make_gguf.py are written into build/gguf-types). No
+#                   substitute for a GPU
 #   make format     clang-format every C and CUDA source (and .inc body) in place
 #   make format-check  fail if any source differs from .clang-format (CI runs it)
 BUILD ?= build
@@ -138,7 +140,8 @@ CUDA_EMU_TESTS ?=
 
 test-cuda-emu: bootstrap-test $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target $(CUDA_EMU_TARGETS)
-	tests/cuda_emu/run $(BUILD) $(CUDA_EMU_TESTS)
+	.venv/bin/python tests/gpu/make_gguf.py $(BUILD)/gguf-types
+	PGD_TEST_GGUF_DIR=$(abspath $(BUILD))/gguf-types tests/cuda_emu/run $(BUILD) $(CUDA_EMU_TESTS)
 
 FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
 

@@ -32,6 +32,8 @@
 #include "common/error.h"
 #include "engine/backends/factory.h"
 #include "engine/model/dummy.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model.h"
 #include "engine/model/preset.h"
 #include "testutil.h"
 
@@ -379,6 +381,65 @@ static void test_qwen(void) {
     forward_matches(true);
 }
 
+/* Every weight type the device dequantizes, from GGUF files the gguf package wrote
+ * (tests/gpu/make_gguf.py: 1 layer, head_dim 64, vocabulary V): the CUDA backend loads the raw
+ * tensors (dequantized to bf16 on the device, fused there) and the CPU backend the same file
+ * dequantized to f32 (PGD_MODEL_F32: the precise reference); a chunked prefill, then decode
+ * steps, through run() (logits within its tolerance, greedy tokens where the CPU's top two are
+ * clear). The folder is PGD_TEST_GGUF_DIR (make test-cuda-emu and scripts/gpu-check set it; unset:
+ * said, not checked; set with a file missing: a failure). */
+static void test_gguf_types(void) {
+    static const char *const types[] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
+                                        "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+    const char *dir = getenv("PGD_TEST_GGUF_DIR");
+    if (!dir) {
+        fprintf(stderr, "    PGD_TEST_GGUF_DIR unset: the GGUF weight types are not checked (run "
+                        "tests/gpu/make_gguf.py DIR and set it)\n");
+        return;
+    }
+    for (size_t k = 0; k < PGD_ARRAY_LEN(types); k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tiny-%s.gguf", dir, types[k]);
+        pgd_gguf *g = NULL;
+        pgd_model *raw = NULL, *f32 = NULL;
+        if (pgd_gguf_open(path, &g) || pgd_model_load(g, PGD_MODEL_RAW | PGD_MODEL_QUIET, &raw) ||
+            pgd_model_load(g, PGD_MODEL_F32 | PGD_MODEL_QUIET, &f32)) {
+            fprintf(stderr, "    %s: %s\n", path, pgd_error_detail());
+            CHECK(0);
+            pgd_model_free(raw);
+            pgd_gguf_close(g);
+            continue;
+        }
+        REQUIRE(raw->cfg.n_vocab == V);
+        dev devs[2] = {0};
+        REQUIRE(open_dev(&devs[0], f32, PGD_DEVICE_CPU) == 0);
+        REQUIRE(open_dev(&devs[1], raw, PGD_DEVICE_CUDA) == 0);
+        g_worst = 0;
+        g_sampled_checked = 0;
+        int32_t tok[48];
+        for (int i = 0; i < 48; i++) tok[i] = (int32_t)((i * 97 + 13) % 256); /* byte tokens */
+        const int32_t table[16] = {1, 2, 3, 4, 5, 6, 7};
+        batch b = {0};
+        add_seq(&b, tok, 0, 20, table, false); /* a prefill in two chunks (tensor cores) */
+        run(devs, 2, &b);
+        memset(&b, 0, sizeof b);
+        add_seq(&b, tok, 20, 17, table, true);
+        run(devs, 2, &b);
+        for (uint32_t step = 0; step < 3; step++) { /* decode rows */
+            memset(&b, 0, sizeof b);
+            add_seq(&b, tok, 37 + step, 1, table, true);
+            run(devs, 2, &b);
+        }
+        fprintf(stderr, "    %s: worst logits error %.2e, %d device greedy tokens checked\n",
+                types[k], g_worst, g_sampled_checked);
+        close_dev(&devs[0]);
+        close_dev(&devs[1]);
+        pgd_model_free(raw);
+        pgd_model_free(f32);
+        pgd_gguf_close(g);
+    }
+}
+
 int main(void) {
     if (pgd_cuda_devices() == 0) {
         fprintf(stderr, "no CUDA device: skipped\n");
@@ -387,5 +448,6 @@ int main(void) {
     RUN(test_llama);
     RUN(test_qwen);
     RUN(test_graphs_match_eager);
+    RUN(test_gguf_types);
     return test_summary();
 }

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""tests/gpu/make_gguf.py OUTDIR — tiny Llama GGUF files, one per weight type the CUDA backend
+dequantizes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), written
+with the gguf package's writer (an implementation independent of pagoda's reader), for
+tests/gpu/test_cuda_forward.c's test_gguf_types: every 2D weight in the file's type, norms in
+f32. The types gguf-py quantizes are quantized from random f32 matrices; for the K-quants (which
+it only dequantizes) each block is random bytes with its f16 scales set to small finite values,
+as a quantizer could have written. Float weights are N(0, 0.05^2) (0.125 for the embedding):
+larger ones make the logits ill-conditioned, the bf16 rounding of activations alone then moving
+them by several percent. Shapes: 1 layer, 256 wide, 4 heads of 64 over 2 KV heads
+(the tensor-core attention's shapes), FFN 512, a byte-level vocabulary padded to 1,500 ids (the
+test's V). Deterministic: the same files every run (about 20 MB in all). Run by `make
+test-cuda-emu` and `scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
+import pathlib
+import sys
+
+import gguf
+import numpy as np
+from gguf.quants import quantize
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "reference"))
+from byte_level import bytes_to_unicode  # noqa: E402
+
+E, H, HKV, FF, LAYERS, CTX, VOCAB = 256, 4, 2, 512, 1, 512, 1500
+T = gguf.GGMLQuantizationType
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+         "Q5_K", "Q6_K"]
+# K-quants: (byte offset of d, of dmin or None) in a block, and the scale of d (weights of
+# about 0.05 rms, as the float ones)
+K_SCALES = {"Q2_K": (80, 82, 2e-3), "Q3_K": (108, None, 1.2e-3), "Q4_K": (0, 2, 2e-4),
+            "Q5_K": (0, 2, 1e-4), "Q6_K": (208, None, 4e-5)}
+
+
+def mat(rng, wtype, rows, cols, scale):
+    """(array, type) for add_tensor: a rows x cols matrix in wtype."""
+    qt = T[wtype]
+    if wtype in K_SCALES:
+        block_elems, block_bytes = gguf.GGML_QUANT_SIZES[qt]
+        n_blocks = cols // block_elems
+        raw = rng.integers(0, 256, size=(rows, n_blocks, block_bytes), dtype=np.uint8)
+        at_d, at_m, s = K_SCALES[wtype]
+        for at in (at_d, at_m):
+            if at is None:
+                continue
+            f = (rng.uniform(0.5, 1.5, size=(rows, n_blocks)) * s).astype(np.float16)
+            raw[:, :, at:at + 2] = f.view(np.uint8).reshape(rows, n_blocks, 2)
+        return raw.reshape(rows, n_blocks * block_bytes), qt
+    a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    if wtype == "F32":
+        return a, qt
+    if wtype == "F16":
+        return a.astype(np.float16), qt
+    return quantize(a, qt), qt
+
+
+def write(path, wtype, seed):
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(LAYERS)
+    w.add_embedding_length(E)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(H)
+    w.add_head_count_kv(HKV)
+    w.add_context_length(CTX)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe")
+    table = bytes_to_unicode()
+    toks = [table[b] for b in range(256)] + ["ab"]
+    toks += [f"<pad{i}>" for i in range(VOCAB - len(toks) - 1)] + ["<|end|>"]
+    w.add_token_list(toks)
+    w.add_token_types([1] * 257 + [3] * (VOCAB - 257))
+    w.add_token_merges(["a b"])
+    w.add_eos_token_id(VOCAB - 1)
+    vec = lambda n: (1 + rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
+
+    def add(name, rows, cols, scale):
+        arr, qt = mat(rng, wtype, rows, cols, scale)
+        w.add_tensor(name, arr, raw_dtype=qt)
+
+    D = E // H
+    add("token_embd.weight", VOCAB, E, 0.125)
+    add("output.weight", VOCAB, E, 0.05)
+    w.add_tensor("output_norm.weight", vec(E))
+    for layer in range(LAYERS):
+        p = f"blk.{layer}."
+        w.add_tensor(p + "attn_norm.weight", vec(E))
+        add(p + "attn_q.weight", H * D, E, 0.05)
+        add(p + "attn_k.weight", HKV * D, E, 0.05)
+        add(p + "attn_v.weight", HKV * D, E, 0.05)
+        add(p + "attn_output.weight", E, H * D, 0.05)
+        w.add_tensor(p + "ffn_norm.weight", vec(E))
+        add(p + "ffn_gate.weight", FF, E, 0.05)
+        add(p + "ffn_up.weight", FF, E, 0.05)
+        add(p + "ffn_down.weight", E, FF, 0.05)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for i, t in enumerate(TYPES):
+        write(out / f"tiny-{t}.gguf", t, seed=1000 + i)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
