@@ -1,7 +1,8 @@
 /*
  * engine/backends/cuda.c — the CUDA backend: a llama-family forward pass on one GPU over the paged
- * KV slab, with the rows it can sample sampled on the device. UNTESTED ON HARDWARE: written and
- * compiled without a GPU; scripts/gpu-check validates it against the CPU backend.
+ * KV slab, with the rows it can sample sampled on the device. Ran on an H200 (scripts/gpu-check:
+ * bench/results/gpu-h200.md); the tensor-core prefill attention and device top-k/top-p since are
+ * UNTESTED ON HARDWARE (the CPU emulation, tests/cuda_emu, passes them).
  *
  * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms and biases in f32 — the RoPE cos/sin
@@ -13,11 +14,15 @@
  * A step: one host-to-device copy of the packed metadata (tokens, positions, slots, sequence of
  * each token, the block table rows, the rows whose logits are computed, the sampled rows' specs
  * and random bits); then embedding; per layer: residual add + RMSNorm (the previous layer's
- * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention (split
- * over the KV chunks for launches of few rows: pgd_cuda_attn_splits), wo GEMM,
- * add + RMSNorm, gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only,
- * the output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the
- * step's event. Nothing is allocated inside a step.
+ * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention — the
+ * prefill chunks' query tiles on tensor cores, the other rows on CUDA cores (split over the KV
+ * chunks for launches of few rows: pgd_cuda_attn_splits), as the metadata's attention work says
+ * (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
+ * gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only, the output
+ * GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
+ * event. Nothing is allocated inside a step. After it, a sampled row the device handed back
+ * (a top-p nucleus past its candidate list) is sampled on the host from its logits, still on
+ * the device (one copy and one wait more, for that row only).
  *
  * CUDA graphs: a decode-only step whose rows are all sampled on the device
  * (pgd_cuda_graph_fits) runs as a graph captured for its padded size and block-table stride
@@ -114,7 +119,7 @@ typedef struct cuda_backend {
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
     pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
-    /* rows the device leaves to the host sampler (PGD_CUDA_SAMPLE_ON_HOST), made on first use */
+    /* rows the device leaves to the host sampler (PGD_CUDA_SAMPLE_ON_HOST) */
     float *host_row; /* [V] */
     pgd_sampler_scratch *host_sc;
     /* CUDA graphs of decode steps */
@@ -316,7 +321,8 @@ static int alloc_step(cuda_backend *b) {
         return rc;
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_results, SEQS_LIMIT * sizeof(pgd_sample_result)));
-    return 0;
+    if (!(b->host_row = malloc((size_t)b->V * sizeof *b->host_row))) return PGD_ENOMEM;
+    return pgd_sampler_scratch_create((int32_t)b->V, &b->host_sc);
 }
 
 static int make_plans(cuda_backend *b) {
@@ -541,10 +547,6 @@ void pgd_backend_cuda_graph_stats(const pgd_backend *base, pgd_cuda_graph_stats 
  * the row's spec and draw — the token the device would have given. */
 static int sample_on_host(cuda_backend *b, const pgd_batch *bt, uint32_t i,
                           pgd_sample_result *out) {
-    if (!b->host_row && !(b->host_row = malloc((size_t)b->V * sizeof *b->host_row)))
-        return PGD_ENOMEM;
-    int rc;
-    if (!b->host_sc && (rc = pgd_sampler_scratch_create((int32_t)b->V, &b->host_sc))) return rc;
     const float *row = b->logits + (uint64_t)(bt->n_logits + i) * b->V;
     PGD_CUDA_TRY(cudaMemcpyAsync(b->host_row, row, (size_t)b->V * sizeof *b->host_row,
                                  cudaMemcpyDeviceToHost, b->stream));
