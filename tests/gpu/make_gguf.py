@@ -19,7 +19,7 @@ import numpy as np
 from gguf.quants import quantize
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "reference"))
-from byte_level import bytes_to_unicode  # noqa: E402
+from tiny_gguf import start_model  # noqa: E402
 
 E, H, HKV, FF, LAYERS, CTX, VOCAB = 256, 4, 2, 512, 1, 512, 1500
 T = gguf.GGMLQuantizationType
@@ -55,24 +55,8 @@ def mat(rng, wtype, rows, cols, scale):
 
 def write(path, wtype, seed):
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(LAYERS)
-    w.add_embedding_length(E)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(H)
-    w.add_head_count_kv(HKV)
-    w.add_context_length(CTX)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("llama-bpe")
-    table = bytes_to_unicode()
-    toks = [table[b] for b in range(256)] + ["ab"]
-    toks += [f"<pad{i}>" for i in range(VOCAB - len(toks) - 1)] + ["<|end|>"]
-    w.add_token_list(toks)
-    w.add_token_types([1] * 257 + [3] * (VOCAB - 257))
-    w.add_token_merges(["a b"])
-    w.add_eos_token_id(VOCAB - 1)
+    w = start_model(path, "llama", embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
+                    rope_base=10000.0, rms_eps=1e-5, pre="llama-bpe", vocab=VOCAB)
     vec = lambda n: (1 + rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
 
     def add(name, rows, cols, scale):

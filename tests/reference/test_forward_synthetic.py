@@ -14,37 +14,18 @@ import pytest
 from gguf.quants import quantize
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from byte_level import bytes_to_unicode  # noqa: E402
+from tiny_gguf import start_model  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
 E, H, HKV, FF, LAYERS, CTX = 64, 4, 2, 128, 2, 256
 
 
-def byte_tokens():
-    """The GPT-2 byte-to-unicode alphabet: one token per byte (a byte-level BPE vocabulary)."""
-    table = bytes_to_unicode()
-    return [table[b] for b in range(256)]
-
-
 def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_block_count(LAYERS)
-    w.add_embedding_length(E)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(H)
-    w.add_head_count_kv(HKV)
-    w.add_context_length(CTX)
-    w.add_rope_freq_base(10000.0 if arch == "llama" else 1000000.0)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2" if arch == "qwen2" else "llama-bpe")
-    toks = byte_tokens() + ["ab", "<|end|>"]
-    w.add_token_list(toks)
-    w.add_token_types([1] * 257 + [3])
-    w.add_token_merges(["a b"])
-    w.add_eos_token_id(257)
-    vocab = len(toks)
+    w = start_model(path, arch, embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
+                    rope_base=10000.0 if arch == "llama" else 1000000.0, rms_eps=1e-6,
+                    pre="qwen2" if arch == "qwen2" else "llama-bpe")
+    vocab = 258
 
     def mat(rows, cols, scale):
         a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
