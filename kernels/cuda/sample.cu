@@ -152,32 +152,21 @@ __device__ __forceinline__ uint32_t float_ord(float f) {
     return u & 0x80000000u ? ~u : u | 0x80000000u;
 }
 
-/* The CTA-wide sum of x, to every thread. red: [kWarps] shared scratch. */
-__device__ uint32_t block_sum(uint32_t x, uint32_t *red) {
-#pragma unroll
-    for (int s = 16; s > 0; s /= 2) x += __shfl_xor_sync(0xffffffffu, x, s);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = x;
-    __syncthreads();
-    uint32_t r = 0;
-    for (uint32_t w = 0; w < kWarps; w++) r += red[w];
-    __syncthreads();
-    return r;
-}
-
 /* What the selection keeps in shared memory. */
 struct select_smem {
     uint32_t hist[256];
-    uint32_t prefix, rank, equal, count;
+    uint32_t prefix, rank, equal, total, count;
     unsigned long long keys[kCands]; /* (weight bits << 32) | ~id, the best first once sorted */
 };
 
-/* The K-th largest (1 <= K <= how many ids have a key) of key(i, &v) over ids i < V (key
- * returns whether id i takes part), 8 bits a pass from the top; *above gets how many keys are
- * larger, *equal how many equal it. To every thread. */
+/* The *K-th largest of key(i, &v) over ids i < V (key returns whether id i takes part), 8 bits
+ * a pass from the top; *K is first lowered to how many ids take part (*total, counted by the
+ * first pass; at least 1), *above gets how many keys are larger, *equal how many equal it. To
+ * every thread. */
 template <class Key>
-__device__ uint32_t kth_largest(uint32_t V, uint32_t K, Key key, select_smem &sm, uint32_t *above,
-                                uint32_t *equal) {
-    uint32_t prefix = 0, mask = 0, rank = K;
+__device__ uint32_t kth_largest(uint32_t V, uint32_t *K, Key key, select_smem &sm, uint32_t *total,
+                                uint32_t *above, uint32_t *equal) {
+    uint32_t prefix = 0, mask = 0, rank = *K;
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (uint32_t d = threadIdx.x; d < 256; d += kThreads) sm.hist[d] = 0;
         __syncthreads();
@@ -187,8 +176,14 @@ __device__ uint32_t kth_largest(uint32_t V, uint32_t K, Key key, select_smem &sm
         }
         __syncthreads();
         if (threadIdx.x == 0) {
+            if (shift == 24) { /* every id taking part is in this pass's histogram */
+                uint32_t n = 0;
+                for (uint32_t d = 0; d < 256; d++) n += sm.hist[d];
+                sm.total = n;
+                rank = min(rank, n);
+            }
             uint32_t cum = 0, d = 255;
-            for (;; d--) { /* K <= the count: some digit holds the K-th */
+            for (;; d--) { /* rank <= the count: some digit holds it */
                 if (cum + sm.hist[d] >= rank || d == 0) break;
                 cum += sm.hist[d];
             }
@@ -201,7 +196,9 @@ __device__ uint32_t kth_largest(uint32_t V, uint32_t K, Key key, select_smem &sm
         rank = sm.rank;
         mask |= 255u << shift;
     }
-    *above = K - rank;
+    *total = sm.total;
+    *K = min(*K, *total);
+    *above = *K - rank;
     *equal = sm.equal;
     __syncthreads(); /* sm is free again */
     return prefix;
@@ -233,10 +230,8 @@ __device__ __forceinline__ unsigned long long cand_key(float p, uint32_t i) {
 /* A top-k / top-p row's token (to thread 0; the others get -1): see step 4 above. z_p: the
  * dense total at this temperature without min-p (top-p alone), else unused. */
 __device__ int32_t sample_candidates(const float *l, uint32_t V, const pgd_sample_spec &sp, float m,
-                                     float inv_t, double z_p, double u, select_smem &sm,
-                                     uint32_t *red_u) {
+                                     float inv_t, double z_p, double u, select_smem &sm) {
     const bool top_k = sp.top_k > 0 && (uint32_t)sp.top_k < V;
-    uint32_t K, n_pos = 0;
     /* top-k: the sanitised logits' order over every id; top-p: the weights of positive ones */
     auto logit_key = [&](uint32_t i, uint32_t *v) {
         *v = float_ord(pgd_sample_sanitize(l[i]));
@@ -247,18 +242,11 @@ __device__ int32_t sample_candidates(const float *l, uint32_t V, const pgd_sampl
         *v = __float_as_uint(p);
         return p > 0.0f;
     };
-    if (top_k) {
-        K = (uint32_t)sp.top_k;
-    } else {
-        uint32_t mine = 0;
-        for (uint32_t i = threadIdx.x; i < V; i += kThreads)
-            mine += pgd_sample_weight(l[i], m, inv_t, 0.0f) > 0.0f;
-        n_pos = block_sum(mine, red_u);
-        K = min(n_pos, kCands);
-    }
-    uint32_t above, equal, t;
-    t = top_k ? kth_largest(V, K, logit_key, sm, &above, &equal)
-              : kth_largest(V, K, weight_key, sm, &above, &equal);
+    /* top-k: K = top_k of every id; top-p: the list's length, or fewer ids of positive weight
+     * (n_pos) */
+    uint32_t K = top_k ? (uint32_t)sp.top_k : kCands, n_pos, above, equal, t;
+    t = top_k ? kth_largest(V, &K, logit_key, sm, &n_pos, &above, &equal)
+              : kth_largest(V, &K, weight_key, sm, &n_pos, &above, &equal);
     /* ties at the K-th key: the lower ids, up to id_max */
     uint32_t id_max = 0xFFFFFFFFu;
     if (above + equal > K) {
@@ -268,8 +256,8 @@ __device__ int32_t sample_candidates(const float *l, uint32_t V, const pgd_sampl
             *v = 0xFFFFFFFFu - i;
             return in && k == t;
         };
-        uint32_t a2, e2;
-        id_max = 0xFFFFFFFFu - kth_largest(V, K - above, tied, sm, &a2, &e2);
+        uint32_t k2 = K - above, n2, a2, e2;
+        id_max = 0xFFFFFFFFu - kth_largest(V, &k2, tied, sm, &n2, &a2, &e2);
     }
     for (uint32_t i = threadIdx.x; i < kCands; i += kThreads) sm.keys[i] = 0; /* below any id */
     if (threadIdx.x == 0) sm.count = 0;
@@ -278,8 +266,9 @@ __device__ int32_t sample_candidates(const float *l, uint32_t V, const pgd_sampl
         uint32_t v;
         const bool in = top_k ? logit_key(i, &v) : weight_key(i, &v);
         if (!in || v < t || (v == t && i > id_max)) continue;
-        const uint32_t slot = atomicAdd(&sm.count, 1u);
-        sm.keys[slot] = cand_key(pgd_sample_weight(l[i], m, inv_t, 0.0f), i);
+        const uint32_t slot = atomicAdd(&sm.count, 1u); /* top-p: v is the weight's bits */
+        sm.keys[slot] =
+            cand_key(top_k ? pgd_sample_weight(l[i], m, inv_t, 0.0f) : __uint_as_float(v), i);
     }
     sort_desc(sm);
     if (threadIdx.x != 0) return -1;
@@ -363,8 +352,7 @@ __global__ void __launch_bounds__(kThreads)
             z = block_totals(l, V, nb, m, inv_t, 0.0f, bsum, &total);
             z_is_raw = inv_t == 1.0f;
         }
-        token =
-            sample_candidates(l, V, sp, m, inv_t, z, pgd_sample_uniform(draws[row]), sel, red_u);
+        token = sample_candidates(l, V, sp, m, inv_t, z, pgd_sample_uniform(draws[row]), sel);
         if (threadIdx.x == 0) token_sh = token;
         __syncthreads();
         token = token_sh;
