@@ -16,9 +16,10 @@
  *      of attention_math.h: a warp's shuffle-down (strides 16..1), then the 8 warp results
  *      (strides 4, 2, 1) — every thread computes that last level itself from shared memory,
  *      so all hold the same (m_c, s_c);
- *   3. thread t owns dimension d = t % D of heads t / D, t / D + 256 / D, ... (a (head, d) pair
- *      is owned by exactly one thread): o_c = FMA chain over the chunk's positions ascending of
- *      w_j * V_j[d], V_j read once per thread and used for all its heads.
+ *   3. the tile's (head, dimension pair) units are dealt to the threads (unit u = head
+ *      u / (D / 2), dimensions 2 (u % (D / 2)) and + 1 to thread u % 256, so each (head, d) has
+ *      exactly one owner): per unit, o_c = two FMA chains over the chunk's positions ascending of
+ *      w_j * V_j[d], each V pair one 4-byte load (a warp: 128 contiguous bytes of a row).
  * Then fold_chunk folds (m_c, s_c, o_c) into the row's running (m, s, o), chunk 0's partial
  * being the start; at the end out = bf16(o / s). Nothing depends on T, on the row's place in
  * the batch or on the grid: each reduction's shape is fixed by the chunk, not by the launch.
@@ -30,10 +31,12 @@
  * with the same formula in increasing chunk order from chunk 0's partial itself, and writes
  * bf16(o / s). The fold is not associative, so partials are never pre-folded.
  *
- * Latency: a thread keeps 4 of its K loads (16 bytes each) and 32 of its V loads in flight
- * before the FMAs that use them, in the same order; 2 CTAs an SM (__launch_bounds__: 128
- * registers, a few bytes spilled). On an H200, one V load waited for at a time made a decode
- * chunk take 60 us.
+ * Latency and issue: a thread keeps 8 of its K loads (16 bytes each) and 32 of its V loads in
+ * flight before the FMAs that use them, in the same order; 2 CTAs an SM (__launch_bounds__: 128
+ * registers). On an H200, one V load waited for at a time made a decode chunk take 60 us; with
+ * loads in flight it still took 37 us, when step 3 gave each thread one dimension of up to 8
+ * heads (a 2-byte load, a shared index and 8 guarded FMA slots a position: ~35 instructions for
+ * 2 FMAs at Llama-3-8B's group of 4), which the unit layout replaces (~8 for 2).
  *
  * Invariants: head_dim a multiple of 8 and at most 256 (16-byte K loads; one pair set per
  * thread at most 8 heads); the slab 16-byte aligned; positions beyond pos[t] are never read;
@@ -77,9 +80,9 @@ __device__ __forceinline__ uint32_t row_at(const attn_args &a, uint32_t i) {
 
 /* What one CTA keeps in shared memory. */
 struct attn_smem {
-    float q[kTile * PGD_ATTN_MAX_HEAD_DIM];               /* the tile's queries [g][d] */
-    float w[kTile][kThreads];                             /* the chunk's weights [g][j] */
-    uint64_t k_at[kThreads];                              /* slab index of position j's K row */
+    float q[kTile * PGD_ATTN_MAX_HEAD_DIM]; /* the tile's queries [g][d] */
+    float w[kTile][kThreads];               /* the chunk's weights [g][j] */
+    uint64_t k_at[kThreads]; /* slab index of position j's K row (0 past the chunk) */
     float red_max[kTile][kWarps], red_sum[kTile][kWarps]; /* the tree's warp results */
 };
 
@@ -91,9 +94,20 @@ struct tile_ctx {
     uint32_t layer, kvh, D, n_heads; /* n_heads: heads in this tile, 1..kTile */
     uint64_t v_off;                  /* a V row's index minus its K row's */
     float scale;
-    uint32_t d, set, n_sets; /* step 3: this thread's dimension, first head, head stride */
-    bool owner;              /* this thread owns (head, d) pairs */
+    uint32_t n_units; /* step 3: the units this thread owns (unit_of), 0..kUnits */
 };
+
+/* Step 3's units: (head, dimension pair) of the tile, unit u = head g, dimensions 2 (u % (D / 2))
+ * and the next one; thread t owns the units t, t + kThreads, ... (each exactly one thread). */
+constexpr uint32_t kUnits = kTile * PGD_ATTN_MAX_HEAD_DIM / 2 / kThreads;
+static_assert(kUnits * kThreads * 2 == kTile * PGD_ATTN_MAX_HEAD_DIM, "units cover the tile");
+
+/* Unit k of this thread: its head (*g) and first dimension (*d). */
+__device__ __forceinline__ void unit_of(const tile_ctx &c, uint32_t k, uint32_t *g, uint32_t *d) {
+    const uint32_t u = threadIdx.x + k * kThreads, half = c.D / 2;
+    *g = u / half;
+    *d = 2 * (u % half);
+}
 
 __device__ __forceinline__ float h2f(uint16_t bits) {
     __half_raw r;
@@ -144,7 +158,7 @@ __device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_
     for (uint32_t g = 0; g < kTile; g++) acc[g] = 0.0f;
     const uint4 *krow = reinterpret_cast<const uint4 *>(c.kv + k_at);
     /* kLoads 16-byte loads in flight before their FMAs (the order of the FMAs is unchanged) */
-    constexpr uint32_t kLoads = 4;
+    constexpr uint32_t kLoads = 8;
     for (uint32_t d1 = 0; d1 < c.D; d1 += 8 * kLoads) {
         uint4 raws[kLoads]; /* unconditional loads (past the row: its first 16 bytes again) */
 #pragma unroll
@@ -176,15 +190,18 @@ __device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_
 }
 
 /* One chunk's partial: positions c0 .. c0 + nc - 1 (1 <= nc <= kThreads). Every thread gets
- * (mc[g], sc[g]) for the tile's heads; an owner thread oc[i] for its pairs (head set +
- * i * n_sets, dimension d). Ends with the CTA synchronised and shared memory free for reuse. */
+ * (mc[g], sc[g]) for the tile's heads, and oc[k][0..1] for its unit k (unit_of). Ends with the
+ * CTA synchronised and shared memory free for reuse. */
 __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uint32_t nc,
-                              float (&mc)[kTile], float (&sc)[kTile], float (&oc)[kTile]) {
+                              float (&mc)[kTile], float (&sc)[kTile], float (&oc)[kUnits][2]) {
     const uint32_t j = threadIdx.x, lane = j % PGD_ATTN_TREE_RUN, warp = j / PGD_ATTN_TREE_RUN;
     float x[kTile];
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) x[g] = -INFINITY;
-    if (j < nc) scores(c, sm, c0, j, x);
+    if (j < nc)
+        scores(c, sm, c0, j, x);
+    else
+        sm.k_at[j] = 0; /* step 3 reads slot 0 of the slab past the chunk, and drops it */
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) {
         const float v = warp_tree<true>(x[g]);
@@ -203,37 +220,51 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) sc[g] = block_tree<false>(sm.red_sum[g]);
 #pragma unroll
-    for (uint32_t i = 0; i < kTile; i++) oc[i] = 0.0f;
-    if (c.owner) {
-        /* kLoads V values in flight before their FMAs: a load waited for at every position
-         * would make this loop latency-bound (the order of the FMAs is unchanged) */
+    for (uint32_t k = 0; k < kUnits; k++) {
+        oc[k][0] = 0.0f;
+        oc[k][1] = 0.0f;
+        if (k >= c.n_units) continue;
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        const uint16_t *vcol = c.kv + c.v_off + d;
+        const float *w = sm.w[g];
+        float o0 = 0.0f, o1 = 0.0f;
+        /* kLoads positions' V pairs (4 bytes each: a warp reads 128 contiguous bytes of a row)
+         * in flight before their FMAs: a load waited for at every position would make this loop
+         * latency-bound (the order of the FMAs is unchanged). The loads are unconditional: past
+         * the chunk k_at is 0. */
         constexpr uint32_t kLoads = 32;
-        const uint16_t *vcol = c.kv + c.v_off + c.d;
         for (uint32_t p0 = 0; p0 < nc; p0 += kLoads) {
-            /* all loads first, unconditionally (past the chunk: position p0 again), then the
-             * conversions: a conversion next to its load would wait for it */
-            uint16_t raw[kLoads];
+            uint32_t raw[kLoads];
 #pragma unroll
-            for (uint32_t u = 0; u < kLoads; u++) raw[u] = vcol[sm.k_at[p0 + u < nc ? p0 + u : p0]];
+            for (uint32_t u = 0; u < kLoads; u += 2) {
+                const ulonglong2 at = *reinterpret_cast<const ulonglong2 *>(&sm.k_at[p0 + u]);
+                raw[u] = *reinterpret_cast<const uint32_t *>(vcol + at.x);
+                raw[u + 1] = *reinterpret_cast<const uint32_t *>(vcol + at.y);
+            }
 #pragma unroll
-            for (uint32_t u = 0; u < kLoads; u++) {
+            for (uint32_t u = 0; u < kLoads; u += 4) {
                 if (p0 + u >= nc) break;
-                const float v = h2f(raw[u]);
+                const float4 w4 = *reinterpret_cast<const float4 *>(&w[p0 + u]);
+                const float wj[4] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
-                for (uint32_t i = 0; i < kTile; i++) {
-                    const uint32_t g = c.set + i * c.n_sets;
-                    if (g < c.n_heads) oc[i] = pgd_rn_fma(sm.w[g][p0 + u], v, oc[i]);
+                for (uint32_t e = 0; e < 4; e++) { /* w is 0 past the chunk: its FMAs dropped */
+                    if (p0 + u + e >= nc) break;
+                    o0 = pgd_rn_fma(wj[e], h2f((uint16_t)(raw[u + e] & 0xFFFFu)), o0);
+                    o1 = pgd_rn_fma(wj[e], h2f((uint16_t)(raw[u + e] >> 16)), o1);
                 }
             }
         }
+        oc[k][0] = o0;
+        oc[k][1] = o1;
     }
     __syncthreads(); /* w, k_at and red_* are free again */
 }
 
 /* Fold a chunk's partial into the running (m, s, o) (attention_math.h's formula). */
 __device__ __forceinline__ void fold_chunk(const tile_ctx &c, float (&m)[kTile], float (&s)[kTile],
-                                           float (&o)[kTile], const float (&mc)[kTile],
-                                           const float (&sc)[kTile], const float (&oc)[kTile]) {
+                                           float (&o)[kUnits][2], const float (&mc)[kTile],
+                                           const float (&sc)[kTile], const float (&oc)[kUnits][2]) {
     float a[kTile], b[kTile];
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) {
@@ -241,9 +272,13 @@ __device__ __forceinline__ void fold_chunk(const tile_ctx &c, float (&m)[kTile],
         s[g] = pgd_attn_fold(s[g], a[g], sc[g], b[g]);
     }
 #pragma unroll
-    for (uint32_t i = 0; i < kTile; i++) {
-        const uint32_t g = c.set + i * c.n_sets;
-        if (g < c.n_heads) o[i] = pgd_attn_fold(o[i], pick(a, g), oc[i], pick(b, g));
+    for (uint32_t k = 0; k < kUnits; k++) {
+        if (k >= c.n_units) break;
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        const float ag = pick(a, g), bg = pick(b, g);
+        o[k][0] = pgd_attn_fold(o[k][0], ag, oc[k][0], bg);
+        o[k][1] = pgd_attn_fold(o[k][1], ag, oc[k][1], bg);
     }
 }
 
@@ -269,10 +304,8 @@ __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, 
     c.n_heads = min(kTile, a.group - tile * kTile);
     c.v_off = (uint64_t)a.geom.n_kv_head * a.geom.block_size * D;
     c.scale = a.scale;
-    c.n_sets = kThreads / D;
-    c.d = t % D;
-    c.set = t / D;
-    c.owner = c.set < c.n_sets;
+    const uint32_t units = c.n_heads * (D / 2);
+    c.n_units = t < units ? (units - t + kThreads - 1) / kThreads : 0;
     const float *qrow = a.q + (uint64_t)row * a.q_stride + (uint64_t)h0 * D;
     for (uint32_t i = t; i < c.n_heads * D; i += kThreads) sm.q[i] = qrow[i];
     __syncthreads();
@@ -285,29 +318,37 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     tile_ctx c;
     const uint32_t h0 = tile_setup(a, sm, row, c); /* the tile's first query head */
     const uint32_t n_ctx = ctx_of(a, row);
-    float m[kTile] = {}, s[kTile] = {}, o[kTile] = {};
+    float m[kTile] = {}, s[kTile] = {}, o[kUnits][2] = {};
     for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
-        float mc[kTile], sc[kTile], oc[kTile];
+        float mc[kTile], sc[kTile], oc[kUnits][2];
         chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
         if (c0 == 0) {
 #pragma unroll
             for (uint32_t g = 0; g < kTile; g++) {
                 m[g] = mc[g];
                 s[g] = sc[g];
-                o[g] = oc[g];
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < kUnits; k++) {
+                o[k][0] = oc[k][0];
+                o[k][1] = oc[k][1];
             }
         } else {
             fold_chunk(c, m, s, o, mc, sc, oc);
         }
     }
-    if (!c.owner) return;
     uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * D;
 #pragma unroll
-    for (uint32_t i = 0; i < kTile; i++) {
-        const uint32_t g = c.set + i * c.n_sets;
-        if (g >= c.n_heads) continue;
-        const float y = n_ctx ? pgd_rn_div(o[i], pick(s, g)) : 0.0f;
-        orow[(uint64_t)g * D + c.d] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+    for (uint32_t k = 0; k < kUnits; k++) {
+        if (k >= c.n_units) break;
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        const float sg = pick(s, g);
+        const float y0 = n_ctx ? pgd_rn_div(o[k][0], sg) : 0.0f;
+        const float y1 = n_ctx ? pgd_rn_div(o[k][1], sg) : 0.0f;
+        const uint32_t pair = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y0)) |
+                              (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y1)) << 16;
+        *reinterpret_cast<uint32_t *>(orow + (uint64_t)g * D + d) = pair;
     }
 }
 
@@ -337,19 +378,21 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     const uint32_t h0 = tile_setup(a, sm, row, c);
     for (uint32_t ci = blockIdx.z; ci < n_chunks; ci += gridDim.z) {
         const uint32_t c0 = ci * kThreads;
-        float mc[kTile], sc[kTile], oc[kTile];
+        float mc[kTile], sc[kTile], oc[kUnits][2];
         chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
         if (t < c.n_heads) {
             float *p = partial_at(a, sp, i, h0 + t, ci);
             p[0] = pick(mc, t);
             p[1] = pick(sc, t);
         }
-        if (c.owner) {
 #pragma unroll
-            for (uint32_t k = 0; k < kTile; k++) {
-                const uint32_t g = c.set + k * c.n_sets;
-                if (g < c.n_heads) partial_at(a, sp, i, h0 + g, ci)[2 + c.d] = oc[k];
-            }
+        for (uint32_t k = 0; k < kUnits; k++) {
+            if (k >= c.n_units) break;
+            uint32_t g, d;
+            unit_of(c, k, &g, &d);
+            float *p = partial_at(a, sp, i, h0 + g, ci) + 2 + d;
+            p[0] = oc[k][0];
+            p[1] = oc[k][1];
         }
     }
 }
