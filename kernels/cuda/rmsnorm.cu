@@ -12,7 +12,9 @@
  *   A row's bits depend only on the row, never on R, rows or the grid.
  * Each thread loads kLoads of its elements (and their addends) before it adds, stores and squares
  * them in the same order: one load waited for at a time made the kernel latency-bound (15 us for
- * one row of 4096 on an H200).
+ * one row of 4096 on an H200; 6 us with 8 loads in flight, two passes over the row). A row of
+ * at most kOne * LANES elements (4096) now stays in registers: its elements, addends and norm
+ * weights are all loaded before the first is used, and the second pass reads nothing.
  */
 #include <cuda_runtime.h>
 
@@ -23,6 +25,27 @@
 
 namespace {
 
+/* Elements of a row a thread holds in registers when the row fits (E <= kOne * LANES: one
+ * wait for all of its loads, the norm's weights included); longer rows take two passes. */
+constexpr uint32_t kOne = 16;
+
+/* The row's scale from this thread's sum of squares: the lanes' partials folded by the tree
+ * (rmsnorm.h), then f32(1 / sqrt(ss / E + eps)). Every thread gets it; part is free again when
+ * it returns. */
+__device__ __forceinline__ float row_scale(double *part, double acc, uint32_t E, float eps) {
+    const unsigned j = threadIdx.x;
+    part[j] = acc;
+    __syncthreads();
+    for (unsigned h = PGD_RMSNORM_LANES / 2; h > 0; h >>= 1) {
+        if (j < h) part[j] = __dadd_rn(part[j], part[j + h]);
+        __syncthreads();
+    }
+    const double ms = __dadd_rn(__ddiv_rn(part[0], (double)E), (double)eps);
+    const float s = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(ms)));
+    __syncthreads(); /* part[0] is read before the next row overwrites it */
+    return s;
+}
+
 /* x, add: f32 [.][E]; w: f32 [E]; rows: [R] or NULL; out: bf16 [R][E]; blockDim.x = LANES. */
 __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
     add_rmsnorm_kernel(float *x, const float *add, const float *w, float eps, const uint32_t *rows,
@@ -32,7 +55,35 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
     for (uint32_t i = blockIdx.x; i < R; i += gridDim.x) { /* uniform across the CTA */
         const uint64_t r = rows ? rows[i] : i;
         float *xr = x + r * E;
+        uint16_t *o = out + (uint64_t)i * E;
         double acc = 0.0;
+        if (E <= kOne * PGD_RMSNORM_LANES) { /* the row in registers: one wait for all loads */
+            float v[kOne], a[kOne], g[kOne];
+#pragma unroll
+            for (uint32_t u = 0; u < kOne; u++) {
+                const uint32_t e = j + u * PGD_RMSNORM_LANES;
+                v[u] = e < E ? xr[e] : 0.0f;
+                a[u] = add && e < E ? add[r * E + e] : 0.0f;
+                g[u] = e < E ? w[e] : 0.0f;
+            }
+#pragma unroll
+            for (uint32_t u = 0; u < kOne; u++) {
+                const uint32_t e = j + u * PGD_RMSNORM_LANES;
+                if (e >= E) break;
+                if (add) {
+                    v[u] = __fadd_rn(v[u], a[u]);
+                    xr[e] = v[u];
+                }
+                acc = __dadd_rn(acc, __dmul_rn((double)v[u], (double)v[u]));
+            }
+            const float s = row_scale(part, acc, E, eps);
+#pragma unroll
+            for (uint32_t u = 0; u < kOne; u++) {
+                const uint32_t e = j + u * PGD_RMSNORM_LANES;
+                if (e < E) o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(v[u], s), g[u]));
+            }
+            continue;
+        }
         constexpr uint32_t kLoads = 8, kStep = kLoads * PGD_RMSNORM_LANES;
         for (uint32_t e0 = j; e0 < E; e0 += kStep) {
             float v[kLoads], a[kLoads];
@@ -53,15 +104,7 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
                 acc = __dadd_rn(acc, __dmul_rn((double)v[u], (double)v[u]));
             }
         }
-        part[j] = acc;
-        __syncthreads();
-        for (unsigned h = PGD_RMSNORM_LANES / 2; h > 0; h >>= 1) {
-            if (j < h) part[j] = __dadd_rn(part[j], part[j + h]);
-            __syncthreads();
-        }
-        const double ms = __dadd_rn(__ddiv_rn(part[0], (double)E), (double)eps);
-        const float s = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(ms)));
-        uint16_t *o = out + (uint64_t)i * E;
+        const float s = row_scale(part, acc, E, eps);
         for (uint32_t e0 = j; e0 < E; e0 += kStep) { /* xr[e]: this thread's own writes */
             float v[kLoads], g[kLoads];
 #pragma unroll
@@ -76,7 +119,6 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
                 if (e < E) o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(v[u], s), g[u]));
             }
         }
-        __syncthreads(); /* part[0] is read before the next row overwrites it */
     }
 }
 
