@@ -63,7 +63,8 @@ int main(void) {
     TRY(cudaMemcpy(dW, h, (size_t)N * K * 2, cudaMemcpyHostToDevice));
     pgd_cuda_gemm *g;
     pgd_cuda_gemm_plan *p;
-    if (pgd_cuda_gemm_create(32u << 20, &g) || pgd_cuda_gemm_plan_create(g, N, K, M, false, &p)) {
+    if (pgd_cuda_gemm_create(32u << 20, &g) ||
+        pgd_cuda_gemm_plan_create(g, N, K, M, PGD_CUDA_GEMM_INVARIANT, &p)) {
         fprintf(stderr, "cuda_ceiling: no GEMM plan\n");
         return 1;
     }

@@ -327,7 +327,9 @@ static int alloc_step(cuda_backend *b) {
 
 static int make_plans(cuda_backend *b) {
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
-    bool fast = !b->opt.batch_invariant;
+    const pgd_cuda_gemm_mode fast = b->opt.batch_invariant ? PGD_CUDA_GEMM_INVARIANT
+                                    : b->opt.decode_gemv   ? PGD_CUDA_GEMM_FAST_GEMV
+                                                           : PGD_CUDA_GEMM_FAST;
     int rc;
     if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, &b->p_qkv)) ||

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemv.h"
 
 #define LT_TRY(call)                                                                               \
     do {                                                                                           \
@@ -33,6 +34,7 @@ struct pgd_cuda_gemm {
 struct pgd_cuda_gemm_plan {
     uint32_t N, K, max_m;
     bool fast;
+    uint32_t gemv_max_m; /* M up to this runs on pgd_cuda_gemv (0: never) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c; /* W, X, Y (Y is also D) */
     cublasLtMatmulAlgo_t algo[N_BUCKETS];
@@ -131,8 +133,8 @@ void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p) {
     free(p);
 }
 
-int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m, bool fast,
-                              pgd_cuda_gemm_plan **out) {
+int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
+                              pgd_cuda_gemm_mode mode, pgd_cuda_gemm_plan **out) {
     *out = NULL;
     if (!N || !K || !max_m) return pgd_error_set(PGD_EINVAL, "gemm plan: empty shape");
     pgd_cuda_gemm_plan *p = calloc(1, sizeof *p);
@@ -140,7 +142,11 @@ int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t
     p->N = N;
     p->K = K;
     p->max_m = max_m;
+    const bool fast = mode != PGD_CUDA_GEMM_INVARIANT;
     p->fast = fast;
+    /* the kernel's rows are exactly the first range, so its bits stay within one range */
+    PGD_ASSERT(PGD_CUDA_GEMV_MAX_M == pgd_cuda_gemm_bucket_max[0]);
+    if (mode == PGD_CUDA_GEMM_FAST_GEMV && K % 8 == 0) p->gemv_max_m = PGD_CUDA_GEMV_MAX_M;
     int rc = 0;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
@@ -175,6 +181,7 @@ fail:
 int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X, const uint16_t *W,
                       float *Y, uint32_t M, void *stream) {
     PGD_ASSERT(M >= 1 && M <= p->max_m);
+    if (M <= p->gemv_max_m) return pgd_cuda_gemv(X, W, Y, M, p->N, p->K, stream);
     int b = N_BUCKETS - 1;
     if (p->fast) b = pgd_cuda_gemm_bucket(M);
     int rc = set_m(p, M);
@@ -183,4 +190,8 @@ int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X
     LT_TRY(cublasLtMatmul(g->lt, p->op, &alpha, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c,
                           &p->algo[b], g->workspace, g->workspace_bytes, (cudaStream_t)stream));
     return 0;
+}
+
+bool pgd_cuda_gemm_plan_gemv(const pgd_cuda_gemm_plan *p, uint32_t M) {
+    return M >= 1 && M <= p->gemv_max_m;
 }

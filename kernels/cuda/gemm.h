@@ -15,6 +15,11 @@
  * The ranges end where the CUDA graphs' padded batch sizes (engine/backends/cuda_plan.h) have
  * bounds too, so padding a decode step never moves it to another range.
  *
+ * PGD_CUDA_GEMM_FAST_GEMV plans are fast plans whose first range (M <= 8, decode steps of few
+ * sequences) runs pagoda's own kernel (gemv.h: the weights streamed once, no split-K pass)
+ * instead of cuBLASLt, where K is a multiple of 8; its bits too are the same for every M of that
+ * range (untested on hardware; --decode-gemv).
+ *
  * Nothing allocates during a run: the workspace is allocated once with the handle, and a run
  * only changes the M of the plan's layouts.
  *
@@ -42,6 +47,13 @@ static inline int pgd_cuda_gemm_bucket(uint32_t M) {
     return b;
 }
 
+/* How a plan chooses its algorithms (see above). */
+typedef enum pgd_cuda_gemm_mode {
+    PGD_CUDA_GEMM_INVARIANT = 0, /* one split-free algorithm for every M */
+    PGD_CUDA_GEMM_FAST = 1,      /* one per range of M, split-K allowed */
+    PGD_CUDA_GEMM_FAST_GEMV = 2, /* FAST, with the first range on pgd_cuda_gemv */
+} pgd_cuda_gemm_mode;
+
 typedef struct pgd_cuda_gemm pgd_cuda_gemm;
 typedef struct pgd_cuda_gemm_plan pgd_cuda_gemm_plan;
 
@@ -50,8 +62,10 @@ int pgd_cuda_gemm_create(size_t workspace_bytes, pgd_cuda_gemm **out);
 void pgd_cuda_gemm_destroy(pgd_cuda_gemm *g); /* NULL is fine */
 
 /* A plan for W of shape [N][K] and any M in [1, max_m]. 0, PGD_ECUDA (no algorithm). */
-int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m, bool fast,
-                              pgd_cuda_gemm_plan **out);
+int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
+                              pgd_cuda_gemm_mode mode, pgd_cuda_gemm_plan **out);
+/* Whether the plan runs M rows on pgd_cuda_gemv (for tests and logs). */
+bool pgd_cuda_gemm_plan_gemv(const pgd_cuda_gemm_plan *p, uint32_t M);
 void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p); /* NULL is fine */
 
 /* Y = X · Wᵀ for M rows (1 <= M <= max_m), asynchronous on `stream`. Device pointers, 16-byte

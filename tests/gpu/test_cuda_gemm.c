@@ -10,7 +10,10 @@
  *     512 (the algorithm is fixed per shape, without split-K), so a row's result does not depend
  *     on the batch;
  *   - a `fast` plan stays within the same tolerance, and within one of its ranges of M
- *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 1 and 7; 300 and 512).
+ *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 1 and 7; 300 and 512);
+ *   - a fast plan with the GEMV kernel (PGD_CUDA_GEMM_FAST_GEMV) runs M = 1 and 7 on it, with
+ *     the bits of its twin pgd_cuda_gemv_twin (which is independent of M), M = 64 and more on
+ *     cuBLASLt; the kernel refuses bad shapes.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -21,6 +24,7 @@
 #include "common/error.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "testutil.h"
 
 static uint64_t g_rng;
@@ -62,10 +66,15 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
 
     /* the twin on the first 16 rows (the full M would take minutes on one core) */
     pgd_cuda_gemm_twin(X, W, Yref, 16, N, K);
+    /* the GEMV kernel's exact bits for the rows of M = 7 (and so of M = 1) */
+    float *Ygemv = malloc((uint64_t)7 * N * 4);
+    REQUIRE(Ygemv);
+    pgd_cuda_gemv_twin(X, W, Ygemv, 7, N, K);
     const double tol = fmax(1e-5, K * 0x1p-27);
-    for (int fast = 0; fast < 2; fast++) {
+    for (int mode = 0; mode < 3; mode++) {
+        const bool fast = mode != PGD_CUDA_GEMM_INVARIANT;
         pgd_cuda_gemm_plan *p = NULL;
-        REQUIRE(pgd_cuda_gemm_plan_create(g, N, K, MAX_M, fast, &p) == 0);
+        REQUIRE(pgd_cuda_gemm_plan_create(g, N, K, MAX_M, (pgd_cuda_gemm_mode)mode, &p) == 0);
         /* the full batch first: the reference bits */
         REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)MAX_M * N * 4) == cudaSuccess); /* NaN poison */
         CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, MAX_M, NULL), 0);
@@ -76,7 +85,10 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
             if (e > worst) worst = e;
         }
         fprintf(stderr, "    %u x %u%s: worst row error vs twin %.2e\n", N, K,
-                fast ? " (fast)" : "", worst);
+                mode == PGD_CUDA_GEMM_FAST_GEMV ? " (fast, gemv)"
+                : fast                          ? " (fast)"
+                                                : "",
+                worst);
         CHECK(worst <= tol);
         for (size_t i = 0; i < PGD_ARRAY_LEN(ms) - 1; i++) {
             uint32_t M = ms[i];
@@ -84,6 +96,21 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
             CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, M, NULL), 0);
             REQUIRE(cudaMemcpy(Ym, dY, (uint64_t)M * N * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
             int differ = memcmp(Ym, Y, (uint64_t)M * N * 4) != 0;
+            if (mode == PGD_CUDA_GEMM_FAST_GEMV) {
+                const bool on = M <= PGD_CUDA_GEMV_MAX_M;
+                CHECK(pgd_cuda_gemm_plan_gemv(p, M) == on);
+                if (on) {
+                    size_t bad = 0;
+                    for (uint64_t e = 0; e < (uint64_t)M * N; e++)
+                        bad += memcmp(&Ym[e], &Ygemv[e], 4) != 0;
+                    if (bad)
+                        fprintf(stderr,
+                                "    gemv, M = %u: %zu of %llu elements differ from its "
+                                "twin\n",
+                                M, bad, (unsigned long long)M * N);
+                    CHECK(bad == 0);
+                }
+            }
             if (!fast) {
                 if (differ) fprintf(stderr, "    M = %u: rows differ from M = %u\n", M, MAX_M);
                 CHECK(!differ);
@@ -111,6 +138,7 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
     free(Yref);
     free(Ym);
     free(Y1);
+    free(Ygemv);
 }
 
 static void test_model_shapes(void) {
@@ -129,6 +157,22 @@ static void test_model_shapes(void) {
     pgd_cuda_gemm_destroy(g);
 }
 
+/* The kernel's argument checks (the plan never passes a bad shape). */
+static void test_gemv_refuses(void) {
+    uint16_t *d = NULL;
+    float *y = NULL;
+    REQUIRE(cudaMalloc((void **)&d, 4096) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&y, 4096) == cudaSuccess);
+    CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 0, 4, 64, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, PGD_CUDA_GEMV_MAX_M + 1, 4, 64, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 4, 60, NULL), PGD_EINVAL);     /* K % 8 */
+    CHECK_EQ_INT(pgd_cuda_gemv(d + 1, d, y, 1, 4, 64, NULL), PGD_EINVAL); /* alignment */
+    CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 0, 64, NULL), 0);              /* nothing to do */
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    cudaFree(d);
+    cudaFree(y);
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -138,6 +182,7 @@ int main(void) {
     const char *seed = getenv("PGD_TEST_SEED");
     g_rng = seed ? strtoull(seed, NULL, 0) : 0x5eed0001ull;
     fprintf(stderr, "seed %llu (PGD_TEST_SEED)\n", (unsigned long long)g_rng);
+    RUN(test_gemv_refuses);
     RUN(test_model_shapes);
     return test_summary();
 }

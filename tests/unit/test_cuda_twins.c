@@ -4,7 +4,9 @@
  * pgd_bf16_to_f32, add + RMSNorm against pgd_rmsnorm_f32 (one bf16 ulp: the double sums run in
  * different orders), bias + RoPE + KV write against pgd_rope_apply + pgd_f32_to_f16 + the slab
  * layout written out by hand (bit-exact), SiLU * mul against pgd_swiglu_f32 then bf16
- * (bit-exact); and the f32 -> bf16 rounding on hand-checked values. No GPU needed (label unit);
+ * (bit-exact), the GEMV's sum (gemv.h) against the double-accumulation GEMM twin (within the
+ * f32 error bound of its chains) and on a case whose result shows its order; and the f32 ->
+ * bf16 rounding on hand-checked values. No GPU needed (label unit);
  * tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
  */
 #include <math.h>
@@ -17,6 +19,8 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/cuda/embed.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -267,11 +271,59 @@ static void test_silu_mul(void) {
         }
 }
 
+/* The GEMV twin: near the exact sum, and in THE SUM's order. */
+static void test_gemv(void) {
+    static const uint32_t shapes[][3] = {{1, 5, 8}, {3, 37, 584}, {8, 9, 4096}, {2, 4, 14336}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) {
+        const uint32_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        uint16_t *X = malloc((size_t)M * K * 2), *W = malloc((size_t)N * K * 2);
+        float *Y = malloc((size_t)M * N * 4), *R = malloc((size_t)M * N * 4);
+        REQUIRE(X && W && Y && R);
+        for (size_t e = 0; e < (size_t)M * K; e++) X[e] = pgd_f32_to_bf16(frand());
+        for (size_t e = 0; e < (size_t)N * K; e++) W[e] = pgd_f32_to_bf16(frand());
+        pgd_cuda_gemv_twin(X, W, Y, M, N, K);
+        pgd_cuda_gemm_twin(X, W, R, M, N, K);
+        /* a lane's chain has at most 8 ceil(K / 256) FMAs, then 5 additions: each result within
+         * (that + 1) 2^-24 of the sum of |x w| */
+        const double n_ops = 8.0 * ((K + 255) / 256) + 6;
+        for (uint32_t m = 0; m < M; m++)
+            for (uint32_t n = 0; n < N; n++) {
+                double abs_sum = 0;
+                for (uint32_t k = 0; k < K; k++)
+                    abs_sum += fabs((double)pgd_bf16_to_f32(X[(size_t)m * K + k]) *
+                                    pgd_bf16_to_f32(W[(size_t)n * K + k]));
+                const double err = fabs((double)Y[m * N + n] - R[m * N + n]);
+                if (err > n_ops * 0x1p-24 * abs_sum)
+                    fprintf(stderr, "  gemv %ux%ux%u [%u][%u]: %g vs %g\n", M, N, K, m, n,
+                            Y[m * N + n], R[m * N + n]);
+                CHECK(err <= n_ops * 0x1p-24 * abs_sum);
+            }
+        free(X);
+        free(W);
+        free(Y);
+        free(R);
+    }
+    /* the order: K = 33 chunks, 2^30 at element 0 (lane 0), -2^30 at element 8 (lane 1), 1 at
+     * element 256 (chunk 32: lane 0 again). Lane 0 rounds 2^30 + 1 to 2^30, lane 1 holds
+     * -2^30, the tree gives 0; a plain left-to-right sum would give 1. */
+    enum { KO = 33 * 8 };
+    uint16_t x[KO], w[KO];
+    for (int k = 0; k < KO; k++) x[k] = w[k] = 0;
+    x[0] = w[0] = pgd_f32_to_bf16(32768.0f);
+    x[8] = pgd_f32_to_bf16(-32768.0f);
+    w[8] = pgd_f32_to_bf16(32768.0f);
+    x[256] = w[256] = pgd_f32_to_bf16(1.0f);
+    float y = -1.0f;
+    pgd_cuda_gemv_twin(x, w, &y, 1, 1, KO);
+    CHECK(y == 0.0f);
+}
+
 int main(void) {
     RUN(test_bf16_round);
     RUN(test_embed);
     RUN(test_rmsnorm);
     RUN(test_rope_kv);
     RUN(test_silu_mul);
+    RUN(test_gemv);
     return test_summary();
 }

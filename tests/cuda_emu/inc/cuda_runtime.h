@@ -47,6 +47,14 @@ inline int atomicAdd(int *p, int v) {
     return old;
 }
 
+/* cache-hinted loads: plain loads here (the hints only steer the GPU's caches) */
+template <class T> inline T __ldg(const T *p) {
+    return *p;
+}
+template <class T> inline T __ldcs(const T *p) {
+    return *p;
+}
+
 /* a warp's barrier: every lane of the warp meets here (full masks only, as the shuffles) */
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
     emu_shfl(0, -1, mask);

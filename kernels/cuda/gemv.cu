@@ -1,0 +1,113 @@
+/*
+ * kernels/cuda/gemv.cu — Y = X · Wᵀ for up to PGD_CUDA_GEMV_MAX_M rows (gemv.h: THE SUM). Owns
+ * nothing. CPU twin: gemv_twin.c, bit for bit.
+ *
+ * Grid: one warp per output column n (a row of W), kWarps warps a CTA, ceil(N / kWarps) CTAs;
+ * the kernel is templated on M so the M accumulators of a lane stay in registers. Lane l reads
+ * W's chunks l, l + 32, ... of row n in 16-byte loads (a warp: 512 contiguous bytes a load),
+ * kLoads of them in flight before their FMAs, streamed (__ldcs: W is read once a step and should
+ * not push the activations and the KV cache out of L2); X's chunks come through the read-only
+ * cache (__ldg: every warp of the GPU reads the same M rows). Then the warp's shuffle-down tree
+ * and lane 0 writes the M results. No shared memory, no barrier: a warp past N leaves at once.
+ *
+ * Bandwidth: kLoads x 16 bytes x 32 lanes = 2 KiB in flight a warp, up to 64 warps an SM.
+ * Untested on hardware: the GEMM plan uses this kernel only when asked (--decode-gemv).
+ */
+#include <cuda_runtime.h>
+
+#include "common/error.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemv.h"
+
+namespace {
+
+constexpr uint32_t kLanes = PGD_CUDA_GEMV_LANES;
+constexpr uint32_t kWarps = 4, kThreads = kWarps * kLanes;
+constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight */
+static_assert(kLanes == 32, "one warp per column");
+
+/* The 8 bf16 of a 16-byte chunk as f32 (exact). */
+__device__ __forceinline__ void unpack(const uint4 &r, float (&f)[8]) {
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+}
+
+/* X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N]; K a multiple of 8. */
+template <int MR>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t K) {
+    const uint32_t lane = threadIdx.x % kLanes, n = blockIdx.x * kWarps + threadIdx.x / kLanes;
+    if (n >= N) return; /* uniform over the warp */
+    const uint32_t C = K / 8;
+    const uint4 *w = reinterpret_cast<const uint4 *>(W + (uint64_t)n * K);
+    float acc[MR];
+#pragma unroll
+    for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+    for (uint32_t c0 = lane; c0 < C; c0 += kLanes * kLoads) {
+        uint4 wr[kLoads]; /* unconditional loads (past the row: chunk c0 again) */
+#pragma unroll
+        for (uint32_t u = 0; u < kLoads; u++) {
+            const uint32_t c = c0 + u * kLanes;
+            wr[u] = __ldcs(w + (c < C ? c : c0));
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < kLoads; u++) {
+            const uint32_t c = c0 + u * kLanes;
+            if (c >= C) break;
+            float wf[8];
+            unpack(wr[u], wf);
+#pragma unroll
+            for (int m = 0; m < MR; m++) {
+                float xf[8];
+                unpack(__ldg(reinterpret_cast<const uint4 *>(X + (uint64_t)m * K) + c), xf);
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[m] = __fmaf_rn(xf[e], wf[e], acc[m]);
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < MR; m++)
+#pragma unroll
+        for (uint32_t s = kLanes / 2; s > 0; s /= 2)
+            acc[m] = __fadd_rn(acc[m], __shfl_down_sync(0xffffffffu, acc[m], s));
+    if (lane == 0)
+#pragma unroll
+        for (int m = 0; m < MR; m++) Y[(uint64_t)m * N + n] = acc[m];
+}
+
+template <int MR>
+void launch(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t K,
+            cudaStream_t stream) {
+    gemv_kernel<MR><<<(N + kWarps - 1) / kWarps, kThreads, 0, stream>>>(X, W, Y, N, K);
+}
+
+} // namespace
+
+extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M,
+                             uint32_t N, uint32_t K, void *stream) {
+    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || K == 0 || K % 8 || (uintptr_t)X % 16 ||
+        (uintptr_t)W % 16)
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA GEMV: %u rows (1 to %u), K %u (a multiple of 8), X and W "
+                             "16-byte aligned",
+                             M, PGD_CUDA_GEMV_MAX_M, K);
+    if (N == 0) return 0;
+    const cudaStream_t s = (cudaStream_t)stream;
+    static_assert(PGD_CUDA_GEMV_MAX_M == 8, "one instance per M");
+    switch (M) {
+    case 1: launch<1>(X, W, Y, N, K, s); break;
+    case 2: launch<2>(X, W, Y, N, K, s); break;
+    case 3: launch<3>(X, W, Y, N, K, s); break;
+    case 4: launch<4>(X, W, Y, N, K, s); break;
+    case 5: launch<5>(X, W, Y, N, K, s); break;
+    case 6: launch<6>(X, W, Y, N, K, s); break;
+    case 7: launch<7>(X, W, Y, N, K, s); break;
+    default: launch<8>(X, W, Y, N, K, s); break;
+    }
+    PGD_CUDA_LAUNCHED();
+    return 0;
+}

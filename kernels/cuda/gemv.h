@@ -1,0 +1,47 @@
+/*
+ * kernels/cuda/gemv.h — the model's products for few rows (decode steps of up to
+ * PGD_CUDA_GEMV_MAX_M sequences), a kernel of pagoda's own beside cuBLASLt: Y[M][N] (f32) =
+ * X[M][K] (bf16) · W[N][K]ᵀ (bf16), f32 FMAs. CPU twin: pgd_cuda_gemv_twin (gemv_twin.c), bit
+ * for bit. Device pointers; asynchronous.
+ *
+ * Why: at M = 1 a step reads every weight once and computes almost nothing, so the product runs
+ * at the speed its weights stream; cuBLASLt's algorithms for M <= 8 read Llama-3-8B's QKV and O
+ * weights at 2.8-3.0 TB/s on an H200 (the gate/up ones at 4.1) and add split-K reduction passes.
+ * This kernel is the weights read once, in 16-byte coalesced loads with many in flight, and
+ * nothing else. It is chosen by the GEMM plan (gemm.h) when the handle asks for it.
+ *
+ * THE SUM (what the twin repeats): W's row n and X's row m are cut into chunks of 8 elements
+ * (chunk c: elements 8c .. 8c + 7); lane l of 32 starts from +0 and, over its chunks
+ * c = l, l + 32, l + 64, ... ascending and within a chunk over the 8 elements ascending,
+ * acc_l = fma(x, w, acc_l) (bf16 -> f32 exact, one rounding per FMA); then the 32 lanes fold
+ * by the tree y_l = y_l + y_{l+s} for s = 16, 8, 4, 2, 1 (l < s), Y[m][n] = y_0. The order
+ * depends on K alone: a row's bits are the same for every M, and equal to the twin's.
+ *
+ * Invariants: K a multiple of 8, X and W 16-byte aligned (so is every row), 1 <= M <=
+ * PGD_CUDA_GEMV_MAX_M.
+ */
+#ifndef PGD_KERNELS_CUDA_GEMV_H
+#define PGD_KERNELS_CUDA_GEMV_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PGD_CUDA_GEMV_MAX_M 8 /* = pgd_cuda_gemm_bucket_max[0] (gemm.h) */
+#define PGD_CUDA_GEMV_LANES 32
+
+/* Y = X · Wᵀ by THE SUM: X bf16 [M][K], W bf16 [N][K], Y f32 [M][N]. 0, or PGD_EINVAL (shape,
+ * alignment) / PGD_ECUDA. */
+int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
+                  uint32_t K, void *stream);
+/* The twin on the host, bit for bit: any M. */
+void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
+                        uint32_t K);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
