@@ -110,6 +110,7 @@ typedef struct cuda_backend {
     float *logits;                /* [SEQS_LIMIT][V] the rows a step asks logits of */
     pgd_sample_result *d_results; /* [SEQS_LIMIT] */
     float *attn_scratch;          /* split-KV partials (kernels/cuda/attention.h) */
+    uint32_t *attn_arrived;       /* its merge counters: zeroed once, left zero by every step */
     uint32_t n_sm, attn_ctas;     /* the GPU's SMs; attention CTAs of one row, unsplit */
     uint32_t max_chunks;          /* attention chunks of the longest context */
     uint32_t tc_rows;             /* rows of a tensor-core attention tile; 0: that kernel off
@@ -317,8 +318,13 @@ static int alloc_step(cuda_backend *b) {
         (rc = DALLOC(b, b->d_results, SEQS_LIMIT * sizeof(pgd_sample_result))) ||
         (rc = DALLOC(b, b->attn_scratch,
                      pgd_cuda_attention_split_bytes(split_rows(b), b->H, b->D, b->n_pos))) ||
+        (rc = DALLOC(b, b->attn_arrived,
+                     pgd_cuda_attention_split_counters(split_rows(b), b->H) * sizeof(uint32_t))) ||
         (rc = DALLOC(b, b->d_meta, b->ml.total)))
         return rc;
+    PGD_CUDA_TRY(
+        cudaMemset(b->attn_arrived, 0,
+                   pgd_cuda_attention_split_counters(split_rows(b), b->H) * sizeof(uint32_t)));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_results, SEQS_LIMIT * sizeof(pgd_sample_result)));
     if (!(b->host_row = malloc((size_t)b->V * sizeof *b->host_row))) return PGD_ENOMEM;
@@ -400,9 +406,9 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
                                     d_seq_of, d_pos, (const pgd_attn_tile *)(b->d_meta + l->tiles),
                                     work->n_tiles, scale, b->xb, b->stream)))
         return rc;
-    if (n && (rc = pgd_cuda_attention_split(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables,
-                                            stride, d_seq_of, d_pos, rows, n, scale, n_split,
-                                            b->n_pos, b->attn_scratch, b->xb, b->stream)))
+    if (n && (rc = pgd_cuda_attention_split(
+                  b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride, d_seq_of, d_pos, rows,
+                  n, scale, n_split, b->n_pos, b->attn_scratch, b->attn_arrived, b->xb, b->stream)))
         return rc;
     return 0;
 }

@@ -9,9 +9,10 @@
  * (token, KV head, tile of up to 8 query heads of its GQA group), which reads each K and V row
  * once for the tile. 256 threads = PGD_ATTN_CHUNK. The CTA walks its row's chunks in
  * increasing order; per chunk (chunk_partial):
- *   1. thread j takes position c0 + j: its slab index from the block table (kept in shared
- *      memory for step 3), its K row in 16-byte loads, one FMA chain over d ascending per head
- *      of the tile, the score times `scale` (slots past the end: -inf);
+ *   1. thread j takes position c0 + j: its slab index from the block table; its V row copied to
+ *      shared memory asynchronously (cp.async, 16 bytes a copy: in flight during steps 1-2),
+ *      its K row in 16-byte loads, one FMA chain over d ascending per head of the tile, the
+ *      score times `scale` (slots past the end: -inf);
  *   2. per head the max, then the weights e^(x - max), then their sum, each by the fixed tree
  *      of attention_math.h: a warp's shuffle-down (strides 16..1), then the 8 warp results
  *      (strides 4, 2, 1) — every thread computes that last level itself from shared memory,
@@ -19,7 +20,8 @@
  *   3. the tile's (head, dimension pair) units are dealt to the threads (unit u = head
  *      u / (D / 2), dimensions 2 (u % (D / 2)) and + 1 to thread u % 256, so each (head, d) has
  *      exactly one owner): per unit, o_c = two FMA chains over the chunk's positions ascending of
- *      w_j * V_j[d], each V pair one 4-byte load (a warp: 128 contiguous bytes of a row).
+ *      w_j * V_j[d], each V pair one 4-byte shared-memory read (a warp: 128 contiguous bytes of
+ *      a row, no bank conflict).
  * Then fold_chunk folds (m_c, s_c, o_c) into the row's running (m, s, o), chunk 0's partial
  * being the start; at the end out = bf16(o / s). Nothing depends on T, on the row's place in
  * the batch or on the grid: each reduction's shape is fixed by the chunk, not by the launch.
@@ -27,16 +29,22 @@
  * The split version (pgd_cuda_attention_split) keeps the bits: the grid gains a z axis of
  * n_split CTAs per (row, KV head, tile); CTA z takes chunks z, z + n_split, ... and writes each
  * chunk's partial (m_c, s_c, o_c[D]) — the same chunk_partial of the same positions, so the same
- * bits — unfolded to the scratch; then merge_kernel folds, per (row, head), the stored partials
- * with the same formula in increasing chunk order from chunk 0's partial itself, and writes
- * bf16(o / s). The fold is not associative, so partials are never pre-folded.
+ * bits — unfolded to the scratch; the last of a row's CTAs to finish (an atomic counter per
+ * (row, KV head, tile), after a fence: the others' partials are then visible) folds, per
+ * (head, d), the stored partials with the same formula in increasing chunk order from chunk 0's
+ * partial itself, writes bf16(o / s) and sets the counter back to 0 for the next launch (a
+ * second merge kernel cost ~4 us a layer in a decode step on an H200). The fold is not
+ * associative, so partials are never pre-folded.
  *
- * Latency and issue: a thread keeps 8 of its K loads (16 bytes each) and 32 of its V loads in
- * flight before the FMAs that use them, in the same order; 2 CTAs an SM (__launch_bounds__: 128
- * registers). On an H200, one V load waited for at a time made a decode chunk take 60 us; with
- * loads in flight it still took 37 us, when step 3 gave each thread one dimension of up to 8
- * heads (a 2-byte load, a shared index and 8 guarded FMA slots a position: ~35 instructions for
- * 2 FMAs at Llama-3-8B's group of 4), which the unit layout replaces (~8 for 2).
+ * Latency and issue: a thread keeps 8 of its K loads (16 bytes each) in flight before the FMAs
+ * that use them, in the same order; the chunk's V (64 KiB at head_dim 128, dynamic shared
+ * memory) arrives while the scores and the softmax are computed; 2 CTAs an SM at head_dim <= 128
+ * (__launch_bounds__: 128 registers). On an H200, one V load waited for at a time made a decode
+ * chunk take 60 us; with 32 V loads in flight it still took 37 us, when step 3 gave each thread
+ * one dimension of up to 8 heads (a 2-byte global load, a shared index and 8 guarded FMA slots a
+ * position: ~35 instructions for 2 FMAs at Llama-3-8B's group of 4) and waited for its V loads
+ * 8 times a chunk. The unit layout over shared memory takes ~6 instructions for 2 FMAs and no
+ * wait (untested on hardware).
  *
  * Invariants: head_dim a multiple of 8 and at most 256 (16-byte K loads; one pair set per
  * thread at most 8 heads); the slab 16-byte aligned; positions beyond pos[t] are never read;
@@ -44,6 +52,7 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include "common/error.h"
@@ -80,9 +89,8 @@ __device__ __forceinline__ uint32_t row_at(const attn_args &a, uint32_t i) {
 
 /* What one CTA keeps in shared memory. */
 struct attn_smem {
-    float q[kTile * PGD_ATTN_MAX_HEAD_DIM]; /* the tile's queries [g][d] */
-    float w[kTile][kThreads];               /* the chunk's weights [g][j] */
-    uint64_t k_at[kThreads]; /* slab index of position j's K row (0 past the chunk) */
+    float q[kTile * PGD_ATTN_MAX_HEAD_DIM];               /* the tile's queries [g][d] */
+    float w[kTile][kThreads];                             /* the chunk's weights [g][j] */
     float red_max[kTile][kWarps], red_sum[kTile][kWarps]; /* the tree's warp results */
 };
 
@@ -93,6 +101,7 @@ struct tile_ctx {
     pgd_kv_geom geom;
     uint32_t layer, kvh, D, n_heads; /* n_heads: heads in this tile, 1..kTile */
     uint64_t v_off;                  /* a V row's index minus its K row's */
+    uint16_t *vs;                    /* the chunk's V rows in shared memory [kThreads][D] */
     float scale;
     uint32_t n_units; /* step 3: the units this thread owns (unit_of), 0..kUnits */
 };
@@ -152,7 +161,11 @@ __device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_
                                        float (&x)[kTile]) {
     const uint32_t p = c0 + j, bs = c.geom.block_size;
     const uint64_t k_at = pgd_kv_index(c.geom, (uint32_t)c.bt[p / bs], c.layer, 0, c.kvh, p % bs);
-    sm.k_at[j] = k_at;
+    /* step 3's V row, copied to shared memory asynchronously while the scores are computed */
+    const uint16_t *vrow = c.kv + k_at + c.v_off;
+    uint16_t *vdst = c.vs + (uint64_t)j * c.D;
+    for (uint32_t d0 = 0; d0 < c.D; d0 += 8) __pipeline_memcpy_async(vdst + d0, vrow + d0, 16);
+    __pipeline_commit();
     float acc[kTile];
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) acc[g] = 0.0f;
@@ -198,10 +211,7 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
     float x[kTile];
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) x[g] = -INFINITY;
-    if (j < nc)
-        scores(c, sm, c0, j, x);
-    else
-        sm.k_at[j] = 0; /* step 3 reads slot 0 of the slab past the chunk, and drops it */
+    if (j < nc) scores(c, sm, c0, j, x);
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) {
         const float v = warp_tree<true>(x[g]);
@@ -216,7 +226,8 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
         const float v = warp_tree<false>(w);
         if (lane == 0) sm.red_sum[g][warp] = v;
     }
-    __syncthreads(); /* publishes red_sum, w and k_at */
+    __pipeline_wait_prior(0); /* this thread's V row is in shared memory */
+    __syncthreads();          /* publishes red_sum, w and every V row */
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) sc[g] = block_tree<false>(sm.red_sum[g]);
 #pragma unroll
@@ -226,29 +237,23 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
         if (k >= c.n_units) continue;
         uint32_t g, d;
         unit_of(c, k, &g, &d);
-        const uint16_t *vcol = c.kv + c.v_off + d;
+        const uint16_t *vcol = c.vs + d; /* position p's pair at vcol + p * D */
         const float *w = sm.w[g];
         float o0 = 0.0f, o1 = 0.0f;
-        /* kLoads positions' V pairs (4 bytes each: a warp reads 128 contiguous bytes of a row)
-         * in flight before their FMAs: a load waited for at every position would make this loop
-         * latency-bound (the order of the FMAs is unchanged). The loads are unconditional: past
-         * the chunk k_at is 0. */
-        constexpr uint32_t kLoads = 32;
-        for (uint32_t p0 = 0; p0 < nc; p0 += kLoads) {
-            uint32_t raw[kLoads];
+        /* kRun positions' pairs read before their FMAs (the order of the FMAs is unchanged) */
+        constexpr uint32_t kRun = 16;
+        for (uint32_t p0 = 0; p0 < nc; p0 += kRun) {
+            uint32_t raw[kRun];
 #pragma unroll
-            for (uint32_t u = 0; u < kLoads; u += 2) {
-                const ulonglong2 at = *reinterpret_cast<const ulonglong2 *>(&sm.k_at[p0 + u]);
-                raw[u] = *reinterpret_cast<const uint32_t *>(vcol + at.x);
-                raw[u + 1] = *reinterpret_cast<const uint32_t *>(vcol + at.y);
-            }
+            for (uint32_t u = 0; u < kRun; u++) /* rows past the chunk: read, never used */
+                raw[u] = *reinterpret_cast<const uint32_t *>(vcol + (uint64_t)(p0 + u) * c.D);
 #pragma unroll
-            for (uint32_t u = 0; u < kLoads; u += 4) {
+            for (uint32_t u = 0; u < kRun; u += 4) {
                 if (p0 + u >= nc) break;
                 const float4 w4 = *reinterpret_cast<const float4 *>(&w[p0 + u]);
                 const float wj[4] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
-                for (uint32_t e = 0; e < 4; e++) { /* w is 0 past the chunk: its FMAs dropped */
+                for (uint32_t e = 0; e < 4; e++) {
                     if (p0 + u + e >= nc) break;
                     o0 = pgd_rn_fma(wj[e], h2f((uint16_t)(raw[u + e] & 0xFFFFu)), o0);
                     o1 = pgd_rn_fma(wj[e], h2f((uint16_t)(raw[u + e] >> 16)), o1);
@@ -258,7 +263,7 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
         oc[k][0] = o0;
         oc[k][1] = o1;
     }
-    __syncthreads(); /* w, k_at and red_* are free again */
+    __syncthreads(); /* w, the V rows and red_* are free again */
 }
 
 /* Fold a chunk's partial into the running (m, s, o) (attention_math.h's formula). */
@@ -291,7 +296,8 @@ __device__ __forceinline__ uint32_t ctx_of(const attn_args &a, uint32_t row) {
 /* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c, and its tile's
  * queries into shared memory (the CTA synchronised after). Returns the tile's first query
  * head. */
-__device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, tile_ctx &c) {
+__device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint16_t *vs, uint32_t row,
+                               tile_ctx &c) {
     const uint32_t kvh = blockIdx.y / a.n_tiles, tile = blockIdx.y % a.n_tiles;
     const uint32_t D = a.geom.head_dim, t = threadIdx.x;
     const uint32_t h0 = kvh * a.group + tile * kTile;
@@ -303,6 +309,7 @@ __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, 
     c.D = D;
     c.n_heads = min(kTile, a.group - tile * kTile);
     c.v_off = (uint64_t)a.geom.n_kv_head * a.geom.block_size * D;
+    c.vs = vs;
     c.scale = a.scale;
     const uint32_t units = c.n_heads * (D / 2);
     c.n_units = t < units ? (units - t + kThreads - 1) / kThreads : 0;
@@ -314,9 +321,10 @@ __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint32_t row, 
 
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
+    extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
     const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
-    const uint32_t h0 = tile_setup(a, sm, row, c); /* the tile's first query head */
+    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c); /* the tile's first query head */
     const uint32_t n_ctx = ctx_of(a, row);
     float m[kTile] = {}, s[kTile] = {}, o[kUnits][2] = {};
     for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
@@ -352,10 +360,11 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     }
 }
 
-/* The split kernel's extra arguments: where chunk partials go. */
+/* The split kernel's extra arguments: where chunk partials go, and who merges them. */
 struct split_args {
     float *scratch;      /* f32 [n][n_head][max_chunks][2 + D]: (m_c, s_c, o_c[D]) per chunk */
     uint32_t max_chunks; /* partials a (row, head) has room for */
+    uint32_t *arrived;   /* [n][gridDim.y]: CTAs of (entry, KV head * tile) done; 0 between */
 };
 
 /* Where the partial of chunk `chunk` of list entry i, query head h, goes. */
@@ -365,21 +374,92 @@ __device__ __forceinline__ float *partial_at(const attn_args &a, const split_arg
     return sp.scratch + (((uint64_t)i * a.n_head + h) * sp.max_chunks + chunk) * (2 + D);
 }
 
+/* Write this thread's units of the tile's output row: bf16(o / s) per dimension, or `fill`
+ * (bf16 bits) where s is NULL. */
+__device__ __forceinline__ void write_units(const tile_ctx &c, uint16_t *orow,
+                                            const float (&o)[kUnits][2], const float *s,
+                                            uint16_t fill) {
+#pragma unroll
+    for (uint32_t k = 0; k < kUnits; k++) {
+        if (k >= c.n_units) break;
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        uint32_t pair = (uint32_t)fill * 0x10001u;
+        if (s) {
+            const float sg = s[k];
+            pair = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[k][0], sg))) |
+                   (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[k][1], sg)))
+                       << 16;
+        }
+        *reinterpret_cast<uint32_t *>(orow + (uint64_t)g * c.D + d) = pair;
+    }
+}
+
+/* The merge, by the CTA that finished last: per unit, the row's chunk partials folded in
+ * increasing order from chunk 0's (fold_chunk's operations), read through L2 (other SMs wrote
+ * them). */
+__device__ void merge_units(const attn_args &a, const split_args &sp, const tile_ctx &c, uint32_t i,
+                            uint32_t h0, uint32_t n_chunks, uint16_t *orow) {
+    float o[kUnits][2] = {}, s[kUnits] = {};
+#pragma unroll
+    for (uint32_t k = 0; k < kUnits; k++) {
+        if (k >= c.n_units) break;
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        const float *p = partial_at(a, sp, i, h0 + g, 0);
+        float m = __ldcg(p), sum = __ldcg(p + 1), o0 = __ldcg(p + 2 + d), o1 = __ldcg(p + 3 + d);
+        for (uint32_t ci = 1; ci < n_chunks; ci++) {
+            const float *q = partial_at(a, sp, i, h0 + g, ci);
+            float ca, cb;
+            m = pgd_attn_fold_coef(m, __ldcg(q), &ca, &cb);
+            sum = pgd_attn_fold(sum, ca, __ldcg(q + 1), cb);
+            o0 = pgd_attn_fold(o0, ca, __ldcg(q + 2 + d), cb);
+            o1 = pgd_attn_fold(o1, ca, __ldcg(q + 3 + d), cb);
+        }
+        o[k][0] = o0;
+        o[k][1] = o1;
+        s[k] = sum;
+    }
+    write_units(c, orow, o, s, 0);
+}
+
 /* CTA (list entry i, KV head * tile, z): the partials of chunks z, z + gridDim.z, ... of its
- * row. A row with more chunks than the scratch holds writes nothing (merge_kernel gives it
- * NaN). */
+ * row; the last of the row's CTAs to finish (a counter in `arrived`, which it sets back to 0)
+ * merges them and writes the output. A row of one chunk is written at once (the merge of one
+ * partial is the division alone); a padding row gets zeros, a row with more chunks than the
+ * scratch holds NaN, both from CTA z = 0. */
 __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args a, split_args sp) {
     __shared__ __align__(16) attn_smem sm;
+    extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
+    __shared__ bool last;
     const uint32_t i = blockIdx.x, row = row_at(a, i), t = threadIdx.x;
     const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
-    if (blockIdx.z >= n_chunks || n_chunks > sp.max_chunks) return; /* uniform over the CTA */
+    const bool fits = n_chunks >= 1 && n_chunks <= sp.max_chunks;
+    if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA */
     tile_ctx c;
-    const uint32_t h0 = tile_setup(a, sm, row, c);
+    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c);
+    uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * c.D;
+    float oc[kUnits][2] = {};
+    if (!fits) { /* zeros for a padding row, a bf16 NaN for one the scratch cannot hold */
+        write_units(c, orow, oc, NULL, n_chunks == 0 ? 0 : 0x7FC0u);
+        return;
+    }
     for (uint32_t ci = blockIdx.z; ci < n_chunks; ci += gridDim.z) {
         const uint32_t c0 = ci * kThreads;
-        float mc[kTile], sc[kTile], oc[kUnits][2];
+        float mc[kTile], sc[kTile];
         chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
+        if (n_chunks == 1) {
+            float sk[kUnits];
+#pragma unroll
+            for (uint32_t k = 0; k < kUnits; k++) {
+                uint32_t g, d;
+                unit_of(c, k, &g, &d);
+                sk[k] = pick(sc, g);
+            }
+            write_units(c, orow, oc, sk, 0);
+            return;
+        }
         if (t < c.n_heads) {
             float *p = partial_at(a, sp, i, h0 + t, ci);
             p[0] = pick(mc, t);
@@ -395,35 +475,41 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
             p[1] = oc[k][1];
         }
     }
+    /* the partials visible to the whole GPU before this CTA counts itself in */
+    __threadfence();
+    __syncthreads();
+    if (t == 0) {
+        uint32_t *n_done = sp.arrived + (uint64_t)i * gridDim.y + blockIdx.y;
+        const uint32_t ctas = min(gridDim.z, n_chunks);
+        last = atomicAdd(n_done, 1u) + 1 == ctas;
+        if (last) *n_done = 0; /* every CTA of the row has counted: ready for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    merge_units(a, sp, c, i, h0, n_chunks, orow);
 }
 
-/* CTA (list entry i, query head), thread d: fold the row's chunk partials in increasing order
- * from chunk 0's (fold_chunk's operations), out = bf16(o / s); zeros for a padding row, NaN for
- * a row whose chunks did not fit the scratch. */
-__global__ void merge_kernel(attn_args a, split_args sp) {
-    const uint32_t i = blockIdx.x, row = row_at(a, i), h = blockIdx.y, d = threadIdx.x;
-    const uint32_t D = a.geom.head_dim;
-    const uint32_t n_ctx = ctx_of(a, row);
-    const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
-    uint16_t *out = a.out + ((uint64_t)row * a.n_head + h) * D + d;
-    if (n_ctx == 0) {
-        *out = __bfloat16_as_ushort(__float2bfloat16_rn(0.0f));
-        return;
-    }
-    if (n_chunks > sp.max_chunks) {
-        *out = 0x7FC0u; /* a bf16 NaN */
-        return;
-    }
-    const float *p = partial_at(a, sp, i, h, 0);
-    float m = p[0], s = p[1], o = p[2 + d];
-    for (uint32_t ci = 1; ci < n_chunks; ci++) {
-        const float *q = partial_at(a, sp, i, h, ci);
-        float ca, cb;
-        m = pgd_attn_fold_coef(m, q[0], &ca, &cb);
-        s = pgd_attn_fold(s, ca, q[1], cb);
-        o = pgd_attn_fold(o, ca, q[2 + d], cb);
-    }
-    *out = __bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o, s)));
+/* The dynamic shared memory of both kernels: the chunk's V rows. */
+size_t vs_bytes(uint32_t D) {
+    return (size_t)kThreads * D * sizeof(uint16_t);
+}
+
+/* Allow it beyond the default 48 KiB (64 KiB at head_dim 128: two CTAs an SM still fit), once
+ * per device and head_dim: the first launch of a shape runs eagerly, so a CUDA graph capture
+ * (engine/backends/cuda.c) never meets the attribute call. */
+int vs_opt_in(uint32_t D) {
+    enum { kDevices = 64 };
+    static uint32_t opted[kDevices]; /* the largest head_dim allowed so far, per device */
+    int dev = 0;
+    PGD_CUDA_TRY(cudaGetDevice(&dev));
+    if (dev >= 0 && dev < kDevices && opted[dev] >= D) return 0;
+    PGD_CUDA_TRY(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)vs_bytes(D)));
+    PGD_CUDA_TRY(cudaFuncSetAttribute(
+        attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vs_bytes(D)));
+    if (dev >= 0 && dev < kDevices) opted[dev] = D;
+    return 0;
 }
 
 /* The argument checks both entry points share; fills *a (every row: no row list). 0, or
@@ -459,13 +545,17 @@ extern "C" size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, ui
     return (size_t)((uint64_t)T * n_head * chunks * (2 + head_dim) * sizeof(float));
 }
 
+extern "C" size_t pgd_cuda_attention_split_counters(uint32_t T, uint32_t n_head) {
+    return (size_t)T * n_head; /* >= T x n_kv_head x head tiles: a tile has >= 1 head */
+}
+
 extern "C" int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *kv,
                                         pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                                         const int32_t *block_tables, uint32_t bt_stride,
                                         const uint32_t *seq_of, const int32_t *pos,
                                         const uint32_t *rows, uint32_t T, float scale,
                                         uint32_t n_split, uint32_t max_ctx, float *scratch,
-                                        uint16_t *out, void *stream) {
+                                        uint32_t *arrived, uint16_t *out, void *stream) {
     attn_args a;
     int rc = attn_prepare(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of,
                           pos, scale, out, &a);
@@ -473,22 +563,23 @@ extern "C" int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const
     a.rows = rows;
     if (n_split <= 1) {
         if (T == 0) return 0;
-        attention_kernel<<<dim3(T, geom.n_kv_head * a.n_tiles), kThreads, 0,
+        if ((rc = vs_opt_in(geom.head_dim))) return rc;
+        attention_kernel<<<dim3(T, geom.n_kv_head * a.n_tiles), kThreads, vs_bytes(geom.head_dim),
                            (cudaStream_t)stream>>>(a);
         PGD_CUDA_LAUNCHED();
         return 0;
     }
     const uint32_t max_chunks = (max_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
-    if (n_split > 65535 || max_chunks == 0 || !scratch)
-        return pgd_error_set(PGD_EINVAL,
-                             "CUDA attention: split %u ways over contexts of %u positions%s",
-                             n_split, max_ctx, scratch ? "" : " without scratch");
+    if (n_split > 65535 || max_chunks == 0 || !scratch || !arrived)
+        return pgd_error_set(
+            PGD_EINVAL, "CUDA attention: split %u ways over contexts of %u positions%s", n_split,
+            max_ctx, scratch && arrived ? "" : " without scratch or counters");
     if (T == 0) return 0;
-    const split_args sp = {scratch, max_chunks};
+    const split_args sp = {scratch, max_chunks, arrived};
     const dim3 grid(T, geom.n_kv_head * a.n_tiles, n_split < max_chunks ? n_split : max_chunks);
-    attention_split_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(a, sp);
-    PGD_CUDA_LAUNCHED();
-    merge_kernel<<<dim3(T, n_head), geom.head_dim, 0, (cudaStream_t)stream>>>(a, sp);
+    if ((rc = vs_opt_in(geom.head_dim))) return rc;
+    attention_split_kernel<<<grid, kThreads, vs_bytes(geom.head_dim), (cudaStream_t)stream>>>(a,
+                                                                                              sp);
     PGD_CUDA_LAUNCHED();
     return 0;
 }
@@ -504,7 +595,8 @@ extern "C" int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint1
     if (rc) return rc;
     if (T == 0) return 0;
     const dim3 grid(T, geom.n_kv_head * a.n_tiles);
-    attention_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(a);
+    if ((rc = vs_opt_in(geom.head_dim))) return rc;
+    attention_kernel<<<grid, kThreads, vs_bytes(geom.head_dim), (cudaStream_t)stream>>>(a);
     PGD_CUDA_LAUNCHED();
     return 0;
 }

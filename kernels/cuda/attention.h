@@ -45,16 +45,21 @@ size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, uint32_t head
  * KV head, head tile) — chunk c to CTA c % n_split — for launches of few rows over long
  * contexts, where one CTA per (row, KV head) leaves most of the GPU idle (decode). The chunk
  * partials go to scratch (f32 [T][n_head][ceil(max_ctx / PGD_ATTN_CHUNK)][2 + head_dim], of
- * pgd_cuda_attention_split_bytes), then a second kernel folds each (row, head)'s partials in
- * chunk order. Every pos[t] must be below max_ctx (a row beyond gets NaN). n_split <= 1: the
- * one-kernel path (no scratch used). The scratch holds n rows (the list's order); rows not in
- * the list are left alone. 0, PGD_EINVAL or PGD_ECUDA. */
+ * pgd_cuda_attention_split_bytes), then the row's last CTA to finish folds each (row, head)'s
+ * partials in chunk order. Every pos[t] must be below max_ctx (a row beyond gets NaN). n_split <=
+ * 1: the one-kernel path (no scratch used). The scratch holds n rows (the list's order); rows not
+ * in the list are left alone. `arrived`: pgd_cuda_attention_split_counters(n, n_head) counters,
+ * zero before the first launch (cudaMemset); every launch that completes leaves them zero
+ * (the last CTA of a row merges its partials and resets its counter). 0, PGD_EINVAL or
+ * PGD_ECUDA. */
 int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const uint16_t *kv,
                              pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                              const int32_t *block_tables, uint32_t bt_stride,
                              const uint32_t *seq_of, const int32_t *pos, const uint32_t *rows,
                              uint32_t n, float scale, uint32_t n_split, uint32_t max_ctx,
-                             float *scratch, uint16_t *out, void *stream);
+                             float *scratch, uint32_t *arrived, uint16_t *out, void *stream);
+/* The uint32 counters pgd_cuda_attention_split needs for n rows of n_head heads. */
+size_t pgd_cuda_attention_split_counters(uint32_t n, uint32_t n_head);
 
 /* ---- tensor-core attention for query tiles (attention_tc.cu) ----
  * A tile is rows t0 .. t0 + n - 1 of the batch: consecutive query tokens of one sequence at

@@ -7,6 +7,15 @@
 #include <cstdint>
 #include <functional>
 
+/* One asynchronous copy into shared memory (__pipeline_memcpy_async), pending until a
+ * __pipeline_wait_prior covers its commit group. */
+struct emu_pipe_op {
+    void *dst;
+    const void *src;
+    uint32_t n, zfill, group;
+};
+enum { EMU_PIPE_MAX = 64 }; /* copies a thread may have pending */
+
 struct emu_fiber {
     void *sp;    /* saved stack pointer while switched out */
     char *stack; /* lowest usable byte */
@@ -19,6 +28,8 @@ struct emu_fiber {
     int shfl_src; /* lane to read from, -1: own value */
     unsigned shfl_mask;
     void *asan_fake;
+    emu_pipe_op pipe[EMU_PIPE_MAX]; /* pending asynchronous copies, in issue order */
+    unsigned n_pipe, pipe_groups;   /* how many; commit groups closed so far */
 };
 enum { EMU_READY = 0, EMU_BAR = 1, EMU_SHFL = 2, EMU_DONE = 3 };
 

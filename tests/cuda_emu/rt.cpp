@@ -852,6 +852,7 @@ static void fiber_init(emu_fiber *f) {
     f->state = EMU_READY;
     f->nbar = 0;
     f->asan_fake = nullptr;
+    f->n_pipe = f->pipe_groups = 0;
 }
 
 void emu_syncthreads() {

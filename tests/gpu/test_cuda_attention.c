@@ -88,19 +88,41 @@ static int run_kernel(const attn_batch *b, const dev_batch *d, const float *q,
 static int run_split(const attn_batch *b, const dev_batch *d, const uint32_t *d_rows, uint32_t n,
                      uint32_t n_split, uint32_t max_ctx, uint16_t *out) {
     const size_t bytes = pgd_cuda_attention_split_bytes(b->T, b->n_head, b->geom.head_dim, max_ctx);
+    const size_t n_arrived = pgd_cuda_attention_split_counters(b->T, b->n_head);
     float *scratch = NULL;
-    if (cudaMalloc((void **)&scratch, bytes) != cudaSuccess ||
+    uint32_t *arrived = NULL, *left = malloc(n_arrived * sizeof *left);
+    if (!left || cudaMalloc((void **)&scratch, bytes) != cudaSuccess ||
+        cudaMalloc((void **)&arrived, n_arrived * sizeof *arrived) != cudaSuccess ||
         cudaMemset(scratch, 0xFF, bytes) != cudaSuccess ||
+        cudaMemset(arrived, 0, n_arrived * sizeof *arrived) != cudaSuccess ||
         cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess)
         return -1;
-    int rc = pgd_cuda_attention_split(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head,
-                                      d->bt, b->bt_stride, d->seq_of, d->pos, d_rows, n, b->scale,
-                                      n_split, max_ctx, scratch, d->out, NULL);
-    if (rc) fprintf(stderr, "  pgd_cuda_attention_split: %s\n", pgd_error_detail());
-    if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
-                cudaMemcpy(out, d->out, out_bytes(b, b->T), cudaMemcpyDeviceToHost) != cudaSuccess))
+    /* twice: the second launch must find the counters the first left at zero (the output is
+     * poisoned again in between) */
+    int rc = 0;
+    for (int run = 0; run < 2 && !rc; run++) {
+        if (run && cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess) rc = -1;
+        if (!rc)
+            rc = pgd_cuda_attention_split(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head,
+                                          d->bt, b->bt_stride, d->seq_of, d->pos, d_rows, n,
+                                          b->scale, n_split, max_ctx, scratch, arrived, d->out,
+                                          NULL);
+        if (rc) fprintf(stderr, "  pgd_cuda_attention_split: %s\n", pgd_error_detail());
+        if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
+                    cudaMemcpy(left, arrived, n_arrived * sizeof *left, cudaMemcpyDeviceToHost) !=
+                        cudaSuccess))
+            rc = -1;
+        for (size_t i = 0; !rc && i < n_arrived; i++)
+            if (left[i]) {
+                fprintf(stderr, "  split launch %d left counter %zu at %u\n", run, i, left[i]);
+                rc = -1;
+            }
+    }
+    if (!rc && cudaMemcpy(out, d->out, out_bytes(b, b->T), cudaMemcpyDeviceToHost) != cudaSuccess)
         rc = -1;
     cudaFree(scratch);
+    cudaFree(arrived);
+    free(left);
     return rc;
 }
 

@@ -54,6 +54,12 @@ template <class T> inline T __ldg(const T *p) {
 template <class T> inline T __ldcs(const T *p) {
     return *p;
 }
+template <class T> inline T __ldcg(const T *p) {
+    return *p;
+}
+
+/* a memory fence: CTAs run one after another here, so every write is already visible */
+inline void __threadfence() {}
 
 /* a warp's barrier: every lane of the warp meets here (full masks only, as the shuffles) */
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
