@@ -87,8 +87,8 @@ void launch(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t
 
 } // namespace
 
-extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M,
-                             uint32_t N, uint32_t K, void *stream) {
+extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
+                             uint32_t K, void *stream) {
     if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || K == 0 || K % 8 || (uintptr_t)X % 16 ||
         (uintptr_t)W % 16)
         return pgd_error_set(PGD_EINVAL,
@@ -96,18 +96,12 @@ extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uin
                              "16-byte aligned",
                              M, PGD_CUDA_GEMV_MAX_M, K);
     if (N == 0) return 0;
-    const cudaStream_t s = (cudaStream_t)stream;
-    static_assert(PGD_CUDA_GEMV_MAX_M == 8, "one instance per M");
-    switch (M) {
-    case 1: launch<1>(X, W, Y, N, K, s); break;
-    case 2: launch<2>(X, W, Y, N, K, s); break;
-    case 3: launch<3>(X, W, Y, N, K, s); break;
-    case 4: launch<4>(X, W, Y, N, K, s); break;
-    case 5: launch<5>(X, W, Y, N, K, s); break;
-    case 6: launch<6>(X, W, Y, N, K, s); break;
-    case 7: launch<7>(X, W, Y, N, K, s); break;
-    default: launch<8>(X, W, Y, N, K, s); break;
-    }
+    using launch_fn =
+        void (*)(const uint16_t *, const uint16_t *, float *, uint32_t, uint32_t, cudaStream_t);
+    static const launch_fn by_m[] = {launch<1>, launch<2>, launch<3>, launch<4>,
+                                     launch<5>, launch<6>, launch<7>, launch<8>};
+    static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
+    by_m[M - 1](X, W, Y, N, K, (cudaStream_t)stream);
     PGD_CUDA_LAUNCHED();
     return 0;
 }
