@@ -2,9 +2,10 @@
  * kernels/cuda/gemv.cu — Y = X · Wᵀ for up to PGD_CUDA_GEMV_MAX_M rows (gemv.h: THE SUM). Owns
  * nothing. CPU twin: gemv_twin.c, bit for bit.
  *
- * Grid: one warp per output column n (a row of W), kWarps warps a CTA, ceil(N / kWarps) CTAs;
- * the kernel is templated on M so the M accumulators of a lane stay in registers. Lane l reads
- * W's chunks l, l + 32, ... of row n in 16-byte loads (a warp: 512 contiguous bytes a load),
+ * Grid: one warp per R output columns (rows of W: R = 1, 2 or 4 as M grows, cols_for), kWarps
+ * warps a CTA; the kernel is templated on M and R so a lane's M x R accumulators stay in
+ * registers. How many columns a warp takes never changes a result (THE SUM is per column). Lane l
+ * reads W's chunks l, l + 32, ... of row n in 16-byte loads (a warp: 512 contiguous bytes a load),
  * kLoads of them in flight before their FMAs, streamed (__ldcs: W is read once a step and should
  * not push the activations and the KV cache out of L2); X's chunks come through the read-only
  * cache (__ldg: every warp of the GPU reads the same M rows). Then the warp's shuffle-down tree
@@ -24,7 +25,7 @@ namespace {
 constexpr uint32_t kLanes = PGD_CUDA_GEMV_LANES;
 constexpr uint32_t kWarps = 4, kThreads = kWarps * kLanes;
 constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight */
-static_assert(kLanes == 32, "one warp per column");
+static_assert(kLanes == 32, "a warp's lanes share a column's chunks");
 
 /* The 8 bf16 of a 16-byte chunk as f32 (exact). */
 __device__ __forceinline__ void unpack(const uint4 &r, float (&f)[8]) {
@@ -36,53 +37,78 @@ __device__ __forceinline__ void unpack(const uint4 &r, float (&f)[8]) {
     }
 }
 
-/* X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N]; K a multiple of 8. */
-template <int MR>
+/* The columns a warp takes for M rows: each X chunk a lane reads from the cache then serves R
+ * columns, so X's traffic stays within twice W's (at M = 8 one column a warp would read 8 bytes
+ * of X from L1 per byte of W streamed, about what an SM's L1 can deliver). */
+constexpr int cols_for(int MR) {
+    return MR <= 2 ? 1 : MR <= 4 ? 2 : 4;
+}
+
+/* X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N]; K a multiple of 8. Warp w computes the columns
+ * w R .. w R + R - 1 (those below N). */
+template <int MR, int R>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t K) {
-    const uint32_t lane = threadIdx.x % kLanes, n = blockIdx.x * kWarps + threadIdx.x / kLanes;
-    if (n >= N) return; /* uniform over the warp */
+    const uint32_t lane = threadIdx.x % kLanes;
+    const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * R;
+    if (n0 >= N) return; /* uniform over the warp */
     const uint32_t C = K / 8;
-    const uint4 *w = reinterpret_cast<const uint4 *>(W + (uint64_t)n * K);
-    float acc[MR];
+    const uint4 *w[R]; /* a column past N reads the last one again (its result is dropped) */
 #pragma unroll
-    for (int m = 0; m < MR; m++) acc[m] = 0.0f;
+    for (int r = 0; r < R; r++)
+        w[r] = reinterpret_cast<const uint4 *>(W + (uint64_t)min(n0 + r, N - 1) * K);
+    float acc[R][MR];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
     for (uint32_t c0 = lane; c0 < C; c0 += kLanes * kLoads) {
-        uint4 wr[kLoads]; /* unconditional loads (past the row: chunk c0 again) */
+        uint4 wr[R][kLoads]; /* unconditional loads (past the row: chunk c0 again) */
 #pragma unroll
         for (uint32_t u = 0; u < kLoads; u++) {
             const uint32_t c = c0 + u * kLanes;
-            wr[u] = __ldcs(w + (c < C ? c : c0));
+#pragma unroll
+            for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + (c < C ? c : c0));
         }
 #pragma unroll
         for (uint32_t u = 0; u < kLoads; u++) {
             const uint32_t c = c0 + u * kLanes;
             if (c >= C) break;
-            float wf[8];
-            unpack(wr[u], wf);
+            float wf[R][8];
+#pragma unroll
+            for (int r = 0; r < R; r++) unpack(wr[r][u], wf[r]);
 #pragma unroll
             for (int m = 0; m < MR; m++) {
                 float xf[8];
                 unpack(__ldg(reinterpret_cast<const uint4 *>(X + (uint64_t)m * K) + c), xf);
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[m] = __fmaf_rn(xf[e], wf[e], acc[m]);
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc[r][m] = __fmaf_rn(xf[e], wf[r][e], acc[r][m]);
             }
         }
     }
 #pragma unroll
-    for (int m = 0; m < MR; m++)
+    for (int r = 0; r < R; r++)
 #pragma unroll
-        for (uint32_t s = kLanes / 2; s > 0; s /= 2)
-            acc[m] = __fadd_rn(acc[m], __shfl_down_sync(0xffffffffu, acc[m], s));
+        for (int m = 0; m < MR; m++)
+#pragma unroll
+            for (uint32_t s = kLanes / 2; s > 0; s /= 2)
+                acc[r][m] = __fadd_rn(acc[r][m], __shfl_down_sync(0xffffffffu, acc[r][m], s));
     if (lane == 0)
 #pragma unroll
-        for (int m = 0; m < MR; m++) Y[(uint64_t)m * N + n] = acc[m];
+        for (int r = 0; r < R; r++)
+            if (n0 + r < N)
+#pragma unroll
+                for (int m = 0; m < MR; m++) Y[(uint64_t)m * N + n0 + r] = acc[r][m];
 }
 
 template <int MR>
 void launch(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t K,
             cudaStream_t stream) {
-    gemv_kernel<MR><<<(N + kWarps - 1) / kWarps, kThreads, 0, stream>>>(X, W, Y, N, K);
+    constexpr int R = cols_for(MR);
+    const uint32_t warps = (N + R - 1) / R;
+    gemv_kernel<MR, R><<<(warps + kWarps - 1) / kWarps, kThreads, 0, stream>>>(X, W, Y, N, K);
 }
 
 } // namespace

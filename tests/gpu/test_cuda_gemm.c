@@ -6,14 +6,14 @@
  *     as rounding errors would: on an H200 the worst row was 1.1e-9 * K (5.0e-7 at K = 576, 4.1e-6
  * at 4096, 1.6e-5 at 14336); the bound is about 7 times that. A wrong element or a bf16 rounding of
  *     the output errs by 1e-3 or more;
- *   - determinism: the rows of a deterministic plan are bit-identical at M = 1, 7, 64, 300 and
- *     512 (the algorithm is fixed per shape, without split-K), so a row's result does not depend
- *     on the batch;
+ *   - determinism: the rows of a deterministic plan are bit-identical at M = 1, 3, 7, 64, 300
+ *     and 512 (the algorithm is fixed per shape, without split-K), so a row's result does not
+ * depend on the batch;
  *   - a `fast` plan stays within the same tolerance, and within one of its ranges of M
  *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 1 and 7; 300 and 512);
- *   - a fast plan with the GEMV kernel (PGD_CUDA_GEMM_FAST_GEMV) runs M = 1 and 7 on it, with
- *     the bits of its twin pgd_cuda_gemv_twin (which is independent of M), M = 64 and more on
- *     cuBLASLt; the kernel refuses bad shapes.
+ *   - a fast plan with the GEMV kernel (PGD_CUDA_GEMM_FAST_GEMV) runs M = 1, 3 and 7 on it
+ *     (1, 2 and 4 columns a warp), each with the bits of its twin pgd_cuda_gemv_twin (which is
+ *     independent of M), M = 64 and more on cuBLASLt; the kernel refuses bad shapes.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -49,7 +49,7 @@ static double row_rel_l2(const float *a, const float *b, uint32_t n) {
 
 static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
     enum { MAX_M = 512 };
-    static const uint32_t ms[] = {1, 7, 64, 300, MAX_M};
+    static const uint32_t ms[] = {1, 3, 7, 64, 300, MAX_M};
     uint16_t *X = malloc((uint64_t)MAX_M * K * 2), *W = malloc((uint64_t)N * K * 2);
     float *Y = malloc((uint64_t)MAX_M * N * 4), *Yref = malloc((uint64_t)MAX_M * N * 4),
           *Ym = malloc((uint64_t)MAX_M * N * 4), *Y1 = malloc((uint64_t)N * 4);
@@ -146,10 +146,11 @@ static void test_model_shapes(void) {
     REQUIRE(pgd_cuda_gemm_create(32u << 20, &g) == 0);
     /* SmolLM2's QKV and down, Llama-3-8B's QKV, gate/up and down; on the CPU emulation of the
      * runtime (tests/cuda_emu, PGD_CUDA_EMU set) narrow ones of the same K, which it can afford */
-    static const uint32_t shapes[][2] = {
-        {960, 576}, {576, 1536}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
-    static const uint32_t emu_shapes[][2] = {
-        {960, 576}, {576, 1536}, {1000, 256}, {96, 4096}, {40, 14336}};
+    /* and {1003, 264}: columns past the GEMV's last warp group, 33 chunks for 32 lanes */
+    static const uint32_t shapes[][2] = {{960, 576},    {576, 1536},   {6144, 4096},
+                                         {28672, 4096}, {4096, 14336}, {1003, 264}};
+    static const uint32_t emu_shapes[][2] = {{960, 576}, {576, 1536}, {1000, 256},
+                                             {96, 4096}, {40, 14336}, {1003, 264}};
     const bool emu = getenv("PGD_CUDA_EMU") != NULL;
     for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++)
         check_shape(g, emu ? emu_shapes[i][0] : shapes[i][0],
