@@ -406,15 +406,32 @@ __device__ void merge_units(const attn_args &a, const split_args &sp, const tile
         if (k >= c.n_units) break;
         uint32_t g, d;
         unit_of(c, k, &g, &d);
-        const float *p = partial_at(a, sp, i, h0 + g, 0);
-        float m = __ldcg(p), sum = __ldcg(p + 1), o0 = __ldcg(p + 2 + d), o1 = __ldcg(p + 3 + d);
-        for (uint32_t ci = 1; ci < n_chunks; ci++) {
-            const float *q = partial_at(a, sp, i, h0 + g, ci);
-            float ca, cb;
-            m = pgd_attn_fold_coef(m, __ldcg(q), &ca, &cb);
-            sum = pgd_attn_fold(sum, ca, __ldcg(q + 1), cb);
-            o0 = pgd_attn_fold(o0, ca, __ldcg(q + 2 + d), cb);
-            o1 = pgd_attn_fold(o1, ca, __ldcg(q + 3 + d), cb);
+        float m = 0, sum = 0, o0 = 0, o1 = 0;
+        /* kBatch chunks' partials loaded before they are folded (in order): one wait each */
+        constexpr uint32_t kBatch = 4;
+        for (uint32_t c1 = 0; c1 < n_chunks; c1 += kBatch) {
+            float qm[kBatch], qs[kBatch], q0[kBatch], q1[kBatch];
+#pragma unroll
+            for (uint32_t u = 0; u < kBatch; u++) { /* past the last chunk: the last again */
+                const float *q = partial_at(a, sp, i, h0 + g, min(c1 + u, n_chunks - 1));
+                qm[u] = __ldcg(q);
+                qs[u] = __ldcg(q + 1);
+                q0[u] = __ldcg(q + 2 + d);
+                q1[u] = __ldcg(q + 3 + d);
+            }
+#pragma unroll
+            for (uint32_t u = 0; u < kBatch; u++) {
+                if (c1 + u >= n_chunks) break;
+                if (c1 + u == 0) { /* chunk 0's partial is the start */
+                    m = qm[0], sum = qs[0], o0 = q0[0], o1 = q1[0];
+                    continue;
+                }
+                float ca, cb;
+                m = pgd_attn_fold_coef(m, qm[u], &ca, &cb);
+                sum = pgd_attn_fold(sum, ca, qs[u], cb);
+                o0 = pgd_attn_fold(o0, ca, q0[u], cb);
+                o1 = pgd_attn_fold(o1, ca, q1[u], cb);
+            }
         }
         o[k][0] = o0;
         o[k][1] = o1;
