@@ -22,7 +22,8 @@
  *     the host from the logits left on the device) sample exactly what the
  *     same steps give eagerly
  *     (--enforce-eager), leave the same KV cache behind (a full-logits step over every sequence
- *     afterwards: the same bits), and do replay graphs (the backend's graph counters).
+ *     afterwards: the same bits), and do replay graphs (the backend's graph counters); again
+ *     with --decode-gemv on both sides.
  * Exit 77 (skipped) without a GPU. Label `cuda`. UNTESTED ON HARDWARE when first written.
  */
 #include <math.h>
@@ -298,15 +299,16 @@ static bool same_result(const pgd_sample_result *a, const pgd_sample_result *b) 
     return true;
 }
 
-/* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama shape. */
-static void test_graphs_match_eager(void) {
+/* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama shape; with gemv, both
+ * with --decode-gemv (the GEMV kernel's 1, 2 and 4 columns a warp inside the graphs). */
+static void graphs_match_eager(bool gemv) {
     pgd_model_preset p;
     load_preset(false, &p);
     pgd_model *shapes = NULL;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
     dev g = {0}, e = {0}; /* graphs, eager */
-    REQUIRE(open_dev_eager(&g, shapes, PGD_DEVICE_CUDA, false) == 0);
-    REQUIRE(open_dev_eager(&e, shapes, PGD_DEVICE_CUDA, true) == 0);
+    REQUIRE(open_dev_opts(&g, shapes, PGD_DEVICE_CUDA, false, gemv) == 0);
+    REQUIRE(open_dev_opts(&e, shapes, PGD_DEVICE_CUDA, true, gemv) == 0);
     dev *both[2] = {&g, &e};
 
     /* 8 sequences: prompt of 3 + s tokens, then decode; sequence s owns blocks 1 + 7s .. 7 + 7s */
@@ -384,14 +386,24 @@ static void test_graphs_match_eager(void) {
     pgd_cuda_graph_stats gs, es;
     pgd_backend_cuda_graph_stats(g.b, &gs);
     pgd_backend_cuda_graph_stats(e.b, &es);
-    fprintf(stderr, "    graphs: %u captured, %llu replays of %u decode steps, %u rows equal\n",
-            gs.captured, (unsigned long long)gs.replays, steps, checked);
+    fprintf(stderr, "    graphs%s: %u captured, %llu replays of %u decode steps, %u rows equal\n",
+            gemv ? " (--decode-gemv)" : "", gs.captured, (unsigned long long)gs.replays, steps,
+            checked);
     CHECK(!gs.off && gs.captured == 4 && gs.replays == steps - 4);
     CHECK(es.off && es.captured == 0 && es.replays == 0);
     close_dev(&g);
     close_dev(&e);
     pgd_model_free(shapes);
 }
+
+static void test_graphs_match_eager(void) {
+    graphs_match_eager(false);
+}
+
+static void test_graphs_match_eager_gemv(void) {
+    graphs_match_eager(true);
+}
+
 static void test_qwen(void) {
     forward_matches(true);
 }
@@ -463,6 +475,7 @@ int main(void) {
     RUN(test_llama);
     RUN(test_qwen);
     RUN(test_graphs_match_eager);
+    RUN(test_graphs_match_eager_gemv);
     RUN(test_gguf_types);
     return test_summary();
 }
