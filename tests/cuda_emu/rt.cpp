@@ -435,6 +435,19 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
     default: emu_error("cudaDeviceGetAttribute(%d) not emulated", (int)attr); return fail(cudaErrorInvalidValue);
     }
 }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    if (dev != 0) return fail(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "CUDA emulation on the CPU");
+    p->totalGlobalMem = g_dev_total;
+    p->multiProcessorCount = 132;
+    p->major = 9;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->sharedMemPerBlock = 49152;
+    p->sharedMemPerBlockOptin = 232448;
+    return cudaSuccess;
+}
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
     *total = g_dev_total;
     size_t used = g_dev_used + k_ctx_reserve;

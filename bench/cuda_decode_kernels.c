@@ -1,0 +1,225 @@
+/*
+ * bench/cuda_decode_kernels.c — the kernels of a decode step alone, on Llama-3-8B's shapes, timed
+ * with CUDA events (mean of 20 runs after 3 warm-ups): each weight product at M = 1, 4 and 8 rows
+ * through pagoda's default plan (cuBLASLt, kernels/cuda/gemm.h) and through its GEMV kernel
+ * (--decode-gemv, kernels/cuda/gemv.h), with the weights' bandwidth; the split attention of one
+ * decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); one
+ * residual add + RMSNorm row. The runs cycle through copies of the weights and through the
+ * layers of a 32-layer KV slab, more bytes than the L2 cache holds, as a decode step does.
+ * Random data (never zeros). Prints one markdown table; scripts/gpu-check runs it.
+ *
+ * PGD_CUDA_EMU set (the CPU emulation, tests/cuda_emu): narrow shapes, short contexts, 2 layers
+ * (a smoke run of the code; its times mean nothing). Exit 77 without a GPU.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/backends/cuda_plan.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/dummy.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/rmsnorm.h"
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if ((x) != 0) {                                                                            \
+            fprintf(stderr, "decode_kernels: %s failed (line %d)\n", #x, __LINE__);                \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+enum { WARM = 3, REPS = 20 };
+static uint64_t g_rotate_bytes = 512ull << 20; /* cycled through: beyond any L2 */
+static bool g_emu;                              /* PGD_CUDA_EMU: a smoke run */
+
+static cudaEvent_t g_a, g_b;
+
+typedef int (*run_fn)(void *ctx, uint32_t i); /* the i-th run; 0 or an error */
+
+/* Mean microseconds of a run. */
+static double time_runs(run_fn f, void *ctx) {
+    for (uint32_t i = 0; i < WARM; i++) TRY(f(ctx, i));
+    TRY(cudaEventRecord(g_a, 0));
+    for (uint32_t i = 0; i < REPS; i++) TRY(f(ctx, WARM + i));
+    TRY(cudaEventRecord(g_b, 0));
+    TRY(cudaEventSynchronize(g_b));
+    float ms = 0;
+    TRY(cudaEventElapsedTime(&ms, g_a, g_b));
+    return ms * 1e3 / REPS;
+}
+
+/* ---- products ------------------------------------------------------------------------------ */
+
+typedef struct prod {
+    pgd_cuda_gemm *g;
+    pgd_cuda_gemm_plan *plan;
+    uint16_t *X, *W; /* X [8][K]; W: n_w copies of [N][K] */
+    float *Y;
+    uint32_t N, K, M, n_w;
+    bool gemv;
+} prod;
+
+static int run_prod(void *ctx, uint32_t i) {
+    prod *p = ctx;
+    const uint16_t *W = p->W + (uint64_t)(i % p->n_w) * p->N * p->K;
+    return p->gemv ? pgd_cuda_gemv(p->X, W, p->Y, p->M, p->N, p->K, NULL)
+                   : pgd_cuda_gemm_run(p->g, p->plan, p->X, W, p->Y, p->M, NULL);
+}
+
+static void products(pgd_cuda_gemm *g) {
+    static const struct {
+        const char *name;
+        uint32_t N, K;
+    } shapes[] = {{"QKV", 6144, 4096},
+                  {"O", 4096, 4096},
+                  {"gate/up", 28672, 4096},
+                  {"down", 4096, 14336},
+                  {"output head", 128256, 4096}};
+    static const uint32_t ms[] = {1, 4, 8};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        prod p = {.g = g, .N = g_emu ? shapes[s].N / 512 : shapes[s].N, .K = shapes[s].K};
+        const uint64_t bytes = (uint64_t)p.N * p.K * 2;
+        p.n_w = (uint32_t)((g_rotate_bytes + bytes - 1) / bytes);
+        TRY(cudaMalloc((void **)&p.W, bytes * p.n_w));
+        TRY(cudaMalloc((void **)&p.X, (uint64_t)8 * p.K * 2));
+        TRY(cudaMalloc((void **)&p.Y, (uint64_t)8 * p.N * 4));
+        TRY(pgd_cuda_dummy_bf16(7, (uint32_t)s, 6, (uint64_t)p.N * p.K * p.n_w, p.W, NULL));
+        TRY(pgd_cuda_dummy_bf16(8, (uint32_t)s, 0, (uint64_t)8 * p.K, p.X, NULL));
+        TRY(pgd_cuda_gemm_plan_create(g, p.N, p.K, 64, PGD_CUDA_GEMM_FAST, &p.plan));
+        for (size_t m = 0; m < sizeof ms / sizeof ms[0]; m++) {
+            p.M = ms[m];
+            double us[2];
+            for (int k = 0; k < 2; k++) {
+                p.gemv = k == 1;
+                us[k] = time_runs(run_prod, &p);
+            }
+            printf("| %s (%u x %u) | %u | %.1f us, %.0f GB/s | %.1f us, %.0f GB/s |\n",
+                   shapes[s].name, p.N, p.K, p.M, us[0], bytes / (us[0] * 1e3), us[1],
+                   bytes / (us[1] * 1e3));
+        }
+        pgd_cuda_gemm_plan_destroy(p.plan);
+        cudaFree(p.W);
+        cudaFree(p.X);
+        cudaFree(p.Y);
+    }
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+typedef struct attn {
+    pgd_kv_geom geom;
+    uint16_t *kv, *out;
+    float *q, *scratch;
+    int32_t *bt;
+    uint32_t *seq_of, *arrived;
+    int32_t *pos;
+    uint32_t n_split, max_ctx;
+} attn;
+
+static int run_attn(void *ctx, uint32_t i) {
+    attn *a = ctx;
+    return pgd_cuda_attention_split(a->q, 6144, a->kv, a->geom, i % a->geom.n_layer, 32, a->bt,
+                                    a->max_ctx / a->geom.block_size, a->seq_of, a->pos, NULL, 1,
+                                    0.088f, a->n_split, a->max_ctx, a->scratch, a->arrived,
+                                    a->out, NULL);
+}
+
+static void attention(uint32_t n_sm) {
+    static const uint32_t ctxs[] = {1024, 4096, 16384};
+    const uint32_t n_ctx = g_emu ? 2 : 3, max_ctx = g_emu ? 4096 : 16384, bs = 16;
+    const uint32_t n_blocks = max_ctx / bs + 1;
+    attn a = {.geom = {g_emu ? 2 : 32, 8, bs, 128}, .max_ctx = max_ctx};
+    const uint64_t slab = n_blocks * pgd_kv_block_elems(a.geom);
+    TRY(cudaMalloc((void **)&a.kv, slab * 2));
+    TRY(pgd_cuda_dummy_bf16(9, 0, 0, slab, a.kv, NULL)); /* any 16-bit patterns: finite f16 */
+    TRY(cudaMalloc((void **)&a.q, 6144 * sizeof(float)));
+    TRY(pgd_cuda_dummy_f32(10, 0, 0.0f, 6144, a.q, NULL));
+    TRY(cudaMalloc((void **)&a.out, 32 * 128 * 2));
+    TRY(cudaMalloc((void **)&a.scratch, pgd_cuda_attention_split_bytes(1, 32, 128, max_ctx)));
+    const size_t n_arr = pgd_cuda_attention_split_counters(1, 32);
+    TRY(cudaMalloc((void **)&a.arrived, n_arr * sizeof(uint32_t)));
+    TRY(cudaMemset(a.arrived, 0, n_arr * sizeof(uint32_t)));
+    /* the block table: blocks 1 .. n in a scattered order, as an allocator hands them out */
+    int32_t *bt = malloc((n_blocks - 1) * sizeof *bt);
+    if (!bt) exit(1);
+    for (uint32_t i = 0; i < n_blocks - 1; i++) bt[i] = (int32_t)(1 + i);
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (uint32_t i = n_blocks - 2; i > 0; i--) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        const uint32_t j = (uint32_t)(r % (i + 1));
+        const int32_t t = bt[i];
+        bt[i] = bt[j], bt[j] = t;
+    }
+    TRY(cudaMalloc((void **)&a.bt, (n_blocks - 1) * sizeof *bt));
+    TRY(cudaMemcpy(a.bt, bt, (n_blocks - 1) * sizeof *bt, cudaMemcpyHostToDevice));
+    free(bt);
+    const uint32_t zero = 0;
+    TRY(cudaMalloc((void **)&a.seq_of, sizeof zero));
+    TRY(cudaMemcpy(a.seq_of, &zero, sizeof zero, cudaMemcpyHostToDevice));
+    TRY(cudaMalloc((void **)&a.pos, sizeof(int32_t)));
+    for (size_t c = 0; c < n_ctx; c++) {
+        const int32_t last = (int32_t)ctxs[c] - 1;
+        TRY(cudaMemcpy(a.pos, &last, sizeof last, cudaMemcpyHostToDevice));
+        a.n_split = pgd_cuda_attn_splits(1, 8, n_sm, max_ctx / PGD_ATTN_CHUNK);
+        const double us = time_runs(run_attn, &a);
+        const double bytes = (double)ctxs[c] * 8 * 128 * 2 * 2; /* K and V of 8 KV heads */
+        printf("| attention, 1 decode row (32 heads / 8 KV heads, head_dim 128), %u positions, "
+               "split %u | 1 | %.1f us, %.0f GB/s | |\n",
+               ctxs[c], a.n_split, us, bytes / (us * 1e3));
+    }
+    cudaFree(a.kv), cudaFree(a.q), cudaFree(a.out), cudaFree(a.scratch), cudaFree(a.arrived);
+    cudaFree(a.bt), cudaFree(a.seq_of), cudaFree(a.pos);
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------------------- */
+
+typedef struct norm {
+    float *x, *add, *w;
+    uint16_t *out;
+} norm;
+
+static int run_norm(void *ctx, uint32_t i) {
+    (void)i;
+    norm *n = ctx;
+    return pgd_cuda_add_rmsnorm(n->x, n->add, n->w, 1e-5f, NULL, 1, 4096, n->out, NULL);
+}
+
+static void rmsnorm(void) {
+    norm n;
+    TRY(cudaMalloc((void **)&n.x, 4096 * 4));
+    TRY(cudaMalloc((void **)&n.add, 4096 * 4));
+    TRY(cudaMalloc((void **)&n.w, 4096 * 4));
+    TRY(cudaMalloc((void **)&n.out, 4096 * 2));
+    TRY(pgd_cuda_dummy_f32(11, 0, 0.0f, 4096, n.x, NULL));
+    TRY(pgd_cuda_dummy_f32(11, 1, 0.0f, 4096, n.add, NULL));
+    TRY(pgd_cuda_dummy_f32(11, 2, 1.0f, 4096, n.w, NULL));
+    printf("| residual add + RMSNorm, 1 row of 4096 | 1 | %.1f us | |\n",
+           time_runs(run_norm, &n));
+    cudaFree(n.x), cudaFree(n.add), cudaFree(n.w), cudaFree(n.out);
+}
+
+int main(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || !n) {
+        fprintf(stderr, "decode_kernels: no CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    TRY(cudaGetDeviceProperties(&prop, 0));
+    if ((g_emu = getenv("PGD_CUDA_EMU") != NULL)) g_rotate_bytes = 1u << 20;
+    TRY(cudaEventCreate(&g_a));
+    TRY(cudaEventCreate(&g_b));
+    pgd_cuda_gemm *g = NULL;
+    TRY(pgd_cuda_gemm_create(32u << 20, &g));
+    printf("### Decode kernels alone on %s (bench_cuda_decode_kernels, CUDA events, mean of %d)\n\n"
+           "| kernel | rows | pagoda's default (cuBLASLt for products) | --decode-gemv |\n"
+           "|---|---:|---|---|\n",
+           prop.name, REPS);
+    products(g);
+    attention((uint32_t)prop.multiProcessorCount);
+    rmsnorm();
+    pgd_cuda_gemm_destroy(g);
+    return 0;
+}
