@@ -2,7 +2,8 @@
  * bench/cuda_decode_kernels.c — the kernels of a decode step alone, on Llama-3-8B's shapes, timed
  * with CUDA events (mean of 20 runs after 3 warm-ups): each weight product at M = 1, 4 and 8 rows
  * through pagoda's default plan (cuBLASLt, kernels/cuda/gemm.h) and through its GEMV kernel
- * (--decode-gemv, kernels/cuda/gemv.h), with the weights' bandwidth; the split attention of one
+ * (--decode-gemv, kernels/cuda/gemv.h), with the weights' bandwidth, and gate/up with its
+ * SiLU * up (two kernels; one on the GEMV, as --decode-gemv runs it); the split attention of one
  * decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); one
  * residual add + RMSNorm row. The runs cycle through copies of the weights and through the
  * layers of a 32-layer KV slab, more bytes than the L2 cache holds, as a decode step does.
@@ -14,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/backends/cuda_plan.h"
 #include "kernels/cuda/attention.h"
@@ -21,6 +23,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/silu_mul.h"
 
 #define TRY(x)                                                                                     \
     do {                                                                                           \
@@ -32,7 +35,7 @@
 
 enum { WARM = 3, REPS = 20 };
 static uint64_t g_rotate_bytes = 512ull << 20; /* cycled through: beyond any L2 */
-static bool g_emu;                              /* PGD_CUDA_EMU: a smoke run */
+static bool g_emu;                             /* PGD_CUDA_EMU: a smoke run */
 
 static cudaEvent_t g_a, g_b;
 
@@ -57,15 +60,19 @@ typedef struct prod {
     pgd_cuda_gemm_plan *plan;
     uint16_t *X, *W; /* X [8][K]; W: n_w copies of [N][K] */
     float *Y;
+    uint16_t *H; /* SiLU * up out, bf16 [8][N / 2] */
     uint32_t N, K, M, n_w;
-    bool gemv;
+    bool gemv, silu; /* silu: the gate/up product then SiLU * up, as a step runs it */
 } prod;
 
 static int run_prod(void *ctx, uint32_t i) {
     prod *p = ctx;
     const uint16_t *W = p->W + (uint64_t)(i % p->n_w) * p->N * p->K;
-    return p->gemv ? pgd_cuda_gemv(p->X, W, p->Y, p->M, p->N, p->K, NULL)
-                   : pgd_cuda_gemm_run(p->g, p->plan, p->X, W, p->Y, p->M, NULL);
+    if (p->silu && p->gemv) return pgd_cuda_gemv_silu(p->X, W, p->H, p->M, p->N / 2, p->K, NULL);
+    int rc = p->gemv ? pgd_cuda_gemv(p->X, W, p->Y, p->M, p->N, p->K, NULL)
+                     : pgd_cuda_gemm_run(p->g, p->plan, p->X, W, p->Y, p->M, NULL);
+    if (!rc && p->silu) rc = pgd_cuda_silu_mul(p->Y, p->M, p->N / 2, p->H, NULL);
+    return rc;
 }
 
 static void products(pgd_cuda_gemm *g) {
@@ -85,24 +92,28 @@ static void products(pgd_cuda_gemm *g) {
         TRY(cudaMalloc((void **)&p.W, bytes * p.n_w));
         TRY(cudaMalloc((void **)&p.X, (uint64_t)8 * p.K * 2));
         TRY(cudaMalloc((void **)&p.Y, (uint64_t)8 * p.N * 4));
+        TRY(cudaMalloc((void **)&p.H, (uint64_t)8 * p.N * 2));
         TRY(pgd_cuda_dummy_bf16(7, (uint32_t)s, 6, (uint64_t)p.N * p.K * p.n_w, p.W, NULL));
         TRY(pgd_cuda_dummy_bf16(8, (uint32_t)s, 0, (uint64_t)8 * p.K, p.X, NULL));
         TRY(pgd_cuda_gemm_plan_create(g, p.N, p.K, 64, PGD_CUDA_GEMM_FAST, &p.plan));
-        for (size_t m = 0; m < sizeof ms / sizeof ms[0]; m++) {
-            p.M = ms[m];
-            double us[2];
-            for (int k = 0; k < 2; k++) {
-                p.gemv = k == 1;
-                us[k] = time_runs(run_prod, &p);
+        for (int silu = 0; silu < (strcmp(shapes[s].name, "gate/up") ? 1 : 2); silu++)
+            for (size_t m = 0; m < sizeof ms / sizeof ms[0]; m++) {
+                p.M = ms[m];
+                p.silu = silu;
+                double us[2];
+                for (int k = 0; k < 2; k++) {
+                    p.gemv = k == 1;
+                    us[k] = time_runs(run_prod, &p);
+                }
+                printf("| %s%s (%u x %u) | %u | %.1f us, %.0f GB/s | %.1f us, %.0f GB/s |\n",
+                       shapes[s].name, silu ? " + SiLU * up (fused on the GEMV)" : "", p.N, p.K,
+                       p.M, us[0], bytes / (us[0] * 1e3), us[1], bytes / (us[1] * 1e3));
             }
-            printf("| %s (%u x %u) | %u | %.1f us, %.0f GB/s | %.1f us, %.0f GB/s |\n",
-                   shapes[s].name, p.N, p.K, p.M, us[0], bytes / (us[0] * 1e3), us[1],
-                   bytes / (us[1] * 1e3));
-        }
         pgd_cuda_gemm_plan_destroy(p.plan);
         cudaFree(p.W);
         cudaFree(p.X);
         cudaFree(p.Y);
+        cudaFree(p.H);
     }
 }
 
@@ -122,8 +133,8 @@ static int run_attn(void *ctx, uint32_t i) {
     attn *a = ctx;
     return pgd_cuda_attention_split(a->q, 6144, a->kv, a->geom, i % a->geom.n_layer, 32, a->bt,
                                     a->max_ctx / a->geom.block_size, a->seq_of, a->pos, NULL, 1,
-                                    0.088f, a->n_split, a->max_ctx, a->scratch, a->arrived,
-                                    a->out, NULL);
+                                    0.088f, a->n_split, a->max_ctx, a->scratch, a->arrived, a->out,
+                                    NULL);
 }
 
 static void attention(uint32_t n_sm) {
@@ -195,8 +206,7 @@ static void rmsnorm(void) {
     TRY(pgd_cuda_dummy_f32(11, 0, 0.0f, 4096, n.x, NULL));
     TRY(pgd_cuda_dummy_f32(11, 1, 0.0f, 4096, n.add, NULL));
     TRY(pgd_cuda_dummy_f32(11, 2, 1.0f, 4096, n.w, NULL));
-    printf("| residual add + RMSNorm, 1 row of 4096 | 1 | %.1f us | |\n",
-           time_runs(run_norm, &n));
+    printf("| residual add + RMSNorm, 1 row of 4096 | 1 | %.1f us | |\n", time_runs(run_norm, &n));
     cudaFree(n.x), cudaFree(n.add), cudaFree(n.w), cudaFree(n.out);
 }
 

@@ -60,6 +60,7 @@
 #include "kernels/cuda/dummy.h"
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -387,6 +388,23 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
+/* The FFN after its norm (in xb): gate/up, SiLU * up, down into proj. Where the plan runs T rows
+ * on the GEMV kernel (--decode-gemv) the gate/up product ends in SiLU * up itself, its bf16
+ * [T][F] written over gu's memory (xb is its input). */
+static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
+    int rc;
+    const uint16_t *act = b->xb;
+    if (pgd_cuda_gemm_plan_gemv(b->p_gu, T)) {
+        uint16_t *h = (uint16_t *)b->gu;
+        if ((rc = pgd_cuda_gemv_silu(b->xb, L->wgu, h, T, b->F, b->E, s))) return rc;
+        act = h;
+    } else if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu, b->gu, T, s)) ||
+               (rc = pgd_cuda_silu_mul(b->gu, T, b->F, b->xb, s))) {
+        return rc;
+    }
+    return pgd_cuda_gemm_run(b->gemm, b->p_down, act, L->wdown, b->proj, T, s);
+}
+
 /* The attention of layer li: the tensor-core kernel over the work's tiles and the CUDA-core one
  * over its rows; work NULL: every one of the T rows on CUDA cores (a decode graph). */
 static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
@@ -445,9 +463,7 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
             (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
                                        s)) ||
-            (rc = pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu, b->gu, T, s)) ||
-            (rc = pgd_cuda_silu_mul(b->gu, T, b->F, b->xb, s)) ||
-            (rc = pgd_cuda_gemm_run(b->gemm, b->p_down, b->xb, L->wdown, b->proj, T, s)))
+            (rc = ffn(b, L, T, s)))
             return rc;
     }
     if (R + N) {

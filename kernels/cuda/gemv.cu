@@ -18,7 +18,9 @@
 
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/silu_math.cuh"
 
 namespace {
 
@@ -44,19 +46,26 @@ constexpr int cols_for(int MR) {
     return MR <= 2 ? 1 : MR <= 4 ? 2 : 4;
 }
 
-/* X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N]; K a multiple of 8. Warp w computes the columns
- * w R .. w R + R - 1 (those below N). */
-template <int MR, int R>
+/* Plain (Silu false): X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N]; warp w computes the columns
+ * w R .. w R + R - 1 (those below N). Silu: W is the fused gate/up weight [2N][K] (gate rows, then
+ * up rows), O bf16 [MR][N]; warp w computes the columns j = w R / 2 .. + R / 2 - 1 of gate and of
+ * up, and writes bf16(SiLU(gate) * up) for each. K a multiple of 8. */
+template <int MR, int R, bool Silu>
 __global__ void __launch_bounds__(kThreads)
-    gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t K) {
+    gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
+                uint32_t K) {
+    static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
+    constexpr int P = Silu ? R / 2 : R; /* output columns a warp */
     const uint32_t lane = threadIdx.x % kLanes;
-    const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * R;
+    const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * P;
     if (n0 >= N) return; /* uniform over the warp */
     const uint32_t C = K / 8;
     const uint4 *w[R]; /* a column past N reads the last one again (its result is dropped) */
 #pragma unroll
-    for (int r = 0; r < R; r++)
-        w[r] = reinterpret_cast<const uint4 *>(W + (uint64_t)min(n0 + r, N - 1) * K);
+    for (int r = 0; r < R; r++) {
+        const uint64_t col = min(n0 + r % P, N - 1) + (Silu && r >= P ? N : 0);
+        w[r] = reinterpret_cast<const uint4 *>(W + col * K);
+    }
     float acc[R][MR];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -95,26 +104,34 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (uint32_t s = kLanes / 2; s > 0; s /= 2)
                 acc[r][m] = __fadd_rn(acc[r][m], __shfl_down_sync(0xffffffffu, acc[r][m], s));
-    if (lane == 0)
+    if (lane != 0) return;
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            if (n0 + r < N)
+    for (int r = 0; r < P; r++)
+        if (n0 + r < N)
 #pragma unroll
-                for (int m = 0; m < MR; m++) Y[(uint64_t)m * N + n0 + r] = acc[r][m];
+            for (int m = 0; m < MR; m++) {
+                if (Silu)
+                    O[(uint64_t)m * N + n0 + r] =
+                        pgd_dev_f32_to_bf16(pgd_dev_silu_mul(acc[r][m], acc[P + r][m]));
+                else
+                    Y[(uint64_t)m * N + n0 + r] = acc[r][m];
+            }
 }
 
-template <int MR>
-void launch(const uint16_t *X, const uint16_t *W, float *Y, uint32_t N, uint32_t K,
+template <int MR, bool Silu>
+void launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
             cudaStream_t stream) {
-    constexpr int R = cols_for(MR);
-    const uint32_t warps = (N + R - 1) / R;
-    gemv_kernel<MR, R><<<(warps + kWarps - 1) / kWarps, kThreads, 0, stream>>>(X, W, Y, N, K);
+    constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
+    constexpr int P = Silu ? R / 2 : R;
+    const uint32_t warps = (N + P - 1) / P;
+    gemv_kernel<MR, R, Silu>
+        <<<(warps + kWarps - 1) / kWarps, kThreads, 0, stream>>>(X, W, Y, O, N, K);
 }
 
-} // namespace
-
-extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
-                             uint32_t K, void *stream) {
+/* The checks and the launch of either form. */
+template <bool Silu>
+int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
+         uint32_t K, void *stream) {
     if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || K == 0 || K % 8 || (uintptr_t)X % 16 ||
         (uintptr_t)W % 16)
         return pgd_error_set(PGD_EINVAL,
@@ -122,12 +139,25 @@ extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uin
                              "16-byte aligned",
                              M, PGD_CUDA_GEMV_MAX_M, K);
     if (N == 0) return 0;
-    using launch_fn =
-        void (*)(const uint16_t *, const uint16_t *, float *, uint32_t, uint32_t, cudaStream_t);
-    static const launch_fn by_m[] = {launch<1>, launch<2>, launch<3>, launch<4>,
-                                     launch<5>, launch<6>, launch<7>, launch<8>};
+    using launch_fn = void (*)(const uint16_t *, const uint16_t *, float *, uint16_t *, uint32_t,
+                               uint32_t, cudaStream_t);
+    static const launch_fn by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
+                                     launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
+                                     launch<7, Silu>, launch<8, Silu>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
-    by_m[M - 1](X, W, Y, N, K, (cudaStream_t)stream);
+    by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream);
     PGD_CUDA_LAUNCHED();
     return 0;
+}
+
+} // namespace
+
+extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
+                             uint32_t K, void *stream) {
+    return gemv<false>(X, W, Y, NULL, M, N, K, stream);
+}
+
+extern "C" int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
+                                  uint32_t F, uint32_t K, void *stream) {
+    return gemv<true>(X, Wgu, NULL, out, M, F, K, stream);
 }

@@ -36,6 +36,12 @@ extern "C" {
  * alignment) / PGD_ECUDA. */
 int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                   uint32_t K, void *stream);
+/* The gate/up product and SiLU * up in one: out[m][j] = bf16(SiLU(g) * u) with g = Y[m][j] and
+ * u = Y[m][F + j] of Y = X · Wguᵀ by THE SUM, SiLU * up as silu_mul.h computes it — the bits of
+ * pgd_cuda_gemv over Wgu then pgd_cuda_silu_mul, without the f32 [M][2F] in between.
+ * Wgu bf16 [2F][K] (gate rows, then up rows), out bf16 [M][F]. 0, PGD_EINVAL / PGD_ECUDA. */
+int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
+                       uint32_t F, uint32_t K, void *stream);
 /* The twin on the host, bit for bit: any M. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                         uint32_t K);

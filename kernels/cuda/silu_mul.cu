@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/silu_math.cuh"
 #include "kernels/cuda/silu_mul.h"
 
 namespace {
@@ -26,9 +27,7 @@ __global__ void silu_mul_kernel(const float *gu, uint32_t T, uint32_t F, uint16_
     const uint64_t n = (uint64_t)T * F, step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         const uint64_t t = i / F, j = i % F;
-        const float g = gu[2 * F * t + j], u = gu[2 * F * t + F + j];
-        const float e = expf(-g);
-        out[i] = pgd_dev_f32_to_bf16(__fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u));
+        out[i] = pgd_dev_f32_to_bf16(pgd_dev_silu_mul(gu[2 * F * t + j], gu[2 * F * t + F + j]));
     }
 }
 

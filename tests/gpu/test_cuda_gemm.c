@@ -13,7 +13,9 @@
  *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 1 and 7; 300 and 512);
  *   - a fast plan with the GEMV kernel (PGD_CUDA_GEMM_FAST_GEMV) runs M = 1, 3 and 7 on it
  *     (1, 2 and 4 columns a warp), each with the bits of its twin pgd_cuda_gemv_twin (which is
- *     independent of M), M = 64 and more on cuBLASLt; the kernel refuses bad shapes.
+ *     independent of M), M = 64 and more on cuBLASLt; the kernel refuses bad shapes;
+ *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
+ *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -25,6 +27,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/silu_mul.h"
 #include "testutil.h"
 
 static uint64_t g_rng;
@@ -174,6 +177,49 @@ static void test_gemv_refuses(void) {
     cudaFree(y);
 }
 
+/* pgd_cuda_gemv_silu against pgd_cuda_gemv then pgd_cuda_silu_mul, bit for bit. */
+static void test_gemv_silu(void) {
+    const bool emu = getenv("PGD_CUDA_EMU") != NULL;
+    const uint32_t shapes[][2] = {{1003, 264}, {emu ? 200 : 14336, 4096}};
+    static const uint32_t ms[] = {1, 2, 3, 7, 8};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) {
+        const uint32_t F = shapes[i][0], K = shapes[i][1], MM = PGD_CUDA_GEMV_MAX_M;
+        uint16_t *X = malloc((uint64_t)MM * K * 2), *W = malloc((uint64_t)2 * F * K * 2);
+        uint16_t *want = malloc((uint64_t)MM * F * 2), *got = malloc((uint64_t)MM * F * 2);
+        REQUIRE(X && W && want && got);
+        fill_bf16(X, (uint64_t)MM * K, 1.0);
+        fill_bf16(W, (uint64_t)2 * F * K, 3.0 / sqrt((double)K)); /* gate values of a few units */
+        uint16_t *dX, *dW, *dO;
+        float *dY;
+        REQUIRE(cudaMalloc((void **)&dX, (uint64_t)MM * K * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dW, (uint64_t)2 * F * K * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dY, (uint64_t)MM * 2 * F * 4) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dO, (uint64_t)MM * F * 2) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dX, X, (uint64_t)MM * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dW, W, (uint64_t)2 * F * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        for (size_t k = 0; k < PGD_ARRAY_LEN(ms); k++) {
+            const uint32_t M = ms[k];
+            REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)MM * F * 2) == cudaSuccess);
+            CHECK_EQ_INT(pgd_cuda_gemv(dX, dW, dY, M, 2 * F, K, NULL), 0);
+            CHECK_EQ_INT(pgd_cuda_silu_mul(dY, M, F, dO, NULL), 0);
+            REQUIRE(cudaMemcpy(want, dO, (uint64_t)M * F * 2, cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+            REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)MM * F * 2) == cudaSuccess);
+            CHECK_EQ_INT(pgd_cuda_gemv_silu(dX, dW, dO, M, F, K, NULL), 0);
+            REQUIRE(cudaMemcpy(got, dO, (uint64_t)M * F * 2, cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+            size_t bad = 0;
+            for (uint64_t e = 0; e < (uint64_t)M * F; e++) bad += got[e] != want[e];
+            if (bad)
+                fprintf(stderr, "    gemv + SiLU, F %u, K %u, M = %u: %zu of %llu differ\n", F, K,
+                        M, bad, (unsigned long long)M * F);
+            CHECK(bad == 0);
+        }
+        cudaFree(dX), cudaFree(dW), cudaFree(dY), cudaFree(dO);
+        free(X), free(W), free(want), free(got);
+    }
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -185,5 +231,6 @@ int main(void) {
     fprintf(stderr, "seed %llu (PGD_TEST_SEED)\n", (unsigned long long)g_rng);
     RUN(test_gemv_refuses);
     RUN(test_model_shapes);
+    RUN(test_gemv_silu);
     return test_summary();
 }
