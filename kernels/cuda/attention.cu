@@ -408,7 +408,7 @@ __device__ void merge_units(const attn_args &a, const split_args &sp, const tile
         unit_of(c, k, &g, &d);
         float m = 0, sum = 0, o0 = 0, o1 = 0;
         /* kBatch chunks' partials loaded before they are folded (in order): one wait each */
-        constexpr uint32_t kBatch = 4;
+        constexpr uint32_t kBatch = 8;
         for (uint32_t c1 = 0; c1 < n_chunks; c1 += kBatch) {
             float qm[kBatch], qs[kBatch], q0[kBatch], q1[kBatch];
 #pragma unroll
