@@ -10,8 +10,11 @@
  * not push the activations and the KV cache out of L2); X's chunks come through the read-only
  * cache (__ldg: every warp of the GPU reads the same M rows). Then the warp's shuffle-down tree
  * and lane 0 writes the M results. No shared memory, no barrier: a warp past N leaves at once.
+ * The SiLU form (pgd_cuda_gemv_silu) takes gate column j and up column F + j in the same warp
+ * and writes bf16(SiLU(gate) * up) from lane 0 (silu_math.cuh: silu_mul.cu's arithmetic).
  *
- * Bandwidth: kLoads x 16 bytes x 32 lanes = 2 KiB in flight a warp, up to 64 warps an SM.
+ * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 2-8 KiB in flight a warp; at M = 1, 28
+ * registers (64 warps an SM), at M = 8, 125 (16 warps an SM).
  * Untested on hardware: the GEMM plan uses this kernel only when asked (--decode-gemv).
  */
 #include <cuda_runtime.h>
