@@ -46,6 +46,52 @@ __device__ __forceinline__ float row_scale(double *part, double acc, uint32_t E,
     return s;
 }
 
+/* N elements of a row, e0, e0 + LANES, ... (those below E): loaded with their addends (add: the
+ * addend row or NULL) before the first is used, then x += add in place (f32), and the squares
+ * summed into acc in order (double). v gets the elements (0 past E). */
+template <uint32_t N>
+__device__ __forceinline__ void add_square(float *xr, const float *add, uint32_t e0, uint32_t E,
+                                           float (&v)[N], double &acc) {
+    float a[N];
+#pragma unroll
+    for (uint32_t u = 0; u < N; u++) {
+        const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
+        v[u] = e < E ? xr[e] : 0.0f;
+        a[u] = add && e < E ? add[e] : 0.0f;
+    }
+#pragma unroll
+    for (uint32_t u = 0; u < N; u++) {
+        const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
+        if (e >= E) break;
+        if (add) {
+            v[u] = __fadd_rn(v[u], a[u]);
+            xr[e] = v[u];
+        }
+        acc = __dadd_rn(acc, __dmul_rn((double)v[u], (double)v[u]));
+    }
+}
+
+/* The same N elements normed: o[e] = bf16((v * s) * g), each product rounded. */
+template <uint32_t N>
+__device__ __forceinline__ void scale_out(uint16_t *o, uint32_t e0, uint32_t E, const float (&v)[N],
+                                          const float (&g)[N], float s) {
+#pragma unroll
+    for (uint32_t u = 0; u < N; u++) {
+        const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
+        if (e < E) o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(v[u], s), g[u]));
+    }
+}
+
+/* N norm weights from e0 (0 past E). */
+template <uint32_t N>
+__device__ __forceinline__ void load_w(const float *w, uint32_t e0, uint32_t E, float (&g)[N]) {
+#pragma unroll
+    for (uint32_t u = 0; u < N; u++) {
+        const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
+        g[u] = e < E ? w[e] : 0.0f;
+    }
+}
+
 /* x, add: f32 [.][E]; w: f32 [E]; rows: [R] or NULL; out: bf16 [R][E]; blockDim.x = LANES. */
 __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
     add_rmsnorm_kernel(float *x, const float *add, const float *w, float eps, const uint32_t *rows,
@@ -55,54 +101,20 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
     for (uint32_t i = blockIdx.x; i < R; i += gridDim.x) { /* uniform across the CTA */
         const uint64_t r = rows ? rows[i] : i;
         float *xr = x + r * E;
+        const float *ar = add ? add + r * E : NULL;
         uint16_t *o = out + (uint64_t)i * E;
         double acc = 0.0;
         if (E <= kOne * PGD_RMSNORM_LANES) { /* the row in registers: one wait for all loads */
-            float v[kOne], a[kOne], g[kOne];
-#pragma unroll
-            for (uint32_t u = 0; u < kOne; u++) {
-                const uint32_t e = j + u * PGD_RMSNORM_LANES;
-                v[u] = e < E ? xr[e] : 0.0f;
-                a[u] = add && e < E ? add[r * E + e] : 0.0f;
-                g[u] = e < E ? w[e] : 0.0f;
-            }
-#pragma unroll
-            for (uint32_t u = 0; u < kOne; u++) {
-                const uint32_t e = j + u * PGD_RMSNORM_LANES;
-                if (e >= E) break;
-                if (add) {
-                    v[u] = __fadd_rn(v[u], a[u]);
-                    xr[e] = v[u];
-                }
-                acc = __dadd_rn(acc, __dmul_rn((double)v[u], (double)v[u]));
-            }
-            const float s = row_scale(part, acc, E, eps);
-#pragma unroll
-            for (uint32_t u = 0; u < kOne; u++) {
-                const uint32_t e = j + u * PGD_RMSNORM_LANES;
-                if (e < E) o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(v[u], s), g[u]));
-            }
+            float v[kOne], g[kOne];
+            load_w(w, j, E, g); /* issued with the row's loads, used after the tree */
+            add_square(xr, ar, j, E, v, acc);
+            scale_out(o, j, E, v, g, row_scale(part, acc, E, eps));
             continue;
         }
         constexpr uint32_t kLoads = 8, kStep = kLoads * PGD_RMSNORM_LANES;
         for (uint32_t e0 = j; e0 < E; e0 += kStep) {
-            float v[kLoads], a[kLoads];
-#pragma unroll
-            for (uint32_t u = 0; u < kLoads; u++) {
-                const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
-                v[u] = e < E ? xr[e] : 0.0f;
-                a[u] = add && e < E ? add[r * E + e] : 0.0f;
-            }
-#pragma unroll
-            for (uint32_t u = 0; u < kLoads; u++) {
-                const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
-                if (e >= E) break;
-                if (add) {
-                    v[u] = __fadd_rn(v[u], a[u]);
-                    xr[e] = v[u];
-                }
-                acc = __dadd_rn(acc, __dmul_rn((double)v[u], (double)v[u]));
-            }
+            float v[kLoads];
+            add_square(xr, ar, e0, E, v, acc);
         }
         const float s = row_scale(part, acc, E, eps);
         for (uint32_t e0 = j; e0 < E; e0 += kStep) { /* xr[e]: this thread's own writes */
@@ -111,13 +123,9 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
             for (uint32_t u = 0; u < kLoads; u++) {
                 const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
                 v[u] = e < E ? xr[e] : 0.0f;
-                g[u] = e < E ? w[e] : 0.0f;
             }
-#pragma unroll
-            for (uint32_t u = 0; u < kLoads; u++) {
-                const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
-                if (e < E) o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(v[u], s), g[u]));
-            }
+            load_w(w, e0, E, g);
+            scale_out(o, e0, E, v, g, s);
         }
     }
 }
