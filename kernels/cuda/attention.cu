@@ -319,6 +319,38 @@ __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint16_t *vs, 
     return h0;
 }
 
+/* Write this thread's units of the tile's output row: bf16(o / s[k]) for unit k, or `fill`
+ * (bf16 bits) where s is NULL. */
+__device__ __forceinline__ void write_units(const tile_ctx &c, uint16_t *orow,
+                                            const float (&o)[kUnits][2], const float *s,
+                                            uint16_t fill) {
+#pragma unroll
+    for (uint32_t k = 0; k < kUnits; k++) {
+        if (k >= c.n_units) break;
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        uint32_t pair = (uint32_t)fill * 0x10001u;
+        if (s) {
+            const float sg = s[k];
+            pair = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[k][0], sg))) |
+                   (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[k][1], sg)))
+                       << 16;
+        }
+        *reinterpret_cast<uint32_t *>(orow + (uint64_t)g * c.D + d) = pair;
+    }
+}
+
+/* A per-head value (of the tile's heads) for each of this thread's units. */
+__device__ __forceinline__ void per_unit(const tile_ctx &c, const float (&by_head)[kTile],
+                                         float (&by_unit)[kUnits]) {
+#pragma unroll
+    for (uint32_t k = 0; k < kUnits; k++) {
+        uint32_t g, d;
+        unit_of(c, k, &g, &d);
+        by_unit[k] = pick(by_head, g);
+    }
+}
+
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
@@ -346,18 +378,12 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
         }
     }
     uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * D;
-#pragma unroll
-    for (uint32_t k = 0; k < kUnits; k++) {
-        if (k >= c.n_units) break;
-        uint32_t g, d;
-        unit_of(c, k, &g, &d);
-        const float sg = pick(s, g);
-        const float y0 = n_ctx ? pgd_rn_div(o[k][0], sg) : 0.0f;
-        const float y1 = n_ctx ? pgd_rn_div(o[k][1], sg) : 0.0f;
-        const uint32_t pair = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y0)) |
-                              (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(y1)) << 16;
-        *reinterpret_cast<uint32_t *>(orow + (uint64_t)g * D + d) = pair;
-    }
+    float su[kUnits];
+    per_unit(c, s, su);
+    if (n_ctx)
+        write_units(c, orow, o, su, 0);
+    else
+        write_units(c, orow, o, NULL, 0); /* zeros for a padding row */
 }
 
 /* The split kernel's extra arguments: where chunk partials go, and who merges them. */
@@ -372,27 +398,6 @@ __device__ __forceinline__ float *partial_at(const attn_args &a, const split_arg
                                              uint32_t h, uint32_t chunk) {
     const uint32_t D = a.geom.head_dim;
     return sp.scratch + (((uint64_t)i * a.n_head + h) * sp.max_chunks + chunk) * (2 + D);
-}
-
-/* Write this thread's units of the tile's output row: bf16(o / s) per dimension, or `fill`
- * (bf16 bits) where s is NULL. */
-__device__ __forceinline__ void write_units(const tile_ctx &c, uint16_t *orow,
-                                            const float (&o)[kUnits][2], const float *s,
-                                            uint16_t fill) {
-#pragma unroll
-    for (uint32_t k = 0; k < kUnits; k++) {
-        if (k >= c.n_units) break;
-        uint32_t g, d;
-        unit_of(c, k, &g, &d);
-        uint32_t pair = (uint32_t)fill * 0x10001u;
-        if (s) {
-            const float sg = s[k];
-            pair = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[k][0], sg))) |
-                   (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[k][1], sg)))
-                       << 16;
-        }
-        *reinterpret_cast<uint32_t *>(orow + (uint64_t)g * c.D + d) = pair;
-    }
 }
 
 /* The merge, by the CTA that finished last: per unit, the row's chunk partials folded in
@@ -467,14 +472,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
         float mc[kTile], sc[kTile];
         chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
         if (n_chunks == 1) {
-            float sk[kUnits];
-#pragma unroll
-            for (uint32_t k = 0; k < kUnits; k++) {
-                uint32_t g, d;
-                unit_of(c, k, &g, &d);
-                sk[k] = pick(sc, g);
-            }
-            write_units(c, orow, oc, sk, 0);
+            float su[kUnits];
+            per_unit(c, sc, su);
+            write_units(c, orow, oc, su, 0);
             return;
         }
         if (t < c.n_heads) {
