@@ -310,6 +310,8 @@ static int alloc_step(cuda_backend *b) {
     uint64_t xb_cols = E > QD ? E : QD;
     if (b->F > xb_cols) xb_cols = b->F;
     b->ml = pgd_cuda_meta_layout_of(b->max_tokens, SEQS_LIMIT, SEQS_LIMIT, b->stride_max);
+    const size_t arrived_bytes =
+        pgd_cuda_attention_split_counters(split_rows(b), b->H) * sizeof(uint32_t);
     int rc;
     if ((rc = DALLOC(b, b->x, T * E * sizeof(float))) || (rc = DALLOC(b, b->xb, T * xb_cols * 2)) ||
         (rc = DALLOC(b, b->qkv, T * b->QKV * sizeof(float))) ||
@@ -319,13 +321,10 @@ static int alloc_step(cuda_backend *b) {
         (rc = DALLOC(b, b->d_results, SEQS_LIMIT * sizeof(pgd_sample_result))) ||
         (rc = DALLOC(b, b->attn_scratch,
                      pgd_cuda_attention_split_bytes(split_rows(b), b->H, b->D, b->n_pos))) ||
-        (rc = DALLOC(b, b->attn_arrived,
-                     pgd_cuda_attention_split_counters(split_rows(b), b->H) * sizeof(uint32_t))) ||
+        (rc = DALLOC(b, b->attn_arrived, arrived_bytes)) ||
         (rc = DALLOC(b, b->d_meta, b->ml.total)))
         return rc;
-    PGD_CUDA_TRY(
-        cudaMemset(b->attn_arrived, 0,
-                   pgd_cuda_attention_split_counters(split_rows(b), b->H) * sizeof(uint32_t)));
+    PGD_CUDA_TRY(cudaMemset(b->attn_arrived, 0, arrived_bytes));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_results, SEQS_LIMIT * sizeof(pgd_sample_result)));
     if (!(b->host_row = malloc((size_t)b->V * sizeof *b->host_row))) return PGD_ENOMEM;
