@@ -59,6 +59,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_math.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_util.cuh"
 
 namespace {
 
@@ -354,6 +355,8 @@ __device__ __forceinline__ void per_unit(const tile_ctx &c, const float (&by_hea
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
     const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c); /* the tile's first query head */
@@ -454,6 +457,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
     __shared__ bool last;
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     const uint32_t i = blockIdx.x, row = row_at(a, i), t = threadIdx.x;
     const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
@@ -581,9 +586,8 @@ extern "C" int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const
     if (n_split <= 1) {
         if (T == 0) return 0;
         if ((rc = vs_opt_in(geom.head_dim))) return rc;
-        attention_kernel<<<dim3(T, geom.n_kv_head * a.n_tiles), kThreads, vs_bytes(geom.head_dim),
-                           (cudaStream_t)stream>>>(a);
-        PGD_CUDA_LAUNCHED();
+        PGD_CUDA_TRY(pgd_cuda_launch(attention_kernel, dim3(T, geom.n_kv_head * a.n_tiles),
+                                     kThreads, vs_bytes(geom.head_dim), stream, a));
         return 0;
     }
     const uint32_t max_chunks = (max_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
@@ -595,9 +599,8 @@ extern "C" int pgd_cuda_attention_split(const float *q, uint32_t q_stride, const
     const split_args sp = {scratch, max_chunks, arrived};
     const dim3 grid(T, geom.n_kv_head * a.n_tiles, n_split < max_chunks ? n_split : max_chunks);
     if ((rc = vs_opt_in(geom.head_dim))) return rc;
-    attention_split_kernel<<<grid, kThreads, vs_bytes(geom.head_dim), (cudaStream_t)stream>>>(a,
-                                                                                              sp);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(pgd_cuda_launch(attention_split_kernel, grid, kThreads, vs_bytes(geom.head_dim),
+                                 stream, a, sp));
     return 0;
 }
 
@@ -613,7 +616,7 @@ extern "C" int pgd_cuda_attention(const float *q, uint32_t q_stride, const uint1
     if (T == 0) return 0;
     const dim3 grid(T, geom.n_kv_head * a.n_tiles);
     if ((rc = vs_opt_in(geom.head_dim))) return rc;
-    attention_kernel<<<grid, kThreads, vs_bytes(geom.head_dim), (cudaStream_t)stream>>>(a);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(
+        pgd_cuda_launch(attention_kernel, grid, kThreads, vs_bytes(geom.head_dim), stream, a));
     return 0;
 }

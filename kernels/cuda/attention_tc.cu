@@ -43,6 +43,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_math.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_util.cuh"
 
 namespace {
 
@@ -161,6 +162,8 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
     __half *qs = reinterpret_cast<__half *>(smem + L::q);
     __half *stage = reinterpret_cast<__half *>(smem + L::kv);
     float *sbuf = reinterpret_cast<float *>(smem + L::s);
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const pgd_attn_tile tile = a.tiles[blockIdx.x];
     const uint32_t kvh = blockIdx.y, group = a.group, n_slots = tile.n * group;
@@ -282,8 +285,8 @@ template <uint32_t D> int launch(const tc_args &a, uint32_t n_tiles, cudaStream_
     const size_t bytes = tc_layout<D>::bytes;
     PGD_CUDA_TRY(cudaFuncSetAttribute(attention_tc_kernel<D>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    attention_tc_kernel<D><<<dim3(n_tiles, a.geom.n_kv_head), kThreads, bytes, stream>>>(a);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(pgd_cuda_launch(attention_tc_kernel<D>, dim3(n_tiles, a.geom.n_kv_head), kThreads,
+                                 bytes, stream, a));
     return 0;
 }
 

@@ -6,14 +6,18 @@
  * Invariants: pgd_dev_f32_to_bf16 gives pgd_f32_to_bf16's bits for every input, NaN included
  * (its payload's top bits kept, made quiet), so "bf16 of the same f32" is bit-exact across the
  * two. Grid-stride kernels take any element count: the grid is capped, the loop covers the rest
- * with 64-bit indices.
+ * with 64-bit indices. And the launch of a step's kernels with programmatic dependent launch
+ * (pgd_cuda_launch, pgd_dev_pdl_wait/release: the contract is written there).
  *
- * Threading: pure functions.
+ * Threading: pure functions; pgd_cuda_launch from the thread that owns the stream.
  */
 #ifndef PGD_KERNELS_CUDA_UTIL_CUH
 #define PGD_KERNELS_CUDA_UTIL_CUH
 
+#include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <utility>
 
 /* Threads per CTA of the elementwise (grid-stride) kernels. */
 #define PGD_CUDA_THREADS 256
@@ -34,6 +38,83 @@ static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {
     uint64_t ctas = (n + threads - 1) / threads;
     if (ctas < 1) ctas = 1;
     return ctas > PGD_CUDA_MAX_CTAS ? PGD_CUDA_MAX_CTAS : (unsigned)ctas;
+}
+
+/* ---- programmatic dependent launch (PDL, compute capability 9.0 and later) ----------------
+ * A step's kernels are launched with cudaLaunchAttributeProgrammaticStreamSerialization (in a
+ * CUDA graph too: capture keeps it as a programmatic edge), so the next kernel's CTAs may be
+ * scheduled while the current one's last CTAs still run, instead of after its last CTA has
+ * retired and its memory has been flushed — on a decode step of ~260 kernels, each boundary's
+ * drain and launch (a few us) is time the weights do not stream. The contract, in every kernel
+ * launched by pgd_cuda_launch:
+ *   - pgd_dev_pdl_wait() (griddepcontrol.wait: the previous grid has completed and its writes
+ *     are visible) comes before the kernel reads anything an earlier kernel or copy of the
+ *     stream wrote and before it writes anything; only data constant during a step (weights,
+ *     norms, biases) may be read before it — the GEMV issues its first weight loads there;
+ *   - pgd_dev_pdl_release() (griddepcontrol.launch_dependents) right after the wait lets the
+ *     next kernel be scheduled early; it waits in turn, so it sees this kernel's writes.
+ * A kernel launched without the attribute (older GPUs, cuBLASLt's kernels, PGD_CUDA_PDL=0)
+ * meets a wait that returns at once: the stream order is then the plain one. */
+static __device__ __forceinline__ void pgd_dev_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+#endif
+}
+static __device__ __forceinline__ void pgd_dev_pdl_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
+/* Ask for the 16 bytes at p to be brought into L2 (prefetch.global.L2: no register, no wait);
+ * a hint — nothing in the emulator. */
+static __device__ __forceinline__ void pgd_dev_prefetch_l2(const void *p) {
+#if defined(__NVCC__) && defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
+/* Whether launches on the current device use PDL: compute capability 9.0 or later, unless the
+ * environment says PGD_CUDA_PDL=0 (the A/B switch of scripts/gpu-check). Decided once per
+ * device; any host thread. */
+static inline bool pgd_cuda_pdl_on() {
+    enum { kDevices = 64 };
+    static int known[kDevices]; /* 0: not asked yet, 1: off, 2: on (atomic: any thread) */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int k = __atomic_load_n(&known[dev], __ATOMIC_RELAXED);
+    if (!k) {
+        const char *env = getenv("PGD_CUDA_PDL");
+        int major = 0;
+        const bool on =
+            !(env && env[0] == '0') &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major >= 9;
+        (void)cudaGetLastError();
+        k = on ? 2 : 1;
+        __atomic_store_n(&known[dev], k, __ATOMIC_RELAXED);
+    }
+    return k == 2;
+}
+
+/* kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where pgd_cuda_pdl_on
+ * (the kernel must keep the contract above). Returns the launch's error. */
+template <typename... P, typename... A>
+static inline cudaError_t pgd_cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                          void *stream, A &&...args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    /* grid, block, dynamic shared memory, stream, attributes (positional: the emulator's
+     * gridDim and blockDim are macros) */
+    const cudaLaunchConfig_t cfg = {
+        grid, block, smem, (cudaStream_t)stream, attr, pgd_cuda_pdl_on() ? 1u : 0u};
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
 #endif

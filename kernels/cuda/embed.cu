@@ -18,6 +18,8 @@ namespace {
 /* table: bf16 [V][E]; tokens: [T]; x: f32 [T][E]. */
 __global__ void embed_kernel(const uint16_t *table, const int32_t *tokens, uint32_t T, uint32_t E,
                              float *x) {
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     const uint64_t n = (uint64_t)T * E, step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         const uint64_t t = i / E, e = i % E;
@@ -31,8 +33,7 @@ extern "C" int pgd_cuda_embed(const uint16_t *table, const int32_t *tokens, uint
                               float *x, void *stream) {
     if (T == 0 || E == 0) return 0;
     const uint64_t n = (uint64_t)T * E;
-    embed_kernel<<<pgd_cuda_grid(n, PGD_CUDA_THREADS), PGD_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
-        table, tokens, T, E, x);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(pgd_cuda_launch(embed_kernel, pgd_cuda_grid(n, PGD_CUDA_THREADS), PGD_CUDA_THREADS,
+                                 0, stream, table, tokens, T, E, x));
     return 0;
 }

@@ -13,9 +13,13 @@
  * The SiLU form (pgd_cuda_gemv_silu) takes gate column j and up column F + j in the same warp
  * and writes bf16(SiLU(gate) * up) from lane 0 (silu_math.cuh: silu_mul.cu's arithmetic).
  *
- * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 2-8 KiB in flight a warp; at M = 1, 28
- * registers (64 warps an SM), at M = 8, 125 (16 warps an SM).
- * Untested on hardware: the GEMM plan uses this kernel only when asked (--decode-gemv).
+ * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 4-8 KiB in flight a warp (kLoads 8 at one
+ * column a warp, 4 at more); at M = 8, 125 registers (16 warps an SM). A lane's first kLoads
+ * chunks are prefetched to L2 before the kernel waits for the previous one (programmatic
+ * dependent launch, cuda_util.cuh), so they stream while that one ends. Measured on an H200
+ * (bench/cuda_decode_kernels.c, before the PDL and kLoads 8): 2.75-4.38 TB/s at M = 1, faster
+ * than cuBLASLt on every product but the down projection; slower at M = 4 and 8
+ * (bench/results/gpu-h200.md).
  */
 #include <cuda_runtime.h>
 
@@ -29,7 +33,11 @@ namespace {
 
 constexpr uint32_t kLanes = PGD_CUDA_GEMV_LANES;
 constexpr uint32_t kWarps = 4, kThreads = kWarps * kLanes;
-constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight */
+/* W chunks of a lane in flight per column: 8 for one column a warp, 4 for more (the order of the
+ * FMAs does not depend on it) */
+__host__ __device__ constexpr uint32_t loads_for(int R) {
+    return R == 1 ? 8 : 4;
+}
 static_assert(kLanes == 32, "a warp's lanes share a column's chunks");
 
 /* The 8 bf16 of a 16-byte chunk as f32 (exact). */
@@ -63,6 +71,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * P;
     if (n0 >= N) return; /* uniform over the warp */
     const uint32_t C = K / 8;
+    constexpr uint32_t kLoads = loads_for(R);
     const uint4 *w[R]; /* a column past N reads the last one again (its result is dropped) */
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -74,6 +83,17 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
+            /* the lane's first kLoads chunks of each column on their way to L2 before the wait for
+             * the previous kernel, whose output X is */
+#pragma unroll
+    for (uint32_t u = 0; u < kLoads; u++) {
+        const uint32_t c = lane + u * kLanes;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (c < C) pgd_dev_prefetch_l2(w[r] + c);
+    }
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     for (uint32_t c0 = lane; c0 < C; c0 += kLanes * kLoads) {
         uint4 wr[R][kLoads]; /* unconditional loads (past the row: chunk c0 again) */
 #pragma unroll
@@ -122,13 +142,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int MR, bool Silu>
-void launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
-            cudaStream_t stream) {
+cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
+                   uint32_t K, cudaStream_t stream) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint32_t warps = (N + P - 1) / P;
-    gemv_kernel<MR, R, Silu>
-        <<<(warps + kWarps - 1) / kWarps, kThreads, 0, stream>>>(X, W, Y, O, N, K);
+    return pgd_cuda_launch(gemv_kernel<MR, R, Silu>, (warps + kWarps - 1) / kWarps, kThreads, 0,
+                           stream, X, W, Y, O, N, K);
 }
 
 /* The checks and the launch of either form. */
@@ -142,14 +162,13 @@ int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M
                              "16-byte aligned",
                              M, PGD_CUDA_GEMV_MAX_M, K);
     if (N == 0) return 0;
-    using launch_fn = void (*)(const uint16_t *, const uint16_t *, float *, uint16_t *, uint32_t,
-                               uint32_t, cudaStream_t);
+    using launch_fn = cudaError_t (*)(const uint16_t *, const uint16_t *, float *, uint16_t *,
+                                      uint32_t, uint32_t, cudaStream_t);
     static const launch_fn by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
                                      launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
                                      launch<7, Silu>, launch<8, Silu>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
-    by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream));
     return 0;
 }
 

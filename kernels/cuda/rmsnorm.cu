@@ -98,6 +98,8 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
                        uint32_t R, uint32_t E, uint16_t *out) {
     __shared__ double part[PGD_RMSNORM_LANES];
     const unsigned j = threadIdx.x;
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     for (uint32_t i = blockIdx.x; i < R; i += gridDim.x) { /* uniform across the CTA */
         const uint64_t r = rows ? rows[i] : i;
         float *xr = x + r * E;
@@ -136,8 +138,7 @@ extern "C" int pgd_cuda_add_rmsnorm(float *x, const float *add, const float *w, 
                                     const uint32_t *rows, uint32_t R, uint32_t E, uint16_t *out,
                                     void *stream) {
     if (R == 0 || E == 0) return 0;
-    add_rmsnorm_kernel<<<pgd_cuda_grid(R, 1), PGD_RMSNORM_LANES, 0, (cudaStream_t)stream>>>(
-        x, add, w, eps, rows, R, E, out);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(pgd_cuda_launch(add_rmsnorm_kernel, pgd_cuda_grid(R, 1), PGD_RMSNORM_LANES, 0,
+                                 stream, x, add, w, eps, rows, R, E, out));
     return 0;
 }

@@ -37,6 +37,8 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
                                const int32_t *pos, const int64_t *slots, uint32_t T,
                                uint32_t n_head, uint32_t n_kv_head, uint32_t D, uint32_t rope_dim,
                                bool neox, uint16_t *kv, pgd_kv_geom geom, uint32_t layer) {
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     const uint32_t half = rope_dim / 2, rest = D - rope_dim, n_qk = n_head + n_kv_head;
     const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
     /* a row's work is spread over the CTAs of grid.y (a row's threads wait for few loads each) */
@@ -104,9 +106,8 @@ extern "C" int pgd_cuda_rope_kv(float *qkv, const float *bias, const float *cos_
     const uint32_t most =
         max(max(n_qk * (rope_dim / 2), n_qk * (head_dim - rope_dim)), n_kv_head * head_dim);
     const dim3 grid(pgd_cuda_grid(T, 1), min(pgd_cuda_grid(most, PGD_CUDA_THREADS), 64u));
-    rope_kv_kernel<<<grid, PGD_CUDA_THREADS, 0, (cudaStream_t)stream>>>(
-        qkv, bias, cos_sin, pos, slots, T, n_head, n_kv_head, head_dim, rope_dim, neox, kv, geom,
-        layer);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(pgd_cuda_launch(rope_kv_kernel, grid, PGD_CUDA_THREADS, 0, stream, qkv, bias,
+                                 cos_sin, pos, slots, T, n_head, n_kv_head, head_dim, rope_dim,
+                                 neox, kv, geom, layer));
     return 0;
 }

@@ -44,6 +44,7 @@
 
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/sample.h"
 #include "kernels/cuda/sample_math.h"
 
@@ -321,6 +322,8 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ double total;
     __shared__ select_smem sel;
     __shared__ int32_t token_sh;
+    pgd_dev_pdl_wait();
+    pgd_dev_pdl_release();
     const uint32_t row = blockIdx.x, nb = (V + PGD_SAMPLE_BLOCK - 1) / PGD_SAMPLE_BLOCK;
     const float *l = logits + (uint64_t)row * V;
     const pgd_sample_spec sp = specs[row];
@@ -425,7 +428,7 @@ extern "C" int pgd_cuda_sample(const float *logits, uint32_t N, uint32_t V,
         PGD_CUDA_TRY(cudaFuncSetAttribute(sample_kernel,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
-    sample_kernel<<<N, kThreads, smem, (cudaStream_t)stream>>>(logits, V, specs, draws, results);
-    PGD_CUDA_LAUNCHED();
+    PGD_CUDA_TRY(pgd_cuda_launch(sample_kernel, N, kThreads, smem, stream, logits, V, specs, draws,
+                                 results));
     return 0;
 }

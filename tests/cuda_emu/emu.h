@@ -44,5 +44,6 @@ void *emu_dyn_smem();
 void emu_check_bounds(unsigned max_threads);
 void emu_check_kernel_ptr(const void *p, int idx, const char *kname);
 cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s, const void *func,
-                              const char *name, std::function<void()> body);
+                              const char *name, std::function<void()> body, bool pdl = false);
+void emu_pdl_wait(); /* a thread's cudaGridDependencySynchronize */
 void emu_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -931,7 +931,14 @@ struct KernelRec {
     const void *func;
     std::string name;
     std::function<void()> body;
+    bool pdl; /* launched with programmatic stream serialization (cudaLaunchKernelEx) */
 };
+
+/* griddepcontrol.wait calls in the running kernel: a kernel launched with programmatic stream
+ * serialization that never waits would, on a GPU, run beside its predecessor (see
+ * kernels/cuda/cuda_util.cuh) */
+static uint64_t g_pdl_waits;
+void emu_pdl_wait() { g_pdl_waits++; }
 
 static int g_order = [] {
     const char *o = getenv("EMU_ORDER");
@@ -1042,6 +1049,7 @@ static void run_kernel(const KernelRec &k) {
     emu_gridDim = k.grid;
     g_body = &k.body;
     g_bounds_reported = false;
+    g_pdl_waits = 0;
     std::vector<unsigned> ord;
     order_of(ord, nt);
     uint64_t nctas = (uint64_t)k.grid.x * k.grid.y * k.grid.z;
@@ -1051,11 +1059,15 @@ static void run_kernel(const KernelRec &k) {
                                   (unsigned)(b / ((uint64_t)k.grid.x * k.grid.y)));
         run_cta(k, nt, ord);
     }
+    if (k.pdl && !g_pdl_waits)
+        emu_error("%s: launched with programmatic stream serialization, but no thread called "
+                  "cudaGridDependencySynchronize (pgd_dev_pdl_wait)",
+                  k.name.c_str());
     g_launches++;
 }
 
 cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s, const void *func,
-                              const char *name, std::function<void()> body) {
+                              const char *name, std::function<void()> body, bool pdl) {
     Stream *S = stream_of(s);
     if (!S) {
         emu_error("launch of %s on an invalid stream", name);
@@ -1075,7 +1087,7 @@ cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s
                 smem, maxdyn);
         return fail(cudaErrorInvalidValue);
     }
-    auto rec = std::make_shared<KernelRec>(KernelRec{grid, block, smem, func, name, std::move(body)});
+    auto rec = std::make_shared<KernelRec>(KernelRec{grid, block, smem, func, name, std::move(body), pdl});
     enqueue(S, std::string("kernel ") + name, [rec]() { run_kernel(*rec); });
     return cudaSuccess;
 }

@@ -183,7 +183,8 @@ static void test_rope_kv(void) {
 /* Kernel and twin agree as silu_mul.h promises: equal or one bf16 ulp apart for g >= -88;
  * below, both tiny (|out| <= |g * u| * 2^-126, plus a bf16 subnormal step of rounding). */
 static void test_silu_mul(void) {
-    static const uint32_t Fs[] = {1, 255, 257, 1000, 4099};
+    static const uint32_t Fs[] = {1,    255,  257,
+                                  1000, 4099, 4100}; /* 4100: whole groups of 4 past the grid */
     static const float special[] = {0.0f,   -0.0f,  200.0f,  -200.0f, 1e-30f, -87.0f,
                                     -87.9f, -88.0f, -88.01f, -88.5f,  -89.0f, -100.0f};
     uint64_t exact = 0, ulp = 0, tiny = 0, bad = 0;

@@ -190,8 +190,40 @@ template <class T> inline void emu_arg_check(const T &, int, const char *) {}
 template <class T> inline void emu_arg_check(T *const &p, int i, const char *k) {
     emu_check_kernel_ptr((const void *)p, i, k);
 }
-template <class K, class... A> inline void emu_launch(emu_cfg c, K *k, const char *name, A... a) {
+template <class K, class... A>
+inline cudaError_t emu_launch_as(emu_cfg c, bool pdl, K *k, const char *name, A... a) {
     int i = 0;
     (emu_arg_check(a, i++, name), ...);
-    emu_submit_kernel(c.grid, c.block, c.smem, c.stream, (const void *)k, name, [=]() { k(a...); });
+    return emu_submit_kernel(c.grid, c.block, c.smem, c.stream, (const void *)k, name,
+                             [=]() { k(a...); }, pdl);
 }
+template <class K, class... A> inline void emu_launch(emu_cfg c, K *k, const char *name, A... a) {
+    (void)emu_launch_as(c, false, k, name, a...);
+}
+
+/* cudaLaunchKernelEx (cuda_runtime.h's template): the arguments converted to the kernel's
+ * parameter types, as the real one does; the programmatic-serialization attribute is recorded
+ * so the kernel is checked to wait (rt.cpp). The kernel's name is not known here. */
+#pragma push_macro("gridDim")
+#pragma push_macro("blockDim")
+#undef gridDim
+#undef blockDim
+template <class... P, class... A>
+inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *c, void (*k)(P...), A &&...a) {
+    bool pdl = false;
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id == cudaLaunchAttributeProgrammaticStreamSerialization &&
+            c->attrs[i].val.programmaticStreamSerializationAllowed)
+            pdl = true;
+    return emu_launch_as(emu_cfg(c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream), pdl, k,
+                         "a kernel launched by cudaLaunchKernelEx", ((P)a)...);
+}
+#pragma pop_macro("blockDim")
+#pragma pop_macro("gridDim")
+
+/* programmatic dependent launch inside a kernel: CTAs run one after another and kernels in
+ * stream order here, so the wait has nothing to wait for; it is counted (rt.cpp) */
+inline void cudaGridDependencySynchronize() {
+    emu_pdl_wait();
+}
+inline void cudaTriggerProgrammaticLaunchCompletion() {}
