@@ -194,8 +194,8 @@ template <class K, class... A>
 inline cudaError_t emu_launch_as(emu_cfg c, bool pdl, K *k, const char *name, A... a) {
     int i = 0;
     (emu_arg_check(a, i++, name), ...);
-    return emu_submit_kernel(c.grid, c.block, c.smem, c.stream, (const void *)k, name,
-                             [=]() { k(a...); }, pdl);
+    return emu_submit_kernel(
+        c.grid, c.block, c.smem, c.stream, (const void *)k, name, [=]() { k(a...); }, pdl);
 }
 template <class K, class... A> inline void emu_launch(emu_cfg c, K *k, const char *name, A... a) {
     (void)emu_launch_as(c, false, k, name, a...);
