@@ -50,7 +50,7 @@ static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {
  *   - pgd_dev_pdl_wait() (griddepcontrol.wait: the previous grid has completed and its writes
  *     are visible) comes before the kernel reads anything an earlier kernel or copy of the
  *     stream wrote and before it writes anything; only data constant during a step (weights,
- *     norms, biases) may be read before it — the GEMV issues its first weight loads there;
+ *     norms, biases) may be read before it;
  *   - pgd_dev_pdl_release() (griddepcontrol.launch_dependents) right after the wait lets the
  *     next kernel be scheduled early; it waits in turn, so it sees this kernel's writes.
  * A kernel launched without the attribute (older GPUs, cuBLASLt's kernels, PGD_CUDA_PDL=0)
@@ -63,16 +63,6 @@ static __device__ __forceinline__ void pgd_dev_pdl_wait() {
 static __device__ __forceinline__ void pgd_dev_pdl_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cudaTriggerProgrammaticLaunchCompletion();
-#endif
-}
-
-/* Ask for the 16 bytes at p to be brought into L2 (prefetch.global.L2: no register, no wait);
- * a hint — nothing in the emulator. */
-static __device__ __forceinline__ void pgd_dev_prefetch_l2(const void *p) {
-#if defined(__NVCC__) && defined(__CUDA_ARCH__)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#else
-    (void)p;
 #endif
 }
 

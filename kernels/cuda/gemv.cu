@@ -13,13 +13,13 @@
  * The SiLU form (pgd_cuda_gemv_silu) takes gate column j and up column F + j in the same warp
  * and writes bf16(SiLU(gate) * up) from lane 0 (silu_math.cuh: silu_mul.cu's arithmetic).
  *
- * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 4-8 KiB in flight a warp (kLoads 8 at one
- * column a warp, 4 at more); at M = 8, 125 registers (16 warps an SM). A lane's first kLoads
- * chunks are prefetched to L2 before the kernel waits for the previous one (programmatic
- * dependent launch, cuda_util.cuh), so they stream while that one ends. Measured on an H200
- * (bench/cuda_decode_kernels.c, before the PDL and kLoads 8): 2.75-4.38 TB/s at M = 1, faster
- * than cuBLASLt on every product but the down projection; slower at M = 4 and 8
- * (bench/results/gpu-h200.md).
+ * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 2-8 KiB in flight a warp; at M = 1, 28
+ * registers (64 warps an SM), at M = 8, 125 (16 warps an SM). Measured on an H200
+ * (bench/results/gpu-h200.md): 2.75-4.38 TB/s at M = 1, faster than cuBLASLt on every product
+ * but the down projection, slower at M = 4 and 8. Tried together there (commit ed543f3) and
+ * slower, so undone: 8 loads in flight at one column a warp (QKV 16.0 -> 17.4 us, gate/up 58.7
+ * -> 66.5) and a prefetch to L2 of a lane's first chunks before the wait for the previous
+ * kernel (gate/up + SiLU, which kept 4 loads, 59.0 -> 63.0).
  */
 #include <cuda_runtime.h>
 
@@ -33,11 +33,7 @@ namespace {
 
 constexpr uint32_t kLanes = PGD_CUDA_GEMV_LANES;
 constexpr uint32_t kWarps = 4, kThreads = kWarps * kLanes;
-/* W chunks of a lane in flight per column: 8 for one column a warp, 4 for more (the order of the
- * FMAs does not depend on it) */
-__host__ __device__ constexpr uint32_t loads_for(int R) {
-    return R == 1 ? 8 : 4;
-}
+constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight */
 static_assert(kLanes == 32, "a warp's lanes share a column's chunks");
 
 /* The 8 bf16 of a 16-byte chunk as f32 (exact). */
@@ -71,7 +67,6 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * P;
     if (n0 >= N) return; /* uniform over the warp */
     const uint32_t C = K / 8;
-    constexpr uint32_t kLoads = loads_for(R);
     const uint4 *w[R]; /* a column past N reads the last one again (its result is dropped) */
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -83,16 +78,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
-            /* the lane's first kLoads chunks of each column on their way to L2 before the wait for
-             * the previous kernel, whose output X is */
-#pragma unroll
-    for (uint32_t u = 0; u < kLoads; u++) {
-        const uint32_t c = lane + u * kLanes;
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            if (c < C) pgd_dev_prefetch_l2(w[r] + c);
-    }
-    pgd_dev_pdl_wait();
+    pgd_dev_pdl_wait(); /* X is the previous kernel's output */
     pgd_dev_pdl_release();
     for (uint32_t c0 = lane; c0 < C; c0 += kLanes * kLoads) {
         uint4 wr[R][kLoads]; /* unconditional loads (past the row: chunk c0 again) */
