@@ -26,9 +26,11 @@
  * The next sub-tile's global loads are issued before the current one's products (registers),
  * so they overlap the tensor cores and the softmax.
  *
- * Shared memory (dynamic, 101 KiB at head_dim 128: two CTAs an SM): the queries
+ * Shared memory (dynamic, 103 KiB at head_dim 128: two CTAs an SM): the queries
  * f16 [64][D + 8], one K/V sub-tile f16 [64][D + 8], the scores f32 [64][260] (the weights,
- * then o_c, reuse it).
+ * then o_c, reuse it), the chunk's keys' slab offsets u64 [256] (filled at the chunk's start:
+ * on an H200 the per-load block-table lookup and index arithmetic — a division by the block
+ * size and 64-bit products for every 16 bytes — were 37% of the kernel's instructions).
  *
  * Invariants: head_dim 64 or 128; group <= 64; a tile's rows consecutive positions of one
  * sequence, n <= 64 / group; keys past the tile's last position are never read (their staged
@@ -85,29 +87,30 @@ template <uint32_t D> struct tc_layout {
     static constexpr size_t q = 0;
     static constexpr size_t kv = q + (size_t)kSlots * kLd * 2;
     static constexpr size_t s = kv + (size_t)kSub * kLd * 2;
-    static constexpr size_t bytes = s + (size_t)kSlots * kSStride * 4;
+    static constexpr size_t rows = s + (size_t)kSlots * kSStride * 4;
+    static constexpr size_t bytes = rows + (size_t)kChunk * 8;
     static_assert(kv % 32 == 0 && s % 32 == 0 && (16 * kLd * 2) % 32 == 0, "WMMA alignment");
+    static_assert(rows % 8 == 0, "the chunk's key offsets are 8-byte words");
 };
 
-/* A staged sub-tile's loads: keys key0 .. key0 + 63 of K (kv = 0) or V (1) for KV head kvh,
- * D / 16 pieces of 16 bytes per thread; keys at or past n_keys give zeros and are not read. */
+/* A staged sub-tile's loads: keys key0 .. key0 + 63 (the chunk's keys k0 .. k0 + 63) of K or V
+ * of the CTA's KV head, whose page starts at `base` in every block (pgd_kv_index of block 0,
+ * offset 0); rows[k]: key k of the chunk's slab offset (its block's and its row's, from the
+ * table the chunk starts by filling); D / 16 pieces of 16 bytes per thread; keys at or past
+ * n_keys give zeros and are not read. */
 template <uint32_t D> struct sub_tile {
     static constexpr uint32_t kPieces = kSub * D / 8 / kThreads;
     uint4 raw[kPieces];
 
-    __device__ __forceinline__ void load(const tc_args &a, const int32_t *bt, uint32_t kvh,
-                                         uint32_t kv, uint32_t key0, uint32_t n_keys) {
-        const uint32_t bs = a.geom.block_size;
+    __device__ __forceinline__ void load(const tc_args &a, const uint64_t *rows, uint64_t base,
+                                         uint32_t k0, uint32_t key0, uint32_t n_keys) {
 #pragma unroll
         for (uint32_t u = 0; u < kPieces; u++) {
             const uint32_t piece = threadIdx.x + u * kThreads;
-            const uint32_t key = piece / (D / 8), part = piece % (D / 8), p = key0 + key;
+            const uint32_t key = piece / (D / 8), part = piece % (D / 8);
             raw[u] = uint4{0, 0, 0, 0};
-            if (p < n_keys) {
-                const uint64_t at =
-                    pgd_kv_index(a.geom, (uint32_t)bt[p / bs], a.layer, kv, kvh, p % bs);
-                raw[u] = reinterpret_cast<const uint4 *>(a.kv + at)[part];
-            }
+            if (key0 + key < n_keys)
+                raw[u] = reinterpret_cast<const uint4 *>(a.kv + base + rows[k0 + key])[part];
         }
     }
 
@@ -162,6 +165,7 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
     __half *qs = reinterpret_cast<__half *>(smem + L::q);
     __half *stage = reinterpret_cast<__half *>(smem + L::kv);
     float *sbuf = reinterpret_cast<float *>(smem + L::s);
+    uint64_t *rows = reinterpret_cast<uint64_t *>(smem + L::rows); /* [kChunk] */
     pgd_dev_pdl_wait();
     pgd_dev_pdl_release();
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -169,6 +173,10 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
     const uint32_t kvh = blockIdx.y, group = a.group, n_slots = tile.n * group;
     const int32_t *bt = a.block_tables + (uint64_t)a.seq_of[tile.t0] * a.bt_stride;
     const uint32_t n_keys = (uint32_t)a.pos[tile.t0 + tile.n - 1] + 1;
+    const uint32_t bs = a.geom.block_size;
+    const uint64_t block_elems = pgd_kv_block_elems(a.geom);
+    const uint64_t base_k = pgd_kv_index(a.geom, 0, a.layer, 0, kvh, 0);
+    const uint64_t base_v = pgd_kv_index(a.geom, 0, a.layer, 1, kvh, 0);
 
     /* the queries as f16, zero for padding slots */
     for (uint32_t i = tid; i < kSlots * D / 8; i += kThreads) {
@@ -208,7 +216,16 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
         for (uint32_t f = 0; f < D / 16; f++) wmma::fill_fragment(oc[f], 0.0f);
         const uint32_t nc = n_ctx > c0 ? min(kChunk, n_ctx - c0) : 0; /* the slot's keys here */
         float ca = 1.0f, cb = 1.0f; /* the fold's coefficients for o */
-        next.load(a, bt, kvh, 0, c0, n_keys);
+        /* the chunk's keys' slab offsets, once for its sub-tiles' loads (the previous chunk's
+         * last read of the table was before its last __syncthreads) */
+        for (uint32_t k = tid; k < kChunk; k += kThreads) {
+            const uint32_t p = c0 + k;
+            rows[k] = p < n_keys
+                          ? (uint64_t)(uint32_t)bt[p / bs] * block_elems + (uint64_t)(p % bs) * D
+                          : 0;
+        }
+        __syncthreads();
+        next.load(a, rows, base_k, 0, c0, n_keys);
         for (uint32_t e = 0; e < 2 * n_sub; e++) {
             const uint32_t u = e % n_sub; /* e < n_sub: K sub-tile u, else V sub-tile u */
             __syncthreads();              /* the previous sub-tile's products are done */
@@ -216,7 +233,8 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
             __syncthreads();
             if (e + 1 < 2 * n_sub) {
                 const uint32_t un = (e + 1) % n_sub;
-                next.load(a, bt, kvh, e + 1 < n_sub ? 0 : 1, c0 + un * kSub, n_keys);
+                next.load(a, rows, e + 1 < n_sub ? base_k : base_v, un * kSub, c0 + un * kSub,
+                          n_keys);
             }
             if (e < n_sub) { /* scores of keys c0 + 64u .. + 63 */
 #pragma unroll
