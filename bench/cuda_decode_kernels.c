@@ -1,10 +1,10 @@
 /*
  * bench/cuda_decode_kernels.c — the kernels of a decode step alone, on Llama-3-8B's shapes, timed
  * with CUDA events (mean of 20 runs after 3 warm-ups): each weight product at M = 1, 4 and 8 rows
- * through pagoda's default plan (cuBLASLt, kernels/cuda/gemm.h) and through its GEMV kernel
- * (--decode-gemv, kernels/cuda/gemv.h), with the weights' bandwidth, and gate/up with its
- * SiLU * up (two kernels; one on the GEMV, as --decode-gemv runs it); the split attention of one
- * decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); one
+ * through cuBLASLt (pagoda's fast plan, kernels/cuda/gemm.h) and through its GEMV kernel
+ * (kernels/cuda/gemv.h; the default for one row), with the weights' bandwidth, and gate/up with
+ * its SiLU * up (two kernels; one on the GEMV, as a one-row step runs it); the split attention of
+ * one decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); one
  * residual add + RMSNorm row. The runs cycle through copies of the weights and through the
  * layers of a 32-layer KV slab, more bytes than the L2 cache holds, as a decode step does.
  * Random data (never zeros). Prints one markdown table; scripts/gpu-check runs it.
@@ -224,7 +224,8 @@ int main(void) {
     pgd_cuda_gemm *g = NULL;
     TRY(pgd_cuda_gemm_create(32u << 20, &g));
     printf("### Decode kernels alone on %s (bench_cuda_decode_kernels, CUDA events, mean of %d)\n\n"
-           "| kernel | rows | pagoda's default (cuBLASLt for products) | --decode-gemv |\n"
+           "| kernel | rows | cuBLASLt (the default from 2 rows) | pagoda's GEMV (the default at 1 "
+           "row) |\n"
            "|---|---:|---|---|\n",
            prop.name, REPS);
     products(g);

@@ -150,9 +150,9 @@ static const pgd_opt k_engine_opts[] = {
      "GPU: one GEMM algorithm per weight shape and attention on CUDA cores for every row, so "
      "a request's tokens do not depend on what shares its batch (batch-1 decode 2.2x slower "
      "on an H200; the CPU backend always is)"},
-    {"decode-gemv", PGD_OPT_BOOL, E(decode_gemv),
-     "GPU: products of at most 8 rows (decode steps of few sequences) on pagoda's own kernel "
-     "instead of cuBLASLt (untested on hardware; for comparison)"},
+    {"no-decode-gemv", PGD_OPT_BOOL, E(no_decode_gemv),
+     "GPU: one-row products (batch-1 decode) on cuBLASLt instead of pagoda's own GEMV kernel "
+     "(slower on an H200; for comparison)"},
     {"ctx-size", PGD_OPT_U64, E(ctx_size),
      "context limit (default or 0: the model's; more than the model's is lowered to it, "
      "with a note)"},
@@ -262,7 +262,7 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
     r->device.cpu.act_q8 = f->act_q8;
     r->device.cuda.enforce_eager = f->enforce_eager;
     r->device.cuda.batch_invariant = f->batch_invariant;
-    r->device.cuda.decode_gemv = f->decode_gemv;
+    r->device.cuda.decode_gemv = !f->no_decode_gemv;
     if (f->device && pgd_device_parse(f->device, &r->device.device)) {
         fprintf(stderr, "pagoda %s: --device: %s\n", cmd, pgd_error_detail());
         return -1;

@@ -75,7 +75,7 @@ typedef struct pgd_engine_flags {
         *gpu_memory_utilization, *sched_policy, *fair_prompt_factor, *fair_output_factor;
     uint64_t ctx_size, kv_cache_mb, block_size, max_num_batched_tokens, max_num_seqs, max_waiting,
         threads;
-    bool f32, act_q8, no_prefix_caching, enforce_eager, batch_invariant, decode_gemv;
+    bool f32, act_q8, no_prefix_caching, enforce_eager, batch_invariant, no_decode_gemv;
     uint64_t seen; /* which flags were given (pgd_opt_table.seen) */
 } pgd_engine_flags;
 

@@ -388,7 +388,7 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
 }
 
 /* The FFN after its norm (in xb): gate/up, SiLU * up, down into proj. Where the plan runs T rows
- * on the GEMV kernel (--decode-gemv) the gate/up product ends in SiLU * up itself, its bf16
+ * on the GEMV kernel (one row, by default) the gate/up product ends in SiLU * up itself, its bf16
  * [T][F] written over gu's memory (xb is its input). */
 static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     int rc;

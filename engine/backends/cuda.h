@@ -23,8 +23,10 @@ typedef struct pgd_cuda_options {
                              tensor cores, whose bits depend on how a prompt is chunked;
                              --batch-invariant) */
     bool enforce_eager;   /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
-    bool decode_gemv;     /* products of at most 8 rows on pagoda's own kernel, not cuBLASLt
-                             (kernels/cuda/gemv.h; ignored with batch_invariant; --decode-gemv) */
+    bool decode_gemv;     /* products of one row (batch-1 decode) on pagoda's own kernel, not
+                             cuBLASLt (kernels/cuda/gemv.h, gemm.h; the default,
+                             pgd_device_options_default; ignored with batch_invariant;
+                             --no-decode-gemv turns it off) */
 } pgd_cuda_options;
 
 /* The number of CUDA devices this process can use (0 without a driver or a device). */

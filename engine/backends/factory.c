@@ -10,6 +10,7 @@
 void pgd_device_options_default(pgd_device_options *o) {
     memset(o, 0, sizeof *o);
     o->device = PGD_DEVICE_AUTO;
+    o->cuda.decode_gemv = true;
 }
 
 int pgd_device_parse(const char *s, int *out) {

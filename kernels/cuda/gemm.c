@@ -145,8 +145,8 @@ int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t
     const bool fast = mode != PGD_CUDA_GEMM_INVARIANT;
     p->fast = fast;
     /* the kernel's rows are exactly the first range, so its bits stay within one range */
-    PGD_ASSERT(PGD_CUDA_GEMV_MAX_M == pgd_cuda_gemm_bucket_max[0]);
-    if (mode == PGD_CUDA_GEMM_FAST_GEMV && K % 8 == 0) p->gemv_max_m = PGD_CUDA_GEMV_MAX_M;
+    PGD_ASSERT(pgd_cuda_gemm_bucket_max[0] <= PGD_CUDA_GEMV_MAX_M);
+    if (mode == PGD_CUDA_GEMM_FAST_GEMV && K % 8 == 0) p->gemv_max_m = pgd_cuda_gemm_bucket_max[0];
     int rc = 0;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     if (cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||

@@ -15,10 +15,12 @@
  * The ranges end where the CUDA graphs' padded batch sizes (engine/backends/cuda_plan.h) have
  * bounds too, so padding a decode step never moves it to another range.
  *
- * PGD_CUDA_GEMM_FAST_GEMV plans are fast plans whose first range (M <= 8, decode steps of few
- * sequences) runs pagoda's own kernel (gemv.h: the weights streamed once, no split-K pass)
- * instead of cuBLASLt, where K is a multiple of 8; its bits too are the same for every M of that
- * range (untested on hardware; --decode-gemv).
+ * PGD_CUDA_GEMM_FAST_GEMV plans (the backend's default) are fast plans whose first range (M = 1,
+ * a decode step of one sequence) runs pagoda's own kernel (gemv.h: the weights streamed once, no
+ * split-K pass) instead of cuBLASLt, where K is a multiple of 8 (--no-decode-gemv: cuBLASLt).
+ * Measured on an H200 (bench/results/gpu-h200.md): at M = 1 the kernel read Llama-3-8B's QKV, O
+ * and gate/up weights faster than cuBLASLt (batch-1 decode 4.96 against 5.20 ms/token), at M = 4
+ * and 8 slower on every product but O; so the range is M = 1 alone.
  *
  * Nothing allocates during a run: the workspace is allocated once with the handle, and a run
  * only changes the M of the plan's layouts.
@@ -38,9 +40,9 @@ extern "C" {
 #endif
 
 /* The ranges of M of a fast plan: range b is (bucket_max[b - 1], bucket_max[b]]. */
-#define PGD_CUDA_GEMM_BUCKETS 5
-static const uint32_t pgd_cuda_gemm_bucket_max[PGD_CUDA_GEMM_BUCKETS] = {8, 64, 256, 1024,
-                                                                         UINT32_MAX};
+#define PGD_CUDA_GEMM_BUCKETS 6
+static const uint32_t pgd_cuda_gemm_bucket_max[PGD_CUDA_GEMM_BUCKETS] = {1,   8,    64,
+                                                                         256, 1024, UINT32_MAX};
 static inline int pgd_cuda_gemm_bucket(uint32_t M) {
     int b = 0;
     while (b < PGD_CUDA_GEMM_BUCKETS - 1 && M > pgd_cuda_gemm_bucket_max[b]) b++;

@@ -29,7 +29,8 @@
 extern "C" {
 #endif
 
-#define PGD_CUDA_GEMV_MAX_M 8 /* = pgd_cuda_gemm_bucket_max[0] (gemm.h) */
+#define PGD_CUDA_GEMV_MAX_M                                                                        \
+    8 /* >= pgd_cuda_gemm_bucket_max[0] (gemm.h), the rows the plans give it */
 #define PGD_CUDA_GEMV_LANES 32
 
 /* Y = X · Wᵀ by THE SUM: X bf16 [M][K], W bf16 [N][K], Y f32 [M][N]. 0, or PGD_EINVAL (shape,

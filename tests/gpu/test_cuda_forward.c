@@ -12,8 +12,9 @@
  *     than 1e-2 of the range;
  *   - the weights the device fills from the hash itself (a shapes-only model) give bit-identical
  *     logits to the same weights uploaded from the host (f16 -> bf16 on the device);
- *   - a third CUDA backend with --decode-gemv (products of up to 8 rows on pagoda's GEMV
- *     kernel) held to the same tolerance and greedy tokens;
+ *   - a third CUDA backend with decode_gemv (one-row products on pagoda's GEMV kernel, the
+ *     default; the others are opened without it, so cuBLASLt runs those) held to the same
+ *     tolerance and greedy tokens;
  *   - a step with host rows and sampled rows together gives the host rows the bits of the
  *     full-logits step and the sampled rows its tokens;
  *   - decode steps replayed as CUDA graphs (padded sizes 1, 2, 4, 8, each after one eager
@@ -23,7 +24,7 @@
  *     same steps give eagerly
  *     (--enforce-eager), leave the same KV cache behind (a full-logits step over every sequence
  *     afterwards: the same bits), and do replay graphs (the backend's graph counters); again
- *     with --decode-gemv on both sides.
+ *     with decode_gemv on both sides.
  * Exit 77 (skipped) without a GPU. Label `cuda`. UNTESTED ON HARDWARE when first written.
  */
 #include <math.h>
@@ -127,7 +128,7 @@ static int g_sampled_checked;
 /* Run the batch on every device: full logits compared, then (same batch again: K/V rewritten
  * with the same values) the sampled rows against the CPU's argmax. devs: the CPU, then CUDA
  * ones; devs[1] and devs[2] must give the same bits (their weights differ only in how they
- * reached the device), devs[3] (--decode-gemv: other products) is held to the CPU only. */
+ * reached the device), devs[3] (decode_gemv: other products) is held to the CPU only. */
 static void run(dev *devs, int n_dev, batch *b) {
     pgd_batch bt = view(b, false);
     for (int d = 0; d < n_dev; d++)
@@ -300,7 +301,7 @@ static bool same_result(const pgd_sample_result *a, const pgd_sample_result *b) 
 }
 
 /* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama shape; with gemv, both
- * with --decode-gemv (the GEMV kernel's 1, 2 and 4 columns a warp inside the graphs). */
+ * with decode_gemv (the GEMV kernel in the one-row graph, cuBLASLt in the others). */
 static void graphs_match_eager(bool gemv) {
     pgd_model_preset p;
     load_preset(false, &p);
@@ -387,7 +388,7 @@ static void graphs_match_eager(bool gemv) {
     pgd_backend_cuda_graph_stats(g.b, &gs);
     pgd_backend_cuda_graph_stats(e.b, &es);
     fprintf(stderr, "    graphs%s: %u captured, %llu replays of %u decode steps, %u rows equal\n",
-            gemv ? " (--decode-gemv)" : "", gs.captured, (unsigned long long)gs.replays, steps,
+            gemv ? " (decode_gemv)" : "", gs.captured, (unsigned long long)gs.replays, steps,
             checked);
     CHECK(!gs.off && gs.captured == 4 && gs.replays == steps - 4);
     CHECK(es.off && es.captured == 0 && es.replays == 0);

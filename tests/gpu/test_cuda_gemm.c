@@ -10,10 +10,11 @@
  *     and 512 (the algorithm is fixed per shape, without split-K), so a row's result does not
  * depend on the batch;
  *   - a `fast` plan stays within the same tolerance, and within one of its ranges of M
- *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 1 and 7; 300 and 512);
- *   - a fast plan with the GEMV kernel (PGD_CUDA_GEMM_FAST_GEMV) runs M = 1, 3 and 7 on it
- *     (1, 2 and 4 columns a warp), each with the bits of its twin pgd_cuda_gemv_twin (which is
- *     independent of M), M = 64 and more on cuBLASLt; the kernel refuses bad shapes;
+ *     (pgd_cuda_gemm_bucket) a row's bits do not depend on M either (M = 3 and 7; 300 and 512);
+ *   - a fast plan with the GEMV kernel (PGD_CUDA_GEMM_FAST_GEMV) runs M = 1 on it, with the bits
+ *     of its twin pgd_cuda_gemv_twin, and more rows on cuBLASLt; the kernel itself, called at
+ *     M = 3 and 7 (2 and 4 columns a warp), gives the twin's bits too (which are independent of
+ *     M); it refuses bad shapes;
  *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
  *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
@@ -99,20 +100,28 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
             CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, M, NULL), 0);
             REQUIRE(cudaMemcpy(Ym, dY, (uint64_t)M * N * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
             int differ = memcmp(Ym, Y, (uint64_t)M * N * 4) != 0;
-            if (mode == PGD_CUDA_GEMM_FAST_GEMV) {
-                const bool on = M <= PGD_CUDA_GEMV_MAX_M;
+            if (mode == PGD_CUDA_GEMM_FAST_GEMV && M <= PGD_CUDA_GEMV_MAX_M) {
+                /* the plan gives the kernel its first range (one row); the kernel itself takes
+                 * up to PGD_CUDA_GEMV_MAX_M rows, each with the twin's bits */
+                const bool on = M <= pgd_cuda_gemm_bucket_max[0];
                 CHECK(pgd_cuda_gemm_plan_gemv(p, M) == on);
-                if (on) {
-                    size_t bad = 0;
-                    for (uint64_t e = 0; e < (uint64_t)M * N; e++)
-                        bad += memcmp(&Ym[e], &Ygemv[e], 4) != 0;
-                    if (bad)
-                        fprintf(stderr,
-                                "    gemv, M = %u: %zu of %llu elements differ from its "
-                                "twin\n",
-                                M, bad, (unsigned long long)M * N);
-                    CHECK(bad == 0);
+                float *Yk = Ym;
+                if (!on) {
+                    Yk = malloc((uint64_t)M * N * 4);
+                    REQUIRE(Yk);
+                    REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)M * N * 4) == cudaSuccess);
+                    CHECK_EQ_INT(pgd_cuda_gemv(dX, dW, dY, M, N, K, NULL), 0);
+                    REQUIRE(cudaMemcpy(Yk, dY, (uint64_t)M * N * 4, cudaMemcpyDeviceToHost) ==
+                            cudaSuccess);
                 }
+                size_t bad = 0;
+                for (uint64_t e = 0; e < (uint64_t)M * N; e++)
+                    bad += memcmp(&Yk[e], &Ygemv[e], 4) != 0;
+                if (bad)
+                    fprintf(stderr, "    gemv, M = %u: %zu of %llu elements differ from its twin\n",
+                            M, bad, (unsigned long long)M * N);
+                CHECK(bad == 0);
+                if (Yk != Ym) free(Yk);
             }
             if (!fast) {
                 if (differ) fprintf(stderr, "    M = %u: rows differ from M = %u\n", M, MAX_M);
@@ -120,10 +129,10 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
             } else {
                 for (uint32_t m = 0; m < M && m < 16; m++)
                     CHECK(row_rel_l2(Ym + (uint64_t)m * N, Yref + (uint64_t)m * N, N) <= tol);
-                /* the row 0 of M = 1 against that of M = 7; of M = 300 against M = 512's */
-                if (M == 1) memcpy(Y1, Ym, (uint64_t)N * 4);
+                /* the row 0 of M = 3 against that of M = 7; of M = 300 against M = 512's */
+                if (M == 3) memcpy(Y1, Ym, (uint64_t)N * 4);
                 const float *same = M == 7 ? Y1 : M == 300 ? Y : NULL;
-                if (same && pgd_cuda_gemm_bucket(M) == pgd_cuda_gemm_bucket(M == 7 ? 1 : MAX_M)) {
+                if (same && pgd_cuda_gemm_bucket(M) == pgd_cuda_gemm_bucket(M == 7 ? 3 : MAX_M)) {
                     if (memcmp(Ym, same, (uint64_t)N * 4))
                         fprintf(stderr, "    fast, M = %u: row 0 differs within its range\n", M);
                     CHECK(memcmp(Ym, same, (uint64_t)N * 4) == 0);

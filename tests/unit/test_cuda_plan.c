@@ -157,12 +157,13 @@ static void test_graph_size_keeps_gemm_range(void) {
             CHECK_EQ_INT(pgd_cuda_gemm_bucket(pad), pgd_cuda_gemm_bucket(n));
         }
     /* the ranges themselves */
-    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1), 0);
-    CHECK_EQ_INT(pgd_cuda_gemm_bucket(8), 0);
-    CHECK_EQ_INT(pgd_cuda_gemm_bucket(9), 1);
-    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1024), 3);
-    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1025), 4);
-    CHECK_EQ_INT(pgd_cuda_gemm_bucket(UINT32_MAX), 4);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1), 0); /* one row: the GEMV kernel's range */
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(2), 1);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(8), 1);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(9), 2);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1024), 4);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(1025), 5);
+    CHECK_EQ_INT(pgd_cuda_gemm_bucket(UINT32_MAX), 5);
 }
 
 static void test_graph_stride(void) {
