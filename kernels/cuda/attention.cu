@@ -213,19 +213,14 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) x[g] = -INFINITY;
     if (j < nc) scores(c, sm, c0, j, x);
-        /* the trees of the tile's heads only (n_heads is uniform over the CTA); the rest get 0 */
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) {
-        if (g >= c.n_heads) break;
         const float v = warp_tree<true>(x[g]);
         if (lane == 0) sm.red_max[g][warp] = v;
     }
     __syncthreads();
 #pragma unroll
     for (uint32_t g = 0; g < kTile; g++) {
-        mc[g] = 0.0f;
-        sc[g] = 0.0f;
-        if (g >= c.n_heads) continue;
         mc[g] = block_tree<true>(sm.red_max[g]);
         const float w = j < nc ? pgd_attn_exp(pgd_rn_sub(x[g], mc[g])) : 0.0f;
         sm.w[g][j] = w;
@@ -235,8 +230,7 @@ __device__ void chunk_partial(const tile_ctx &c, attn_smem &sm, uint32_t c0, uin
     __pipeline_wait_prior(0); /* this thread's V row is in shared memory */
     __syncthreads();          /* publishes red_sum, w and every V row */
 #pragma unroll
-    for (uint32_t g = 0; g < kTile; g++)
-        if (g < c.n_heads) sc[g] = block_tree<false>(sm.red_sum[g]);
+    for (uint32_t g = 0; g < kTile; g++) sc[g] = block_tree<false>(sm.red_sum[g]);
 #pragma unroll
     for (uint32_t k = 0; k < kUnits; k++) {
         oc[k][0] = 0.0f;
@@ -300,36 +294,26 @@ __device__ __forceinline__ uint32_t ctx_of(const attn_args &a, uint32_t row) {
     return last < 0 ? 0 : (uint32_t)last + 1;
 }
 
-/* The heads of CTA column blockIdx.y's tile (KV head * n_tiles + tile): 1 .. kTile. */
-__device__ __forceinline__ uint32_t tile_heads(const attn_args &a) {
-    return min(kTile, a.group - blockIdx.y % a.n_tiles * kTile);
-}
-
-/* The units (unit_of) this thread owns for n_heads heads of head_dim D. */
-__device__ __forceinline__ uint32_t units_of(uint32_t n_heads, uint32_t D) {
-    const uint32_t units = n_heads * (D / 2), t = threadIdx.x;
-    return t < units ? (units - t + kThreads - 1) / kThreads : 0;
-}
-
-/* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c for its tile's heads
- * lo .. lo + n_heads - 1 (all of them, or a part: the split kernel's), and their queries into
- * shared memory (the CTA synchronised after). Returns the first of those query heads. */
+/* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c, and its tile's
+ * queries into shared memory (the CTA synchronised after). Returns the tile's first query
+ * head. */
 __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint16_t *vs, uint32_t row,
-                               uint32_t lo, uint32_t n_heads, tile_ctx &c) {
+                               tile_ctx &c) {
     const uint32_t kvh = blockIdx.y / a.n_tiles, tile = blockIdx.y % a.n_tiles;
     const uint32_t D = a.geom.head_dim, t = threadIdx.x;
-    const uint32_t h0 = kvh * a.group + tile * kTile + lo;
+    const uint32_t h0 = kvh * a.group + tile * kTile;
     c.kv = a.kv;
     c.bt = a.block_tables + (uint64_t)a.seq_of[row] * a.bt_stride;
     c.geom = a.geom;
     c.layer = a.layer;
     c.kvh = kvh;
     c.D = D;
-    c.n_heads = n_heads;
+    c.n_heads = min(kTile, a.group - tile * kTile);
     c.v_off = (uint64_t)a.geom.n_kv_head * a.geom.block_size * D;
     c.vs = vs;
     c.scale = a.scale;
-    c.n_units = units_of(n_heads, D);
+    const uint32_t units = c.n_heads * (D / 2);
+    c.n_units = t < units ? (units - t + kThreads - 1) / kThreads : 0;
     const float *qrow = a.q + (uint64_t)row * a.q_stride + (uint64_t)h0 * D;
     for (uint32_t i = t; i < c.n_heads * D; i += kThreads) sm.q[i] = qrow[i];
     __syncthreads();
@@ -375,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     pgd_dev_pdl_release();
     const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
-    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, 0, tile_heads(a), c); /* first head */
+    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c); /* the tile's first query head */
     const uint32_t n_ctx = ctx_of(a, row);
     float m[kTile] = {}, s[kTile] = {}, o[kUnits][2] = {};
     for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
@@ -465,14 +449,8 @@ __device__ void merge_units(const attn_args &a, const split_args &sp, const tile
 }
 
 /* CTA (list entry i, KV head * tile, z): the partials of chunks z, z + gridDim.z, ... of its
- * row, for the tile's heads; or, where the row has fewer chunks than the grid has CTAs along z
- * (a short context), of chunk z % n_chunks alone for part z / n_chunks of the tile's heads (the
- * heads cut into `parts` near-equal ranges, parts = min(heads, gridDim.z / n_chunks)), so the
- * CTAs that would idle share the work: on an H200 a 1k-context decode row kept 32 CTAs busy
- * (8 KV heads x 4 chunks) for ~19 us, each issuing every instruction of a chunk of 4 heads.
- * A head's partials are the same bits whichever CTA computes them. The last of the row's
- * working CTAs to finish (a counter in `arrived`, which it sets back to 0) merges the tile's
- * partials and writes the output. A row of one chunk is written at once (the merge of one
+ * row; the last of the row's CTAs to finish (a counter in `arrived`, which it sets back to 0)
+ * merges them and writes the output. A row of one chunk is written at once (the merge of one
  * partial is the division alone); a padding row gets zeros, a row with more chunks than the
  * scratch holds NaN, both from CTA z = 0. */
 __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args a, split_args sp) {
@@ -485,23 +463,16 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     const uint32_t n_ctx = ctx_of(a, row);
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     const bool fits = n_chunks >= 1 && n_chunks <= sp.max_chunks;
-    const uint32_t Z = gridDim.z, heads = tile_heads(a);
-    const uint32_t parts = fits && n_chunks < Z ? min(heads, Z / n_chunks) : 1;
-    const uint32_t working = !fits ? 1 : parts > 1 ? n_chunks * parts : min(Z, n_chunks);
-    if (blockIdx.z >= working) return; /* uniform over the CTA */
-    const uint32_t part = parts > 1 ? blockIdx.z / n_chunks : 0;
-    const uint32_t lo = part * heads / parts, hi = (part + 1) * heads / parts;
-    const uint32_t first = parts > 1 ? blockIdx.z % n_chunks : blockIdx.z;
-    const uint32_t step = parts > 1 ? n_chunks : Z; /* a part takes its one chunk */
+    if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA */
     tile_ctx c;
-    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, lo, hi - lo, c);
+    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c);
     uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * c.D;
     float oc[kUnits][2] = {};
     if (!fits) { /* zeros for a padding row, a bf16 NaN for one the scratch cannot hold */
         write_units(c, orow, oc, NULL, n_chunks == 0 ? 0 : 0x7FC0u);
         return;
     }
-    for (uint32_t ci = first; ci < n_chunks; ci += step) {
+    for (uint32_t ci = blockIdx.z; ci < n_chunks; ci += gridDim.z) {
         const uint32_t c0 = ci * kThreads;
         float mc[kTile], sc[kTile];
         chunk_partial(c, sm, c0, min(kThreads, n_ctx - c0), mc, sc, oc);
@@ -531,16 +502,14 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     __syncthreads();
     if (t == 0) {
         uint32_t *n_done = sp.arrived + (uint64_t)i * gridDim.y + blockIdx.y;
-        last = atomicAdd(n_done, 1u) + 1 == working;
+        const uint32_t ctas = min(gridDim.z, n_chunks);
+        last = atomicAdd(n_done, 1u) + 1 == ctas;
         if (last) *n_done = 0; /* every CTA of the row has counted: ready for the next launch */
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* the merge covers the whole tile: every part's heads */
-    c.n_heads = heads;
-    c.n_units = units_of(heads, c.D);
-    merge_units(a, sp, c, i, h0 - lo, n_chunks, orow - (uint64_t)lo * c.D);
+    merge_units(a, sp, c, i, h0, n_chunks, orow);
 }
 
 /* The dynamic shared memory of both kernels: the chunk's V rows. */

@@ -41,10 +41,9 @@ size_t pgd_cuda_attention_split_bytes(uint32_t T, uint32_t n_head, uint32_t head
                                       uint32_t max_ctx);
 
 /* pgd_cuda_attention, bit for bit, over the rows rows[0 .. n) (NULL: the rows 0 .. n - 1), with
- * each row's chunks spread over n_split CTAs per (row, KV head, head tile) — chunk c to CTA
- * c % n_split, or, for a row of fewer chunks than that, each chunk's heads cut into parts for
- * the CTAs that would otherwise idle — for launches of few rows, where one CTA per (row, KV
- * head) leaves most of the GPU idle (decode). The chunk
+ * each row's chunks spread over n_split CTAs per (row,
+ * KV head, head tile) — chunk c to CTA c % n_split — for launches of few rows over long
+ * contexts, where one CTA per (row, KV head) leaves most of the GPU idle (decode). The chunk
  * partials go to scratch (f32 [T][n_head][ceil(max_ctx / PGD_ATTN_CHUNK)][2 + head_dim], of
  * pgd_cuda_attention_split_bytes), then the row's last CTA to finish folds each (row, head)'s
  * partials in chunk order. Every pos[t] must be below max_ctx (a row beyond gets NaN). n_split <=
