@@ -1,8 +1,7 @@
 /*
  * engine/backends/cuda.c — the CUDA backend: a llama-family forward pass on one GPU over the paged
- * KV slab, with the rows it can sample sampled on the device. Ran on an H200 (scripts/gpu-check:
- * bench/results/gpu-h200.md); the tensor-core prefill attention and device top-k/top-p since are
- * UNTESTED ON HARDWARE (the CPU emulation, tests/cuda_emu, passes them).
+ * KV slab, with the rows it can sample sampled on the device. Ran on an H200 in two sessions
+ * (scripts/gpu-check: bench/results/gpu-h200.md), every CUDA test passing; not yet on an H100.
  *
  * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms and biases in f32 — the RoPE cos/sin

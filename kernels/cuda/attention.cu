@@ -44,7 +44,10 @@
  * one dimension of up to 8 heads (a 2-byte global load, a shared index and 8 guarded FMA slots a
  * position: ~35 instructions for 2 FMAs at Llama-3-8B's group of 4) and waited for its V loads
  * 8 times a chunk. The unit layout over shared memory takes ~6 instructions for 2 FMAs and no
- * wait (untested on hardware).
+ * wait: 20 us a 1k-context launch on the H200 since, bound by its chain of dependent latencies
+ * (the row's position, the block table, two rounds of K loads, the trees, the fence and the
+ * counter, the merge's loads) on 32 busy CTAs; giving idle CTAs parts of a chunk's heads made it
+ * slower (bench/results/gpu-h200.md).
  *
  * Invariants: head_dim a multiple of 8 and at most 256 (16-byte K loads; one pair set per
  * thread at most 8 heads); the slab 16-byte aligned; positions beyond pos[t] are never read;
