@@ -3,6 +3,7 @@
  */
 #include "engine/backends/cuda_plan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -53,6 +54,17 @@ static void pack_rows(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_
     }
 }
 
+/* The positions tile_cmp reads (qsort has no context argument; one per thread). */
+static _Thread_local const int32_t *tile_pos;
+
+/* More keys first (the tile's last row's position, descending), then the earlier tile. */
+static int tile_cmp(const void *pa, const void *pb) {
+    const pgd_attn_tile *a = pa, *b = pb;
+    const int32_t ka = tile_pos[a->t0 + a->n - 1], kb = tile_pos[b->t0 + b->n - 1];
+    if (ka != kb) return ka > kb ? -1 : 1;
+    return a->t0 < b->t0 ? -1 : a->t0 > b->t0;
+}
+
 pgd_cuda_attn_work pgd_cuda_attn_plan(const pgd_batch *bt, uint32_t tile_rows, pgd_attn_tile *tiles,
                                       uint32_t *rows) {
     pgd_cuda_attn_work w = {0, 0};
@@ -64,6 +76,11 @@ pgd_cuda_attn_work pgd_cuda_attn_plan(const pgd_batch *bt, uint32_t tile_rows, p
         } else {
             for (uint32_t t = t0; t < t1; t++) rows[w.n_rows++] = t;
         }
+    }
+    if (w.n_tiles > 1) {
+        tile_pos = bt->positions;
+        qsort(tiles, w.n_tiles, sizeof *tiles, tile_cmp);
+        tile_pos = NULL;
     }
     return w;
 }

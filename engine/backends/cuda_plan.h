@@ -45,7 +45,11 @@ typedef struct pgd_cuda_attn_work {
 
 /* Batch bt's attention work: each sequence with two query tokens or more in tiles of
  * tile_rows consecutive rows (its last tile may be shorter) into tiles[], every other row into
- * rows[] (ascending); tile_rows 0: every row into rows[]. tiles[] and rows[] hold n_tokens. */
+ * rows[] (ascending); tile_rows 0: every row into rows[]. tiles[] and rows[] hold n_tokens.
+ * The tiles come longest first — by their last row's position, descending, then by first row
+ * — since the tensor-core kernel's CTAs start in that order: a causal prompt's tiles differ in
+ * keys by up to its length, and when its longest started last (in row order) they ran alone at
+ * the end of the launch. The order changes no result (each tile's arithmetic is its own). */
 pgd_cuda_attn_work pgd_cuda_attn_plan(const pgd_batch *bt, uint32_t tile_rows, pgd_attn_tile *tiles,
                                       uint32_t *rows);
 

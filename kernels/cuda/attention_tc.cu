@@ -3,11 +3,12 @@
  * (pgd_cuda_attention_tc, attention.h): the prefill rows of a step. CPU twin:
  * pgd_cuda_attention_tc_twin (attention_twin.c); its arithmetic is attention.h's.
  *
- * One CTA of 4 warps per (tile, KV head); the tile's (row, query head) pairs are its 64
- * "slots", slot i = row i / group, head i % group of the KV head's group (slots past
- * rows x group are padding: a zero query, never written). Warp w owns slots 16w .. 16w + 15 —
- * the M dimension of its WMMA products (16 x 16 x 16, f16 in, f32 accumulation). The keys
- * 0 .. the tile's last position are walked in the chunks of PGD_ATTN_CHUNK; per chunk:
+ * One CTA of 4 warps per (KV head, tile): grid (n_kv_head, n_tiles), so the KV heads of a tile
+ * start together and the tiles in the host's order (longest first). The tile's (row, query
+ * head) pairs are its 64 "slots", slot i = row i / group, head i % group of the KV head's group
+ * (slots past rows x group are padding: a zero query, never written). Warp w owns slots 16w to
+ * 16w + 15, the M dimension of its WMMA products (16 x 16 x 16, f16 in, f32 accumulation). The
+ * keys from 0 to the tile's last position are walked in chunks of PGD_ATTN_CHUNK; per chunk:
  *   1. K sub-tiles of 64 keys are staged in shared memory (f16, rows padded by 8 elements);
  *      each warp multiplies its queries (kept in registers as fragments for the whole kernel)
  *      by them: S[slot][key] in f32 into the score buffer;
@@ -169,8 +170,8 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
     pgd_dev_pdl_wait();
     pgd_dev_pdl_release();
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const pgd_attn_tile tile = a.tiles[blockIdx.x];
-    const uint32_t kvh = blockIdx.y, group = a.group, n_slots = tile.n * group;
+    const pgd_attn_tile tile = a.tiles[blockIdx.y];
+    const uint32_t kvh = blockIdx.x, group = a.group, n_slots = tile.n * group;
     const int32_t *bt = a.block_tables + (uint64_t)a.seq_of[tile.t0] * a.bt_stride;
     const uint32_t n_keys = (uint32_t)a.pos[tile.t0 + tile.n - 1] + 1;
     const uint32_t bs = a.geom.block_size;
@@ -303,7 +304,9 @@ template <uint32_t D> int launch(const tc_args &a, uint32_t n_tiles, cudaStream_
     const size_t bytes = tc_layout<D>::bytes;
     PGD_CUDA_TRY(cudaFuncSetAttribute(attention_tc_kernel<D>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    PGD_CUDA_TRY(pgd_cuda_launch(attention_tc_kernel<D>, dim3(n_tiles, a.geom.n_kv_head), kThreads,
+    /* (KV head, tile): the KV heads of a tile start together, and the tiles in their order (the
+     * host lists them longest first) */
+    PGD_CUDA_TRY(pgd_cuda_launch(attention_tc_kernel<D>, dim3(a.geom.n_kv_head, n_tiles), kThreads,
                                  bytes, stream, a));
     return 0;
 }
@@ -319,12 +322,13 @@ extern "C" int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const ui
     const uint32_t D = geom.head_dim;
     if (geom.n_kv_head == 0 || n_head % geom.n_kv_head || n_head == 0 ||
         !pgd_attn_tc_rows(n_head / geom.n_kv_head, D) || geom.block_size == 0 ||
-        layer >= geom.n_layer || geom.n_kv_head > 65535)
+        layer >= geom.n_layer || n_tiles > 65535)
         return pgd_error_set(PGD_EINVAL,
                              "CUDA tensor-core attention: %u heads over %u KV heads, head_dim %u "
-                             "(64 or 128, groups of at most %u), block size %u, layer %u of %u",
+                             "(64 or 128, groups of at most %u), block size %u, layer %u of %u, "
+                             "%u tiles (at most 65535)",
                              n_head, geom.n_kv_head, D, PGD_ATTN_TC_SLOTS, geom.block_size, layer,
-                             geom.n_layer);
+                             geom.n_layer, n_tiles);
     if ((uintptr_t)kv % 16)
         return pgd_error_set(PGD_EINVAL, "CUDA attention: the KV slab is not 16-byte aligned");
     if (n_tiles == 0) return 0;

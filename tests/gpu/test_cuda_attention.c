@@ -313,7 +313,7 @@ static void check_tc_case(const attn_case *c) {
     pgd_attn_tile *tiles = malloc(b.T * sizeof *tiles);
     REQUIRE(want && got && again && q_start && rows && tiles);
     for (uint32_t s = 0, t = 0; s <= S; t += s < S ? qlen[s] : 0, s++) q_start[s] = t;
-    const pgd_batch bt = {.n_tokens = b.T, .n_seqs = S, .q_start = q_start};
+    const pgd_batch bt = {.n_tokens = b.T, .n_seqs = S, .q_start = q_start, .positions = b.pos};
     const pgd_cuda_attn_work w = pgd_cuda_attn_plan(&bt, tile_rows, tiles, rows);
     pgd_cuda_attention_tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
                                b.bt_stride, b.seq_of, b.pos, b.T, b.scale, want);

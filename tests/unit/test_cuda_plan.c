@@ -62,11 +62,12 @@ static void test_pack(void) {
     pgd_cuda_attn_work w;
     size_t n = pgd_cuda_meta_pack(&l, &bt, 2, &w, buf);
     CHECK_EQ_INT(n, l.tables + 6 * sizeof(int32_t)); /* only the two rows of 3 entries */
-    /* tiles of 2 rows: sequence 0 (3 tokens) gives (0, 2) and (2, 1), sequence 1 (0, 2) */
+    /* tiles of 2 rows: sequence 0 (3 tokens) gives (0, 2) and (2, 1), sequence 1 (3, 2); listed
+     * longest first (last positions 8, 2, 1) */
     CHECK_EQ_INT(w.n_tiles, 3);
     CHECK_EQ_INT(w.n_rows, 0);
     const pgd_attn_tile *tl = (const pgd_attn_tile *)(buf + l.tiles);
-    CHECK(tl[0].t0 == 0 && tl[0].n == 2 && tl[1].t0 == 2 && tl[1].n == 1 && tl[2].t0 == 3 &&
+    CHECK(tl[0].t0 == 3 && tl[0].n == 2 && tl[1].t0 == 2 && tl[1].n == 1 && tl[2].t0 == 0 &&
           tl[2].n == 2);
     CHECK(memcmp(buf + l.tokens, tokens, sizeof tokens) == 0);
     CHECK(memcmp(buf + l.pos, pos, sizeof pos) == 0);
@@ -85,21 +86,30 @@ static void test_pack(void) {
 
 /* The attention work of a mixed batch against lists written out. */
 static void test_attn_plan(void) {
-    /* sequences of 1, 5, 1, 2 and 1 query tokens: rows 0 | 1-5 | 6 | 7-8 | 9 */
+    /* sequences of 1, 5, 1, 2 and 1 query tokens: rows 0 | 1-5 | 6 | 7-8 | 9; the prefill
+     * chunks at positions 0-4 and 10-11 */
     uint32_t q_start[6] = {0, 1, 6, 7, 9, 10};
-    pgd_batch bt = {.n_tokens = 10, .n_seqs = 5, .q_start = q_start};
+    int32_t pos[10] = {40, 0, 1, 2, 3, 4, 9, 10, 11, 3};
+    pgd_batch bt = {.n_tokens = 10, .n_seqs = 5, .q_start = q_start, .positions = pos};
     pgd_attn_tile tiles[10];
     uint32_t rows[10];
+    /* tiles of 4 rows, longest first: (7, 2) ends at position 11, (5, 1) at 4, (1, 4) at 3 */
     pgd_cuda_attn_work w = pgd_cuda_attn_plan(&bt, 4, tiles, rows);
     CHECK_EQ_INT(w.n_tiles, 3);
     CHECK_EQ_INT(w.n_rows, 3);
-    CHECK(tiles[0].t0 == 1 && tiles[0].n == 4 && tiles[1].t0 == 5 && tiles[1].n == 1);
-    CHECK(tiles[2].t0 == 7 && tiles[2].n == 2);
+    CHECK(tiles[0].t0 == 7 && tiles[0].n == 2 && tiles[1].t0 == 5 && tiles[1].n == 1);
+    CHECK(tiles[2].t0 == 1 && tiles[2].n == 4);
     CHECK(rows[0] == 0 && rows[1] == 6 && rows[2] == 9);
-    /* tiles of 16 rows: one per prefill sequence */
+    /* tiles of 16 rows: one per prefill sequence, the one ending later first */
     w = pgd_cuda_attn_plan(&bt, 16, tiles, rows);
     CHECK_EQ_INT(w.n_tiles, 2);
-    CHECK(tiles[0].t0 == 1 && tiles[0].n == 5 && tiles[1].t0 == 7 && tiles[1].n == 2);
+    CHECK(tiles[0].t0 == 7 && tiles[0].n == 2 && tiles[1].t0 == 1 && tiles[1].n == 5);
+    /* equal last positions: the earlier rows first */
+    int32_t same[10] = {40, 0, 1, 2, 3, 11, 9, 10, 11, 3};
+    bt.positions = same;
+    w = pgd_cuda_attn_plan(&bt, 4, tiles, rows);
+    CHECK_EQ_INT(w.n_tiles, 3);
+    CHECK(tiles[0].t0 == 5 && tiles[1].t0 == 7 && tiles[2].t0 == 1);
     /* tile_rows 0 (the tensor-core kernel off): every row, in order */
     w = pgd_cuda_attn_plan(&bt, 0, tiles, rows);
     CHECK_EQ_INT(w.n_tiles, 0);
