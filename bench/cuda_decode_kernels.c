@@ -2,7 +2,8 @@
  * bench/cuda_decode_kernels.c — the kernels of a decode step alone, on Llama-3-8B's shapes, timed
  * with CUDA events (mean of 20 runs after 3 warm-ups): each weight product at M = 1, 4 and 8 rows
  * through cuBLASLt (pagoda's fast plan, kernels/cuda/gemm.h) and through its GEMV kernel
- * (kernels/cuda/gemv.h; the default for one row), with the weights' bandwidth, and gate/up with
+ * (kernels/cuda/gemv.h; the default for one row; at one row also with 8 and 16 of a lane's loads
+ * in flight instead of 4), with the weights' bandwidth, and gate/up with
  * its SiLU * up (two kernels; one on the GEMV, as a one-row step runs it); the split attention of
  * one decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); one
  * residual add + RMSNorm row. The runs cycle through copies of the weights and through the
@@ -63,11 +64,15 @@ typedef struct prod {
     uint16_t *H; /* SiLU * up out, bf16 [8][N / 2] */
     uint32_t N, K, M, n_w;
     bool gemv, silu; /* silu: the gate/up product then SiLU * up, as a step runs it */
+    uint32_t loads;  /* gemv at one row: a lane's loads in flight (pgd_cuda_gemv_loads), 0: 4 */
 } prod;
 
 static int run_prod(void *ctx, uint32_t i) {
     prod *p = ctx;
     const uint16_t *W = p->W + (uint64_t)(i % p->n_w) * p->N * p->K;
+    if (p->gemv && p->loads)
+        return pgd_cuda_gemv_loads(p->X, W, p->Y, p->H, p->silu ? p->N / 2 : p->N, p->K, p->silu,
+                                   p->loads, NULL);
     if (p->silu && p->gemv) return pgd_cuda_gemv_silu(p->X, W, p->H, p->M, p->N / 2, p->K, NULL);
     int rc = p->gemv ? pgd_cuda_gemv(p->X, W, p->Y, p->M, p->N, p->K, NULL)
                      : pgd_cuda_gemm_run(p->g, p->plan, p->X, W, p->Y, p->M, NULL);
@@ -108,6 +113,15 @@ static void products(pgd_cuda_gemm *g) {
                 printf("| %s%s (%u x %u) | %u | %.1f us, %.0f GB/s | %.1f us, %.0f GB/s |\n",
                        shapes[s].name, silu ? " + SiLU * up (fused on the GEMV)" : "", p.N, p.K,
                        p.M, us[0], bytes / (us[0] * 1e3), us[1], bytes / (us[1] * 1e3));
+                /* at one row, the GEMV with more of a lane's loads in flight (the same bits) */
+                for (uint32_t loads = 8; p.M == 1 && loads <= 16; loads *= 2) {
+                    p.gemv = true;
+                    p.loads = loads;
+                    const double t = time_runs(run_prod, &p);
+                    p.loads = 0;
+                    printf("| %s%s, %u loads a lane in flight | 1 | | %.1f us, %.0f GB/s |\n",
+                           shapes[s].name, silu ? " + SiLU * up" : "", loads, t, bytes / (t * 1e3));
+                }
             }
         pgd_cuda_gemm_plan_destroy(p.plan);
         cudaFree(p.W);

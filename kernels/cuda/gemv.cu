@@ -33,7 +33,7 @@ namespace {
 
 constexpr uint32_t kLanes = PGD_CUDA_GEMV_LANES;
 constexpr uint32_t kWarps = 4, kThreads = kWarps * kLanes;
-constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight */
+constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight (pgd_cuda_gemv_loads: 8, 16) */
 static_assert(kLanes == 32, "a warp's lanes share a column's chunks");
 
 /* The 8 bf16 of a 16-byte chunk as f32 (exact). */
@@ -57,7 +57,7 @@ constexpr int cols_for(int MR) {
  * w R .. w R + R - 1 (those below N). Silu: W is the fused gate/up weight [2N][K] (gate rows, then
  * up rows), O bf16 [MR][N]; warp w computes the columns j = w R / 2 .. + R / 2 - 1 of gate and of
  * up, and writes bf16(SiLU(gate) * up) for each. K a multiple of 8. */
-template <int MR, int R, bool Silu>
+template <int MR, int R, bool Silu, uint32_t L = kLoads>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                 uint32_t K) {
@@ -80,16 +80,16 @@ __global__ void __launch_bounds__(kThreads)
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
     pgd_dev_pdl_wait(); /* X is the previous kernel's output */
     pgd_dev_pdl_release();
-    for (uint32_t c0 = lane; c0 < C; c0 += kLanes * kLoads) {
-        uint4 wr[R][kLoads]; /* unconditional loads (past the row: chunk c0 again) */
+    for (uint32_t c0 = lane; c0 < C; c0 += kLanes * L) {
+        uint4 wr[R][L]; /* unconditional loads (past the row: chunk c0 again) */
 #pragma unroll
-        for (uint32_t u = 0; u < kLoads; u++) {
+        for (uint32_t u = 0; u < L; u++) {
             const uint32_t c = c0 + u * kLanes;
 #pragma unroll
             for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + (c < C ? c : c0));
         }
 #pragma unroll
-        for (uint32_t u = 0; u < kLoads; u++) {
+        for (uint32_t u = 0; u < L; u++) {
             const uint32_t c = c0 + u * kLanes;
             if (c >= C) break;
             float wf[R][8];
@@ -127,13 +127,13 @@ __global__ void __launch_bounds__(kThreads)
             }
 }
 
-template <int MR, bool Silu>
+template <int MR, bool Silu, uint32_t L = kLoads>
 cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                    uint32_t K, cudaStream_t stream) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint32_t warps = (N + P - 1) / P;
-    return pgd_cuda_launch(gemv_kernel<MR, R, Silu>, (warps + kWarps - 1) / kWarps, kThreads, 0,
+    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L>, (warps + kWarps - 1) / kWarps, kThreads, 0,
                            stream, X, W, Y, O, N, K);
 }
 
@@ -168,4 +168,28 @@ extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uin
 extern "C" int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
                                   uint32_t F, uint32_t K, void *stream) {
     return gemv<true>(X, Wgu, NULL, out, M, F, K, stream);
+}
+
+extern "C" int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O,
+                                   uint32_t N, uint32_t K, bool silu, uint32_t loads,
+                                   void *stream) {
+    if ((loads != 4 && loads != 8 && loads != 16) || K == 0 || K % 8 || (uintptr_t)X % 16 ||
+        (uintptr_t)W % 16)
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA GEMV: %u loads a lane (4, 8 or 16), K %u (a multiple of 8), X "
+                             "and W 16-byte aligned",
+                             loads, K);
+    if (N == 0) return 0;
+    const cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t e;
+    if (silu)
+        e = loads == 4   ? launch<1, true, 4>(X, W, Y, O, N, K, s)
+            : loads == 8 ? launch<1, true, 8>(X, W, Y, O, N, K, s)
+                         : launch<1, true, 16>(X, W, Y, O, N, K, s);
+    else
+        e = loads == 4   ? launch<1, false, 4>(X, W, Y, O, N, K, s)
+            : loads == 8 ? launch<1, false, 8>(X, W, Y, O, N, K, s)
+                         : launch<1, false, 16>(X, W, Y, O, N, K, s);
+    PGD_CUDA_TRY(e);
+    return 0;
 }

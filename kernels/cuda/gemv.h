@@ -23,6 +23,7 @@
 #ifndef PGD_KERNELS_CUDA_GEMV_H
 #define PGD_KERNELS_CUDA_GEMV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -43,6 +44,12 @@ int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, ui
  * Wgu bf16 [2F][K] (gate rows, then up rows), out bf16 [M][F]. 0, PGD_EINVAL / PGD_ECUDA. */
 int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
                        uint32_t F, uint32_t K, void *stream);
+/* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
+ * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
+ * a lane's W chunks in flight instead of 4 — the same bits as pgd_cuda_gemv / _silu (THE SUM's
+ * order does not depend on it). 0, PGD_EINVAL / PGD_ECUDA. */
+int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
+                        uint32_t K, bool silu, uint32_t loads, void *stream);
 /* The twin on the host, bit for bit: any M. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                         uint32_t K);

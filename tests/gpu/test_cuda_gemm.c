@@ -16,7 +16,8 @@
  *     M = 3 and 7 (2 and 4 columns a warp), gives the twin's bits too (which are independent of
  *     M); it refuses bad shapes;
  *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
- *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8.
+ *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8; at one row, with 4, 8 and 16 of a lane's loads
+ *     in flight (pgd_cuda_gemv_loads), both forms give the same bits as the default.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -181,6 +182,8 @@ static void test_gemv_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 4, 60, NULL), PGD_EINVAL);     /* K % 8 */
     CHECK_EQ_INT(pgd_cuda_gemv(d + 1, d, y, 1, 4, 64, NULL), PGD_EINVAL); /* alignment */
     CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 0, 64, NULL), 0);              /* nothing to do */
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 5, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 60, false, 8, NULL), PGD_EINVAL);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     cudaFree(d);
     cudaFree(y);
@@ -223,6 +226,35 @@ static void test_gemv_silu(void) {
                 fprintf(stderr, "    gemv + SiLU, F %u, K %u, M = %u: %zu of %llu differ\n", F, K,
                         M, bad, (unsigned long long)M * F);
             CHECK(bad == 0);
+            /* one row with 4, 8 and 16 of a lane's loads in flight (pgd_cuda_gemv_loads): the
+             * plain form's bits those of pgd_cuda_gemv, the SiLU form's those above */
+            for (uint32_t loads = 4; M == 1 && loads <= 16; loads *= 2) {
+                float *yw = malloc((uint64_t)2 * F * 4), *yl = malloc((uint64_t)2 * F * 4);
+                REQUIRE(yw && yl);
+                CHECK_EQ_INT(pgd_cuda_gemv(dX, dW, dY, 1, 2 * F, K, NULL), 0);
+                REQUIRE(cudaMemcpy(yw, dY, (uint64_t)2 * F * 4, cudaMemcpyDeviceToHost) ==
+                        cudaSuccess);
+                REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)2 * F * 4) == cudaSuccess);
+                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, dY, NULL, 2 * F, K, false, loads, NULL),
+                             0);
+                REQUIRE(cudaMemcpy(yl, dY, (uint64_t)2 * F * 4, cudaMemcpyDeviceToHost) ==
+                        cudaSuccess);
+                REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)F * 2) == cudaSuccess);
+                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, NULL, dO, F, K, true, loads, NULL), 0);
+                REQUIRE(cudaMemcpy(got, dO, (uint64_t)F * 2, cudaMemcpyDeviceToHost) ==
+                        cudaSuccess);
+                size_t bad_y = 0, bad_o = 0;
+                for (uint64_t e = 0; e < 2 * (uint64_t)F; e++)
+                    bad_y += memcmp(&yl[e], &yw[e], 4) != 0;
+                for (uint64_t e = 0; e < F; e++) bad_o += got[e] != want[e];
+                if (bad_y || bad_o)
+                    fprintf(stderr,
+                            "    gemv with %u loads, F %u, K %u: %zu products, %zu SiLU "
+                            "outputs differ\n",
+                            loads, F, K, bad_y, bad_o);
+                CHECK(bad_y == 0 && bad_o == 0);
+                free(yw), free(yl);
+            }
         }
         cudaFree(dX), cudaFree(dW), cudaFree(dY), cudaFree(dO);
         free(X), free(W), free(want), free(got);
