@@ -108,6 +108,10 @@ struct tile_ctx {
     uint16_t *vs;                    /* the chunk's V rows in shared memory [kThreads][D] */
     float scale;
     uint32_t n_units; /* step 3: the units this thread owns (unit_of), 0..kUnits */
+    /* the block of position first_c0 + threadIdx.x (the CTA's first chunk), loaded by
+     * tile_setup while the queries load, so the first chunk's K loads wait for one load less */
+    uint32_t first_c0;
+    int32_t first_block;
 };
 
 /* Step 3's units: (head, dimension pair) of the tile, unit u = head g, dimensions 2 (u % (D / 2))
@@ -164,7 +168,8 @@ template <bool Max> __device__ __forceinline__ float block_tree(const float (&re
 __device__ __forceinline__ void scores(const tile_ctx &c, attn_smem &sm, uint32_t c0, uint32_t j,
                                        float (&x)[kTile]) {
     const uint32_t p = c0 + j, bs = c.geom.block_size;
-    const uint64_t k_at = pgd_kv_index(c.geom, (uint32_t)c.bt[p / bs], c.layer, 0, c.kvh, p % bs);
+    const int32_t block = c0 == c.first_c0 ? c.first_block : c.bt[p / bs];
+    const uint64_t k_at = pgd_kv_index(c.geom, (uint32_t)block, c.layer, 0, c.kvh, p % bs);
     /* step 3's V row, copied to shared memory asynchronously while the scores are computed */
     const uint16_t *vrow = c.kv + k_at + c.v_off;
     uint16_t *vdst = c.vs + (uint64_t)j * c.D;
@@ -297,16 +302,19 @@ __device__ __forceinline__ uint32_t ctx_of(const attn_args &a, uint32_t row) {
     return last < 0 ? 0 : (uint32_t)last + 1;
 }
 
-/* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c, and its tile's
- * queries into shared memory (the CTA synchronised after). Returns the tile's first query
- * head. */
+/* The constants of CTA (row, blockIdx.y = KV head * n_tiles + tile) into c — row of sequence
+ * seq (seq_of[row], loaded by the caller with the row's position) and n_ctx positions, its
+ * first chunk at first_c0 — and its tile's queries into shared memory (the CTA synchronised
+ * after). Returns the tile's first query head. */
 __device__ uint32_t tile_setup(const attn_args &a, attn_smem &sm, uint16_t *vs, uint32_t row,
-                               tile_ctx &c) {
+                               uint32_t seq, uint32_t n_ctx, uint32_t first_c0, tile_ctx &c) {
     const uint32_t kvh = blockIdx.y / a.n_tiles, tile = blockIdx.y % a.n_tiles;
     const uint32_t D = a.geom.head_dim, t = threadIdx.x;
     const uint32_t h0 = kvh * a.group + tile * kTile;
     c.kv = a.kv;
-    c.bt = a.block_tables + (uint64_t)a.seq_of[row] * a.bt_stride;
+    c.bt = a.block_tables + (uint64_t)seq * a.bt_stride;
+    c.first_c0 = first_c0;
+    c.first_block = first_c0 + t < n_ctx ? c.bt[(first_c0 + t) / a.geom.block_size] : 0;
     c.geom = a.geom;
     c.layer = a.layer;
     c.kvh = kvh;
@@ -362,8 +370,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     pgd_dev_pdl_release();
     const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
-    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c); /* the tile's first query head */
-    const uint32_t n_ctx = ctx_of(a, row);
+    const uint32_t seq = a.seq_of[row], n_ctx = ctx_of(a, row);
+    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, seq, n_ctx, 0, c); /* its first head */
     float m[kTile] = {}, s[kTile] = {}, o[kUnits][2] = {};
     for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
         float mc[kTile], sc[kTile], oc[kUnits][2];
@@ -463,12 +471,12 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     pgd_dev_pdl_wait();
     pgd_dev_pdl_release();
     const uint32_t i = blockIdx.x, row = row_at(a, i), t = threadIdx.x;
-    const uint32_t n_ctx = ctx_of(a, row);
+    const uint32_t seq = a.seq_of[row], n_ctx = ctx_of(a, row); /* both loads at once */
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     const bool fits = n_chunks >= 1 && n_chunks <= sp.max_chunks;
     if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA */
     tile_ctx c;
-    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, c);
+    const uint32_t h0 = tile_setup(a, sm, attn_vs, row, seq, n_ctx, blockIdx.z * kThreads, c);
     uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * c.D;
     float oc[kUnits][2] = {};
     if (!fits) { /* zeros for a padding row, a bf16 NaN for one the scratch cannot hold */
