@@ -81,12 +81,11 @@ static inline bool pgd_cuda_pdl_on() {
     if (!k) {
         const char *env = getenv("PGD_CUDA_PDL");
         int major = 0;
-        const bool on =
-            !(env && env[0] == '0') &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major >= 9;
-        (void)cudaGetLastError();
-        k = on ? 2 : 1;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            (void)cudaGetLastError(); /* this call's own error only: none other is pending */
+            major = 0;
+        }
+        k = !(env && env[0] == '0') && major >= 9 ? 2 : 1;
         __atomic_store_n(&known[dev], k, __ATOMIC_RELAXED);
     }
     return k == 2;
