@@ -366,8 +366,7 @@ __device__ __forceinline__ void per_unit(const tile_ctx &c, const float (&by_hea
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
     const uint32_t seq = a.seq_of[row], n_ctx = ctx_of(a, row);
@@ -468,8 +467,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
     __shared__ bool last;
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const uint32_t i = blockIdx.x, row = row_at(a, i), t = threadIdx.x;
     const uint32_t seq = a.seq_of[row], n_ctx = ctx_of(a, row); /* both loads at once */
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;

@@ -167,8 +167,7 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
     __half *stage = reinterpret_cast<__half *>(smem + L::kv);
     float *sbuf = reinterpret_cast<float *>(smem + L::s);
     uint64_t *rows = reinterpret_cast<uint64_t *>(smem + L::rows); /* [kChunk] */
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const pgd_attn_tile tile = a.tiles[blockIdx.y];
     const uint32_t kvh = blockIdx.x, group = a.group, n_slots = tile.n * group;

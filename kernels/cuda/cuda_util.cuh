@@ -7,7 +7,7 @@
  * (its payload's top bits kept, made quiet), so "bf16 of the same f32" is bit-exact across the
  * two. Grid-stride kernels take any element count: the grid is capped, the loop covers the rest
  * with 64-bit indices. And the launch of a step's kernels with programmatic dependent launch
- * (pgd_cuda_launch, pgd_dev_pdl_wait/release: the contract is written there).
+ * (pgd_cuda_launch, pgd_dev_pdl_enter: the contract is written there).
  *
  * Threading: pure functions; pgd_cuda_launch from the thread that owns the stream.
  */
@@ -46,22 +46,16 @@ static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {
  * scheduled while the current one's last CTAs still run, instead of after its last CTA has
  * retired and its memory has been flushed — on a decode step of ~260 kernels, each boundary's
  * drain and launch (a few us) is time the weights do not stream. The contract, in every kernel
- * launched by pgd_cuda_launch:
- *   - pgd_dev_pdl_wait() (griddepcontrol.wait: the previous grid has completed and its writes
- *     are visible) comes before the kernel reads anything an earlier kernel or copy of the
- *     stream wrote and before it writes anything; only data constant during a step (weights,
- *     norms, biases) may be read before it;
- *   - pgd_dev_pdl_release() (griddepcontrol.launch_dependents) right after the wait lets the
- *     next kernel be scheduled early; it waits in turn, so it sees this kernel's writes.
- * A kernel launched without the attribute (older GPUs, cuBLASLt's kernels, PGD_CUDA_PDL=0)
+ * launched by pgd_cuda_launch, pgd_dev_pdl_enter() — griddepcontrol.wait (the previous grid
+ * has completed and its writes are visible), then griddepcontrol.launch_dependents (the next
+ * kernel may be scheduled early; it waits in turn, so it sees this kernel's writes) — comes
+ * before the kernel reads anything an earlier kernel or copy of the stream wrote and before it
+ * writes anything; only data constant during a step (weights, norms, biases) may be read before
+ * it. A kernel launched without the attribute (older GPUs, cuBLASLt's kernels, PGD_CUDA_PDL=0)
  * meets a wait that returns at once: the stream order is then the plain one. */
-static __device__ __forceinline__ void pgd_dev_pdl_wait() {
+static __device__ __forceinline__ void pgd_dev_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cudaGridDependencySynchronize();
-#endif
-}
-static __device__ __forceinline__ void pgd_dev_pdl_release() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cudaTriggerProgrammaticLaunchCompletion();
 #endif
 }

@@ -18,8 +18,7 @@ namespace {
 /* table: bf16 [V][E]; tokens: [T]; x: f32 [T][E]. */
 __global__ void embed_kernel(const uint16_t *table, const int32_t *tokens, uint32_t T, uint32_t E,
                              float *x) {
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const uint64_t n = (uint64_t)T * E, step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
         const uint64_t t = i / E, e = i % E;

@@ -78,8 +78,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
-    pgd_dev_pdl_wait(); /* X is the previous kernel's output */
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter(); /* X is the previous kernel's output */
     for (uint32_t c0 = lane; c0 < C; c0 += kLanes * L) {
         uint4 wr[R][L]; /* unconditional loads (past the row: chunk c0 again) */
 #pragma unroll
@@ -137,19 +136,26 @@ cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, 
                            stream, X, W, Y, O, N, K);
 }
 
-/* The checks and the launch of either form. */
-template <bool Silu>
-int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
-         uint32_t K, void *stream) {
+using launch_fn = cudaError_t (*)(const uint16_t *, const uint16_t *, float *, uint16_t *, uint32_t,
+                                  uint32_t, cudaStream_t);
+
+/* The argument checks of every entry point: 0 or PGD_EINVAL (said). */
+int check(uint32_t M, uint32_t K, const uint16_t *X, const uint16_t *W) {
     if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || K == 0 || K % 8 || (uintptr_t)X % 16 ||
         (uintptr_t)W % 16)
         return pgd_error_set(PGD_EINVAL,
                              "CUDA GEMV: %u rows (1 to %u), K %u (a multiple of 8), X and W "
                              "16-byte aligned",
                              M, PGD_CUDA_GEMV_MAX_M, K);
-    if (N == 0) return 0;
-    using launch_fn = cudaError_t (*)(const uint16_t *, const uint16_t *, float *, uint16_t *,
-                                      uint32_t, uint32_t, cudaStream_t);
+    return 0;
+}
+
+/* The checks and the launch of either form. */
+template <bool Silu>
+int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
+         uint32_t K, void *stream) {
+    int rc = check(M, K, X, W);
+    if (rc || N == 0) return rc;
     static const launch_fn by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
                                      launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
                                      launch<7, Silu>, launch<8, Silu>};
@@ -173,23 +179,13 @@ extern "C" int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16
 extern "C" int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O,
                                    uint32_t N, uint32_t K, bool silu, uint32_t loads,
                                    void *stream) {
-    if ((loads != 4 && loads != 8 && loads != 16) || K == 0 || K % 8 || (uintptr_t)X % 16 ||
-        (uintptr_t)W % 16)
-        return pgd_error_set(PGD_EINVAL,
-                             "CUDA GEMV: %u loads a lane (4, 8 or 16), K %u (a multiple of 8), X "
-                             "and W 16-byte aligned",
-                             loads, K);
-    if (N == 0) return 0;
-    const cudaStream_t s = (cudaStream_t)stream;
-    cudaError_t e;
-    if (silu)
-        e = loads == 4   ? launch<1, true, 4>(X, W, Y, O, N, K, s)
-            : loads == 8 ? launch<1, true, 8>(X, W, Y, O, N, K, s)
-                         : launch<1, true, 16>(X, W, Y, O, N, K, s);
-    else
-        e = loads == 4   ? launch<1, false, 4>(X, W, Y, O, N, K, s)
-            : loads == 8 ? launch<1, false, 8>(X, W, Y, O, N, K, s)
-                         : launch<1, false, 16>(X, W, Y, O, N, K, s);
-    PGD_CUDA_TRY(e);
+    if (loads != 4 && loads != 8 && loads != 16)
+        return pgd_error_set(PGD_EINVAL, "CUDA GEMV: %u loads a lane (4, 8 or 16)", loads);
+    int rc = check(1, K, X, W);
+    if (rc || N == 0) return rc;
+    static const launch_fn by_loads[2][3] = {
+        {launch<1, false, 4>, launch<1, false, 8>, launch<1, false, 16>},
+        {launch<1, true, 4>, launch<1, true, 8>, launch<1, true, 16>}};
+    PGD_CUDA_TRY(by_loads[silu][loads / 8](X, W, Y, O, N, K, (cudaStream_t)stream));
     return 0;
 }

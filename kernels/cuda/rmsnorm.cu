@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
                        uint32_t R, uint32_t E, uint16_t *out) {
     __shared__ double part[PGD_RMSNORM_LANES];
     const unsigned j = threadIdx.x;
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     for (uint32_t i = blockIdx.x; i < R; i += gridDim.x) { /* uniform across the CTA */
         const uint64_t r = rows ? rows[i] : i;
         float *xr = x + r * E;

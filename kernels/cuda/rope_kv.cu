@@ -37,8 +37,7 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
                                const int32_t *pos, const int64_t *slots, uint32_t T,
                                uint32_t n_head, uint32_t n_kv_head, uint32_t D, uint32_t rope_dim,
                                bool neox, uint16_t *kv, pgd_kv_geom geom, uint32_t layer) {
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const uint32_t half = rope_dim / 2, rest = D - rope_dim, n_qk = n_head + n_kv_head;
     const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
     /* a row's work is spread over the CTAs of grid.y (a row's threads wait for few loads each) */

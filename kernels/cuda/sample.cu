@@ -322,8 +322,7 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ double total;
     __shared__ select_smem sel;
     __shared__ int32_t token_sh;
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const uint32_t row = blockIdx.x, nb = (V + PGD_SAMPLE_BLOCK - 1) / PGD_SAMPLE_BLOCK;
     const float *l = logits + (uint64_t)row * V;
     const pgd_sample_spec sp = specs[row];

@@ -31,8 +31,7 @@ constexpr uint32_t kVec = 4; /* consecutive outputs a thread takes */
  * whole columns inside the row with 16-byte-aligned rows (F % 4 == 0) goes by float4 loads and
  * one 8-byte store; any other column one by one. Each element's arithmetic is unchanged. */
 __global__ void silu_mul_kernel(const float *gu, uint32_t T, uint32_t F, uint16_t *out) {
-    pgd_dev_pdl_wait();
-    pgd_dev_pdl_release();
+    pgd_dev_pdl_enter();
     const bool vec = F % kVec == 0 && (uintptr_t)gu % 16 == 0 && (uintptr_t)out % 8 == 0;
     for (uint32_t t = blockIdx.y; t < T; t += gridDim.y) {
         const float *g = gu + 2ull * F * t, *u = g + F;

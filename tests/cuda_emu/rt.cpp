@@ -1,14 +1,14 @@
 /*
  * tests/cuda_emu/rt.cpp — a CPU emulator of the CUDA runtime subset pagoda uses (a testing tool,
- * never linked into pagoda; tests/cuda_emu/run says how it is used). Device memory is host memory that the host cannot touch outside "device" execution
- * (normal mode: an mprotect'ed arena with guard pages; ASan mode: malloc blocks with redzones).
- * Streams queue their work and run it only when the host synchronises (EMU_DEFER=0: at once), so
- * a missing synchronisation shows up as stale data or a fault on a protected pinned page. A CTA
- * runs its threads as fibers on one OS thread, switching at __syncthreads and warp shuffles;
- * EMU_ORDER=fwd|rev|shuf picks the order threads (and CTAs) run between synchronisations.
- * Stream capture records a stream's work into a graph instead of queuing it (a synchronisation
- * or a pageable host copy while capturing is an error, as on a GPU); a graph launch queues the
- * recorded work again, with the arguments it was captured with.
+ * never linked into pagoda; tests/cuda_emu/run says how it is used). Device memory is host memory
+ * that the host cannot touch outside "device" execution (normal mode: an mprotect'ed arena with
+ * guard pages; ASan mode: malloc blocks with redzones). Streams queue their work and run it only
+ * when the host synchronises (EMU_DEFER=0: at once), so a missing synchronisation shows up as stale
+ * data or a fault on a protected pinned page. A CTA runs its threads as fibers on one OS thread,
+ * switching at __syncthreads and warp shuffles; EMU_ORDER=fwd|rev|shuf picks the order threads (and
+ * CTAs) run between synchronisations. Stream capture records a stream's work into a graph instead
+ * of queuing it (a synchronisation or a pageable host copy while capturing is an error, as on a
+ * GPU); a graph launch queues the recorded work again, with the arguments it was captured with.
  */
 #include "emu.h"
 
@@ -67,7 +67,8 @@ extern "C" int emu_live_allocs(int device);
 static void at_exit_report() {
     int nd = emu_live_allocs(1), nh = emu_live_allocs(0);
     if (nd || nh) {
-        fprintf(stderr, "EMU: at exit %d device and %d pinned host allocation(s) are still live\n", nd, nh);
+        fprintf(stderr, "EMU: at exit %d device and %d pinned host allocation(s) are still live\n",
+                nd, nh);
         if (getenv("EMU_LEAK_CHECK")) g_errors++;
     }
     if (g_errors) {
@@ -85,7 +86,9 @@ extern "C" void emu_fail_set(int kind, uint64_t nth) {
     g_fail_at[kind] = nth;
     g_fail_count[kind] = 0;
 }
-extern "C" uint64_t emu_fail_calls(int kind) { return g_fail_count[kind]; }
+extern "C" uint64_t emu_fail_calls(int kind) {
+    return g_fail_count[kind];
+}
 static bool inject(int kind) {
     g_fail_count[kind]++;
     return g_fail_at[kind] && g_fail_count[kind] == g_fail_at[kind];
@@ -99,7 +102,9 @@ static bool env_on(const char *name, bool dflt) {
 /* ---- memory --------------------------------------------------------------------------------- */
 
 static const size_t PAGE = 4096;
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static size_t round_up(size_t x, size_t a) {
+    return (x + a - 1) / a * a;
+}
 
 struct Alloc {
     uintptr_t start;
@@ -185,7 +190,8 @@ static void segv_handler(int sig, siginfo_t *si, void *) {
     uintptr_t x = (uintptr_t)p;
     if (g_arena && x >= (uintptr_t)g_arena && x < (uintptr_t)g_arena + g_arena_size) {
         if (a && a->live)
-            why = g_in_device ? "device access to a live allocation?" : "HOST CODE DEREFERENCED DEVICE MEMORY";
+            why = g_in_device ? "device access to a live allocation?"
+                              : "HOST CODE DEREFERENCED DEVICE MEMORY";
         else if (a)
             why = "access to FREED device memory";
         else
@@ -194,7 +200,8 @@ static void segv_handler(int sig, siginfo_t *si, void *) {
             auto it = g_allocs.upper_bound(x);
             if (it != g_allocs.begin()) {
                 --it;
-                snprintf(buf, sizeof buf, " (nearest allocation below: %p, %zu bytes, %zd bytes past its end)",
+                snprintf(buf, sizeof buf,
+                         " (nearest allocation below: %p, %zu bytes, %zd bytes past its end)",
                          (void *)it->second.start, it->second.size,
                          (ssize_t)(x - (it->second.start + it->second.size)));
                 fprintf(stderr, "EMU FAULT%s\n", buf);
@@ -231,7 +238,8 @@ struct Init {
         sigaction(SIGBUS, &sa, nullptr);
 #endif
         if (const char *m = getenv("EMU_MEM_GB")) g_dev_total = strtoull(m, nullptr, 10) << 30;
-        const char *fe[F_N] = {"EMU_FAIL_MALLOC", "EMU_FAIL_HOSTALLOC", "EMU_FAIL_LAUNCH", "EMU_FAIL_SYNC"};
+        const char *fe[F_N] = {"EMU_FAIL_MALLOC", "EMU_FAIL_HOSTALLOC", "EMU_FAIL_LAUNCH",
+                               "EMU_FAIL_SYNC"};
         for (int i = 0; i < F_N; i++)
             if (const char *v = getenv(fe[i])) g_fail_at[i] = strtoull(v, nullptr, 10);
         atexit(at_exit_report);
@@ -363,8 +371,10 @@ static uint64_t enqueue(Stream *s, std::string what, std::function<void()> fn,
     const bool has_pins = !pins.empty();
     for (auto &r : pins) (r.write ? g_pin_write : g_pin_read).insert({r.lo, r.hi});
     s->q.push_back(Op{seq, std::move(fn), std::move(what), std::move(pins)});
-    if (!g_defer) flush(s, seq);
-    else if (has_pins && !g_in_device) set_device_prot(false); /* protect the pinned pages now */
+    if (!g_defer)
+        flush(s, seq);
+    else if (has_pins && !g_in_device)
+        set_device_prot(false); /* protect the pinned pages now */
     return seq;
 }
 
@@ -387,22 +397,35 @@ cudaError_t cudaGetLastError(void) {
     g_last = cudaSuccess;
     return e;
 }
-cudaError_t cudaPeekAtLastError(void) { return g_last; }
+cudaError_t cudaPeekAtLastError(void) {
+    return g_last;
+}
 
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument (emulated)";
-    case cudaErrorMemoryAllocation: return "out of memory (emulated)";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated)";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle (emulated)";
-    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch (emulated)";
-    case cudaErrorInvalidDevice: return "invalid device ordinal (emulated)";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected (emulated)";
-    default: return "emulated CUDA error";
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument (emulated)";
+    case cudaErrorMemoryAllocation:
+        return "out of memory (emulated)";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument (emulated)";
+    case cudaErrorInvalidResourceHandle:
+        return "invalid resource handle (emulated)";
+    case cudaErrorLaunchOutOfResources:
+        return "too many resources requested for launch (emulated)";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal (emulated)";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected (emulated)";
+    default:
+        return "emulated CUDA error";
     }
 }
-const char *cudaGetErrorName(cudaError_t e) { return cudaGetErrorString(e); }
+const char *cudaGetErrorName(cudaError_t e) {
+    return cudaGetErrorString(e);
+}
 
 cudaError_t cudaGetDeviceCount(int *n) {
     if (env_on("EMU_NO_DEVICE", false)) {
@@ -425,14 +448,30 @@ cudaError_t cudaGetDevice(int *d) {
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
     if (dev != 0) return fail(cudaErrorInvalidDevice);
     switch (attr) {
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 232448; return cudaSuccess; /* H100 */
-    case cudaDevAttrMaxSharedMemoryPerBlock: *v = 49152; return cudaSuccess;
-    case cudaDevAttrMultiProcessorCount: *v = 132; return cudaSuccess;
-    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *v = 9; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMinor: *v = 0; return cudaSuccess;
-    case cudaDevAttrWarpSize: *v = 32; return cudaSuccess;
-    default: emu_error("cudaDeviceGetAttribute(%d) not emulated", (int)attr); return fail(cudaErrorInvalidValue);
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+        *v = 232448;
+        return cudaSuccess; /* H100 */
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+        *v = 49152;
+        return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+        *v = 132;
+        return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock:
+        *v = 1024;
+        return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor:
+        *v = 9;
+        return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+        *v = 0;
+        return cudaSuccess;
+    case cudaDevAttrWarpSize:
+        *v = 32;
+        return cudaSuccess;
+    default:
+        emu_error("cudaDeviceGetAttribute(%d) not emulated", (int)attr);
+        return fail(cudaErrorInvalidValue);
     }
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
@@ -501,7 +540,9 @@ cudaError_t cudaMallocHost(void **p, size_t n) {
     *p = q;
     return cudaSuccess;
 }
-cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int) { return cudaMallocHost(p, n); }
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int) {
+    return cudaMallocHost(p, n);
+}
 
 cudaError_t cudaFreeHost(void *p) {
     if (!p) return cudaSuccess;
@@ -526,7 +567,8 @@ static bool check_copy(void *d, const void *s, size_t n, cudaMemcpyKind &k, cons
     bool want_sd = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
     if (dd != want_dd || sd != want_sd) {
         emu_error("%s(%p <- %p, %zu bytes, kind %d): the pointers do not match the kind "
-                  "(dst %s, src %s)", fn, d, s, n, (int)k, dd ? "device" : "host", sd ? "device" : "host");
+                  "(dst %s, src %s)",
+                  fn, d, s, n, (int)k, dd ? "device" : "host", sd ? "device" : "host");
         return false;
     }
     if (n && dd && !live_device(d, n)) {
@@ -548,7 +590,9 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
      *     DMA queued on the legacy stream (a non-blocking stream does not wait for it);
      *   H2D from pinned memory, D2H: synchronous; D2D: no host-side synchronisation (queued). */
     if (k == cudaMemcpyDeviceToDevice) {
-        enqueue(&g_legacy, "cudaMemcpy D2D", [=]() { if (n) memmove(d, s, n); });
+        enqueue(&g_legacy, "cudaMemcpy D2D", [=]() {
+            if (n) memmove(d, s, n);
+        });
         return cudaSuccess;
     }
     flush(&g_legacy, UINT64_MAX);
@@ -557,8 +601,9 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
     Alloc *src = find_alloc(s, false);
     if (k == cudaMemcpyHostToDevice && !(src && !src->device) && env_on("EMU_PAGEABLE_DMA", true)) {
         auto staged = std::make_shared<std::vector<char>>((const char *)s, (const char *)s + n);
-        enqueue(&g_legacy, "cudaMemcpy H2D (pageable: DMA after return)",
-                [=]() { if (n) memcpy(d, staged->data(), n); });
+        enqueue(&g_legacy, "cudaMemcpy H2D (pageable: DMA after return)", [=]() {
+            if (n) memcpy(d, staged->data(), n);
+        });
         return cudaSuccess;
     }
     DeviceScope ds("cudaMemcpy");
@@ -584,7 +629,12 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, 
     }
     char what[96];
     snprintf(what, sizeof what, "cudaMemcpyAsync kind %d %zu bytes", (int)k, n);
-    enqueue(S, what, [=]() { if (n) memmove(d, s, n); }, pins);
+    enqueue(
+        S, what,
+        [=]() {
+            if (n) memmove(d, s, n);
+        },
+        pins);
     return cudaSuccess;
 }
 
@@ -598,7 +648,9 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) {
     enqueue(S, "cudaMemset", [=]() { memset(d, v, n); });
     return cudaSuccess;
 }
-cudaError_t cudaMemset(void *d, int v, size_t n) { return cudaMemsetAsync(d, v, n, nullptr); }
+cudaError_t cudaMemset(void *d, int v, size_t n) {
+    return cudaMemsetAsync(d, v, n, nullptr);
+}
 
 /* ---- streams and events ---------------------------------------------------------------------- */
 
@@ -608,7 +660,9 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
     *s = (cudaStream_t)st;
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    return cudaStreamCreateWithFlags(s, 0);
+}
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     Stream *st = stream_of(s);
     if (!st || st->legacy) {
@@ -715,7 +769,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
     }
     return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    return cudaStreamSynchronize(s);
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     Event *ev = new Event{nullptr, 0, false, !(flags & cudaEventDisableTiming)};
@@ -723,7 +779,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
     *e = (cudaEvent_t)ev;
     return cudaSuccess;
 }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    return cudaEventCreateWithFlags(e, 0);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     Event *ev = (Event *)e;
     if (!g_events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
@@ -746,14 +804,17 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     Event *ev = (Event *)e;
     if (inject(F_SYNC)) {
-        if (g_events.count(ev) && ev->recorded && g_streams.count(ev->s)) drop_queue(ev->s, ev->seq);
+        if (g_events.count(ev) && ev->recorded && g_streams.count(ev->s))
+            drop_queue(ev->s, ev->seq);
         return fail(cudaErrorLaunchFailure);
     }
     if (!g_events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
     if (ev->recorded && g_streams.count(ev->s)) flush(ev->s, ev->seq);
     return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    return cudaEventSynchronize(e);
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     Event *x = (Event *)a, *y = (Event *)b;
     if (!g_events.count(x) || !g_events.count(y) || !x->timing || !y->timing)
@@ -789,7 +850,11 @@ extern "C" cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, const void *
 }
 
 /* ---- kernels: fibers ------------------------------------------------------------------------ */
-static uint3 emu_u3(unsigned x, unsigned y, unsigned z) { uint3 u; u.x = x, u.y = y, u.z = z; return u; }
+static uint3 emu_u3(unsigned x, unsigned y, unsigned z) {
+    uint3 u;
+    u.x = x, u.y = y, u.z = z;
+    return u;
+}
 
 extern "C" void emu_switch(void **save_sp, void *new_sp);
 extern "C" void emu_fiber_tramp();
@@ -874,7 +939,8 @@ void emu_syncthreads() {
 }
 
 uint64_t emu_shfl(uint64_t v, int src, unsigned mask) {
-    if (mask != 0xffffffffu) emu_error("warp shuffle with mask %#x: only full masks are emulated", mask);
+    if (mask != 0xffffffffu)
+        emu_error("warp shuffle with mask %#x: only full masks are emulated", mask);
     emu_cur->shfl_val = v;
     emu_cur->shfl_src = src;
     emu_cur->shfl_mask = mask;
@@ -908,13 +974,16 @@ void *emu_smem_get(int id, size_t size, size_t align) {
     }
     return s.p;
 }
-void *emu_dyn_smem() { return g_dyn_smem; }
+void *emu_dyn_smem() {
+    return g_dyn_smem;
+}
 
 void emu_check_bounds(unsigned max_threads) {
     unsigned n = emu_blockDim.x * emu_blockDim.y * emu_blockDim.z;
     if (n > max_threads && !g_bounds_reported) {
         g_bounds_reported = true;
-        emu_error("%u threads per CTA exceed __launch_bounds__(%u): the launch would fail", n, max_threads);
+        emu_error("%u threads per CTA exceed __launch_bounds__(%u): the launch would fail", n,
+                  max_threads);
     }
 }
 
@@ -938,7 +1007,9 @@ struct KernelRec {
  * serialization that never waits would, on a GPU, run beside its predecessor (see
  * kernels/cuda/cuda_util.cuh) */
 static uint64_t g_pdl_waits;
-void emu_pdl_wait() { g_pdl_waits++; }
+void emu_pdl_wait() {
+    g_pdl_waits++;
+}
 
 static int g_order = [] {
     const char *o = getenv("EMU_ORDER");
@@ -990,7 +1061,8 @@ static void run_cta(const KernelRec &k, unsigned nt, const std::vector<unsigned>
             }
             if (!ns || ns + nd != hi - lo) continue;
             if (ns != 32)
-                emu_error("kernel %s: warp %u shuffles with a full mask but only %u of 32 lanes take part",
+                emu_error("kernel %s: warp %u shuffles with a full mask but only %u of 32 lanes "
+                          "take part",
                           k.name.c_str(), w, ns);
             for (unsigned l = lo; l < hi; l++) {
                 emu_fiber &f = g_fibers[l];
@@ -1017,7 +1089,8 @@ static void run_cta(const KernelRec &k, unsigned nt, const std::vector<unsigned>
             if (nd && !diverged) {
                 diverged = true;
                 emu_error("kernel %s: __syncthreads reached by %u threads while %u have exited "
-                          "(divergent barrier)", k.name.c_str(), nb, nd);
+                          "(divergent barrier)",
+                          k.name.c_str(), nb, nd);
             }
             for (unsigned i = 0; i < nt; i++)
                 if (g_fibers[i].state == EMU_BAR) {
@@ -1056,12 +1129,12 @@ static void run_kernel(const KernelRec &k) {
     for (uint64_t c = 0; c < nctas; c++) {
         uint64_t b = g_order == 1 ? nctas - 1 - c : c;
         emu_blockIdx = emu_u3((unsigned)(b % k.grid.x), (unsigned)(b / k.grid.x % k.grid.y),
-                                  (unsigned)(b / ((uint64_t)k.grid.x * k.grid.y)));
+                              (unsigned)(b / ((uint64_t)k.grid.x * k.grid.y)));
         run_cta(k, nt, ord);
     }
     if (k.pdl && !g_pdl_waits)
         emu_error("%s: launched with programmatic stream serialization, but no thread called "
-                  "cudaGridDependencySynchronize (pgd_dev_pdl_wait)",
+                  "cudaGridDependencySynchronize (pgd_dev_pdl_enter)",
                   k.name.c_str());
     g_launches++;
 }
@@ -1077,24 +1150,29 @@ cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s
     uint64_t nt = (uint64_t)block.x * block.y * block.z;
     if (!nt || nt > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z || grid.x > 2147483647u ||
         grid.y > 65535 || grid.z > 65535) {
-        fprintf(stderr, "EMU: launch of %s with grid (%u,%u,%u) block (%u,%u,%u): invalid configuration\n",
+        fprintf(stderr,
+                "EMU: launch of %s with grid (%u,%u,%u) block (%u,%u,%u): invalid configuration\n",
                 name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
         return fail(cudaErrorInvalidConfiguration);
     }
     int maxdyn = g_max_dyn_smem.count(func) ? g_max_dyn_smem[func] : 49152;
     if ((int64_t)smem > maxdyn) {
-        fprintf(stderr, "EMU: launch of %s with %zu bytes of dynamic shared memory (max %d)\n", name,
-                smem, maxdyn);
+        fprintf(stderr, "EMU: launch of %s with %zu bytes of dynamic shared memory (max %d)\n",
+                name, smem, maxdyn);
         return fail(cudaErrorInvalidValue);
     }
-    auto rec = std::make_shared<KernelRec>(KernelRec{grid, block, smem, func, name, std::move(body), pdl});
+    auto rec =
+        std::make_shared<KernelRec>(KernelRec{grid, block, smem, func, name, std::move(body), pdl});
     enqueue(S, std::string("kernel ") + name, [rec]() { run_kernel(*rec); });
     return cudaSuccess;
 }
 
-/* ---- used by the cuBLASLt emulation ----------------------------------------------------------- */
+/* ---- used by the cuBLASLt emulation -----------------------------------------------------------
+ */
 
-bool emu_dev_range_ok(const void *p, size_t bytes) { return live_device(p, bytes) != nullptr; }
+bool emu_dev_range_ok(const void *p, size_t bytes) {
+    return live_device(p, bytes) != nullptr;
+}
 bool emu_stream_enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
     Stream *S = stream_of(s);
     if (!S) return false;
