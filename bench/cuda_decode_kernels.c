@@ -5,8 +5,9 @@
  * (kernels/cuda/gemv.h; the default for one row; at one row also with 8 and 16 of a lane's loads
  * in flight instead of 4), with the weights' bandwidth, and gate/up with
  * its SiLU * up (two kernels; one on the GEMV, as a one-row step runs it); the split attention of
- * one decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); one
- * residual add + RMSNorm row. The runs cycle through copies of the weights and through the
+ * one decode row over 1k, 4k and 16k positions (the KV bytes it reads a launch, as bandwidth); the
+ * tensor-core attention of a 2k-token prompt (its causal FLOPs per second); one residual add +
+ * RMSNorm row. The runs cycle through copies of the weights and through the
  * layers of a 32-layer KV slab, more bytes than the L2 cache holds, as a decode step does.
  * Random data (never zeros). Prints one markdown table; scripts/gpu-check runs it.
  *
@@ -198,6 +199,62 @@ static void attention(uint32_t n_sm) {
     cudaFree(a.bt), cudaFree(a.seq_of), cudaFree(a.pos);
 }
 
+/* ---- prefill attention (tensor cores) ------------------------------------------------------- */
+
+typedef struct prefill {
+    attn a;
+    pgd_attn_tile *tiles; /* device */
+    uint32_t n_tiles;
+} prefill;
+
+static int run_prefill(void *ctx, uint32_t i) {
+    prefill *p = ctx;
+    const attn *a = &p->a;
+    return pgd_cuda_attention_tc(a->q, 6144, a->kv, a->geom, i % a->geom.n_layer, 32, a->bt,
+                                 a->max_ctx / a->geom.block_size, a->seq_of, a->pos, p->tiles,
+                                 p->n_tiles, 0.088f, a->out, NULL);
+}
+
+/* One prompt of n tokens (positions 0 .. n - 1, one sequence) through the tensor-core attention,
+ * tiled as a step tiles it (pgd_cuda_attn_plan); its causal products' FLOPs per second. */
+static void prefill_attention(void) {
+    const uint32_t n = g_emu ? 96 : 2048, bs = 16, n_blocks = n / bs + 1;
+    prefill p = {.a = {.geom = {g_emu ? 2 : 32, 8, bs, 128}, .max_ctx = n}};
+    attn *a = &p.a;
+    const uint64_t slab = n_blocks * pgd_kv_block_elems(a->geom);
+    TRY(cudaMalloc((void **)&a->kv, slab * 2));
+    TRY(pgd_cuda_dummy_bf16(12, 0, 0, slab, a->kv, NULL));
+    TRY(cudaMalloc((void **)&a->q, (size_t)n * 6144 * sizeof(float)));
+    TRY(pgd_cuda_dummy_f32(13, 0, 0.0f, (uint64_t)n * 6144, a->q, NULL));
+    TRY(cudaMalloc((void **)&a->out, (size_t)n * 32 * 128 * 2));
+    int32_t *bt = malloc((n_blocks - 1) * sizeof *bt), *pos = malloc(n * sizeof *pos);
+    uint32_t *seq_of = calloc(n, sizeof *seq_of), *rows = malloc(n * sizeof *rows);
+    uint32_t q_start[2] = {0, n};
+    pgd_attn_tile *tiles = malloc(n * sizeof *tiles);
+    if (!bt || !pos || !seq_of || !rows || !tiles) exit(1);
+    for (uint32_t i = 0; i < n_blocks - 1; i++) bt[i] = (int32_t)(n_blocks - 1 - i); /* scattered */
+    for (uint32_t i = 0; i < n; i++) pos[i] = (int32_t)i;
+    const pgd_batch batch = {.n_tokens = n, .n_seqs = 1, .q_start = q_start, .positions = pos};
+    p.n_tiles = pgd_cuda_attn_plan(&batch, pgd_attn_tc_rows(4, 128), tiles, rows).n_tiles;
+    TRY(cudaMalloc((void **)&a->bt, (n_blocks - 1) * sizeof *bt));
+    TRY(cudaMemcpy(a->bt, bt, (n_blocks - 1) * sizeof *bt, cudaMemcpyHostToDevice));
+    TRY(cudaMalloc((void **)&a->pos, n * sizeof *pos));
+    TRY(cudaMemcpy(a->pos, pos, n * sizeof *pos, cudaMemcpyHostToDevice));
+    TRY(cudaMalloc((void **)&a->seq_of, n * sizeof *seq_of));
+    TRY(cudaMemcpy(a->seq_of, seq_of, n * sizeof *seq_of, cudaMemcpyHostToDevice));
+    TRY(cudaMalloc((void **)&p.tiles, p.n_tiles * sizeof *tiles));
+    TRY(cudaMemcpy(p.tiles, tiles, p.n_tiles * sizeof *tiles, cudaMemcpyHostToDevice));
+    const double us = time_runs(run_prefill, &p);
+    /* Q K^T and P V over the causal pairs: 2 x 2 x head_dim FLOPs a (query head, key) pair */
+    const double flop = 4.0 * 128 * 32 * ((double)n * (n + 1) / 2);
+    printf("| attention, prefill of one %u-token prompt on tensor cores (32 heads / 8 KV heads, "
+           "head_dim 128; %u tiles) | %u | %.1f us, %.1f TFLOP/s | |\n",
+           n, p.n_tiles, n, us, flop / (us * 1e6));
+    free(bt), free(pos), free(seq_of), free(rows), free(tiles);
+    cudaFree(a->kv), cudaFree(a->q), cudaFree(a->out), cudaFree(a->bt), cudaFree(a->pos);
+    cudaFree(a->seq_of), cudaFree(p.tiles);
+}
+
 /* ---- RMSNorm ------------------------------------------------------------------------------- */
 
 typedef struct norm {
@@ -244,6 +301,7 @@ int main(void) {
            prop.name, REPS);
     products(g);
     attention((uint32_t)prop.multiProcessorCount);
+    prefill_attention();
     rmsnorm();
     pgd_cuda_gemm_destroy(g);
     return 0;

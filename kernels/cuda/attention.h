@@ -68,18 +68,21 @@ size_t pgd_cuda_attention_split_counters(uint32_t n, uint32_t n_head);
  * row is read once for them, and the dot products and the exp-weighted sums run on tensor
  * cores (f16 in, f32 accumulation).
  *
- * Arithmetic: the chunks and the fold of attention_math.h (chunks of PGD_ATTN_CHUNK keys at
- * absolute positions, partials folded in increasing order by pgd_attn_fold), with three
- * differences: the query is rounded to f16 before the dot products (clamped to f16's range
- * first: pgd_attn_f16_clamp); the weights
- * e^(x - m_c) are rounded to f16, and s_c sums the rounded weights; the sums of products (dot
- * products, the chunk's o_c) and s_c are f32 sums in the hardware's order, not the FMA chains
- * and tree of the CUDA-core kernel. So the results are not those of pgd_cuda_attention bit for
- * bit; pgd_cuda_attention_tc_twin (f16 roundings at the same points, f32 sums in its own
- * order) agrees within f32 noise before the final bf16 rounding. A pair's arithmetic does not
- * depend on its place in the tile, on the tile's size or on the batch: the tiling changes no
- * bit (tests/gpu/test_cuda_attention.c checks it on the device). */
+ * Arithmetic (FlashAttention-2's online softmax, in base 2): the query rounded to f16 (clamped
+ * to f16's range first: pgd_attn_f16_clamp); the keys taken in blocks of PGD_ATTN_TC_KEYS at
+ * absolute positions, in increasing order; per block, x_j = rn(acc_j * rn(scale * log2 e))
+ * with acc_j the dot product of the f16 query and key j (an f32 sum on the tensor cores), -inf
+ * past the row's position; m' = max(m, max_j x_j) (m = -inf before the first block);
+ * alpha = 2^(m - m') (1 when m' = m); p_j = 2^(x_j - m') (0 for -inf); l <- l * alpha + sum_j
+ * p_j; o[d] <- o[d] * alpha + sum_j f16(p_j) V_j[d]; m <- m'. Then out[d] = bf16(o[d] * (1 / l)).
+ * The sums (dot products, P V, l) are f32 sums in the hardware's order and 2^x is the GPU's
+ * exp2f, so the results are not pgd_cuda_attention's bit for bit; pgd_cuda_attention_tc_twin
+ * (the same formulas, f16 roundings at the same points, its own sum order and the host's exp2f)
+ * agrees within f32 noise before the final bf16 rounding. A pair's arithmetic does not depend
+ * on its place in the tile, on the tile's size or on the batch: the tiling changes no bit
+ * (tests/gpu/test_cuda_attention.c checks it on the device). */
 #define PGD_ATTN_TC_SLOTS 64 /* (row, query head) pairs of one CTA */
+#define PGD_ATTN_TC_KEYS  64 /* keys of one block of the online softmax */
 
 typedef struct pgd_attn_tile {
     uint32_t t0, n; /* the tile's first row, its rows (1 .. pgd_attn_tc_rows) */
@@ -110,8 +113,8 @@ void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *
                              uint16_t *out);
 
 /* The tensor-core kernel's twin, for rows 0 .. T - 1 (host arrays, pgd_cuda_attention_twin's
- * arguments): the f16 roundings of pgd_cuda_attention_tc at the same points, f32 sums in this
- * function's own order. */
+ * arguments): pgd_cuda_attention_tc's formulas with its f16 roundings at the same points, f32
+ * sums in this function's own order, the host's exp2f. */
 void pgd_cuda_attention_tc_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
                                 pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                                 const int32_t *block_tables, uint32_t bt_stride,

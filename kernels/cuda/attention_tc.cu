@@ -1,70 +1,59 @@
 /*
  * kernels/cuda/attention_tc.cu — paged attention for query tiles on tensor cores
  * (pgd_cuda_attention_tc, attention.h): the prefill rows of a step. CPU twin:
- * pgd_cuda_attention_tc_twin (attention_twin.c); its arithmetic is attention.h's.
+ * pgd_cuda_attention_tc_twin (attention_twin.c); the arithmetic is attention.h's.
  *
  * One CTA of 4 warps per (KV head, tile): grid (n_kv_head, n_tiles), so the KV heads of a tile
  * start together and the tiles in the host's order (longest first). The tile's (row, query
  * head) pairs are its 64 "slots", slot i = row i / group, head i % group of the KV head's group
  * (slots past rows x group are padding: a zero query, never written). Warp w owns slots 16w to
- * 16w + 15, the M dimension of its WMMA products (16 x 16 x 16, f16 in, f32 accumulation). The
- * keys from 0 to the tile's last position are walked in chunks of PGD_ATTN_CHUNK; per chunk:
- *   1. K sub-tiles of 64 keys are staged in shared memory (f16, rows padded by 8 elements);
- *      each warp multiplies its queries (kept in registers as fragments for the whole kernel)
- *      by them: S[slot][key] in f32 into the score buffer;
- *   2. lanes 2s and 2s + 1 of a warp own its slot s: scale, mask (keys past the slot's
- *      position), the chunk's max (m_c, both lanes' halves, then one exchange), the weights
- *      e^(x - m_c) with attention_math.h's exponential rounded to f16 and written over the
- *      scores in place (row by row, read before written; see write_weights), s_c the f32 sum
- *      of the rounded weights;
- *   3. V sub-tiles are staged the same way; each warp accumulates o_c = P V into fragments
- *      started at zero for the chunk;
- *   4. o_c goes to the warp's part of the score buffer, and the two lanes of a slot fold it
- *      (with m_c, s_c) into their running (m, s, o[D / 2]) in registers by attention_math.h's
- *      fold, chunk 0's partial being the start; a slot without keys in the chunk (possible
- *      only in the tile's last chunk) skips it.
- * At the end out = bf16(o / s). A slot's arithmetic is the same in any slot, tile or batch.
- * The next sub-tile's global loads are issued before the current one's products (registers),
- * so they overlap the tensor cores and the softmax.
+ * 16w + 15: the M dimension of its mma.sync products (mma_sync.cuh: 16 x 8 x 16, f16 in, f32
+ * accumulation), lane L the two slots 16w + L / 4 and 16w + L / 4 + 8. The keys from 0 to the
+ * tile's last position are walked in blocks of PGD_ATTN_TC_KEYS (64); per block:
+ *   1. the block's K rows arrive in shared memory (cp.async, issued during the previous
+ *      block's P V), its V rows start arriving;
+ *   2. S = Q K^T in registers: 8 accumulator tiles of 16 x 8 a warp, the queries and keys
+ *      read from shared memory by ldmatrix;
+ *   3. the online softmax, on the accumulators where they are: x = S * scale * log2(e) (keys
+ *      past a slot's position: -inf), the block's max per slot (the lane's 16, then the four
+ *      lanes of the slot's row by two shuffles), m' = max(m, that), alpha = 2^(m - m'),
+ *      p = 2^(x - m'); l <- l * alpha + the lane's sum of p; o <- o * alpha;
+ *   4. O += P V: p rounded to f16 and paired are already the A registers of the product (the
+ *      accumulator layout of two 16 x 8 tiles is the A layout of one 16 x 16 operand), V read by
+ *      ldmatrix .trans; meanwhile the next block's K rows arrive.
+ * At the end l is summed over the slot's four lanes and out = bf16(o * (1 / l)). Nothing of a
+ * slot's arithmetic depends on its place in the tile, the tile's size or the batch: a block
+ * past a slot's position (in a tile with later rows) leaves its m, l and o exactly as they were
+ * (alpha 1, p 0).
  *
- * Shared memory (dynamic, 103 KiB at head_dim 128: two CTAs an SM): the queries
- * f16 [64][D + 8], one K/V sub-tile f16 [64][D + 8], the scores f32 [64][260] (the weights,
- * then o_c, reuse it), the chunk's keys' slab offsets u64 [256] (filled at the chunk's start:
- * on an H200 the per-load block-table lookup and index arithmetic — a division by the block
- * size and 64-bit products for every 16 bytes — were 37% of the kernel's instructions).
+ * Shared memory (dynamic, 52 KiB at head_dim 128: four CTAs an SM): the queries f16 [64][D + 8],
+ * one block of K and one of V f16 [64][D + 8] (rows padded by 16 bytes: ldmatrix's eight row
+ * addresses then fall in distinct banks), and two blocks' keys' slab offsets u64 [2][64] (one
+ * block-table lookup and division per key, not per 16-byte load).
  *
  * Invariants: head_dim 64 or 128; group <= 64; a tile's rows consecutive positions of one
- * sequence, n <= 64 / group; keys past the tile's last position are never read (their staged
- * rows are zeros). Threading: any host thread owning the stream.
+ * sequence, n <= 64 / group; keys past the tile's last position are never read (their rows are
+ * zero-filled). Threading: any host thread owning the stream.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include "common/error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/mma_sync.cuh"
 
 namespace {
 
-using namespace nvcuda;
-
 constexpr uint32_t kSlots = PGD_ATTN_TC_SLOTS;
 constexpr uint32_t kWarps = kSlots / 16, kThreads = 32 * kWarps;
-constexpr uint32_t kChunk = PGD_ATTN_CHUNK;
-constexpr uint32_t kSub = 64;                 /* keys of a staged sub-tile */
-constexpr uint32_t kSStride = kChunk + 4;     /* floats of a score row */
-constexpr uint32_t kPStride = 2 * kSStride;   /* f16 weights of a row (in place) */
-constexpr uint32_t kHalfPerLane = kChunk / 2; /* scores a lane takes: j = 2k + parity */
-static_assert(kChunk % kSub == 0 && kSlots == 64, "4 warps of 16 slots, 64-key sub-tiles");
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> frag_kt;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> frag_v;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc;
+constexpr uint32_t kKeys = PGD_ATTN_TC_KEYS; /* keys of a block */
+constexpr uint64_t kNoKey = ~0ull;           /* a key past the tile's last position */
+static_assert(kSlots == 64 && kKeys == 64, "4 warps of 16 slots, blocks of 64 keys");
 
 struct tc_args {
     const float *q;
@@ -81,102 +70,65 @@ struct tc_args {
     uint16_t *out;
 };
 
-/* The dynamic shared memory's parts for head_dim D (byte offsets, each 32-byte aligned as
- * WMMA's pointers must be). */
+/* The dynamic shared memory's parts for head_dim D (byte offsets). */
 template <uint32_t D> struct tc_layout {
     static constexpr uint32_t kLd = D + 8; /* f16 elements of a staged row */
     static constexpr size_t q = 0;
-    static constexpr size_t kv = q + (size_t)kSlots * kLd * 2;
-    static constexpr size_t s = kv + (size_t)kSub * kLd * 2;
-    static constexpr size_t rows = s + (size_t)kSlots * kSStride * 4;
-    static constexpr size_t bytes = rows + (size_t)kChunk * 8;
-    static_assert(kv % 32 == 0 && s % 32 == 0 && (16 * kLd * 2) % 32 == 0, "WMMA alignment");
-    static_assert(rows % 8 == 0, "the chunk's key offsets are 8-byte words");
+    static constexpr size_t k = q + (size_t)kSlots * kLd * 2;
+    static constexpr size_t v = k + (size_t)kKeys * kLd * 2;
+    static constexpr size_t offs = v + (size_t)kKeys * kLd * 2;
+    static constexpr size_t bytes = offs + (size_t)2 * kKeys * 8;
+    static_assert(k % 16 == 0 && v % 16 == 0 && (kLd * 2) % 16 == 0, "ldmatrix rows: 16 bytes");
 };
 
-/* A staged sub-tile's loads: keys key0 .. key0 + 63 (the chunk's keys k0 .. k0 + 63) of K or V
- * of the CTA's KV head, whose page starts at `base` in every block (pgd_kv_index of block 0,
- * offset 0); rows[k]: key k of the chunk's slab offset (its block's and its row's, from the
- * table the chunk starts by filling); D / 16 pieces of 16 bytes per thread; keys at or past
- * n_keys give zeros and are not read. */
-template <uint32_t D> struct sub_tile {
-    static constexpr uint32_t kPieces = kSub * D / 8 / kThreads;
-    uint4 raw[kPieces];
-
-    __device__ __forceinline__ void load(const tc_args &a, const uint64_t *rows, uint64_t base,
-                                         uint32_t k0, uint32_t key0, uint32_t n_keys) {
-#pragma unroll
-        for (uint32_t u = 0; u < kPieces; u++) {
-            const uint32_t piece = threadIdx.x + u * kThreads;
-            const uint32_t key = piece / (D / 8), part = piece % (D / 8);
-            raw[u] = uint4{0, 0, 0, 0};
-            if (key0 + key < n_keys)
-                raw[u] = reinterpret_cast<const uint4 *>(a.kv + base + rows[k0 + key])[part];
-        }
-    }
-
-    __device__ __forceinline__ void store(__half *stage) const {
-#pragma unroll
-        for (uint32_t u = 0; u < kPieces; u++) {
-            const uint32_t piece = threadIdx.x + u * kThreads;
-            const uint32_t key = piece / (D / 8), part = piece % (D / 8);
-            *reinterpret_cast<uint4 *>(stage + key * tc_layout<D>::kLd + part * 8) = raw[u];
-        }
-    }
-};
-
-/* Step 2 for the lane pair of slot s (this lane's parity p): the chunk's weights over the
- * scores row `srow`, nc of whose keys count (the rest weigh 0). Returns s_c (both lanes), m_c
- * in *mc. The rounded weights overwrite the row in place as f16: weight j at f16 index j, which
- * lies in score j / 2's bytes; in round r the lanes read scores 64r .. 64r + 63 and write f16
- * weights 64r .. 64r + 63 (scores 32r .. 32r + 31), all read in earlier rounds except in round 0,
- * where a __syncwarp between the reads and the writes keeps them apart. */
-__device__ __forceinline__ float write_weights(float *srow, uint32_t nc, uint32_t p, float scale,
-                                               float *mc) {
-    float m = -INFINITY;
-    for (uint32_t k = 0; k < kHalfPerLane; k++) {
-        const uint32_t j = 2 * k + p;
-        if (j < nc) m = pgd_attn_max(m, pgd_rn_mul(srow[j], scale));
-    }
-    m = pgd_attn_max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    float sum = 0.0f;
-    __half *prow = reinterpret_cast<__half *>(srow);
-    constexpr uint32_t kRound = 32; /* k per round */
-    for (uint32_t r = 0; r < kHalfPerLane / kRound; r++) {
-        __half w[kRound];
-#pragma unroll
-        for (uint32_t i = 0; i < kRound; i++) {
-            const uint32_t j = 2 * (r * kRound + i) + p;
-            const float x = j < nc ? pgd_rn_mul(srow[j], scale) : 0.0f;
-            w[i] = __float2half_rn(j < nc ? pgd_attn_exp(pgd_rn_sub(x, m)) : 0.0f);
-            sum = pgd_rn_add(sum, __half2float(w[i]));
-        }
-        __syncwarp();
-#pragma unroll
-        for (uint32_t i = 0; i < kRound; i++) prow[2 * (r * kRound + i) + p] = w[i];
-        __syncwarp();
-    }
-    *mc = m;
-    return pgd_rn_add(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
-}
-
-template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_kernel(tc_args a) {
+template <uint32_t D>
+__global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
     extern __shared__ __align__(128) uint8_t smem[];
     typedef tc_layout<D> L;
+    constexpr uint32_t kLd = L::kLd, kPieces = kKeys * D / 8 / kThreads;
     __half *qs = reinterpret_cast<__half *>(smem + L::q);
-    __half *stage = reinterpret_cast<__half *>(smem + L::kv);
-    float *sbuf = reinterpret_cast<float *>(smem + L::s);
-    uint64_t *rows = reinterpret_cast<uint64_t *>(smem + L::rows); /* [kChunk] */
+    __half *ks = reinterpret_cast<__half *>(smem + L::k);
+    __half *vs = reinterpret_cast<__half *>(smem + L::v);
+    uint64_t *offs = reinterpret_cast<uint64_t *>(smem + L::offs); /* [2][kKeys] */
     pgd_dev_pdl_enter();
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t g = lane / 4, c = lane % 4;
     const pgd_attn_tile tile = a.tiles[blockIdx.y];
     const uint32_t kvh = blockIdx.x, group = a.group, n_slots = tile.n * group;
     const int32_t *bt = a.block_tables + (uint64_t)a.seq_of[tile.t0] * a.bt_stride;
     const uint32_t n_keys = (uint32_t)a.pos[tile.t0 + tile.n - 1] + 1;
+    const uint32_t n_blocks = (n_keys + kKeys - 1) / kKeys;
     const uint32_t bs = a.geom.block_size;
     const uint64_t block_elems = pgd_kv_block_elems(a.geom);
     const uint64_t base_k = pgd_kv_index(a.geom, 0, a.layer, 0, kvh, 0);
     const uint64_t base_v = pgd_kv_index(a.geom, 0, a.layer, 1, kvh, 0);
+
+    /* key block b's slab offsets into offs[b % 2] (threads 0 .. 63; read after a barrier) */
+    auto fill_offsets = [&](uint32_t b) {
+        if (tid < kKeys) {
+            const uint32_t p = b * kKeys + tid;
+            offs[(b % 2) * kKeys + tid] =
+                p < n_keys ? (uint64_t)(uint32_t)bt[p / bs] * block_elems + (uint64_t)(p % bs) * D
+                           : kNoKey;
+        }
+    };
+    /* key block b's K or V rows (base) into dst [kKeys][kLd], as one commit group */
+    auto issue = [&](__half *dst, uint64_t base, uint32_t b) {
+        const uint64_t *ko = offs + (b % 2) * kKeys;
+#pragma unroll
+        for (uint32_t u = 0; u < kPieces; u++) {
+            const uint32_t piece = tid + u * kThreads;
+            const uint32_t key = piece / (D / 8), part = piece % (D / 8);
+            const uint64_t off = ko[key];
+            const uint16_t *src = off == kNoKey ? a.kv : a.kv + base + off + part * 8;
+            __pipeline_memcpy_async(dst + key * kLd + part * 8, src, 16, off == kNoKey ? 16 : 0);
+        }
+        __pipeline_commit();
+    };
+
+    fill_offsets(0);
+    __syncthreads();
+    issue(ks, base_k, 0);
 
     /* the queries as f16, zero for padding slots */
     for (uint32_t i = tid; i < kSlots * D / 8; i += kThreads) {
@@ -188,115 +140,137 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_tc_k
         for (uint32_t e = 0; e < 4; e++) {
             const float x0 = slot < n_slots ? src[2 * e] : 0.0f;
             const float x1 = slot < n_slots ? src[2 * e + 1] : 0.0f;
-            w[e] = (uint32_t)__half_as_ushort(__float2half_rn(pgd_attn_f16_clamp(x0))) |
-                   (uint32_t)__half_as_ushort(__float2half_rn(pgd_attn_f16_clamp(x1))) << 16;
+            w[e] = pgd_mma_pack(pgd_attn_f16_clamp(x0), pgd_attn_f16_clamp(x1));
         }
-        *reinterpret_cast<uint4 *>(qs + slot * L::kLd + part * 8) = uint4{w[0], w[1], w[2], w[3]};
+        *reinterpret_cast<uint4 *>(qs + slot * kLd + part * 8) = uint4{w[0], w[1], w[2], w[3]};
     }
 
-    /* this lane's slot (softmax, fold, output) */
-    const uint32_t slot = warp * 16 + lane / 2, par = lane % 2;
-    const bool real = slot < n_slots;
-    const uint32_t n_ctx = real ? (uint32_t)a.pos[tile.t0 + slot / group] + 1 : n_keys;
-    float m = 0.0f, l = 0.0f, o[D / 2];
-    float *srow = sbuf + slot * kSStride;
-    float *swarp = sbuf + warp * 16 * kSStride;
-
-    __syncthreads(); /* the queries staged */
-    frag_a qf[D / 16];
+    /* this lane's two slots (r = 0: 16 warp + g, r = 1: + 8): keys, running max and sum */
+    uint32_t n_ctx[2];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (uint32_t k = 0; k < D / 16; k++)
-        wmma::load_matrix_sync(qf[k], qs + warp * 16 * L::kLd + k * 16, L::kLd);
-
-    sub_tile<D> next;
-    for (uint32_t c0 = 0; c0 < n_keys; c0 += kChunk) {
-        const uint32_t n_sub = (min(kChunk, n_keys - c0) + kSub - 1) / kSub;
-        frag_acc oc[D / 16];
+    for (uint32_t r = 0; r < 2; r++) {
+        const uint32_t slot = warp * 16 + g + 8 * r;
+        n_ctx[r] = slot < n_slots ? (uint32_t)a.pos[tile.t0 + slot / group] + 1 : n_keys;
+    }
+    const float scale_log2 = pgd_rn_mul(a.scale, 1.44269504088896340736f);
+    float o[D / 8][4]; /* O tiles of 16 slots x 8 dimensions */
 #pragma unroll
-        for (uint32_t f = 0; f < D / 16; f++) wmma::fill_fragment(oc[f], 0.0f);
-        const uint32_t nc = n_ctx > c0 ? min(kChunk, n_ctx - c0) : 0; /* the slot's keys here */
-        float ca = 1.0f, cb = 1.0f; /* the fold's coefficients for o */
-        /* the chunk's keys' slab offsets, once for its sub-tiles' loads (the previous chunk's
-         * last read of the table was before its last __syncthreads) */
-        for (uint32_t k = tid; k < kChunk; k += kThreads) {
-            const uint32_t p = c0 + k;
-            rows[k] = p < n_keys
-                          ? (uint64_t)(uint32_t)bt[p / bs] * block_elems + (uint64_t)(p % bs) * D
-                          : 0;
+    for (uint32_t f = 0; f < D / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+    /* ldmatrix row addresses: lane L gives matrix L / 8's row L % 8 */
+    const __half *qa = qs + (warp * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
+    const __half *ka = ks + (lane % 8 + 8 * (lane / 16)) * kLd + 8 * (lane / 8 % 2);
+    const __half *va = vs + (lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
+
+    for (uint32_t b = 0; b < n_blocks; b++) {
+        const uint32_t k0 = b * kKeys;
+        issue(vs, base_v, b);
+        if (b + 1 < n_blocks) fill_offsets(b + 1);
+        __pipeline_wait_prior(1); /* this thread's K rows of block b */
+        __syncthreads();          /* everyone's; the queries; offs[(b + 1) % 2] */
+
+        /* S = Q K^T: s[n] = slots x keys k0 + 8n .. + 7 */
+        float s[kKeys / 8][4];
+#pragma unroll
+        for (uint32_t n = 0; n < kKeys / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (uint32_t kk = 0; kk < D / 16; kk++) {
+            uint32_t af[4];
+            pgd_ldmatrix_x4(af, qa + kk * 16);
+#pragma unroll
+            for (uint32_t n = 0; n < kKeys / 16; n++) {
+                uint32_t bf[4];
+                pgd_ldmatrix_x4(bf, ka + n * 16 * kLd + kk * 16);
+                pgd_mma_16816(s[2 * n], af, bf[0], bf[1]);
+                pgd_mma_16816(s[2 * n + 1], af, bf[2], bf[3]);
+            }
+        }
+
+        /* the online softmax over the block, in base 2 */
+        uint32_t pf[kKeys / 16][4]; /* P as the A operand of P V, keys 16j .. 16j + 15 */
+#pragma unroll
+        for (uint32_t r = 0; r < 2; r++) {
+            const bool full = k0 + kKeys <= n_ctx[r];
+            float mx = -INFINITY;
+#pragma unroll
+            for (uint32_t n = 0; n < kKeys / 8; n++)
+#pragma unroll
+                for (uint32_t e = 0; e < 2; e++) {
+                    const uint32_t key = k0 + 8 * n + 2 * c + e;
+                    float &x = s[n][2 * r + e];
+                    x = full || key < n_ctx[r] ? pgd_rn_mul(x, scale_log2) : -INFINITY;
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mn = fmaxf(m[r], mx);
+            /* a block without keys for the slot, or none above its max: exactly as before */
+            const float alpha = mn == m[r] ? 1.0f : exp2f(m[r] - mn);
+            float sum = 0.0f;
+#pragma unroll
+            for (uint32_t n = 0; n < kKeys / 8; n++)
+#pragma unroll
+                for (uint32_t e = 0; e < 2; e++) {
+                    float &x = s[n][2 * r + e];
+                    x = x == -INFINITY ? 0.0f : exp2f(x - mn);
+                    sum += x;
+                }
+            l[r] = l[r] * alpha + sum;
+            m[r] = mn;
+#pragma unroll
+            for (uint32_t f = 0; f < D / 8; f++) {
+                o[f][2 * r] *= alpha;
+                o[f][2 * r + 1] *= alpha;
+            }
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < kKeys / 16; j++) {
+            pf[j][0] = pgd_mma_pack(s[2 * j][0], s[2 * j][1]);
+            pf[j][1] = pgd_mma_pack(s[2 * j][2], s[2 * j][3]);
+            pf[j][2] = pgd_mma_pack(s[2 * j + 1][0], s[2 * j + 1][1]);
+            pf[j][3] = pgd_mma_pack(s[2 * j + 1][2], s[2 * j + 1][3]);
+        }
+        __syncthreads(); /* every warp is done with ks */
+        if (b + 1 < n_blocks) {
+            issue(ks, base_k, b + 1);
+            __pipeline_wait_prior(1); /* V of block b */
+        } else {
+            __pipeline_wait_prior(0);
         }
         __syncthreads();
-        next.load(a, rows, base_k, 0, c0, n_keys);
-        for (uint32_t e = 0; e < 2 * n_sub; e++) {
-            const uint32_t u = e % n_sub; /* e < n_sub: K sub-tile u, else V sub-tile u */
-            __syncthreads();              /* the previous sub-tile's products are done */
-            next.store(stage);
-            __syncthreads();
-            if (e + 1 < 2 * n_sub) {
-                const uint32_t un = (e + 1) % n_sub;
-                next.load(a, rows, e + 1 < n_sub ? base_k : base_v, un * kSub, c0 + un * kSub,
-                          n_keys);
+
+        /* O += P V: o[f] = slots x dimensions 8f .. 8f + 7 */
+#pragma unroll
+        for (uint32_t j = 0; j < kKeys / 16; j++)
+#pragma unroll
+            for (uint32_t f = 0; f < D / 16; f++) {
+                uint32_t bf[4];
+                pgd_ldmatrix_x4_trans(bf, va + j * 16 * kLd + f * 16);
+                pgd_mma_16816(o[2 * f], pf[j], bf[0], bf[1]);
+                pgd_mma_16816(o[2 * f + 1], pf[j], bf[2], bf[3]);
             }
-            if (e < n_sub) { /* scores of keys c0 + 64u .. + 63 */
+        __syncthreads(); /* every warp is done with vs (and offs[b % 2]) */
+    }
+
 #pragma unroll
-                for (uint32_t f = 0; f < kSub / 16; f++) {
-                    frag_acc acc;
-                    wmma::fill_fragment(acc, 0.0f);
+    for (uint32_t r = 0; r < 2; r++) {
+        float sum = l[r];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const uint32_t slot = warp * 16 + g + 8 * r;
+        if (slot >= n_slots) continue;
+        const float inv = 1.0f / sum;
+        uint16_t *orow =
+            a.out +
+            ((uint64_t)(tile.t0 + slot / group) * a.n_head + kvh * group + slot % group) * D +
+            2 * c;
 #pragma unroll
-                    for (uint32_t k = 0; k < D / 16; k++) {
-                        frag_kt kf;
-                        wmma::load_matrix_sync(kf, stage + f * 16 * L::kLd + k * 16, L::kLd);
-                        wmma::mma_sync(acc, qf[k], kf, acc);
-                    }
-                    wmma::store_matrix_sync(swarp + u * kSub + f * 16, acc, kSStride,
-                                            wmma::mem_row_major);
-                }
-                if (e + 1 == n_sub) { /* the chunk's scores are in: its weights */
-                    __syncwarp();
-                    float mc;
-                    const float sc = write_weights(srow, nc, par, a.scale, &mc);
-                    if (nc && c0 == 0) {
-                        m = mc;
-                        l = sc;
-                    } else if (nc) { /* o's fold waits for o_c */
-                        m = pgd_attn_fold_coef(m, mc, &ca, &cb);
-                        l = pgd_attn_fold(l, ca, sc, cb);
-                    }
-                }
-            } else { /* o_c += P V over keys c0 + 64u .. + 63 */
-                const __half *pw = reinterpret_cast<const __half *>(swarp) + u * kSub;
-#pragma unroll
-                for (uint32_t k = 0; k < kSub / 16; k++) {
-                    frag_a pf;
-                    wmma::load_matrix_sync(pf, pw + k * 16, kPStride);
-#pragma unroll
-                    for (uint32_t f = 0; f < D / 16; f++) {
-                        frag_v vf;
-                        wmma::load_matrix_sync(vf, stage + k * 16 * L::kLd + f * 16, L::kLd);
-                        wmma::mma_sync(oc[f], pf, vf, oc[f]);
-                    }
-                }
-            }
-        }
-        /* o_c to the warp's rows, then the fold by the slot's two lanes */
-        __syncwarp(); /* every lane has read the weights */
-#pragma unroll
-        for (uint32_t f = 0; f < D / 16; f++)
-            wmma::store_matrix_sync(swarp + f * 16, oc[f], kSStride, wmma::mem_row_major);
-        __syncwarp();
-        if (nc) {
-            const float *ocrow = srow + par * (D / 2);
-#pragma unroll
-            for (uint32_t d = 0; d < D / 2; d++)
-                o[d] = c0 == 0 ? ocrow[d] : pgd_attn_fold(o[d], ca, ocrow[d], cb);
+        for (uint32_t f = 0; f < D / 8; f++) {
+            const uint32_t w = (uint32_t)pgd_dev_f32_to_bf16(o[f][2 * r] * inv) |
+                               (uint32_t)pgd_dev_f32_to_bf16(o[f][2 * r + 1] * inv) << 16;
+            *reinterpret_cast<uint32_t *>(orow + 8 * f) = w;
         }
     }
-    if (!real) return;
-    uint16_t *orow =
-        a.out + ((uint64_t)(tile.t0 + slot / group) * a.n_head + kvh * group + slot % group) * D +
-        par * (D / 2);
-#pragma unroll
-    for (uint32_t d = 0; d < D / 2; d++)
-        orow[d] = __bfloat16_as_ushort(__float2bfloat16_rn(pgd_rn_div(o[d], l)));
 }
 
 template <uint32_t D> int launch(const tc_args &a, uint32_t n_tiles, cudaStream_t stream) {

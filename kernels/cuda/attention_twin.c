@@ -9,10 +9,10 @@
  * Every query head is computed on its own here (the kernel takes up to PGD_ATTN_HEAD_TILE heads
  * of a group together to read K and V once, which changes no head's arithmetic).
  *
- * pgd_cuda_attention_tc_twin is the same computation with the tensor-core kernel's f16
- * roundings (the query before the dot products, each weight before its use in s_c and o_c);
- * its sums keep this file's order, so it agrees with pgd_cuda_attention_tc within f32 noise,
- * not bit for bit.
+ * pgd_cuda_attention_tc_twin does the tensor-core kernel's formulas (attention.h: the online
+ * softmax over blocks of PGD_ATTN_TC_KEYS keys, in base 2) with its f16 roundings (the query
+ * before the dot products, each weight before P V); its sums keep this file's order and 2^x is
+ * the host's exp2f, so it agrees with pgd_cuda_attention_tc within f32 noise, not bit for bit.
  *
  * Owns: nothing (stack scratch of one chunk). Threading: pure; any thread.
  */
@@ -49,15 +49,67 @@ static float f16_round(float x) {
     return pgd_f16_to_f32(pgd_f32_to_f16(x));
 }
 
+/* The tensor-core kernel's formulas (attention.h) for one query head: out[D] in bf16. */
+static void head_tc(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+                    uint32_t kvh, const int32_t *bt, uint32_t n_ctx, float scale,
+                    uint16_t *out /* [D] */) {
+    const uint32_t D = g.head_dim;
+    if (n_ctx == 0) { /* a padding row */
+        memset(out, 0, D * sizeof *out);
+        return;
+    }
+    float q[PGD_ATTN_MAX_HEAD_DIM], o[PGD_ATTN_MAX_HEAD_DIM], x[PGD_ATTN_TC_KEYS];
+    uint64_t k_at[PGD_ATTN_TC_KEYS];
+    for (uint32_t d = 0; d < D; d++) {
+        q[d] = f16_round(pgd_attn_f16_clamp(q_in[d]));
+        o[d] = 0.0f;
+    }
+    const uint64_t v_off = (uint64_t)g.n_kv_head * g.block_size * D;
+    const float scale_log2 = pgd_rn_mul(scale, 1.44269504088896340736f);
+    float m = -INFINITY, l = 0.0f;
+    for (uint32_t k0 = 0; k0 < n_ctx; k0 += PGD_ATTN_TC_KEYS) {
+        const uint32_t nb = n_ctx - k0 < PGD_ATTN_TC_KEYS ? n_ctx - k0 : PGD_ATTN_TC_KEYS;
+        float mx = -INFINITY;
+        for (uint32_t j = 0; j < nb; j++) {
+            const uint32_t p = k0 + j;
+            k_at[j] =
+                pgd_kv_index(g, (uint32_t)bt[p / g.block_size], layer, 0, kvh, p % g.block_size);
+            float acc = 0.0f;
+            for (uint32_t d = 0; d < D; d++)
+                acc = pgd_rn_fma(q[d], pgd_f16_to_f32(kv[k_at[j] + d]), acc);
+            x[j] = pgd_rn_mul(acc, scale_log2);
+            mx = x[j] > mx ? x[j] : mx;
+        }
+        const float mn = mx > m ? mx : m;
+        const float alpha = mn == m ? 1.0f : exp2f(pgd_rn_sub(m, mn));
+        float sum = 0.0f;
+        for (uint32_t j = 0; j < nb; j++) {
+            x[j] = exp2f(pgd_rn_sub(x[j], mn));
+            sum = pgd_rn_add(sum, x[j]);
+        }
+        l = pgd_rn_add(pgd_rn_mul(l, alpha), sum);
+        m = mn;
+        for (uint32_t d = 0; d < D; d++) {
+            float acc = pgd_rn_mul(o[d], alpha);
+            for (uint32_t j = 0; j < nb; j++)
+                acc = pgd_rn_fma(f16_round(x[j]), pgd_f16_to_f32(kv[k_at[j] + v_off + d]), acc);
+            o[d] = acc;
+        }
+    }
+    const float inv = pgd_rn_div(1.0f, l);
+    for (uint32_t d = 0; d < D; d++) out[d] = pgd_f32_to_bf16(pgd_rn_mul(o[d], inv));
+}
+
 /* One query head over its positions 0..n_ctx-1: out[D] in bf16. k_at(p) is the element index
- * of position p's K row for this head; its V row is V_off further. tc: the tensor-core
- * kernel's f16 roundings of the query and the weights. */
-static void head(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+ * of position p's K row for this head; its V row is V_off further. */
+static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
                  uint32_t kvh, const int32_t *bt /* the sequence's row */, uint32_t n_ctx,
                  float scale, int tc, uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
-    float q[PGD_ATTN_MAX_HEAD_DIM];
-    for (uint32_t d = 0; d < D; d++) q[d] = tc ? f16_round(pgd_attn_f16_clamp(q_in[d])) : q_in[d];
+    if (tc) {
+        head_tc(q, kv, g, layer, kvh, bt, n_ctx, scale, out);
+        return;
+    }
     if (n_ctx == 0) { /* a padding row */
         memset(out, 0, D * sizeof *out);
         return;
@@ -83,8 +135,6 @@ static void head(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g,
         const float mc = tree(w, 1);
         for (uint32_t j = 0; j < PGD_ATTN_CHUNK; j++)
             x[j] = w[j] = j < nc ? pgd_attn_exp(pgd_rn_sub(x[j], mc)) : 0.0f;
-        if (tc)
-            for (uint32_t j = 0; j < nc; j++) x[j] = w[j] = f16_round(w[j]);
         const float sc = tree(x, 0);
         float a = 1.0f, b = 1.0f;
         if (c0 == 0) {

@@ -13,7 +13,8 @@
  *
  * The tensor-core kernel (pgd_cuda_attention_tc) on the same batches (head_dim 64 and 128,
  * groups 1 to 8), its tiles planned by pgd_cuda_attn_plan: against its twin within a tolerance
- * (their sums run in different orders and the tensor cores' own precision: every element within
+ * (their sums run in different orders and the tensor cores' own precision, and 2^x is the GPU's
+ * exp2f against the host's, a few f32 ulps apart: every element within
  * 2 bf16 ulps + 2^-11 of the twin's; the bound's reasoning at tc_close), rows outside the tiles
  * untouched, and the same bits again when the sequences are cut into tiles of random sizes (a
  * pair's arithmetic does not depend on its place in a tile). PGD_ATTN_TEST_TC_ONLY=1 runs only
@@ -269,9 +270,10 @@ static void test_kernel_vs_twin(void) {
 /* Whether bf16 values a (kernel) and b (twin) agree within the tensor-core kernel's tolerance:
  * |a - b| <= 2 ulps of bf16 at max(|a|, |b|) + 2^-11. The twin rounds the query and the weights
  * to f16 at the kernel's points, so what differs is the order (and, on a GPU, the precision) of
- * f32 sums: scores a few f32 ulps apart, which may move a weight's f16 rounding by one f16 ulp
- * (2^-11 relative); all of them moving shifts the output by at most 2^-11 max|V| (|V| <= 1
- * here); then each side rounds to bf16 (one ulp apart at most across a rounding boundary). */
+ * f32 sums and the exp2f (within 2 f32 ulps on a GPU): scores and weights a few f32 ulps apart,
+ * which may move a weight's f16 rounding by one f16 ulp (2^-11 relative); all of them moving shifts
+ * the output by at most 2^-11 max|V| (|V| <= 1 here); then each side rounds to bf16 (one ulp apart
+ * at most across a rounding boundary). */
 static int tc_close(uint16_t a, uint16_t b) {
     const float x = pgd_bf16_to_f32(a), y = pgd_bf16_to_f32(b);
     if (isnan(x) || isnan(y)) return 0;
