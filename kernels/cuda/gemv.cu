@@ -19,7 +19,12 @@
  * but the down projection, slower at M = 4 and 8. Tried together there (commit ed543f3) and
  * slower, so undone: 8 loads in flight at one column a warp (QKV 16.0 -> 17.4 us, gate/up 58.7
  * -> 66.5) and a prefetch to L2 of a lane's first chunks before the wait for the previous
- * kernel (gate/up + SiLU, which kept 4 loads, 59.0 -> 63.0).
+ * kernel (gate/up + SiLU, which kept 4 loads, 59.0 -> 63.0) — in the kernel bench, where the
+ * previous kernel is the same GEMV, streaming too. In a decode step the GEMVs follow a norm or
+ * the attention, latency-bound kernels on a few SMs: there a warp's first round of W loads (into
+ * its registers) may be issued before the wait (PGD_CUDA_GEMV_EARLY=1, one-row products; the
+ * same bits; more registers: 34 against 28 at 4 loads, 50 against 36 in the SiLU form).
+ * Untested on hardware; off until scripts/gpu-check's A/B row says it pays.
  */
 #include <cuda_runtime.h>
 
@@ -57,7 +62,7 @@ constexpr int cols_for(int MR) {
  * w R .. w R + R - 1 (those below N). Silu: W is the fused gate/up weight [2N][K] (gate rows, then
  * up rows), O bf16 [MR][N]; warp w computes the columns j = w R / 2 .. + R / 2 - 1 of gate and of
  * up, and writes bf16(SiLU(gate) * up) for each. K a multiple of 8. */
-template <int MR, int R, bool Silu, uint32_t L = kLoads>
+template <int MR, int R, bool Silu, uint32_t L, bool Early>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                 uint32_t K) {
@@ -78,15 +83,19 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
-    pgd_dev_pdl_enter(); /* X is the previous kernel's output */
-    for (uint32_t c0 = lane; c0 < C; c0 += kLanes * L) {
-        uint4 wr[R][L]; /* unconditional loads (past the row: chunk c0 again) */
+    /* a round of chunks c0, c0 + 32, ... (L of them): wr[][u] = chunk c0 + 32u, unconditional
+     * loads (past the row: chunk c0 again, or chunk 0 for a lane with none, K < 256) */
+    uint4 wr[R][L];
+    auto load_round = [&](uint32_t c0) {
+        const uint32_t again = c0 < C ? c0 : 0;
 #pragma unroll
         for (uint32_t u = 0; u < L; u++) {
             const uint32_t c = c0 + u * kLanes;
 #pragma unroll
-            for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + (c < C ? c : c0));
+            for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + (c < C ? c : again));
         }
+    };
+    auto fma_round = [&](uint32_t c0) {
 #pragma unroll
         for (uint32_t u = 0; u < L; u++) {
             const uint32_t c = c0 + u * kLanes;
@@ -104,6 +113,20 @@ __global__ void __launch_bounds__(kThreads)
                     for (int e = 0; e < 8; e++) acc[r][m] = __fmaf_rn(xf[e], wf[r][e], acc[r][m]);
             }
         }
+    };
+    uint32_t start = lane;
+    if (Early) { /* W is constant during a step: the first round in flight before the wait,
+                  * while the previous kernel (a norm, the attention) still runs */
+        load_round(lane);
+        pgd_dev_pdl_enter(); /* X is the previous kernel's output */
+        fma_round(lane);
+        start += kLanes * L;
+    } else {
+        pgd_dev_pdl_enter();
+    }
+    for (uint32_t c0 = start; c0 < C; c0 += kLanes * L) {
+        load_round(c0);
+        fma_round(c0);
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -126,14 +149,34 @@ __global__ void __launch_bounds__(kThreads)
             }
 }
 
-template <int MR, bool Silu, uint32_t L = kLoads>
+/* Whether a one-row product's warps issue their first round of W loads before the wait for the
+ * previous kernel: when the environment says PGD_CUDA_GEMV_EARLY=1 (the A/B switch of
+ * scripts/gpu-check; off by default until measured). Read once; any host thread. */
+bool early_loads() {
+    static int known; /* 0: not read yet, 1: off, 2: on */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (!k) {
+        const char *env = getenv("PGD_CUDA_GEMV_EARLY");
+        k = env && env[0] == '1' ? 2 : 1;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k == 2;
+}
+
+template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1 /* -1: early_loads() */>
 cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                    uint32_t K, cudaStream_t stream) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint32_t warps = (N + P - 1) / P;
-    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L>, (warps + kWarps - 1) / kWarps, kThreads, 0,
-                           stream, X, W, Y, O, N, K);
+    const unsigned ctas = (warps + kWarps - 1) / kWarps;
+    if constexpr (MR == 1) /* the early form for one row only (the products the GEMV runs by
+                            * default) */
+        if (Early == 1 || (Early == -1 && early_loads()))
+            return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true>, ctas, kThreads, 0, stream, X,
+                                   W, Y, O, N, K);
+    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false>, ctas, kThreads, 0, stream, X, W, Y,
+                           O, N, K);
 }
 
 using launch_fn = cudaError_t (*)(const uint16_t *, const uint16_t *, float *, uint16_t *, uint32_t,
@@ -177,15 +220,17 @@ extern "C" int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16
 }
 
 extern "C" int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O,
-                                   uint32_t N, uint32_t K, bool silu, uint32_t loads,
+                                   uint32_t N, uint32_t K, bool silu, uint32_t loads, bool early,
                                    void *stream) {
     if (loads != 4 && loads != 8 && loads != 16)
         return pgd_error_set(PGD_EINVAL, "CUDA GEMV: %u loads a lane (4, 8 or 16)", loads);
     int rc = check(1, K, X, W);
     if (rc || N == 0) return rc;
-    static const launch_fn by_loads[2][3] = {
-        {launch<1, false, 4>, launch<1, false, 8>, launch<1, false, 16>},
-        {launch<1, true, 4>, launch<1, true, 8>, launch<1, true, 16>}};
-    PGD_CUDA_TRY(by_loads[silu][loads / 8](X, W, Y, O, N, K, (cudaStream_t)stream));
+    static const launch_fn by_loads[2][2][3] = {
+        {{launch<1, false, 4, 0>, launch<1, false, 8, 0>, launch<1, false, 16, 0>},
+         {launch<1, true, 4, 0>, launch<1, true, 8, 0>, launch<1, true, 16, 0>}},
+        {{launch<1, false, 4, 1>, launch<1, false, 8, 1>, launch<1, false, 16, 1>},
+         {launch<1, true, 4, 1>, launch<1, true, 8, 1>, launch<1, true, 16, 1>}}};
+    PGD_CUDA_TRY(by_loads[early][silu][loads / 8](X, W, Y, O, N, K, (cudaStream_t)stream));
     return 0;
 }

@@ -46,10 +46,12 @@ int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, ui
                        uint32_t F, uint32_t K, void *stream);
 /* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
  * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
- * a lane's W chunks in flight instead of 4 — the same bits as pgd_cuda_gemv / _silu (THE SUM's
- * order does not depend on it). 0, PGD_EINVAL / PGD_ECUDA. */
+ * a lane's W chunks in flight instead of 4, and with `early`, a warp's first round of W loads
+ * issued before the wait for the previous kernel (what PGD_CUDA_GEMV_EARLY=1 makes the default
+ * for one row) — the same bits as pgd_cuda_gemv / _silu (THE SUM's order does not depend on
+ * either). 0, PGD_EINVAL / PGD_ECUDA. */
 int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
-                        uint32_t K, bool silu, uint32_t loads, void *stream);
+                        uint32_t K, bool silu, uint32_t loads, bool early, void *stream);
 /* The twin on the host, bit for bit: any M. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                         uint32_t K);

@@ -17,7 +17,8 @@
  *     M); it refuses bad shapes;
  *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
  *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8; at one row, with 4, 8 and 16 of a lane's loads
- *     in flight (pgd_cuda_gemv_loads), both forms give the same bits as the default.
+ *     in flight, and with the first round of loads before the wait for the previous kernel
+ *     (pgd_cuda_gemv_loads), both forms give the same bits as the default.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -159,11 +160,12 @@ static void test_model_shapes(void) {
     REQUIRE(pgd_cuda_gemm_create(32u << 20, &g) == 0);
     /* SmolLM2's QKV and down, Llama-3-8B's QKV, gate/up and down; on the CPU emulation of the
      * runtime (tests/cuda_emu, PGD_CUDA_EMU set) narrow ones of the same K, which it can afford */
-    /* and {1003, 264}: columns past the GEMV's last warp group, 33 chunks for 32 lanes */
-    static const uint32_t shapes[][2] = {{960, 576},    {576, 1536},   {6144, 4096},
-                                         {28672, 4096}, {4096, 14336}, {1003, 264}};
-    static const uint32_t emu_shapes[][2] = {{960, 576}, {576, 1536}, {1000, 256},
-                                             {96, 4096}, {40, 14336}, {1003, 264}};
+    /* and {1003, 264}: columns past the GEMV's last warp group, 33 chunks for 32 lanes; {100,
+     * 64}: 8 chunks, lanes with none */
+    static const uint32_t shapes[][2] = {{960, 576},    {576, 1536}, {6144, 4096}, {28672, 4096},
+                                         {4096, 14336}, {1003, 264}, {100, 64}};
+    static const uint32_t emu_shapes[][2] = {{960, 576},  {576, 1536}, {1000, 256}, {96, 4096},
+                                             {40, 14336}, {1003, 264}, {100, 64}};
     const bool emu = getenv("PGD_CUDA_EMU") != NULL;
     for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++)
         check_shape(g, emu ? emu_shapes[i][0] : shapes[i][0],
@@ -182,8 +184,8 @@ static void test_gemv_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 4, 60, NULL), PGD_EINVAL);     /* K % 8 */
     CHECK_EQ_INT(pgd_cuda_gemv(d + 1, d, y, 1, 4, 64, NULL), PGD_EINVAL); /* alignment */
     CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 0, 64, NULL), 0);              /* nothing to do */
-    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 5, NULL), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 60, false, 8, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 5, false, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 60, false, 8, false, NULL), PGD_EINVAL);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     cudaFree(d);
     cudaFree(y);
@@ -192,7 +194,7 @@ static void test_gemv_refuses(void) {
 /* pgd_cuda_gemv_silu against pgd_cuda_gemv then pgd_cuda_silu_mul, bit for bit. */
 static void test_gemv_silu(void) {
     const bool emu = getenv("PGD_CUDA_EMU") != NULL;
-    const uint32_t shapes[][2] = {{1003, 264}, {emu ? 200 : 14336, 4096}};
+    const uint32_t shapes[][2] = {{1003, 264}, {emu ? 200 : 14336, 4096}, {100, 64}};
     static const uint32_t ms[] = {1, 2, 3, 7, 8};
     for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) {
         const uint32_t F = shapes[i][0], K = shapes[i][1], MM = PGD_CUDA_GEMV_MAX_M;
@@ -226,21 +228,25 @@ static void test_gemv_silu(void) {
                 fprintf(stderr, "    gemv + SiLU, F %u, K %u, M = %u: %zu of %llu differ\n", F, K,
                         M, bad, (unsigned long long)M * F);
             CHECK(bad == 0);
-            /* one row with 4, 8 and 16 of a lane's loads in flight (pgd_cuda_gemv_loads): the
-             * plain form's bits those of pgd_cuda_gemv, the SiLU form's those above */
-            for (uint32_t loads = 4; M == 1 && loads <= 16; loads *= 2) {
+            /* one row with 4, 8 and 16 of a lane's loads in flight, the first round before the
+             * wait for the previous kernel or after (pgd_cuda_gemv_loads): the plain form's bits
+             * those of pgd_cuda_gemv, the SiLU form's those above */
+            for (uint32_t v = 0; M == 1 && v < 6; v++) {
+                const uint32_t loads = 4u << (v % 3);
+                const bool early = v >= 3;
                 float *yw = malloc((uint64_t)2 * F * 4), *yl = malloc((uint64_t)2 * F * 4);
                 REQUIRE(yw && yl);
                 CHECK_EQ_INT(pgd_cuda_gemv(dX, dW, dY, 1, 2 * F, K, NULL), 0);
                 REQUIRE(cudaMemcpy(yw, dY, (uint64_t)2 * F * 4, cudaMemcpyDeviceToHost) ==
                         cudaSuccess);
                 REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)2 * F * 4) == cudaSuccess);
-                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, dY, NULL, 2 * F, K, false, loads, NULL),
-                             0);
+                CHECK_EQ_INT(
+                    pgd_cuda_gemv_loads(dX, dW, dY, NULL, 2 * F, K, false, loads, early, NULL), 0);
                 REQUIRE(cudaMemcpy(yl, dY, (uint64_t)2 * F * 4, cudaMemcpyDeviceToHost) ==
                         cudaSuccess);
                 REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)F * 2) == cudaSuccess);
-                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, NULL, dO, F, K, true, loads, NULL), 0);
+                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, NULL, dO, F, K, true, loads, early, NULL),
+                             0);
                 REQUIRE(cudaMemcpy(got, dO, (uint64_t)F * 2, cudaMemcpyDeviceToHost) ==
                         cudaSuccess);
                 size_t bad_y = 0, bad_o = 0;
@@ -249,9 +255,9 @@ static void test_gemv_silu(void) {
                 for (uint64_t e = 0; e < F; e++) bad_o += got[e] != want[e];
                 if (bad_y || bad_o)
                     fprintf(stderr,
-                            "    gemv with %u loads, F %u, K %u: %zu products, %zu SiLU "
+                            "    gemv with %u loads%s, F %u, K %u: %zu products, %zu SiLU "
                             "outputs differ\n",
-                            loads, F, K, bad_y, bad_o);
+                            loads, early ? " (early)" : "", F, K, bad_y, bad_o);
                 CHECK(bad_y == 0 && bad_o == 0);
                 free(yw), free(yl);
             }
