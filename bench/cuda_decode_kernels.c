@@ -5,17 +5,18 @@
  * (kernels/cuda/gemv.h; the default for one row; at one row also with 8 and 16 of a lane's loads
  * in flight instead of 4, and with its first round before the wait for the previous kernel),
  * with the weights' bandwidth, and gate/up with its SiLU * up (two kernels; one on the GEMV, as a
- * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions (the
- * KV bytes it reads a launch, as bandwidth); the tensor-core attention of a 2k-token prompt (its
- * causal FLOPs per second); one residual add + RMSNorm row. The runs cycle through copies of the
- * weights and through the layers of a 32-layer KV slab, more bytes than the L2 cache holds, as a
- * decode step does. Random data (never zeros). Prints one markdown table; scripts/gpu-check runs
- * it.
+ * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions, on
+ * CUDA cores and on tensor cores (the KV bytes it reads a launch, as bandwidth); the tensor-core
+ * attention of a 2k-token prompt (its causal FLOPs per second); one residual add + RMSNorm row. The
+ * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
+ * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
+ * table; scripts/gpu-check runs it.
  *
  * PGD_CUDA_EMU set (the CPU emulation, tests/cuda_emu): narrow shapes, short contexts, 2 layers
  * (a smoke run of the code; its times mean nothing). Exit 77 without a GPU.
  */
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,14 +150,15 @@ typedef struct attn {
     uint32_t *seq_of, *arrived;
     int32_t *pos;
     uint32_t n_split, max_ctx;
+    bool dec; /* the tensor-core decode kernel (pgd_cuda_attention_dec) */
 } attn;
 
 static int run_attn(void *ctx, uint32_t i) {
     attn *a = ctx;
-    return pgd_cuda_attention_split(a->q, 6144, a->kv, a->geom, i % a->geom.n_layer, 32, a->bt,
-                                    a->max_ctx / a->geom.block_size, a->seq_of, a->pos, NULL, 1,
-                                    0.088f, a->n_split, a->max_ctx, a->scratch, a->arrived, a->out,
-                                    NULL);
+    return (a->dec ? pgd_cuda_attention_dec : pgd_cuda_attention_split)(
+        a->q, 6144, a->kv, a->geom, i % a->geom.n_layer, 32, a->bt, a->max_ctx / a->geom.block_size,
+        a->seq_of, a->pos, NULL, 1, 0.088f, a->n_split, a->max_ctx, a->scratch, a->arrived, a->out,
+        NULL);
 }
 
 static void attention(uint32_t n_sm) {
@@ -195,12 +197,16 @@ static void attention(uint32_t n_sm) {
     for (size_t c = 0; c < n_ctx; c++) {
         const int32_t last = (int32_t)ctxs[c] - 1;
         TRY(cudaMemcpy(a.pos, &last, sizeof last, cudaMemcpyHostToDevice));
-        a.n_split = pgd_cuda_attn_splits(1, 8, n_sm, max_ctx / PGD_ATTN_CHUNK);
-        const double us = time_runs(run_attn, &a);
         const double bytes = (double)ctxs[c] * 8 * 128 * 2 * 2; /* K and V of 8 KV heads */
-        printf("| attention, 1 decode row (32 heads / 8 KV heads, head_dim 128), %u positions, "
-               "split %u | 1 | %.1f us, %.0f GB/s | |\n",
-               ctxs[c], a.n_split, us, bytes / (us * 1e3));
+        for (int dec = 0; dec < 2; dec++) { /* CUDA cores, then the tensor-core decode kernel */
+            a.dec = dec;
+            a.n_split = pgd_cuda_attn_splits(1, 8, n_sm, max_ctx / PGD_ATTN_CHUNK);
+            const double us = time_runs(run_attn, &a);
+            printf("| attention, 1 decode row (32 heads / 8 KV heads, head_dim 128), %u positions, "
+                   "split %u%s | 1 | %.1f us, %.0f GB/s | |\n",
+                   ctxs[c], a.n_split, dec ? ", tensor cores (PGD_CUDA_DECODE_TC=1)" : "", us,
+                   bytes / (us * 1e3));
+        }
     }
     cudaFree(a.kv), cudaFree(a.q), cudaFree(a.out), cudaFree(a.scratch), cudaFree(a.arrived);
     cudaFree(a.bt), cudaFree(a.seq_of), cudaFree(a.pos);

@@ -15,8 +15,9 @@
  * and random bits); then embedding; per layer: residual add + RMSNorm (the previous layer's
  * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention — the
  * prefill chunks' query tiles on tensor cores, the other rows on CUDA cores (split over the KV
- * chunks for launches of few rows: pgd_cuda_attn_splits), as the metadata's attention work says
- * (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
+ * chunks for launches of few rows: pgd_cuda_attn_splits; those launches on the tensor-core
+ * decode kernel with PGD_CUDA_DECODE_TC=1, untested on hardware), as the metadata's attention work
+ * says (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
  * gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only, the output
  * GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
  * event. Nothing is allocated inside a step. After it, a sampled row the device handed back
@@ -115,7 +116,9 @@ typedef struct cuda_backend {
     uint32_t max_chunks;          /* attention chunks of the longest context */
     uint32_t tc_rows;             /* rows of a tensor-core attention tile; 0: that kernel off
                                      (--batch-invariant, or a shape it does not take) */
-    pgd_cuda_attn_work work;      /* the eager step's attention work (upload_meta) */
+    bool dec_tc; /* the CUDA-core rows of launches of few rows on the tensor-core decode kernel
+                    (PGD_CUDA_DECODE_TC=1: opt-in until measured on hardware) */
+    pgd_cuda_attn_work work; /* the eager step's attention work (upload_meta) */
     /* metadata */
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
@@ -415,13 +418,19 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
     const uint32_t n = work ? work->n_rows : T;
     const uint32_t *rows = work ? (const uint32_t *)(b->d_meta + l->attn_rows) : NULL;
     /* 1 for more rows than PGD_CUDA_SPLIT_ROWS (>= split_rows(b), what the scratch holds) */
-    const uint32_t n_split = pgd_cuda_attn_splits(n, b->attn_ctas, b->n_sm, b->max_chunks);
+    uint32_t n_split = pgd_cuda_attn_splits(n, b->attn_ctas, b->n_sm, b->max_chunks);
     int rc;
+    if (b->dec_tc && n && n <= split_rows(b)) /* (the scratch holds split_rows(b) rows) */
+        n_split = pgd_cuda_attn_splits(n, b->HKV, b->n_sm, b->max_chunks);
     if (work && work->n_tiles &&
         (rc = pgd_cuda_attention_tc(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
                                     d_seq_of, d_pos, (const pgd_attn_tile *)(b->d_meta + l->tiles),
                                     work->n_tiles, scale, b->xb, b->stream)))
         return rc;
+    if (b->dec_tc && n && n <= split_rows(b))
+        return pgd_cuda_attention_dec(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
+                                      d_seq_of, d_pos, rows, n, scale, n_split, b->n_pos,
+                                      b->attn_scratch, b->attn_arrived, b->xb, b->stream);
     if (n && (rc = pgd_cuda_attention_split(
                   b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride, d_seq_of, d_pos, rows,
                   n, scale, n_split, b->n_pos, b->attn_scratch, b->attn_arrived, b->xb, b->stream)))
@@ -679,6 +688,9 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
     b->max_chunks = (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
     b->tc_rows = o->batch_invariant ? 0 : pgd_attn_tc_rows(b->H / b->HKV, b->D);
+    const char *dec_env = getenv("PGD_CUDA_DECODE_TC");
+    b->dec_tc = !o->batch_invariant && pgd_attn_dec_takes(b->H / b->HKV, b->D) && dec_env &&
+                dec_env[0] == '1';
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,

@@ -106,6 +106,49 @@ int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const uint16_t *kv,
                           const pgd_attn_tile *tiles, uint32_t n_tiles, float scale, uint16_t *out,
                           void *stream);
 
+/* ---- tensor-core attention for decode rows (attention_dec.cu) ----
+ * Rows of one query token each, split over KV chunks like pgd_cuda_attention_split, with the
+ * (up to 16) query heads of a KV head as the rows of one tensor-core tile.
+ *
+ * Arithmetic: the query rounded to f16 (clamped first: pgd_attn_f16_clamp); the positions in
+ * chunks of PGD_ATTN_CHUNK, each in blocks of PGD_ATTN_TC_KEYS, at absolute positions; per
+ * block b, x_j = rn(acc_j * rn(scale * log2 e)) (acc_j the dot product of the f16 query and key
+ * j, an f32 sum on the tensor cores), m_b = max_j x_j, p_j = 2^(x_j - m_b), l_b = sum_j p_j,
+ * o_b[d] = sum_j f16(p_j) V_j[d]; a chunk's partial is its blocks folded in increasing order,
+ * the chunks' partials are folded in increasing order the same way:
+ *   M = max(m, m'); a = 2^(m - M); b = 2^(m' - M); l <- l a + l' b; o <- o a + o' b; m <- M
+ * (each operation rounded), and out[d] = bf16(o[d] / l). The sums run in the hardware's order
+ * and 2^x is the GPU's exp2f, so pgd_cuda_attention_dec_twin (the same formulas, its own sum
+ * order, the host's exp2f) agrees within f32 noise before the bf16 rounding. A row's bits do
+ * not depend on the batch, the list or n_split. */
+#define PGD_ATTN_DEC_GROUP 16 /* query heads of a KV head the kernel takes, at most */
+
+/* Whether pgd_cuda_attention_dec takes GQA groups of `group` heads of head_dim. */
+static inline int pgd_attn_dec_takes(uint32_t group, uint32_t head_dim) {
+    return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= PGD_ATTN_DEC_GROUP;
+}
+
+/* The rows rows[0 .. n) (NULL: 0 .. n - 1) by the arithmetic above, each (row, KV head)'s
+ * chunks over n_split CTAs (chunk c to CTA c % n_split; at least 1, at most the chunks of
+ * max_ctx), scratch and counters as pgd_cuda_attention_split's (pgd_cuda_attention_split_bytes,
+ * _counters; the counters zero before the first launch, left zero by every launch). A row
+ * beyond max_ctx gets NaN, a padding row zeros; rows not in the list are left alone. 0,
+ * PGD_EINVAL (shapes it does not take: pgd_attn_dec_takes) or PGD_ECUDA. */
+int pgd_cuda_attention_dec(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
+                           uint32_t layer, uint32_t n_head, const int32_t *block_tables,
+                           uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos,
+                           const uint32_t *rows, uint32_t n, float scale, uint32_t n_split,
+                           uint32_t max_ctx, float *scratch, uint32_t *arrived, uint16_t *out,
+                           void *stream);
+
+/* The decode kernel's twin, for rows 0 .. T - 1 (host arrays): its formulas, f16 roundings at
+ * the same points, f32 sums in this function's own order, the host's exp2f. */
+void pgd_cuda_attention_dec_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                 pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                 const int32_t *block_tables, uint32_t bt_stride,
+                                 const uint32_t *seq_of, const int32_t *pos, uint32_t T,
+                                 float scale, uint16_t *out);
+
 void pgd_cuda_attention_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
                              pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                              const int32_t *block_tables, uint32_t bt_stride,

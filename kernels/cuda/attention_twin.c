@@ -12,7 +12,8 @@
  * pgd_cuda_attention_tc_twin does the tensor-core kernel's formulas (attention.h: the online
  * softmax over blocks of PGD_ATTN_TC_KEYS keys, in base 2) with its f16 roundings (the query
  * before the dot products, each weight before P V); its sums keep this file's order and 2^x is
- * the host's exp2f, so it agrees with pgd_cuda_attention_tc within f32 noise, not bit for bit.
+ * the host's exp2f, so it agrees with pgd_cuda_attention_tc within f32 noise, not bit for bit;
+ * pgd_cuda_attention_dec_twin the same for the decode kernel (its blocks' partials folded).
  *
  * Owns: nothing (stack scratch of one chunk). Threading: pure; any thread.
  */
@@ -100,14 +101,83 @@ static void head_tc(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom
     for (uint32_t d = 0; d < D; d++) out[d] = pgd_f32_to_bf16(pgd_rn_mul(o[d], inv));
 }
 
+/* The fold of the decode kernel (attention.h): (m, l, o[D]) <- with (mb, lb, ob[D]). */
+static void dec_fold(float *m, float *l, float *o, float mb, float lb, const float *ob,
+                     uint32_t D) {
+    const float M = mb > *m ? mb : *m;
+    const float a = exp2f(pgd_rn_sub(*m, M)), b = exp2f(pgd_rn_sub(mb, M));
+    *l = pgd_rn_add(pgd_rn_mul(*l, a), pgd_rn_mul(lb, b));
+    for (uint32_t d = 0; d < D; d++) o[d] = pgd_rn_add(pgd_rn_mul(o[d], a), pgd_rn_mul(ob[d], b));
+    *m = M;
+}
+
+/* The decode kernel's formulas (attention.h) for one query head: out[D] in bf16. */
+static void head_dec(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+                     uint32_t kvh, const int32_t *bt, uint32_t n_ctx, float scale,
+                     uint16_t *out /* [D] */) {
+    const uint32_t D = g.head_dim;
+    if (n_ctx == 0) { /* a padding row */
+        memset(out, 0, D * sizeof *out);
+        return;
+    }
+    float q[PGD_ATTN_MAX_HEAD_DIM], x[PGD_ATTN_TC_KEYS];
+    float o[PGD_ATTN_MAX_HEAD_DIM], co[PGD_ATTN_MAX_HEAD_DIM], bo[PGD_ATTN_MAX_HEAD_DIM];
+    uint64_t k_at[PGD_ATTN_TC_KEYS];
+    for (uint32_t d = 0; d < D; d++) q[d] = f16_round(pgd_attn_f16_clamp(q_in[d]));
+    const uint64_t v_off = (uint64_t)g.n_kv_head * g.block_size * D;
+    const float scale_log2 = pgd_rn_mul(scale, 1.44269504088896340736f);
+    float m = 0.0f, l = 0.0f;
+    for (uint32_t c0 = 0; c0 < n_ctx; c0 += PGD_ATTN_CHUNK) {
+        float cm = 0.0f, cl = 0.0f;
+        for (uint32_t k0 = c0; k0 < n_ctx && k0 < c0 + PGD_ATTN_CHUNK; k0 += PGD_ATTN_TC_KEYS) {
+            const uint32_t nb = n_ctx - k0 < PGD_ATTN_TC_KEYS ? n_ctx - k0 : PGD_ATTN_TC_KEYS;
+            float bm = -INFINITY, bl = 0.0f;
+            for (uint32_t j = 0; j < nb; j++) {
+                const uint32_t p = k0 + j;
+                k_at[j] = pgd_kv_index(g, (uint32_t)bt[p / g.block_size], layer, 0, kvh,
+                                       p % g.block_size);
+                float acc = 0.0f;
+                for (uint32_t d = 0; d < D; d++)
+                    acc = pgd_rn_fma(q[d], pgd_f16_to_f32(kv[k_at[j] + d]), acc);
+                x[j] = pgd_rn_mul(acc, scale_log2);
+                bm = x[j] > bm ? x[j] : bm;
+            }
+            for (uint32_t j = 0; j < nb; j++) {
+                x[j] = exp2f(pgd_rn_sub(x[j], bm));
+                bl = pgd_rn_add(bl, x[j]);
+            }
+            for (uint32_t d = 0; d < D; d++) {
+                float acc = 0.0f;
+                for (uint32_t j = 0; j < nb; j++)
+                    acc = pgd_rn_fma(f16_round(x[j]), pgd_f16_to_f32(kv[k_at[j] + v_off + d]), acc);
+                bo[d] = acc;
+            }
+            if (k0 == c0) {
+                cm = bm, cl = bl;
+                memcpy(co, bo, D * sizeof *co);
+            } else {
+                dec_fold(&cm, &cl, co, bm, bl, bo, D);
+            }
+        }
+        if (c0 == 0) {
+            m = cm, l = cl;
+            memcpy(o, co, D * sizeof *o);
+        } else {
+            dec_fold(&m, &l, o, cm, cl, co, D);
+        }
+    }
+    for (uint32_t d = 0; d < D; d++) out[d] = pgd_f32_to_bf16(pgd_rn_div(o[d], l));
+}
+
 /* One query head over its positions 0..n_ctx-1: out[D] in bf16. k_at(p) is the element index
- * of position p's K row for this head; its V row is V_off further. */
+ * of position p's K row for this head; its V row is V_off further. tc: 0 this file's exact
+ * arithmetic, 1 the tensor-core prefill kernel's (head_tc), 2 the decode kernel's (head_dec). */
 static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
                  uint32_t kvh, const int32_t *bt /* the sequence's row */, uint32_t n_ctx,
                  float scale, int tc, uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
     if (tc) {
-        head_tc(q, kv, g, layer, kvh, bt, n_ctx, scale, out);
+        (tc == 1 ? head_tc : head_dec)(q, kv, g, layer, kvh, bt, n_ctx, scale, out);
         return;
     }
     if (n_ctx == 0) { /* a padding row */
@@ -186,5 +256,14 @@ void pgd_cuda_attention_tc_twin(const float *q, uint32_t q_stride, const uint16_
                                 const uint32_t *seq_of, const int32_t *pos, uint32_t T, float scale,
                                 uint16_t *out) {
     twin(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of, pos, T, scale, 1,
+         out);
+}
+
+void pgd_cuda_attention_dec_twin(const float *q, uint32_t q_stride, const uint16_t *kv,
+                                 pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
+                                 const int32_t *block_tables, uint32_t bt_stride,
+                                 const uint32_t *seq_of, const int32_t *pos, uint32_t T,
+                                 float scale, uint16_t *out) {
+    twin(q, q_stride, kv, geom, layer, n_head, block_tables, bt_stride, seq_of, pos, T, scale, 2,
          out);
 }

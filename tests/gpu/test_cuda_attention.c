@@ -17,12 +17,16 @@
  * exp2f against the host's, a few f32 ulps apart: every element within
  * 2 bf16 ulps + 2^-11 of the twin's; the bound's reasoning at tc_close), rows outside the tiles
  * untouched, and the same bits again when the sequences are cut into tiles of random sizes (a
- * pair's arithmetic does not depend on its place in a tile). PGD_ATTN_TEST_TC_ONLY=1 runs only
- * the tensor-core kernel's part and the argument checks. Exit 77 (skipped) without a GPU.
+ * pair's arithmetic does not depend on its place in a tile). The tensor-core decode kernel
+ * (pgd_cuda_attention_dec) on every row of such batches: against its twin within the same
+ * tolerance, the same bits for every split and row list, padding rows zeros, rows beyond the
+ * scratch NaN, its counters left at zero. PGD_ATTN_TEST_TC_ONLY=1 runs only the tensor-core
+ * kernels' parts and the argument checks. Exit 77 (skipped) without a GPU.
  * Label
  * `cuda`. Seed: PGD_TEST_SEED, else the time (printed).
  */
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <time.h>
 
 #define PGD_ATTN_TWIN_TEST_NO_MAIN
@@ -84,10 +88,11 @@ static int run_kernel(const attn_batch *b, const dev_batch *d, const float *q,
     return cudaMemcpy(out, d->out, out_bytes(b, T), cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
 }
 
-/* The split kernel over the whole batch with n_split CTAs per row and head and scratch for
+/* The split kernel (dec: the tensor-core decode kernel, pgd_cuda_attention_dec) over the rows
+ * d_rows[0 .. n) (NULL: the first n) with n_split CTAs per row and head and scratch for
  * contexts below max_ctx; the output, poisoned first, into host out[T]. */
-static int run_split(const attn_batch *b, const dev_batch *d, const uint32_t *d_rows, uint32_t n,
-                     uint32_t n_split, uint32_t max_ctx, uint16_t *out) {
+static int run_split_as(bool dec, const attn_batch *b, const dev_batch *d, const uint32_t *d_rows,
+                        uint32_t n, uint32_t n_split, uint32_t max_ctx, uint16_t *out) {
     const size_t bytes = pgd_cuda_attention_split_bytes(b->T, b->n_head, b->geom.head_dim, max_ctx);
     const size_t n_arrived = pgd_cuda_attention_split_counters(b->T, b->n_head);
     float *scratch = NULL;
@@ -104,11 +109,13 @@ static int run_split(const attn_batch *b, const dev_batch *d, const uint32_t *d_
     for (int run = 0; run < 2 && !rc; run++) {
         if (run && cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess) rc = -1;
         if (!rc)
-            rc = pgd_cuda_attention_split(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head,
-                                          d->bt, b->bt_stride, d->seq_of, d->pos, d_rows, n,
-                                          b->scale, n_split, max_ctx, scratch, arrived, d->out,
-                                          NULL);
-        if (rc) fprintf(stderr, "  pgd_cuda_attention_split: %s\n", pgd_error_detail());
+            rc = (dec ? pgd_cuda_attention_dec : pgd_cuda_attention_split)(
+                d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head, d->bt, b->bt_stride,
+                d->seq_of, d->pos, d_rows, n, b->scale, n_split, max_ctx, scratch, arrived, d->out,
+                NULL);
+        if (rc)
+            fprintf(stderr, "  pgd_cuda_attention_%s: %s\n", dec ? "dec" : "split",
+                    pgd_error_detail());
         if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
                     cudaMemcpy(left, arrived, n_arrived * sizeof *left, cudaMemcpyDeviceToHost) !=
                         cudaSuccess))
@@ -135,6 +142,11 @@ static uint64_t count_differ(const uint16_t *a, const uint16_t *b, uint64_t n) {
         bad += na != nb || (!na && a[i] != b[i]);
     }
     return bad;
+}
+
+static int run_split(const attn_batch *b, const dev_batch *d, const uint32_t *d_rows, uint32_t n,
+                     uint32_t n_split, uint32_t max_ctx, uint16_t *out) {
+    return run_split_as(false, b, d, d_rows, n, n_split, max_ctx, out);
 }
 
 typedef struct attn_case {
@@ -389,6 +401,107 @@ static void test_tc_vs_twin(void) {
     for (size_t i = 0; i < n; i++) check_tc_case(&cases[i]);
 }
 
+/* ---- the tensor-core decode kernel ---- */
+
+/* pgd_cuda_attention_dec on every row of a random batch (each row attends to its positions,
+ * whether it is a decode row or not): against its twin within tc_close's tolerance (the same
+ * reasoning: f16 roundings at the same points, f32 sums and exp2f apart); the same bits for
+ * every n_split and for a list of rows (the others left poisoned); a padding row zeros; rows
+ * beyond the scratch NaN; the counters left at zero (run_split_as). */
+static void check_dec_case(const attn_case *c) {
+    static const uint32_t ctx[] = {1, 3, 255, 256, 257, 300, 513, 1100, 64, 700};
+    static const uint32_t qlen[] = {1, 3, 17, 1, 4, 2, 17, 3, 1, 1};
+    const uint32_t S = sizeof ctx / sizeof ctx[0];
+    attn_batch b;
+    batch_make(&b, c->n_kv_head, c->group, c->head_dim, c->block_size, S, ctx, qlen);
+    b.pos[b.T - 1] = -1; /* a padding row */
+    const uint64_t row_elems = (uint64_t)b.n_head * b.geom.head_dim, n = b.T * row_elems;
+    uint16_t *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    uint16_t *part = malloc(n * sizeof *part);
+    uint32_t *rows = malloc(b.T * sizeof *rows);
+    REQUIRE(want && got && part && rows);
+    pgd_cuda_attention_dec_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
+                                b.bt_stride, b.seq_of, b.pos, b.T, b.scale, want);
+    dev_batch d;
+    REQUIRE(dev_make(&b, &d) == 0);
+    uint32_t max_ctx = 0;
+    for (uint32_t t = 0; t < b.T; t++)
+        if (b.pos[t] + 1 > (int32_t)max_ctx) max_ctx = (uint32_t)b.pos[t] + 1;
+    REQUIRE(run_split_as(true, &b, &d, NULL, b.T, 1, max_ctx, got) == 0);
+    uint64_t far = 0, exact = 0;
+    for (uint64_t e = 0; e < n; e++) {
+        exact += got[e] == want[e];
+        if (!tc_close(got[e], want[e]) && far++ < 5)
+            fprintf(stderr, "    row %llu head %llu d %llu: kernel %g twin %g\n",
+                    (unsigned long long)(e / row_elems),
+                    (unsigned long long)(e % row_elems / b.geom.head_dim),
+                    (unsigned long long)(e % b.geom.head_dim), (double)pgd_bf16_to_f32(got[e]),
+                    (double)pgd_bf16_to_f32(want[e]));
+    }
+    fprintf(stderr,
+            "  decode kernel: %u KV heads x group %u, head_dim %u, block %u: %u rows; %llu of "
+            "%llu elements beyond the tolerance, %.4f exactly the twin's\n",
+            c->n_kv_head, c->group, c->head_dim, c->block_size, b.T, (unsigned long long)far,
+            (unsigned long long)n, (double)exact / (double)n);
+    CHECK_EQ_INT(far, 0);
+    uint64_t pad_bad = 0;
+    for (uint64_t e = (b.T - 1) * row_elems; e < n; e++) pad_bad += got[e] != 0;
+    CHECK_EQ_INT(pad_bad, 0);
+    static const uint32_t splits[] = {2, 3, 64};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        REQUIRE(run_split_as(true, &b, &d, NULL, b.T, splits[i], max_ctx + 300, part) == 0);
+        const uint64_t sd = count_differ(part, got, n);
+        if (sd)
+            fprintf(stderr, "    split %u: %llu elements differ\n", splits[i],
+                    (unsigned long long)sd);
+        CHECK_EQ_INT(sd, 0);
+    }
+    /* scratch for 512 positions: longer rows NaN, the others exact */
+    REQUIRE(run_split_as(true, &b, &d, NULL, b.T, 3, 512, part) == 0);
+    uint64_t nan_bad = 0, nan_rows = 0;
+    for (uint32_t t = 0; t < b.T; t++) {
+        const bool beyond = b.pos[t] >= 512;
+        nan_rows += beyond;
+        for (uint64_t e = 0; e < row_elems; e++) {
+            const uint16_t v = part[t * row_elems + e];
+            nan_bad +=
+                beyond ? (v & 0x7FFF) <= 0x7F80 : count_differ(&v, got + t * row_elems + e, 1);
+        }
+    }
+    CHECK(nan_rows > 0);
+    CHECK_EQ_INT(nan_bad, 0);
+    /* the odd rows, last first: theirs exact, the others left poisoned */
+    uint32_t n_odd = 0;
+    for (uint32_t t = b.T; t-- > 0;)
+        if (t % 2) rows[n_odd++] = t;
+    uint32_t *d_list = to_dev(rows, n_odd * sizeof *rows);
+    REQUIRE(d_list);
+    REQUIRE(run_split_as(true, &b, &d, d_list, n_odd, 2, max_ctx, part) == 0);
+    uint64_t list_bad = 0;
+    for (uint32_t t = 0; t < b.T; t++)
+        for (uint64_t e = 0; e < row_elems; e++) {
+            const uint16_t v = part[t * row_elems + e];
+            list_bad += t % 2 ? count_differ(&v, got + t * row_elems + e, 1) : v != 0xFFFFu;
+        }
+    CHECK_EQ_INT(list_bad, 0);
+    cudaFree(d_list);
+    dev_free(&d);
+    free(rows);
+    free(part);
+    free(want);
+    free(got);
+    batch_free(&b);
+}
+
+static void test_dec_vs_twin(void) {
+    static const attn_case cases[] = {
+        {2, 4, 128, 16}, {2, 3, 64, 32}, {1, 16, 64, 16}, {4, 1, 128, 16}, {8, 4, 128, 32},
+    };
+    /* the CPU emulation of the runtime (tests/cuda_emu) takes the first two */
+    const size_t n = getenv("PGD_CUDA_EMU") ? 2 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) check_dec_case(&cases[i]);
+}
+
 static void test_errors(void) {
     pgd_kv_geom g = {.n_layer = 1, .n_kv_head = 2, .block_size = 16, .head_dim = 64};
     uint16_t *kv = NULL;
@@ -418,6 +531,21 @@ static void test_errors(void) {
     CHECK_EQ_INT(
         pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 1.0f, NULL, NULL),
         0); /* no tile: nothing to do */
+    float *scratch = NULL;
+    uint32_t *arrived = NULL;
+    REQUIRE(cudaMalloc((void **)&scratch, 4096) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&arrived, 64) == cudaSuccess);
+    CHECK_EQ_INT(pgd_cuda_attention_dec(NULL, 0, kv, g, 0, 34, NULL, 0, NULL, NULL, NULL, 1, 1.0f,
+                                        1, 256, scratch, arrived, NULL, NULL),
+                 PGD_EINVAL); /* the decode kernel: a group of 17 query heads */
+    CHECK_EQ_INT(pgd_cuda_attention_dec(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 1, 1.0f, 1,
+                                        256, NULL, arrived, NULL, NULL),
+                 PGD_EINVAL); /* no scratch */
+    CHECK_EQ_INT(pgd_cuda_attention_dec(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 1.0f, 1,
+                                        256, scratch, arrived, NULL, NULL),
+                 0); /* no row: nothing to do */
+    cudaFree(scratch);
+    cudaFree(arrived);
     cudaFree(kv);
 }
 
@@ -429,6 +557,7 @@ int main(void) {
     seed_rng((uint64_t)time(NULL));
     if (!getenv("PGD_ATTN_TEST_TC_ONLY")) RUN(test_kernel_vs_twin); /* racecheck's short run */
     RUN(test_tc_vs_twin);
+    RUN(test_dec_vs_twin);
     RUN(test_errors);
     return test_summary();
 }

@@ -321,17 +321,25 @@ static void test_padding_row(void) {
     batch_free(&b);
 }
 
-/* The tensor-core kernel's twin (f16 query and weights) against the exact twin: the same
- * attention up to those roundings. Bound: the query's rounding (2^-12 relative) moves a score
+/* The tensor-core kernels' twins (f16 query and weights; the prefill kernel's online softmax,
+ * the decode kernel's block partials folded) against the exact twin: the same attention up to
+ * those roundings. Bound: the query's rounding (2^-12 relative) moves a score
  * by at most 2^-12 scale sum_d |q_d k_d| (here under 0.012 at head_dim 128, |q| <= 3,
  * |k| <= 1), so each weight by a factor within e^(+-0.024) of its ratio to the others, and the
  * output (an average of |v| <= 1) by well under 0.05; the weights' own rounding adds 2^-11
  * relative; the two bf16 roundings 2^-8 relative. Measured max |difference|: 0.004; the
  * check takes 0.02, and most elements must be within 2^-7 (a test of the twin's meaning,
  * which a rounding in the wrong place — of scores, of the output — would break by far more). */
+typedef void (*tc_twin_fn)(const float *, uint32_t, const uint16_t *, pgd_kv_geom, uint32_t,
+                           uint32_t, const int32_t *, uint32_t, const uint32_t *, const int32_t *,
+                           uint32_t, float, uint16_t *);
+
 static void test_tc_twin(void) {
     static const uint32_t ctx[] = {3, 300, 1100, 257}, qlen[] = {3, 64, 1, 17};
-    for (uint32_t D = 64; D <= 128; D += 64) {
+    static const tc_twin_fn twins[] = {pgd_cuda_attention_tc_twin, pgd_cuda_attention_dec_twin};
+    for (uint32_t v = 0; v < 4; v++) {
+        const uint32_t D = v % 2 ? 128 : 64;
+        const tc_twin_fn tc_twin = twins[v / 2];
         attn_batch b;
         batch_make(&b, 2, 4, D, 16, 4, ctx, qlen);
         const uint64_t n = (uint64_t)b.T * b.n_head * D;
@@ -339,8 +347,8 @@ static void test_tc_twin(void) {
         REQUIRE(exact && tc);
         pgd_cuda_attention_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
                                 b.bt_stride, b.seq_of, b.pos, b.T, b.scale, exact);
-        pgd_cuda_attention_tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
-                                   b.bt_stride, b.seq_of, b.pos, b.T, b.scale, tc);
+        tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt, b.bt_stride, b.seq_of,
+                b.pos, b.T, b.scale, tc);
         double worst = 0.0;
         uint64_t near = 0, same = 0;
         for (uint64_t i = 0; i < n; i++) {
@@ -349,15 +357,17 @@ static void test_tc_twin(void) {
             near += d <= 0x1p-7;
             same += tc[i] == exact[i];
         }
-        fprintf(stderr, "  head_dim %u: max |tc - exact| %.3g, %.4f within 2^-7, %.4f equal\n", D,
-                worst, (double)near / (double)n, (double)same / (double)n);
+        fprintf(stderr,
+                "  %s twin, head_dim %u: max |tc - exact| %.3g, %.4f within 2^-7, %.4f equal\n",
+                v / 2 ? "decode" : "prefill", D, worst, (double)near / (double)n,
+                (double)same / (double)n);
         CHECK(worst <= 0.02);
         CHECK((double)near >= 0.99 * (double)n);
         CHECK(same < n); /* the roundings are there */
         /* a query beyond f16's range saturates (clamped), never NaN */
         for (uint32_t i = 0; i < b.q_stride; i++) b.q[i] *= 1e6f;
-        pgd_cuda_attention_tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
-                                   b.bt_stride, b.seq_of, b.pos, 1, b.scale, tc);
+        tc_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt, b.bt_stride, b.seq_of,
+                b.pos, 1, b.scale, tc);
         uint64_t nan = 0;
         for (uint64_t i = 0; i < (uint64_t)b.n_head * D; i++) nan += isnan(pgd_bf16_to_f32(tc[i]));
         CHECK_EQ_INT(nan, 0);
