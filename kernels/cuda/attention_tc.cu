@@ -29,7 +29,8 @@
  * Shared memory (dynamic, 52 KiB at head_dim 128: four CTAs an SM): the queries f16 [64][D + 8],
  * one block of K and one of V f16 [64][D + 8] (rows padded by 16 bytes: ldmatrix's eight row
  * addresses then fall in distinct banks), and two blocks' keys' slab offsets u64 [2][64] (one
- * block-table lookup and division per key, not per 16-byte load).
+ * block-table lookup and division per key, not per 16-byte load; the entry loaded a block
+ * ahead, so its latency is not on the way to the block's barrier).
  *
  * Invariants: head_dim 64 or 128; group <= 64; a tile's rows consecutive positions of one
  * sequence, n <= 64 / group; keys past the tile's last position are never read (their rows are
@@ -103,12 +104,18 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
     const uint64_t base_k = pgd_kv_index(a.geom, 0, a.layer, 0, kvh, 0);
     const uint64_t base_v = pgd_kv_index(a.geom, 0, a.layer, 1, kvh, 0);
 
-    /* key block b's slab offsets into offs[b % 2] (threads 0 .. 63; read after a barrier) */
-    auto fill_offsets = [&](uint32_t b) {
+    /* key block b's slab offsets into offs[b % 2] (threads 0 .. 63; read after a barrier),
+     * from the block-table entry of the thread's key, loaded one block ahead (next_block) so its
+     * latency is not on the path to the barrier */
+    auto block_of = [&](uint32_t b) -> int32_t {
+        const uint32_t p = b * kKeys + tid;
+        return tid < kKeys && p < n_keys ? bt[p / bs] : 0;
+    };
+    auto fill_offsets = [&](uint32_t b, int32_t block) {
         if (tid < kKeys) {
             const uint32_t p = b * kKeys + tid;
             offs[(b % 2) * kKeys + tid] =
-                p < n_keys ? (uint64_t)(uint32_t)bt[p / bs] * block_elems + (uint64_t)(p % bs) * D
+                p < n_keys ? (uint64_t)(uint32_t)block * block_elems + (uint64_t)(p % bs) * D
                            : kNoKey;
         }
     };
@@ -126,11 +133,13 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
         __pipeline_commit();
     };
 
-    fill_offsets(0);
+    fill_offsets(0, block_of(0));
+    int32_t next_block = block_of(1);
     __syncthreads();
     issue(ks, base_k, 0);
 
     /* the queries as f16, zero for padding slots */
+#pragma unroll
     for (uint32_t i = tid; i < kSlots * D / 8; i += kThreads) {
         const uint32_t slot = i / (D / 8), part = i % (D / 8);
         const float *src = a.q + (uint64_t)(tile.t0 + slot / group) * a.q_stride +
@@ -165,7 +174,10 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
     for (uint32_t b = 0; b < n_blocks; b++) {
         const uint32_t k0 = b * kKeys;
         issue(vs, base_v, b);
-        if (b + 1 < n_blocks) fill_offsets(b + 1);
+        if (b + 1 < n_blocks) {
+            fill_offsets(b + 1, next_block);
+            next_block = block_of(b + 2);
+        }
         __pipeline_wait_prior(1); /* this thread's K rows of block b */
         __syncthreads();          /* everyone's; the queries; offs[(b + 1) % 2] */
 
