@@ -36,9 +36,9 @@
 #include "common/error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_math.h"
+#include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/mma_sync.cuh"
 
 namespace {
 
@@ -132,9 +132,9 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
             h < group ? a.q[(uint64_t)row * a.q_stride + (uint64_t)(h0 + h) * D + d] : 0.0f;
         qs[h * kLd + d] = __float2half_rn(pgd_attn_f16_clamp(x));
     }
-    const __half *qa = qs + (lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
-    const __half *ka = ks + (lane % 8 + 8 * (lane / 16)) * kLd + 8 * (lane / 8 % 2);
-    const __half *va = vs + (lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
+    /* this lane's ldmatrix row addresses (attention_mma.cuh) */
+    const __half *qa = pgd_attn_ldm_a(qs, kLd, lane);
+    const __half *ka = pgd_attn_ldm_k(ks, kLd, lane), *va = pgd_attn_ldm_a(vs, kLd, lane);
 
     for (uint32_t ci = blockIdx.z; ci < n_chunks; ci += gridDim.z) {
         const uint32_t k0 = ci * PGD_ATTN_CHUNK + warp * kKeys; /* this warp's block */
@@ -167,20 +167,7 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
         __syncthreads(); /* the queries (first chunk); every warp's rows */
         if (nk) {
             float s[kKeys / 8][4];
-#pragma unroll
-            for (uint32_t n = 0; n < kKeys / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-            for (uint32_t kk = 0; kk < D / 16; kk++) {
-                uint32_t af[4];
-                pgd_ldmatrix_x4(af, qa + kk * 16);
-#pragma unroll
-                for (uint32_t n = 0; n < kKeys / 16; n++) {
-                    uint32_t bf[4];
-                    pgd_ldmatrix_x4(bf, ka + n * 16 * kLd + kk * 16);
-                    pgd_mma_16816(s[2 * n], af, bf[0], bf[1]);
-                    pgd_mma_16816(s[2 * n + 1], af, bf[2], bf[3]);
-                }
-            }
+            pgd_attn_mma_scores<D>(s, qa, ka, kLd);
             /* the block's softmax per head (rows g and g + 8) */
             float m[2], l[2];
 #pragma unroll
@@ -213,20 +200,9 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
             float o[D / 8][4];
 #pragma unroll
             for (uint32_t f = 0; f < D / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
-#pragma unroll
-            for (uint32_t j = 0; j < kKeys / 16; j++) {
-                const uint32_t pf[4] = {pgd_mma_pack(s[2 * j][0], s[2 * j][1]),
-                                        pgd_mma_pack(s[2 * j][2], s[2 * j][3]),
-                                        pgd_mma_pack(s[2 * j + 1][0], s[2 * j + 1][1]),
-                                        pgd_mma_pack(s[2 * j + 1][2], s[2 * j + 1][3])};
-#pragma unroll
-                for (uint32_t f = 0; f < D / 16; f++) {
-                    uint32_t bf[4];
-                    pgd_ldmatrix_x4_trans(bf, va + j * 16 * kLd + f * 16);
-                    pgd_mma_16816(o[2 * f], pf, bf[0], bf[1]);
-                    pgd_mma_16816(o[2 * f + 1], pf, bf[2], bf[3]);
-                }
-            }
+            uint32_t pf[kKeys / 16][4];
+            pgd_attn_mma_pack_p(pf, s);
+            pgd_attn_mma_pv<D>(o, pf, va, kLd);
             __syncwarp(); /* every lane is done with the K rows: o_b goes over them */
 #pragma unroll
             for (uint32_t r = 0; r < 2; r++) {

@@ -44,9 +44,9 @@
 #include "common/error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_math.h"
+#include "kernels/cuda/attention_mma.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/mma_sync.cuh"
 
 namespace {
 
@@ -166,10 +166,9 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
     float o[D / 8][4]; /* O tiles of 16 slots x 8 dimensions */
 #pragma unroll
     for (uint32_t f = 0; f < D / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
-    /* ldmatrix row addresses: lane L gives matrix L / 8's row L % 8 */
-    const __half *qa = qs + (warp * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
-    const __half *ka = ks + (lane % 8 + 8 * (lane / 16)) * kLd + 8 * (lane / 8 % 2);
-    const __half *va = vs + (lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
+    /* this lane's ldmatrix row addresses (attention_mma.cuh) */
+    const __half *qa = pgd_attn_ldm_a(qs + warp * 16 * kLd, kLd, lane);
+    const __half *ka = pgd_attn_ldm_k(ks, kLd, lane), *va = pgd_attn_ldm_a(vs, kLd, lane);
 
     for (uint32_t b = 0; b < n_blocks; b++) {
         const uint32_t k0 = b * kKeys;
@@ -183,20 +182,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
 
         /* S = Q K^T: s[n] = slots x keys k0 + 8n .. + 7 */
         float s[kKeys / 8][4];
-#pragma unroll
-        for (uint32_t n = 0; n < kKeys / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-        for (uint32_t kk = 0; kk < D / 16; kk++) {
-            uint32_t af[4];
-            pgd_ldmatrix_x4(af, qa + kk * 16);
-#pragma unroll
-            for (uint32_t n = 0; n < kKeys / 16; n++) {
-                uint32_t bf[4];
-                pgd_ldmatrix_x4(bf, ka + n * 16 * kLd + kk * 16);
-                pgd_mma_16816(s[2 * n], af, bf[0], bf[1]);
-                pgd_mma_16816(s[2 * n + 1], af, bf[2], bf[3]);
-            }
-        }
+        pgd_attn_mma_scores<D>(s, qa, ka, kLd);
 
         /* the online softmax over the block, in base 2 */
         uint32_t pf[kKeys / 16][4]; /* P as the A operand of P V, keys 16j .. 16j + 15 */
@@ -235,13 +221,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
                 o[f][2 * r + 1] *= alpha;
             }
         }
-#pragma unroll
-        for (uint32_t j = 0; j < kKeys / 16; j++) {
-            pf[j][0] = pgd_mma_pack(s[2 * j][0], s[2 * j][1]);
-            pf[j][1] = pgd_mma_pack(s[2 * j][2], s[2 * j][3]);
-            pf[j][2] = pgd_mma_pack(s[2 * j + 1][0], s[2 * j + 1][1]);
-            pf[j][3] = pgd_mma_pack(s[2 * j + 1][2], s[2 * j + 1][3]);
-        }
+        pgd_attn_mma_pack_p(pf, s);
         __syncthreads(); /* every warp is done with ks */
         if (b + 1 < n_blocks) {
             issue(ks, base_k, b + 1);
@@ -252,15 +232,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
         __syncthreads();
 
         /* O += P V: o[f] = slots x dimensions 8f .. 8f + 7 */
-#pragma unroll
-        for (uint32_t j = 0; j < kKeys / 16; j++)
-#pragma unroll
-            for (uint32_t f = 0; f < D / 16; f++) {
-                uint32_t bf[4];
-                pgd_ldmatrix_x4_trans(bf, va + j * 16 * kLd + f * 16);
-                pgd_mma_16816(o[2 * f], pf[j], bf[0], bf[1]);
-                pgd_mma_16816(o[2 * f + 1], pf[j], bf[2], bf[3]);
-            }
+        pgd_attn_mma_pv<D>(o, pf, va, kLd);
         __syncthreads(); /* every warp is done with vs (and offs[b % 2]) */
     }
 

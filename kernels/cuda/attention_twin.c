@@ -50,37 +50,37 @@ static float f16_round(float x) {
     return pgd_f16_to_f32(pgd_f32_to_f16(x));
 }
 
-/* The tensor-core kernel's formulas (attention.h) for one query head: out[D] in bf16. */
-static void head_tc(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
-                    uint32_t kvh, const int32_t *bt, uint32_t n_ctx, float scale,
-                    uint16_t *out /* [D] */) {
+/* The tensor-core kernels' scores of keys k0 .. k0 + nb - 1 for the f16-rounded query q[D]:
+ * x[j] = rn(dot * scale_log2), k_at[j] key j's K row; returns their max. */
+static float tc_scores(const float *q, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+                       uint32_t kvh, const int32_t *bt, uint32_t k0, uint32_t nb, float scale_log2,
+                       float *x, uint64_t *k_at) {
+    float mx = -INFINITY;
+    for (uint32_t j = 0; j < nb; j++) {
+        const uint32_t p = k0 + j;
+        k_at[j] = pgd_kv_index(g, (uint32_t)bt[p / g.block_size], layer, 0, kvh, p % g.block_size);
+        float acc = 0.0f;
+        for (uint32_t d = 0; d < g.head_dim; d++)
+            acc = pgd_rn_fma(q[d], pgd_f16_to_f32(kv[k_at[j] + d]), acc);
+        x[j] = pgd_rn_mul(acc, scale_log2);
+        mx = x[j] > mx ? x[j] : mx;
+    }
+    return mx;
+}
+
+/* The tensor-core prefill kernel's formulas (attention.h) for one query head, its query
+ * rounded to f16 (q[D]) and n_ctx >= 1: out[D] in bf16. */
+static void head_tc(const float *q, const uint16_t *kv, pgd_kv_geom g, uint32_t layer, uint32_t kvh,
+                    const int32_t *bt, uint32_t n_ctx, float scale, uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
-    if (n_ctx == 0) { /* a padding row */
-        memset(out, 0, D * sizeof *out);
-        return;
-    }
-    float q[PGD_ATTN_MAX_HEAD_DIM], o[PGD_ATTN_MAX_HEAD_DIM], x[PGD_ATTN_TC_KEYS];
+    float o[PGD_ATTN_MAX_HEAD_DIM] = {0}, x[PGD_ATTN_TC_KEYS];
     uint64_t k_at[PGD_ATTN_TC_KEYS];
-    for (uint32_t d = 0; d < D; d++) {
-        q[d] = f16_round(pgd_attn_f16_clamp(q_in[d]));
-        o[d] = 0.0f;
-    }
     const uint64_t v_off = (uint64_t)g.n_kv_head * g.block_size * D;
     const float scale_log2 = pgd_rn_mul(scale, 1.44269504088896340736f);
     float m = -INFINITY, l = 0.0f;
     for (uint32_t k0 = 0; k0 < n_ctx; k0 += PGD_ATTN_TC_KEYS) {
         const uint32_t nb = n_ctx - k0 < PGD_ATTN_TC_KEYS ? n_ctx - k0 : PGD_ATTN_TC_KEYS;
-        float mx = -INFINITY;
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint32_t p = k0 + j;
-            k_at[j] =
-                pgd_kv_index(g, (uint32_t)bt[p / g.block_size], layer, 0, kvh, p % g.block_size);
-            float acc = 0.0f;
-            for (uint32_t d = 0; d < D; d++)
-                acc = pgd_rn_fma(q[d], pgd_f16_to_f32(kv[k_at[j] + d]), acc);
-            x[j] = pgd_rn_mul(acc, scale_log2);
-            mx = x[j] > mx ? x[j] : mx;
-        }
+        const float mx = tc_scores(q, kv, g, layer, kvh, bt, k0, nb, scale_log2, x, k_at);
         const float mn = mx > m ? mx : m;
         const float alpha = mn == m ? 1.0f : exp2f(pgd_rn_sub(m, mn));
         float sum = 0.0f;
@@ -111,19 +111,14 @@ static void dec_fold(float *m, float *l, float *o, float mb, float lb, const flo
     *m = M;
 }
 
-/* The decode kernel's formulas (attention.h) for one query head: out[D] in bf16. */
-static void head_dec(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
+/* The decode kernel's formulas (attention.h) for one query head, as head_tc's arguments. */
+static void head_dec(const float *q, const uint16_t *kv, pgd_kv_geom g, uint32_t layer,
                      uint32_t kvh, const int32_t *bt, uint32_t n_ctx, float scale,
                      uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
-    if (n_ctx == 0) { /* a padding row */
-        memset(out, 0, D * sizeof *out);
-        return;
-    }
-    float q[PGD_ATTN_MAX_HEAD_DIM], x[PGD_ATTN_TC_KEYS];
+    float x[PGD_ATTN_TC_KEYS];
     float o[PGD_ATTN_MAX_HEAD_DIM], co[PGD_ATTN_MAX_HEAD_DIM], bo[PGD_ATTN_MAX_HEAD_DIM];
     uint64_t k_at[PGD_ATTN_TC_KEYS];
-    for (uint32_t d = 0; d < D; d++) q[d] = f16_round(pgd_attn_f16_clamp(q_in[d]));
     const uint64_t v_off = (uint64_t)g.n_kv_head * g.block_size * D;
     const float scale_log2 = pgd_rn_mul(scale, 1.44269504088896340736f);
     float m = 0.0f, l = 0.0f;
@@ -131,17 +126,8 @@ static void head_dec(const float *q_in /* [D] */, const uint16_t *kv, pgd_kv_geo
         float cm = 0.0f, cl = 0.0f;
         for (uint32_t k0 = c0; k0 < n_ctx && k0 < c0 + PGD_ATTN_CHUNK; k0 += PGD_ATTN_TC_KEYS) {
             const uint32_t nb = n_ctx - k0 < PGD_ATTN_TC_KEYS ? n_ctx - k0 : PGD_ATTN_TC_KEYS;
-            float bm = -INFINITY, bl = 0.0f;
-            for (uint32_t j = 0; j < nb; j++) {
-                const uint32_t p = k0 + j;
-                k_at[j] = pgd_kv_index(g, (uint32_t)bt[p / g.block_size], layer, 0, kvh,
-                                       p % g.block_size);
-                float acc = 0.0f;
-                for (uint32_t d = 0; d < D; d++)
-                    acc = pgd_rn_fma(q[d], pgd_f16_to_f32(kv[k_at[j] + d]), acc);
-                x[j] = pgd_rn_mul(acc, scale_log2);
-                bm = x[j] > bm ? x[j] : bm;
-            }
+            const float bm = tc_scores(q, kv, g, layer, kvh, bt, k0, nb, scale_log2, x, k_at);
+            float bl = 0.0f;
             for (uint32_t j = 0; j < nb; j++) {
                 x[j] = exp2f(pgd_rn_sub(x[j], bm));
                 bl = pgd_rn_add(bl, x[j]);
@@ -176,8 +162,10 @@ static void head(const float *q /* [D] */, const uint16_t *kv, pgd_kv_geom g, ui
                  uint32_t kvh, const int32_t *bt /* the sequence's row */, uint32_t n_ctx,
                  float scale, int tc, uint16_t *out /* [D] */) {
     const uint32_t D = g.head_dim;
-    if (tc) {
-        (tc == 1 ? head_tc : head_dec)(q, kv, g, layer, kvh, bt, n_ctx, scale, out);
+    if (tc && n_ctx) {
+        float q16[PGD_ATTN_MAX_HEAD_DIM];
+        for (uint32_t d = 0; d < D; d++) q16[d] = f16_round(pgd_attn_f16_clamp(q[d]));
+        (tc == 1 ? head_tc : head_dec)(q16, kv, g, layer, kvh, bt, n_ctx, scale, out);
         return;
     }
     if (n_ctx == 0) { /* a padding row */

@@ -149,6 +149,49 @@ static int run_split(const attn_batch *b, const dev_batch *d, const uint32_t *d_
     return run_split_as(false, b, d, d_rows, n, n_split, max_ctx, out);
 }
 
+/* Elements of part (a run with scratch for positions below `limit`) that are wrong: rows at or
+ * beyond it must be NaN, the others the bits of full; *n_beyond gets how many rows are beyond. */
+static uint64_t beyond_scratch_bad(const attn_batch *b, const uint16_t *part, const uint16_t *full,
+                                   int32_t limit, uint64_t *n_beyond) {
+    const uint64_t row_elems = (uint64_t)b->n_head * b->geom.head_dim;
+    uint64_t bad = 0;
+    *n_beyond = 0;
+    for (uint32_t t = 0; t < b->T; t++) {
+        const bool beyond = b->pos[t] >= limit;
+        *n_beyond += beyond;
+        for (uint64_t e = 0; e < row_elems; e++) {
+            const uint16_t v = part[t * row_elems + e];
+            bad += beyond ? (v & 0x7FFF) <= 0x7F80 : count_differ(&v, full + t * row_elems + e, 1);
+        }
+    }
+    return bad;
+}
+
+/* The odd rows of b, last first, on the device (*n gets how many); NULL on failure. */
+static uint32_t *odd_rows(const attn_batch *b, uint32_t *n) {
+    uint32_t *rows = malloc(b->T * sizeof *rows);
+    if (!rows) return NULL;
+    *n = 0;
+    for (uint32_t t = b->T; t-- > 0;)
+        if (t % 2) rows[(*n)++] = t;
+    uint32_t *d = to_dev(rows, *n * sizeof *rows);
+    free(rows);
+    return d;
+}
+
+/* Elements of part (a run over odd_rows' list) that are wrong: the odd rows must have the bits
+ * of full, the others be left poisoned. */
+static uint64_t odd_rows_bad(const attn_batch *b, const uint16_t *part, const uint16_t *full) {
+    const uint64_t row_elems = (uint64_t)b->n_head * b->geom.head_dim;
+    uint64_t bad = 0;
+    for (uint32_t t = 0; t < b->T; t++)
+        for (uint64_t e = 0; e < row_elems; e++) {
+            const uint16_t v = part[t * row_elems + e];
+            bad += t % 2 ? count_differ(&v, full + t * row_elems + e, 1) : v != 0xFFFFu;
+        }
+    return bad;
+}
+
 typedef struct attn_case {
     uint32_t n_kv_head, group, head_dim, block_size;
 } attn_case;
@@ -223,34 +266,16 @@ static void check_case(const attn_case *c) {
     }
     /* scratch for 512 positions: longer rows NaN, the others exact */
     REQUIRE(run_split(&b, &d, NULL, b.T, 3, 512, part) == 0);
-    uint64_t nan_bad = 0, nan_rows = 0;
-    for (uint32_t t = 0; t < b.T; t++) {
-        const bool beyond = b.pos[t] >= 512;
-        nan_rows += beyond;
-        for (uint64_t e = 0; e < row_elems; e++) {
-            const uint16_t v = part[t * row_elems + e];
-            nan_bad +=
-                beyond ? (v & 0x7FFF) <= 0x7F80 : count_differ(&v, got + t * row_elems + e, 1);
-        }
-    }
+    uint64_t nan_rows = 0;
+    CHECK_EQ_INT(beyond_scratch_bad(&b, part, got, 512, &nan_rows), 0);
     CHECK(nan_rows > 0);
-    CHECK_EQ_INT(nan_bad, 0);
     /* a list of rows (the odd ones, last first), split and not: theirs exact, the others left
      * poisoned */
-    uint32_t n_odd = 0;
-    for (uint32_t t = b.T; t-- > 0;)
-        if (t % 2) rows[n_odd++] = t;
-    uint32_t *d_list = to_dev(rows, n_odd * sizeof *rows);
+    uint32_t n_odd = 0, *d_list = odd_rows(&b, &n_odd);
     REQUIRE(d_list);
     for (uint32_t split = 1; split <= 3; split += 2) {
         REQUIRE(run_split(&b, &d, d_list, n_odd, split, max_ctx, part) == 0);
-        uint64_t list_bad = 0;
-        for (uint32_t t = 0; t < b.T; t++)
-            for (uint64_t e = 0; e < row_elems; e++) {
-                const uint16_t v = part[t * row_elems + e];
-                list_bad += t % 2 ? count_differ(&v, got + t * row_elems + e, 1) : v != 0xFFFFu;
-            }
-        CHECK_EQ_INT(list_bad, 0);
+        CHECK_EQ_INT(odd_rows_bad(&b, part, got), 0);
     }
     cudaFree(d_list);
 
@@ -418,8 +443,7 @@ static void check_dec_case(const attn_case *c) {
     const uint64_t row_elems = (uint64_t)b.n_head * b.geom.head_dim, n = b.T * row_elems;
     uint16_t *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
     uint16_t *part = malloc(n * sizeof *part);
-    uint32_t *rows = malloc(b.T * sizeof *rows);
-    REQUIRE(want && got && part && rows);
+    REQUIRE(want && got && part);
     pgd_cuda_attention_dec_twin(b.q, b.q_stride, b.slab, b.geom, b.layer, b.n_head, b.bt,
                                 b.bt_stride, b.seq_of, b.pos, b.T, b.scale, want);
     dev_batch d;
@@ -458,35 +482,16 @@ static void check_dec_case(const attn_case *c) {
     }
     /* scratch for 512 positions: longer rows NaN, the others exact */
     REQUIRE(run_split_as(true, &b, &d, NULL, b.T, 3, 512, part) == 0);
-    uint64_t nan_bad = 0, nan_rows = 0;
-    for (uint32_t t = 0; t < b.T; t++) {
-        const bool beyond = b.pos[t] >= 512;
-        nan_rows += beyond;
-        for (uint64_t e = 0; e < row_elems; e++) {
-            const uint16_t v = part[t * row_elems + e];
-            nan_bad +=
-                beyond ? (v & 0x7FFF) <= 0x7F80 : count_differ(&v, got + t * row_elems + e, 1);
-        }
-    }
+    uint64_t nan_rows = 0;
+    CHECK_EQ_INT(beyond_scratch_bad(&b, part, got, 512, &nan_rows), 0);
     CHECK(nan_rows > 0);
-    CHECK_EQ_INT(nan_bad, 0);
     /* the odd rows, last first: theirs exact, the others left poisoned */
-    uint32_t n_odd = 0;
-    for (uint32_t t = b.T; t-- > 0;)
-        if (t % 2) rows[n_odd++] = t;
-    uint32_t *d_list = to_dev(rows, n_odd * sizeof *rows);
+    uint32_t n_odd = 0, *d_list = odd_rows(&b, &n_odd);
     REQUIRE(d_list);
     REQUIRE(run_split_as(true, &b, &d, d_list, n_odd, 2, max_ctx, part) == 0);
-    uint64_t list_bad = 0;
-    for (uint32_t t = 0; t < b.T; t++)
-        for (uint64_t e = 0; e < row_elems; e++) {
-            const uint16_t v = part[t * row_elems + e];
-            list_bad += t % 2 ? count_differ(&v, got + t * row_elems + e, 1) : v != 0xFFFFu;
-        }
-    CHECK_EQ_INT(list_bad, 0);
+    CHECK_EQ_INT(odd_rows_bad(&b, part, got), 0);
     cudaFree(d_list);
     dev_free(&d);
-    free(rows);
     free(part);
     free(want);
     free(got);

@@ -1,0 +1,91 @@
+/*
+ * kernels/cuda/attention_mma.cuh — one warp's products over a block of PGD_ATTN_TC_KEYS (64) keys
+ * on tensor cores (mma_sync.cuh), the part the prefill kernel (attention_tc.cu) and the decode
+ * kernel (attention_dec.cu) share: S = Q K^T for the warp's 16 query rows, and O += P V.
+ *
+ * Layouts: Q, K and V staged in shared memory as f16 rows of `ld` elements (ld a multiple of 8,
+ * rows padded so that ldmatrix's eight row addresses fall in distinct banks): Q [16][>= D] (the
+ * warp's rows), K and V [64][>= D] (the block's keys). S and O are mma.sync accumulators: s[n]
+ * the 16 x 8 tile of keys 8n .. 8n + 7, o[f] that of dimensions 8f .. 8f + 7; lane L holds rows
+ * L / 4 and L / 4 + 8, columns 2 (L % 4) and + 1 (mma_sync.cuh). P is S's weights rounded to
+ * f16, as A registers (pgd_attn_mma_pack_p).
+ *
+ * Threading: warp-collective (all 32 lanes).
+ */
+#ifndef PGD_KERNELS_CUDA_ATTENTION_MMA_CUH
+#define PGD_KERNELS_CUDA_ATTENTION_MMA_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/mma_sync.cuh"
+
+#define PGD_ATTN_MMA_N (PGD_ATTN_TC_KEYS / 8) /* S tiles of a block */
+
+/* This lane's ldmatrix row address in a 16-row operand read as A, or as V (.trans): lane L
+ * gives matrix L / 8's row L % 8, matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15),
+ * (8-15, 8-15). */
+static __device__ __forceinline__ const __half *pgd_attn_ldm_a(const __half *rows, uint32_t ld,
+                                                               uint32_t lane) {
+    return rows + (lane % 8 + 8 * (lane / 8 % 2)) * ld + 8 * (lane / 16);
+}
+
+/* The same for K rows read as B (non-transposed): matrices (keys 0-7, dims 0-7), (0-7, 8-15),
+ * (8-15, 0-7), (8-15, 8-15), so registers 0, 1 are one 8-key tile's B and 2, 3 the next's. */
+static __device__ __forceinline__ const __half *pgd_attn_ldm_k(const __half *keys, uint32_t ld,
+                                                               uint32_t lane) {
+    return keys + (lane % 8 + 8 * (lane / 16)) * ld + 8 * (lane / 8 % 2);
+}
+
+/* s = Q K^T over head_dim D: qa = pgd_attn_ldm_a(Q), ka = pgd_attn_ldm_k(K). */
+template <uint32_t D>
+static __device__ __forceinline__ void pgd_attn_mma_scores(float (&s)[PGD_ATTN_MMA_N][4],
+                                                           const __half *qa, const __half *ka,
+                                                           uint32_t ld) {
+#pragma unroll
+    for (uint32_t n = 0; n < PGD_ATTN_MMA_N; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (uint32_t kk = 0; kk < D / 16; kk++) {
+        uint32_t af[4];
+        pgd_ldmatrix_x4(af, qa + kk * 16);
+#pragma unroll
+        for (uint32_t n = 0; n < PGD_ATTN_MMA_N / 2; n++) {
+            uint32_t bf[4];
+            pgd_ldmatrix_x4(bf, ka + n * 16 * ld + kk * 16);
+            pgd_mma_16816(s[2 * n], af, bf[0], bf[1]);
+            pgd_mma_16816(s[2 * n + 1], af, bf[2], bf[3]);
+        }
+    }
+}
+
+/* p (weights in S's layout) rounded to f16 as the A registers of P V: pf[j] = keys 16j .. +15
+ * (the accumulators of two neighbouring 8-key tiles are one 16-key A operand). */
+static __device__ __forceinline__ void pgd_attn_mma_pack_p(uint32_t (&pf)[PGD_ATTN_MMA_N / 2][4],
+                                                           const float (&p)[PGD_ATTN_MMA_N][4]) {
+#pragma unroll
+    for (uint32_t j = 0; j < PGD_ATTN_MMA_N / 2; j++) {
+        pf[j][0] = pgd_mma_pack(p[2 * j][0], p[2 * j][1]);
+        pf[j][1] = pgd_mma_pack(p[2 * j][2], p[2 * j][3]);
+        pf[j][2] = pgd_mma_pack(p[2 * j + 1][0], p[2 * j + 1][1]);
+        pf[j][3] = pgd_mma_pack(p[2 * j + 1][2], p[2 * j + 1][3]);
+    }
+}
+
+/* o += P V over head_dim D: va = pgd_attn_ldm_a(V) (read transposed). */
+template <uint32_t D>
+static __device__ __forceinline__ void pgd_attn_mma_pv(float (&o)[D / 8][4],
+                                                       const uint32_t (&pf)[PGD_ATTN_MMA_N / 2][4],
+                                                       const __half *va, uint32_t ld) {
+#pragma unroll
+    for (uint32_t j = 0; j < PGD_ATTN_MMA_N / 2; j++)
+#pragma unroll
+        for (uint32_t f = 0; f < D / 16; f++) {
+            uint32_t bf[4];
+            pgd_ldmatrix_x4_trans(bf, va + j * 16 * ld + f * 16);
+            pgd_mma_16816(o[2 * f], pf[j], bf[0], bf[1]);
+            pgd_mma_16816(o[2 * f + 1], pf[j], bf[2], bf[3]);
+        }
+}
+
+#endif
