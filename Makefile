@@ -143,7 +143,7 @@ test-cuda-emu: bootstrap-test $(BUILD)/CMakeCache.txt
 	.venv/bin/python tests/gpu/make_gguf.py $(BUILD)/gguf-types
 	PGD_TEST_GGUF_DIR=$(abspath $(BUILD))/gguf-types tests/cuda_emu/run $(BUILD) $(CUDA_EMU_TESTS)
 
-FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.inc'
+FORMAT_SOURCES = git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.inc'
 
 format:
 	$(FORMAT_SOURCES) | xargs clang-format -i
