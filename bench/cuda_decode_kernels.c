@@ -37,7 +37,7 @@
         }                                                                                          \
     } while (0)
 
-enum { WARM = 3, REPS = 20 };
+static uint32_t g_warm = 3, g_reps = 20; /* runs before timing, runs timed (emulation: 1, 1) */
 static uint64_t g_rotate_bytes = 512ull << 20; /* cycled through: beyond any L2 */
 static bool g_emu;                             /* PGD_CUDA_EMU: a smoke run */
 
@@ -47,14 +47,14 @@ typedef int (*run_fn)(void *ctx, uint32_t i); /* the i-th run; 0 or an error */
 
 /* Mean microseconds of a run. */
 static double time_runs(run_fn f, void *ctx) {
-    for (uint32_t i = 0; i < WARM; i++) TRY(f(ctx, i));
+    for (uint32_t i = 0; i < g_warm; i++) TRY(f(ctx, i));
     TRY(cudaEventRecord(g_a, 0));
-    for (uint32_t i = 0; i < REPS; i++) TRY(f(ctx, WARM + i));
+    for (uint32_t i = 0; i < g_reps; i++) TRY(f(ctx, g_warm + i));
     TRY(cudaEventRecord(g_b, 0));
     TRY(cudaEventSynchronize(g_b));
     float ms = 0;
     TRY(cudaEventElapsedTime(&ms, g_a, g_b));
-    return ms * 1e3 / REPS;
+    return ms * 1e3 / g_reps;
 }
 
 /* ---- products ------------------------------------------------------------------------------ */
@@ -302,16 +302,19 @@ int main(void) {
     }
     struct cudaDeviceProp prop;
     TRY(cudaGetDeviceProperties(&prop, 0));
-    if ((g_emu = getenv("PGD_CUDA_EMU") != NULL)) g_rotate_bytes = 1u << 20;
+    if ((g_emu = getenv("PGD_CUDA_EMU") != NULL)) {
+        g_rotate_bytes = 1u << 20;
+        g_warm = g_reps = 1;
+    }
     TRY(cudaEventCreate(&g_a));
     TRY(cudaEventCreate(&g_b));
     pgd_cuda_gemm *g = NULL;
     TRY(pgd_cuda_gemm_create(32u << 20, &g));
-    printf("### Decode kernels alone on %s (bench_cuda_decode_kernels, CUDA events, mean of %d)\n\n"
+    printf("### Decode kernels alone on %s (bench_cuda_decode_kernels, CUDA events, mean of %u)\n\n"
            "| kernel | rows | cuBLASLt (the default from 2 rows) | pagoda's GEMV (the default at 1 "
            "row) |\n"
            "|---|---:|---|---|\n",
-           prop.name, REPS);
+           prop.name, g_reps);
     products(g);
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();

@@ -20,8 +20,8 @@
  * through ~5,200 instructions a warp; here a warp's work for 64 keys is ~64 tensor-core
  * products and a few hundred instructions. Untested on hardware.
  *
- * Shared memory (dynamic, 140 KiB at head_dim 128): the queries f16 [16][D + 8]; per warp its
- * block's K and V f16 [64][D + 8] each (o_b f32 [16][D] reuses the K part) and its keys' slab
+ * Shared memory (dynamic, 143 KiB at head_dim 128): the queries f16 [16][D + 8]; per warp its
+ * block's K and V f16 [64][D + 8] each (o_b f32 [16][D + 8] reuses the K part) and its keys' slab
  * offsets u64 [64]; the warps' m_b, l_b f32 [4][16].
  *
  * Invariants: head_dim 64 or 128, group <= 16, the slab 16-byte aligned; keys past a row's
@@ -68,6 +68,8 @@ struct dec_args {
 
 template <uint32_t D> struct dec_layout {
     static constexpr uint32_t kLd = D + 8; /* f16 elements of a staged row */
+    static constexpr uint32_t kOb = D + 8; /* f32 elements of an o_b row (8-byte stores of a
+                                            * half-warp in distinct banks) */
     static constexpr size_t q = 0;
     static constexpr size_t warp0 = q + (size_t)kHeads * kLd * 2;
     static constexpr size_t k = 0; /* within a warp's part: K (then o_b), V, offsets */
@@ -77,7 +79,7 @@ template <uint32_t D> struct dec_layout {
     static constexpr size_t stats = warp0 + kWarps * warp_bytes; /* m_b, l_b [kWarps][kHeads] */
     static constexpr size_t bytes = stats + (size_t)2 * kWarps * kHeads * 4;
     static_assert(warp0 % 16 == 0 && v % 16 == 0 && warp_bytes % 16 == 0, "16-byte rows");
-    static_assert((size_t)kHeads * D * 4 <= v, "o_b fits over the K rows");
+    static_assert((size_t)kHeads * kOb * 4 <= v, "o_b fits over the K rows");
 };
 
 /* The fold of a partial (mb, lb, ob) into the running (m, l, o): the larger max wins, each
@@ -116,7 +118,7 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     __half *ks = reinterpret_cast<__half *>(mine + L::k);
     __half *vs = reinterpret_cast<__half *>(mine + L::v);
     uint64_t *offs = reinterpret_cast<uint64_t *>(mine + L::offs);
-    float *ob = reinterpret_cast<float *>(mine + L::k); /* [kHeads][D], after S */
+    float *ob = reinterpret_cast<float *>(mine + L::k); /* [kHeads][kOb], after S */
     float *mb = reinterpret_cast<float *>(smem + L::stats), *lb = mb + kWarps * kHeads;
     const int32_t *bt = a.block_tables + (uint64_t)seq * a.bt_stride;
     const uint32_t bs = a.geom.block_size;
@@ -209,8 +211,8 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
                 const uint32_t h = g + 8 * r;
 #pragma unroll
                 for (uint32_t f = 0; f < D / 8; f++) {
-                    ob[h * D + 8 * f + 2 * c] = o[f][2 * r];
-                    ob[h * D + 8 * f + 2 * c + 1] = o[f][2 * r + 1];
+                    *reinterpret_cast<float2 *>(ob + h * L::kOb + 8 * f + 2 * c) =
+                        float2{o[f][2 * r], o[f][2 * r + 1]};
                 }
                 if (c == 0) {
                     mb[warp * kHeads + h] = m[r];
@@ -222,12 +224,13 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
         /* the chunk's partial: its blocks folded in order, per (head, dimension) */
         for (uint32_t e = tid; e < group * D; e += kThreads) {
             const uint32_t h = e / D, d = e % D;
-            float m = mb[h], l = lb[h], o = reinterpret_cast<const float *>(smem + L::warp0)[e];
+            const uint32_t at = h * L::kOb + d; /* in a warp's o_b */
+            float m = mb[h], l = lb[h], o = reinterpret_cast<const float *>(smem + L::warp0)[at];
             for (uint32_t w = 1; w < kWarps; w++) {
                 if (ci * PGD_ATTN_CHUNK + w * kKeys >= n_ctx) break;
                 const float *obw =
                     reinterpret_cast<const float *>(smem + L::warp0 + w * L::warp_bytes);
-                fold(m, l, o, mb[w * kHeads + h], lb[w * kHeads + h], obw[e]);
+                fold(m, l, o, mb[w * kHeads + h], lb[w * kHeads + h], obw[at]);
             }
             if (n_chunks == 1) {
                 orow[e] = pgd_dev_f32_to_bf16(pgd_rn_div(o, l));

@@ -215,10 +215,14 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
                 }
             l[r] = l[r] * alpha + sum;
             m[r] = mn;
+            /* o *= alpha, skipped by a warp none of whose slots' max moved (alpha 1: the same
+             * bits; once the max has settled, most blocks) */
+            if (__any_sync(0xffffffffu, alpha != 1.0f)) {
 #pragma unroll
-            for (uint32_t f = 0; f < D / 8; f++) {
-                o[f][2 * r] *= alpha;
-                o[f][2 * r + 1] *= alpha;
+                for (uint32_t f = 0; f < D / 8; f++) {
+                    o[f][2 * r] *= alpha;
+                    o[f][2 * r + 1] *= alpha;
+                }
             }
         }
         pgd_attn_mma_pack_p(pf, s);

@@ -169,6 +169,18 @@ template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, i
         emu_shfl(emu_bits(v), (int)((emu_cur->lane ^ (unsigned)lane_mask) & 31), mask));
 }
 
+/* warp votes (full warps only), by a butterfly of shuffles */
+inline int __any_sync(unsigned mask, int pred) {
+    unsigned v = pred ? 1u : 0u;
+    for (int s = 16; s > 0; s /= 2) v |= __shfl_xor_sync(mask, v, s);
+    return v != 0;
+}
+inline int __all_sync(unsigned mask, int pred) {
+    unsigned v = pred ? 1u : 0u;
+    for (int s = 16; s > 0; s /= 2) v &= __shfl_xor_sync(mask, v, s);
+    return v != 0;
+}
+
 /* cuda_runtime.h's templated conveniences over kernel functions */
 template <class T> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, T *f) {
     return ::cudaFuncGetAttributes(a, (const void *)f);
