@@ -418,16 +418,17 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
     const uint32_t n = work ? work->n_rows : T;
     const uint32_t *rows = work ? (const uint32_t *)(b->d_meta + l->attn_rows) : NULL;
     /* 1 for more rows than PGD_CUDA_SPLIT_ROWS (>= split_rows(b), what the scratch holds) */
-    uint32_t n_split = pgd_cuda_attn_splits(n, b->attn_ctas, b->n_sm, b->max_chunks);
+    /* the decode kernel's CTAs of a row: one per KV head (the scratch holds split_rows(b) rows) */
+    const bool dec = b->dec_tc && n && n <= split_rows(b);
+    const uint32_t n_split =
+        pgd_cuda_attn_splits(n, dec ? b->HKV : b->attn_ctas, b->n_sm, b->max_chunks);
     int rc;
-    if (b->dec_tc && n && n <= split_rows(b)) /* (the scratch holds split_rows(b) rows) */
-        n_split = pgd_cuda_attn_splits(n, b->HKV, b->n_sm, b->max_chunks);
     if (work && work->n_tiles &&
         (rc = pgd_cuda_attention_tc(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
                                     d_seq_of, d_pos, (const pgd_attn_tile *)(b->d_meta + l->tiles),
                                     work->n_tiles, scale, b->xb, b->stream)))
         return rc;
-    if (b->dec_tc && n && n <= split_rows(b))
+    if (dec)
         return pgd_cuda_attention_dec(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
                                       d_seq_of, d_pos, rows, n, scale, n_split, b->n_pos,
                                       b->attn_scratch, b->attn_arrived, b->xb, b->stream);

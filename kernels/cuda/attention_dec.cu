@@ -268,24 +268,9 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     }
 }
 
-/* The kernel's shared memory beyond the default 48 KiB, allowed once per device (a decode
- * step's first launch runs eagerly, so a CUDA graph capture never meets the attribute call). */
-template <uint32_t D> int opt_in() {
-    enum { kDevices = 64 };
-    static bool done[kDevices];
-    int dev = 0;
-    PGD_CUDA_TRY(cudaGetDevice(&dev));
-    if (dev >= 0 && dev < kDevices && __atomic_load_n(&done[dev], __ATOMIC_RELAXED)) return 0;
-    PGD_CUDA_TRY(cudaFuncSetAttribute(attention_dec_kernel<D>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)dec_layout<D>::bytes));
-    if (dev >= 0 && dev < kDevices) __atomic_store_n(&done[dev], true, __ATOMIC_RELAXED);
-    return 0;
-}
-
 template <uint32_t D> int launch(const dec_args &a, dim3 grid, cudaStream_t stream) {
-    int rc = opt_in<D>();
-    if (rc) return rc;
+    static bool smem_done[PGD_CUDA_MAX_DEVICES];
+    PGD_CUDA_TRY(pgd_cuda_smem_once(attention_dec_kernel<D>, dec_layout<D>::bytes, smem_done));
     PGD_CUDA_TRY(
         pgd_cuda_launch(attention_dec_kernel<D>, grid, kThreads, dec_layout<D>::bytes, stream, a));
     return 0;

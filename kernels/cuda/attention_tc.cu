@@ -263,8 +263,8 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
 
 template <uint32_t D> int launch(const tc_args &a, uint32_t n_tiles, cudaStream_t stream) {
     const size_t bytes = tc_layout<D>::bytes;
-    PGD_CUDA_TRY(cudaFuncSetAttribute(attention_tc_kernel<D>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    static bool smem_done[PGD_CUDA_MAX_DEVICES];
+    PGD_CUDA_TRY(pgd_cuda_smem_once(attention_tc_kernel<D>, bytes, smem_done));
     /* (KV head, tile): the KV heads of a tile start together, and the tiles in their order (the
      * host lists them longest first) */
     PGD_CUDA_TRY(pgd_cuda_launch(attention_tc_kernel<D>, dim3(a.geom.n_kv_head, n_tiles), kThreads,

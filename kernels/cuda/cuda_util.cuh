@@ -40,6 +40,24 @@ static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {
     return ctas > PGD_CUDA_MAX_CTAS ? PGD_CUDA_MAX_CTAS : (unsigned)ctas;
 }
 
+/* Allow `kernel` `bytes` of dynamic shared memory (beyond the default 48 KiB) on the current
+ * device, once: done[] is the caller's flags for this kernel (a static per kernel instance), so
+ * the attribute call stays off every later launch — and off a CUDA graph capture, whose kernels
+ * have all run eagerly first. 0 or the runtime's error. Any host thread. */
+#define PGD_CUDA_MAX_DEVICES 64
+template <typename... P>
+static inline cudaError_t pgd_cuda_smem_once(void (*kernel)(P...), size_t bytes,
+                                             bool (&done)[PGD_CUDA_MAX_DEVICES]) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    const bool known = dev >= 0 && dev < PGD_CUDA_MAX_DEVICES;
+    if (known && __atomic_load_n(&done[dev], __ATOMIC_RELAXED)) return cudaSuccess;
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e == cudaSuccess && known) __atomic_store_n(&done[dev], true, __ATOMIC_RELAXED);
+    return e;
+}
+
 /* ---- programmatic dependent launch (PDL, compute capability 9.0 and later) ----------------
  * A step's kernels are launched with cudaLaunchAttributeProgrammaticStreamSerialization (in a
  * CUDA graph too: capture keeps it as a programmatic edge), so the next kernel's CTAs may be
