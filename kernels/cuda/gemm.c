@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/lt_dl.h"
 
 #define LT_TRY(call)                                                                               \
     do {                                                                                           \
@@ -44,10 +45,16 @@ int pgd_cuda_gemm_create(size_t workspace_bytes, pgd_cuda_gemm **out) {
     *out = NULL;
     pgd_cuda_gemm *g = calloc(1, sizeof *g);
     if (!g) return PGD_ENOMEM;
-    int rc = 0;
-    if (cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) {
+    int rc = pgd_cuda_lt_load(); /* opened on first use (lt_dl.h) */
+    if (rc) {
         free(g);
-        return pgd_error_set(PGD_ECUDA, "cannot create a cuBLASLt handle");
+        return rc;
+    }
+    cublasStatus_t s = cublasLtCreate(&g->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        free(g);
+        return pgd_error_set(PGD_ECUDA, "cannot create a cuBLASLt handle: cuBLAS status %d",
+                             (int)s);
     }
     if (workspace_bytes && cudaMalloc(&g->workspace, workspace_bytes) != cudaSuccess) {
         rc = pgd_error_set(PGD_ECUDA, "cannot allocate a %zu-byte cuBLASLt workspace: %s",
