@@ -64,7 +64,7 @@ int main(void) {
     pgd_cuda_gemm *g;
     pgd_cuda_gemm_plan *p;
     if (pgd_cuda_gemm_create(32u << 20, &g) ||
-        pgd_cuda_gemm_plan_create(g, N, K, M, PGD_CUDA_GEMM_INVARIANT, &p)) {
+        pgd_cuda_gemm_plan_create(g, N, K, M, PGD_CUDA_GEMM_INVARIANT, PGD_CUDA_GEMM_OUT_F32, &p)) {
         fprintf(stderr, "cuda_ceiling: no GEMM plan\n");
         return 1;
     }

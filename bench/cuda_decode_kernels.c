@@ -7,7 +7,8 @@
  * with the weights' bandwidth, and gate/up with its SiLU * up (two kernels; one on the GEMV, as a
  * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions, on
  * CUDA cores and on tensor cores (the KV bytes it reads a launch, as bandwidth); the tensor-core
- * attention of a 2k-token prompt (its causal FLOPs per second); one residual add + RMSNorm row. The
+ * attention of a 2k-token prompt (its causal FLOPs per second); a 2k-token prefill's gate/up
+ * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row. The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
  * table; scripts/gpu-check runs it.
@@ -104,7 +105,8 @@ static void products(pgd_cuda_gemm *g) {
         TRY(cudaMalloc((void **)&p.H, (uint64_t)8 * p.N * 2));
         TRY(pgd_cuda_dummy_bf16(7, (uint32_t)s, 6, (uint64_t)p.N * p.K * p.n_w, p.W, NULL));
         TRY(pgd_cuda_dummy_bf16(8, (uint32_t)s, 0, (uint64_t)8 * p.K, p.X, NULL));
-        TRY(pgd_cuda_gemm_plan_create(g, p.N, p.K, 64, PGD_CUDA_GEMM_FAST, &p.plan));
+        TRY(pgd_cuda_gemm_plan_create(g, p.N, p.K, 64, PGD_CUDA_GEMM_FAST, PGD_CUDA_GEMM_OUT_F32,
+                                      &p.plan));
         for (int silu = 0; silu < (strcmp(shapes[s].name, "gate/up") ? 1 : 2); silu++)
             for (size_t m = 0; m < sizeof ms / sizeof ms[0]; m++) {
                 p.M = ms[m];
@@ -138,6 +140,54 @@ static void products(pgd_cuda_gemm *g) {
         cudaFree(p.Y);
         cudaFree(p.H);
     }
+}
+
+/* ---- a prefill's gate/up product and SiLU * up ------------------------------------------------
+ */
+
+typedef struct ffn_run {
+    pgd_cuda_gemm *g;
+    pgd_cuda_gemm_plan *plan;
+    uint16_t *X, *W, *H; /* X bf16 [M][K], W bf16 [2F][K], H bf16 [M][F] */
+    void *Y;             /* [M][2F], f32 or bf16 as the plan */
+    uint32_t M, F;
+    bool bf16;
+} ffn_run;
+
+static int run_ffn(void *ctx, uint32_t i) {
+    (void)i;
+    ffn_run *f = ctx;
+    int rc = pgd_cuda_gemm_run(f->g, f->plan, f->X, f->W, f->Y, f->M, NULL);
+    if (!rc)
+        rc = f->bf16 ? pgd_cuda_silu_mul_bf16(f->Y, f->M, f->F, f->H, NULL)
+                     : pgd_cuda_silu_mul(f->Y, f->M, f->F, f->H, NULL);
+    return rc;
+}
+
+/* The gate/up product of a 2k-token prefill step and its SiLU * up, the product written in f32
+ * (as before) and in bf16 (the backend's plan since): the bytes the two kernels move differ by
+ * M x 2F x 2 twice (235 MB at Llama-3-8B's shapes). */
+static void prefill_ffn(pgd_cuda_gemm *g) {
+    ffn_run f = {.g = g, .M = g_emu ? 64 : 2048, .F = g_emu ? 56 : 14336};
+    const uint32_t K = 4096;
+    TRY(cudaMalloc((void **)&f.X, (uint64_t)f.M * K * 2));
+    TRY(cudaMalloc((void **)&f.W, (uint64_t)2 * f.F * K * 2));
+    TRY(cudaMalloc((void **)&f.H, (uint64_t)f.M * f.F * 2));
+    TRY(cudaMalloc(&f.Y, (uint64_t)f.M * 2 * f.F * 4));
+    TRY(pgd_cuda_dummy_bf16(14, 0, 6, (uint64_t)2 * f.F * K, f.W, NULL));
+    TRY(pgd_cuda_dummy_bf16(14, 1, 0, (uint64_t)f.M * K, f.X, NULL));
+    const double flop = 2.0 * f.M * 2 * f.F * K;
+    for (int b = 0; b < 2; b++) {
+        f.bf16 = b == 1;
+        TRY(pgd_cuda_gemm_plan_create(g, 2 * f.F, K, f.M, PGD_CUDA_GEMM_FAST,
+                                      b ? PGD_CUDA_GEMM_OUT_BF16 : PGD_CUDA_GEMM_OUT_F32, &f.plan));
+        const double us = time_runs(run_ffn, &f);
+        printf("| gate/up (%u x %u) + SiLU * up, a %u-token prefill, the product in %s | %u | "
+               "%.1f us, %.1f TFLOP/s | |\n",
+               2 * f.F, K, f.M, b ? "bf16 (the default)" : "f32", f.M, us, flop / (us * 1e6));
+        pgd_cuda_gemm_plan_destroy(f.plan);
+    }
+    cudaFree(f.X), cudaFree(f.W), cudaFree(f.H), cudaFree(f.Y);
 }
 
 /* ---- attention ----------------------------------------------------------------------------- */
@@ -316,6 +366,7 @@ int main(void) {
            "|---|---:|---|---|\n",
            prop.name, g_reps);
     products(g);
+    prefill_ffn(g);
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();
     rmsnorm();

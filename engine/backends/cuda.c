@@ -18,8 +18,8 @@
  * chunks for launches of few rows: pgd_cuda_attn_splits; those launches on the tensor-core
  * decode kernel with PGD_CUDA_DECODE_TC=1, untested on hardware), as the metadata's attention work
  * says (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
- * gate/up GEMM, SiLU*up, down GEMM; the final add + norm for the asked rows only, the output
- * GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
+ * gate/up GEMM (bf16 out), SiLU*up, down GEMM; the final add + norm for the asked rows only, the
+ * output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
  * event. Nothing is allocated inside a step. After it, a sampled row the device handed back
  * (a top-p nucleus past its candidate list) is sampled on the host from its logits, still on
  * the device (one copy and one wait more, for that row only).
@@ -107,7 +107,7 @@ typedef struct cuda_backend {
     uint16_t *xb;                 /* [T][max(E, H D, F)] bf16 GEMM inputs */
     float *qkv;                   /* [T][QKV] */
     float *proj;                  /* [T][E] */
-    float *gu;                    /* [T][2F] */
+    uint16_t *gu;                 /* bf16 [T][2F]: the gate/up product (a bf16 plan) */
     float *logits;                /* [SEQS_LIMIT][V] the rows a step asks logits of */
     pgd_sample_result *d_results; /* [SEQS_LIMIT] */
     float *attn_scratch;          /* split-KV partials (kernels/cuda/attention.h) */
@@ -318,7 +318,7 @@ static int alloc_step(cuda_backend *b) {
     if ((rc = DALLOC(b, b->x, T * E * sizeof(float))) || (rc = DALLOC(b, b->xb, T * xb_cols * 2)) ||
         (rc = DALLOC(b, b->qkv, T * b->QKV * sizeof(float))) ||
         (rc = DALLOC(b, b->proj, T * E * sizeof(float))) ||
-        (rc = DALLOC(b, b->gu, T * 2 * b->F * sizeof(float))) ||
+        (rc = DALLOC(b, b->gu, T * 2 * b->F * sizeof(uint16_t))) ||
         (rc = DALLOC(b, b->logits, (uint64_t)SEQS_LIMIT * b->V * sizeof(float))) ||
         (rc = DALLOC(b, b->d_results, SEQS_LIMIT * sizeof(pgd_sample_result))) ||
         (rc = DALLOC(b, b->attn_scratch,
@@ -338,13 +338,15 @@ static int make_plans(cuda_backend *b) {
     const pgd_cuda_gemm_mode fast = b->opt.batch_invariant ? PGD_CUDA_GEMM_INVARIANT
                                     : b->opt.decode_gemv   ? PGD_CUDA_GEMM_FAST_GEMV
                                                            : PGD_CUDA_GEMM_FAST;
+    const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
     int rc;
     if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, &b->p_qkv)) ||
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, QD, T, fast, &b->p_o)) ||
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, 2 * b->F, E, T, fast, &b->p_gu)) ||
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, b->F, T, fast, &b->p_down)) ||
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, b->V, E, SEQS_LIMIT, fast, &b->p_out)))
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, F32, &b->p_qkv)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, QD, T, fast, F32, &b->p_o)) ||
+        /* gate/up in bf16: SiLU * up reads it once (gemm.h) */
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, 2 * b->F, E, T, fast, BF16, &b->p_gu)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, b->F, T, fast, F32, &b->p_down)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, b->V, E, SEQS_LIMIT, fast, F32, &b->p_out)))
         return rc;
     return 0;
 }
@@ -389,18 +391,17 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
-/* The FFN after its norm (in xb): gate/up, SiLU * up, down into proj. Where the plan runs T rows
- * on the GEMV kernel (one row, by default) the gate/up product ends in SiLU * up itself, its bf16
- * [T][F] written over gu's memory (xb is its input). */
+/* The FFN after its norm (in xb): gate/up (bf16 [T][2F] into gu), SiLU * up (into xb), down into
+ * proj. Where the plan runs T rows on the GEMV kernel (one row, by default) the gate/up product
+ * ends in SiLU * up itself, its bf16 [T][F] written over gu's memory (xb is its input). */
 static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     int rc;
     const uint16_t *act = b->xb;
     if (pgd_cuda_gemm_plan_gemv(b->p_gu, T)) {
-        uint16_t *h = (uint16_t *)b->gu;
-        if ((rc = pgd_cuda_gemv_silu(b->xb, L->wgu, h, T, b->F, b->E, s))) return rc;
-        act = h;
+        if ((rc = pgd_cuda_gemv_silu(b->xb, L->wgu, b->gu, T, b->F, b->E, s))) return rc;
+        act = b->gu;
     } else if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu, b->gu, T, s)) ||
-               (rc = pgd_cuda_silu_mul(b->gu, T, b->F, b->xb, s))) {
+               (rc = pgd_cuda_silu_mul_bf16(b->gu, T, b->F, b->xb, s))) {
         return rc;
     }
     return pgd_cuda_gemm_run(b->gemm, b->p_down, act, L->wdown, b->proj, T, s);

@@ -35,6 +35,7 @@ struct pgd_cuda_gemm {
 struct pgd_cuda_gemm_plan {
     uint32_t N, K, max_m;
     bool fast;
+    pgd_cuda_gemm_out type;
     uint32_t gemv_max_m; /* M up to this runs on pgd_cuda_gemv (0: never) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c; /* W, X, Y (Y is also D) */
@@ -90,9 +91,11 @@ static int pick(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, uint32_t M, uint32_t lo
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = g->workspace_bytes;
-    uint32_t scheme =
-        split ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
-              : CUBLASLT_REDUCTION_SCHEME_NONE;
+    /* partial sums reduced in the output type only when that is f32 */
+    uint32_t scheme = !split                             ? CUBLASLT_REDUCTION_SCHEME_NONE
+                      : p->type == PGD_CUDA_GEMM_OUT_F32 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                                                               CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                                                         : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasLtMatmulHeuristicResult_t res[8];
     int n = 0, rc = set_m(p, M);
     if (!rc &&
@@ -141,7 +144,8 @@ void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p) {
 }
 
 int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
-                              pgd_cuda_gemm_mode mode, pgd_cuda_gemm_plan **out) {
+                              pgd_cuda_gemm_mode mode, pgd_cuda_gemm_out type,
+                              pgd_cuda_gemm_plan **out) {
     *out = NULL;
     if (!N || !K || !max_m) return pgd_error_set(PGD_EINVAL, "gemm plan: empty shape");
     pgd_cuda_gemm_plan *p = calloc(1, sizeof *p);
@@ -151,6 +155,7 @@ int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t
     p->max_m = max_m;
     const bool fast = mode != PGD_CUDA_GEMM_INVARIANT;
     p->fast = fast;
+    p->type = type;
     /* the kernel's rows are exactly the first range, so its bits stay within one range */
     PGD_ASSERT(pgd_cuda_gemm_bucket_max[0] <= PGD_CUDA_GEMV_MAX_M);
     if (mode == PGD_CUDA_GEMM_FAST_GEMV && K % 8 == 0) p->gemv_max_m = pgd_cuda_gemm_bucket_max[0];
@@ -163,7 +168,8 @@ int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t
             CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, K, N, K) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, K, max_m, K) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, N, max_m, N) != CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatrixLayoutCreate(&p->c, type == PGD_CUDA_GEMM_OUT_BF16 ? CUDA_R_16BF : CUDA_R_32F,
+                                   N, max_m, N) != CUBLAS_STATUS_SUCCESS) {
         rc = pgd_error_set(PGD_ECUDA, "cuBLASLt: cannot describe a %u x %u product", N, K);
         goto fail;
     }
@@ -186,9 +192,16 @@ fail:
 }
 
 int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X, const uint16_t *W,
-                      float *Y, uint32_t M, void *stream) {
+                      void *Y, uint32_t M, void *stream) {
     PGD_ASSERT(M >= 1 && M <= p->max_m);
-    if (M <= p->gemv_max_m) return pgd_cuda_gemv(X, W, Y, M, p->N, p->K, stream);
+    if (M <= p->gemv_max_m) {
+        if (p->type != PGD_CUDA_GEMM_OUT_F32)
+            return pgd_error_set(PGD_EINVAL,
+                                 "gemm: %u rows of a bf16-output plan are the GEMV's: the caller "
+                                 "runs them",
+                                 M);
+        return pgd_cuda_gemv(X, W, (float *)Y, M, p->N, p->K, stream);
+    }
     int b = N_BUCKETS - 1;
     if (p->fast) b = pgd_cuda_gemm_bucket(M);
     int rc = set_m(p, M);

@@ -56,6 +56,15 @@ typedef enum pgd_cuda_gemm_mode {
     PGD_CUDA_GEMM_FAST_GEMV = 2, /* FAST, with the first range on pgd_cuda_gemv */
 } pgd_cuda_gemm_mode;
 
+/* The type of a plan's output Y. bf16 (rounded to nearest even from the f32 sums) where the
+ * next kernel reads the product once and only needs bf16's precision — the fused gate/up
+ * product of a prefill, which SiLU * up reads (half the bytes written and read: at a 2k-token
+ * step of Llama-3-8B, 235 MB a layer less). */
+typedef enum pgd_cuda_gemm_out {
+    PGD_CUDA_GEMM_OUT_F32 = 0,
+    PGD_CUDA_GEMM_OUT_BF16 = 1,
+} pgd_cuda_gemm_out;
+
 typedef struct pgd_cuda_gemm pgd_cuda_gemm;
 typedef struct pgd_cuda_gemm_plan pgd_cuda_gemm_plan;
 
@@ -63,17 +72,22 @@ typedef struct pgd_cuda_gemm_plan pgd_cuda_gemm_plan;
 int pgd_cuda_gemm_create(size_t workspace_bytes, pgd_cuda_gemm **out);
 void pgd_cuda_gemm_destroy(pgd_cuda_gemm *g); /* NULL is fine */
 
-/* A plan for W of shape [N][K] and any M in [1, max_m]. 0, PGD_ECUDA (no algorithm). */
+/* A plan for W of shape [N][K] and any M in [1, max_m], output of type `type`. A bf16 plan's
+ * split-K partial sums are reduced in f32 (never in the output type). 0, PGD_ECUDA (no
+ * algorithm). */
 int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
-                              pgd_cuda_gemm_mode mode, pgd_cuda_gemm_plan **out);
+                              pgd_cuda_gemm_mode mode, pgd_cuda_gemm_out type,
+                              pgd_cuda_gemm_plan **out);
 /* Whether the plan runs M rows on pgd_cuda_gemv (for tests and logs). */
 bool pgd_cuda_gemm_plan_gemv(const pgd_cuda_gemm_plan *p, uint32_t M);
 void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p); /* NULL is fine */
 
 /* Y = X · Wᵀ for M rows (1 <= M <= max_m), asynchronous on `stream`. Device pointers, 16-byte
- * aligned: X bf16 [M][K], W bf16 [N][K], Y f32 [M][N]. 0, PGD_ECUDA. */
+ * aligned: X bf16 [M][K], W bf16 [N][K], Y [M][N] of the plan's output type. The GEMV range
+ * (pgd_cuda_gemm_plan_gemv) of a bf16 plan is the caller's to run (the backend's gate/up
+ * product there is pgd_cuda_gemv_silu): PGD_EINVAL. 0, PGD_ECUDA. */
 int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X, const uint16_t *W,
-                      float *Y, uint32_t M, void *stream);
+                      void *Y, uint32_t M, void *stream);
 
 /* The CPU twin: Y[m][n] = sum_k X[m][k] W[n][k] in double, rounded to f32 (host pointers). */
 void pgd_cuda_gemm_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,

@@ -15,6 +15,8 @@
  *     of its twin pgd_cuda_gemv_twin, and more rows on cuBLASLt; the kernel itself, called at
  *     M = 3 and 7 (2 and 4 columns a warp), gives the twin's bits too (which are independent of
  *     M); it refuses bad shapes;
+ *   - a plan with bf16 output (PGD_CUDA_GEMM_OUT_BF16): within that tolerance plus bf16's
+ *     rounding, no element far off, the same determinism across M; its GEMV rows refused;
  *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
  *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8; at one row, with 4, 8 and 16 of a lane's loads
  *     in flight, and with the first round of loads before the wait for the previous kernel
@@ -80,7 +82,8 @@ static void check_shape(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
     for (int mode = 0; mode < 3; mode++) {
         const bool fast = mode != PGD_CUDA_GEMM_INVARIANT;
         pgd_cuda_gemm_plan *p = NULL;
-        REQUIRE(pgd_cuda_gemm_plan_create(g, N, K, MAX_M, (pgd_cuda_gemm_mode)mode, &p) == 0);
+        REQUIRE(pgd_cuda_gemm_plan_create(g, N, K, MAX_M, (pgd_cuda_gemm_mode)mode,
+                                          PGD_CUDA_GEMM_OUT_F32, &p) == 0);
         /* the full batch first: the reference bits */
         REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)MAX_M * N * 4) == cudaSuccess); /* NaN poison */
         CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, MAX_M, NULL), 0);
@@ -170,6 +173,90 @@ static void test_model_shapes(void) {
     for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++)
         check_shape(g, emu ? emu_shapes[i][0] : shapes[i][0],
                     emu ? emu_shapes[i][1] : shapes[i][1]);
+    pgd_cuda_gemm_destroy(g);
+}
+
+/* A bf16-output plan (what the backend's gate/up product uses outside the GEMV's rows): every
+ * row within the f32 tolerance plus bf16's rounding of the twin (relative L2 <= tol + 2^-9), no
+ * element off by more than a bf16 ulp of itself and of the row's size (a wrong element errs by
+ * about the row's size), NaN poison overwritten; the rows' bits independent of M as for f32
+ * plans (all M for a deterministic plan; within a range for a fast one); the GEMV's rows refused
+ * (the caller runs them). */
+static void check_bf16_out(pgd_cuda_gemm *g, uint32_t N, uint32_t K) {
+    enum { MAX_M = 512, REF = 16 };
+    static const uint32_t ms[] = {3, 7, 300};
+    const uint64_t ny = (uint64_t)MAX_M * N;
+    uint16_t *X = malloc((uint64_t)MAX_M * K * 2), *W = malloc((uint64_t)N * K * 2);
+    uint16_t *Y = malloc(ny * 2), *Ym = malloc(ny * 2), *Y3 = malloc((uint64_t)N * 2);
+    float *Yref = malloc((uint64_t)REF * N * 4);
+    REQUIRE(X && W && Y && Ym && Y3 && Yref);
+    fill_bf16(X, (uint64_t)MAX_M * K, 1.0);
+    fill_bf16(W, (uint64_t)N * K, 1.0 / sqrt((double)K));
+    uint16_t *dX, *dW, *dY;
+    REQUIRE(cudaMalloc((void **)&dX, (uint64_t)MAX_M * K * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dW, (uint64_t)N * K * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dY, ny * 2) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dX, X, (uint64_t)MAX_M * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dW, W, (uint64_t)N * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    pgd_cuda_gemm_twin(X, W, Yref, REF, N, K);
+    const double tol = fmax(1e-5, K * 0x1p-27) + 0x1p-9;
+    for (int mode = 0; mode < 3; mode++) {
+        pgd_cuda_gemm_plan *p = NULL;
+        REQUIRE(pgd_cuda_gemm_plan_create(g, N, K, MAX_M, (pgd_cuda_gemm_mode)mode,
+                                          PGD_CUDA_GEMM_OUT_BF16, &p) == 0);
+        REQUIRE(cudaMemset(dY, 0xFF, ny * 2) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, MAX_M, NULL), 0);
+        REQUIRE(cudaMemcpy(Y, dY, ny * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+        double worst = 0;
+        uint64_t far = 0;
+        for (uint32_t m = 0; m < REF; m++) {
+            const float *ref = Yref + (uint64_t)m * N;
+            double d = 0, r = 0;
+            for (uint32_t n = 0; n < N; n++) r += (double)ref[n] * ref[n];
+            const double rms = sqrt(r / N);
+            for (uint32_t n = 0; n < N; n++) {
+                const double got = pgd_bf16_to_f32(Y[(uint64_t)m * N + n]), e = got - ref[n];
+                d += e * e;
+                far += !(fabs(e) <= 0x1p-8 * (fabs(ref[n]) + rms)); /* NaN counts */
+            }
+            if (sqrt(d / r) > worst) worst = sqrt(d / r);
+        }
+        fprintf(stderr, "    %u x %u, bf16 out, mode %d: worst row error vs twin %.2e, %llu far\n",
+                N, K, mode, worst, (unsigned long long)far);
+        CHECK(worst <= tol);
+        CHECK_EQ_INT(far, 0);
+        if (mode == PGD_CUDA_GEMM_FAST_GEMV) {
+            CHECK(pgd_cuda_gemm_plan_gemv(p, 1));
+            CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, 1, NULL), PGD_EINVAL);
+        }
+        for (size_t i = 0; i < PGD_ARRAY_LEN(ms); i++) {
+            const uint32_t M = ms[i];
+            REQUIRE(cudaMemset(dY, 0xFF, ny * 2) == cudaSuccess);
+            CHECK_EQ_INT(pgd_cuda_gemm_run(g, p, dX, dW, dY, M, NULL), 0);
+            REQUIRE(cudaMemcpy(Ym, dY, (uint64_t)M * N * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+            if (mode == PGD_CUDA_GEMM_INVARIANT) { /* every row as at M = 512 */
+                CHECK(memcmp(Ym, Y, (uint64_t)M * N * 2) == 0);
+                continue;
+            }
+            if (M == 3) memcpy(Y3, Ym, (uint64_t)N * 2);
+            const uint16_t *same = M == 7 ? Y3 : M == 300 ? Y : NULL; /* row 0, as above */
+            if (same && pgd_cuda_gemm_bucket(M) == pgd_cuda_gemm_bucket(M == 7 ? 3 : MAX_M))
+                CHECK(memcmp(Ym, same, (uint64_t)N * 2) == 0);
+        }
+        pgd_cuda_gemm_plan_destroy(p);
+    }
+    cudaFree(dX), cudaFree(dW), cudaFree(dY);
+    free(X), free(W), free(Y), free(Ym), free(Y3), free(Yref);
+}
+
+static void test_bf16_out(void) {
+    pgd_cuda_gemm *g = NULL;
+    REQUIRE(pgd_cuda_gemm_create(32u << 20, &g) == 0);
+    /* Llama-3-8B's gate/up and SmolLM2's (narrow on the emulator), and an odd N */
+    const bool emu = getenv("PGD_CUDA_EMU") != NULL;
+    check_bf16_out(g, emu ? 96 : 28672, 4096);
+    check_bf16_out(g, emu ? 160 : 3072, 576);
+    check_bf16_out(g, 1003, 264);
     pgd_cuda_gemm_destroy(g);
 }
 
@@ -278,6 +365,7 @@ int main(void) {
     fprintf(stderr, "seed %llu (PGD_TEST_SEED)\n", (unsigned long long)g_rng);
     RUN(test_gemv_refuses);
     RUN(test_model_shapes);
+    RUN(test_bf16_out);
     RUN(test_gemv_silu);
     return test_summary();
 }

@@ -9,6 +9,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,9 +181,7 @@ static void test_rope_kv(void) {
             for (int b = 0; b < 2; b++) rope_kv_case(&shapes[s], k_Ts[it], b);
 }
 
-/* Kernel and twin agree as silu_mul.h promises: equal or one bf16 ulp apart for g >= -88;
- * below, both tiny (|out| <= |g * u| * 2^-126, plus a bf16 subnormal step of rounding). */
-static void test_silu_mul(void) {
+static void silu_mul_form(bool bf16_in) {
     static const uint32_t Fs[] = {1,    255,  257,
                                   1000, 4099, 4100}; /* 4100: whole groups of 4 past the grid */
     static const float special[] = {0.0f,   -0.0f,  200.0f,  -200.0f, 1e-30f, -87.0f,
@@ -199,11 +198,24 @@ static void test_silu_mul(void) {
             for (uint64_t i = 0; i < n; i += 7) gu[(i / F) * 2 * F + i % F] *= 10; /* wide g */
             for (uint64_t i = 0; i < PGD_ARRAY_LEN(special) && i < n; i++)
                 gu[(i / F) * 2 * F + i % F] = special[i];
-            float *d_gu = gt_upload(gu, sizeof(float) * 2 * n);
+            uint16_t *gu16 = malloc(sizeof(uint16_t) * 2 * n);
+            REQUIRE(gu16);
+            for (uint64_t i = 0; i < 2 * n; i++) { /* bf16: the values rounded (g, u below) */
+                gu16[i] = pgd_f32_to_bf16(gu[i]);
+                if (bf16_in) gu[i] = pgd_bf16_to_f32(gu16[i]);
+            }
+            void *d_gu = bf16_in ? gt_upload(gu16, sizeof(uint16_t) * 2 * n)
+                                 : gt_upload(gu, sizeof(float) * 2 * n);
             uint16_t *d_out = gt_poisoned(sizeof(uint16_t) * n);
             REQUIRE(d_gu && d_out);
-            CHECK_EQ_INT(pgd_cuda_silu_mul(d_gu, T, F, d_out, NULL), 0);
-            pgd_cuda_silu_mul_twin(gu, T, F, want);
+            if (bf16_in) {
+                CHECK_EQ_INT(pgd_cuda_silu_mul_bf16(d_gu, T, F, d_out, NULL), 0);
+                pgd_cuda_silu_mul_bf16_twin(gu16, T, F, want);
+            } else {
+                CHECK_EQ_INT(pgd_cuda_silu_mul(d_gu, T, F, d_out, NULL), 0);
+                pgd_cuda_silu_mul_twin(gu, T, F, want);
+            }
+            free(gu16);
             REQUIRE(gt_download(got, d_out, sizeof(uint16_t) * n) == 0);
             for (uint64_t i = 0; i < n; i++) {
                 const float g = gu[(i / F) * 2 * F + i % F], u = gu[(i / F) * 2 * F + F + i % F];
@@ -223,9 +235,18 @@ static void test_silu_mul(void) {
             cudaFree(d_gu), cudaFree(d_out);
             free(gu), free(want), free(got);
         }
-    fprintf(stderr, "  silu_mul: %llu equal, %llu one bf16 ulp apart, %llu tiny (g < -88)\n",
-            (unsigned long long)exact, (unsigned long long)ulp, (unsigned long long)tiny);
+    fprintf(stderr, "  silu_mul%s: %llu equal, %llu one bf16 ulp apart, %llu tiny (g < -88)\n",
+            bf16_in ? " (bf16 product)" : "", (unsigned long long)exact, (unsigned long long)ulp,
+            (unsigned long long)tiny);
     CHECK_EQ_INT(bad, 0);
+}
+
+/* Kernel and twin agree as silu_mul.h promises: equal or one bf16 ulp apart for g >= -88;
+ * below, both tiny (|out| <= |g * u| * 2^-126, plus a bf16 subnormal step of rounding). Both
+ * forms: over an f32 product (pgd_cuda_silu_mul) and over a bf16 one (pgd_cuda_silu_mul_bf16,
+ * the same values rounded to bf16 first). */
+static void test_silu_mul(void) {
+    for (int form = 0; form < 2; form++) silu_mul_form(form == 1);
 }
 
 static void test_dummy(void) {

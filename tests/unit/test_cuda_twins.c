@@ -4,10 +4,10 @@
  * pgd_bf16_to_f32, add + RMSNorm against pgd_rmsnorm_f32 (one bf16 ulp: the double sums run in
  * different orders), bias + RoPE + KV write against pgd_rope_apply + pgd_f32_to_f16 + the slab
  * layout written out by hand (bit-exact), SiLU * mul against pgd_swiglu_f32 then bf16
- * (bit-exact), the GEMV's sum (gemv.h) against the double-accumulation GEMM twin (within the
- * f32 error bound of its chains) and on a case whose result shows its order; and the f32 ->
- * bf16 rounding on hand-checked values. No GPU needed (label unit);
- * tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
+ * (bit-exact; its bf16-product form against the f32 form on the widened values), the GEMV's sum
+ * (gemv.h) against the double-accumulation GEMM twin (within the f32 error bound of its chains) and
+ * on a case whose result shows its order; and the f32 -> bf16 rounding on hand-checked values. No
+ * GPU needed (label unit); tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -267,7 +267,18 @@ static void test_silu_mul(void) {
                 for (uint32_t j = 0; j < F; j++) bad += out[t * F + j] != pgd_f32_to_bf16(y[j]);
             }
             CHECK_EQ_INT(bad, 0);
-            free(gu), free(y), free(out);
+            /* the bf16 form: the f32 form's bits on the values widened from bf16 */
+            uint16_t *gu16 = malloc(sizeof(uint16_t) * T * 2 * F),
+                     *out16 = malloc(sizeof(uint16_t) * T * F);
+            REQUIRE(gu16 && out16);
+            for (uint32_t i = 0; i < T * 2 * F; i++) {
+                gu16[i] = pgd_f32_to_bf16(gu[i]);
+                gu[i] = pgd_bf16_to_f32(gu16[i]);
+            }
+            pgd_cuda_silu_mul_bf16_twin(gu16, T, F, out16);
+            pgd_cuda_silu_mul_twin(gu, T, F, out);
+            CHECK(memcmp(out16, out, sizeof(uint16_t) * T * F) == 0);
+            free(gu), free(y), free(out), free(gu16), free(out16);
         }
 }
 
