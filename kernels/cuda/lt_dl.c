@@ -12,8 +12,8 @@
 #include "common/error.h"
 
 #define PGD_LT_STR_(x) #x
-#define PGD_LT_STR(x) PGD_LT_STR_(x)
-#define PGD_LT_SONAME "libcublasLt.so." PGD_LT_STR(CUBLAS_VER_MAJOR)
+#define PGD_LT_STR(x)  PGD_LT_STR_(x)
+#define PGD_LT_SONAME  "libcublasLt.so." PGD_LT_STR(CUBLAS_VER_MAJOR)
 
 /* X(name, parameters, arguments): every cuBLASLt function pagoda calls (GetAttribute of a
  * layout: tests/unit/test_cuda_lt.c). */
@@ -109,7 +109,7 @@ static void lt_open(void) {
     void *h = open_first(paths, sizeof paths / sizeof paths[0]);
     if (!h) return;
 #define PGD_LT_RESOLVE(name, params, args)                                                         \
-    if (!(*(void **)&lt.name = dlsym(h, #name))) {                                                \
+    if (!(*(void **)&lt.name = dlsym(h, #name))) {                                                 \
         snprintf(lt_why, sizeof lt_why, "%s has no %s", PGD_LT_SONAME, #name);                     \
         return;                                                                                    \
     }

@@ -9,18 +9,17 @@
  */
 #include <stdio.h>
 
-#include "testutil.h"
-
 #ifdef PGD_HAVE_CUDA
 #include <cublasLt.h>
 #include <dlfcn.h>
 
 #include "common/error.h"
 #include "kernels/cuda/lt_dl.h"
+#include "testutil.h"
 
 #define STR_(x) #x
-#define STR(x) STR_(x)
-#define SONAME "libcublasLt.so." STR(CUBLAS_VER_MAJOR)
+#define STR(x)  STR_(x)
+#define SONAME  "libcublasLt.so." STR(CUBLAS_VER_MAJOR)
 
 /* Whether the library is in the address space (without loading it). */
 static int loaded(void) {
@@ -61,8 +60,9 @@ int main(void) {
 #ifdef PGD_HAVE_CUDA
     RUN(test_opened_on_first_use);
     RUN(test_calls_forwarded);
+    return test_summary();
 #else
     printf("test_cuda_lt: a build without PGD_CUDA has no cuBLASLt to open\n");
+    return 0;
 #endif
-    return test_summary();
 }
