@@ -14,7 +14,9 @@
  * them in the same order: one load waited for at a time made the kernel latency-bound (15 us for
  * one row of 4096 on an H200; 6 us with 8 loads in flight, two passes over the row). A row of
  * at most kOne * LANES elements (4096) now stays in registers: its elements, addends and norm
- * weights are all loaded before the first is used, and the second pass reads nothing.
+ * weights are all loaded before the first is used, and the second pass reads nothing; the
+ * weights (constant during a step) are loaded before the wait for the previous kernel
+ * (cuda_util.cuh's PDL contract), and the tree's last five levels run in warp 0 by shuffles.
  */
 #include <cuda_runtime.h>
 
@@ -30,20 +32,33 @@ namespace {
 constexpr uint32_t kOne = 16;
 
 /* The row's scale from this thread's sum of squares: the lanes' partials folded by the tree
- * (rmsnorm.h), then f32(1 / sqrt(ss / E + eps)). Every thread gets it; part is free again when
- * it returns. */
-__device__ __forceinline__ float row_scale(double *part, double acc, uint32_t E, float eps) {
+ * (rmsnorm.h), then f32(1 / sqrt(ss / E + eps)). The tree's levels that pair lanes of different
+ * warps (h >= 32) go through shared memory, the last five inside warp 0 by shuffles (lane j adds
+ * lane j + h's value of the level before: the same pairs, so the same bits, with 5 barriers
+ * instead of 10). Every thread gets the scale; part and *s are free again when it returns. */
+__device__ __forceinline__ float row_scale(double *part, float *s, double acc, uint32_t E,
+                                           float eps) {
+    static_assert(PGD_RMSNORM_LANES >= 64 && PGD_RMSNORM_LANES % 32 == 0, "whole warps");
     const unsigned j = threadIdx.x;
     part[j] = acc;
     __syncthreads();
-    for (unsigned h = PGD_RMSNORM_LANES / 2; h > 0; h >>= 1) {
+    for (unsigned h = PGD_RMSNORM_LANES / 2; h >= 32; h >>= 1) {
         if (j < h) part[j] = __dadd_rn(part[j], part[j + h]);
         __syncthreads();
     }
-    const double ms = __dadd_rn(__ddiv_rn(part[0], (double)E), (double)eps);
-    const float s = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(ms)));
-    __syncthreads(); /* part[0] is read before the next row overwrites it */
-    return s;
+    if (j < 32) {
+        double v = part[j];
+#pragma unroll
+        for (unsigned h = 16; h > 0; h >>= 1) v = __dadd_rn(v, __shfl_down_sync(0xffffffffu, v, h));
+        if (j == 0) {
+            const double ms = __dadd_rn(__ddiv_rn(v, (double)E), (double)eps);
+            *s = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(ms)));
+        }
+    }
+    __syncthreads();
+    const float r = *s;
+    __syncthreads(); /* *s and part are read before the next row writes them */
+    return r;
 }
 
 /* N elements of a row, e0, e0 + LANES, ... (those below E): loaded with their addends (add: the
@@ -97,7 +112,11 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
     add_rmsnorm_kernel(float *x, const float *add, const float *w, float eps, const uint32_t *rows,
                        uint32_t R, uint32_t E, uint16_t *out) {
     __shared__ double part[PGD_RMSNORM_LANES];
+    __shared__ float scale;
     const unsigned j = threadIdx.x;
+    const bool one = E <= kOne * PGD_RMSNORM_LANES; /* a row in registers: one wait for its loads */
+    float g[kOne];
+    if (one) load_w(w, j, E, g); /* constant during a step: in flight before the wait */
     pgd_dev_pdl_enter();
     for (uint32_t i = blockIdx.x; i < R; i += gridDim.x) { /* uniform across the CTA */
         const uint64_t r = rows ? rows[i] : i;
@@ -105,11 +124,10 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
         const float *ar = add ? add + r * E : NULL;
         uint16_t *o = out + (uint64_t)i * E;
         double acc = 0.0;
-        if (E <= kOne * PGD_RMSNORM_LANES) { /* the row in registers: one wait for all loads */
-            float v[kOne], g[kOne];
-            load_w(w, j, E, g); /* issued with the row's loads, used after the tree */
+        if (one) {
+            float v[kOne];
             add_square(xr, ar, j, E, v, acc);
-            scale_out(o, j, E, v, g, row_scale(part, acc, E, eps));
+            scale_out(o, j, E, v, g, row_scale(part, &scale, acc, E, eps));
             continue;
         }
         constexpr uint32_t kLoads = 8, kStep = kLoads * PGD_RMSNORM_LANES;
@@ -117,7 +135,7 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
             float v[kLoads];
             add_square(xr, ar, e0, E, v, acc);
         }
-        const float s = row_scale(part, acc, E, eps);
+        const float s = row_scale(part, &scale, acc, E, eps);
         for (uint32_t e0 = j; e0 < E; e0 += kStep) { /* xr[e]: this thread's own writes */
             float v[kLoads], g[kLoads];
 #pragma unroll
