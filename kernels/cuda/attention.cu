@@ -366,10 +366,12 @@ __device__ __forceinline__ void per_unit(const tile_ctx &c, const float (&by_hea
 __global__ void __launch_bounds__(kThreads, 2) attention_kernel(attn_args a) {
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
-    pgd_dev_pdl_enter();
+    /* the row, its sequence and position: the step's metadata, constant during the step, so
+     * loaded before the wait for the previous kernel (cuda_util.cuh) */
     const uint32_t row = row_at(a, blockIdx.x), D = a.geom.head_dim;
     tile_ctx c;
     const uint32_t seq = a.seq_of[row], n_ctx = ctx_of(a, row);
+    pgd_dev_pdl_enter();
     const uint32_t h0 = tile_setup(a, sm, attn_vs, row, seq, n_ctx, 0, c); /* its first head */
     float m[kTile] = {}, s[kTile] = {}, o[kUnits][2] = {};
     for (uint32_t c0 = 0; c0 < n_ctx; c0 += kThreads) {
@@ -467,12 +469,13 @@ __global__ void __launch_bounds__(kThreads, 2) attention_split_kernel(attn_args 
     __shared__ __align__(16) attn_smem sm;
     extern __shared__ __align__(16) uint16_t attn_vs[]; /* [kThreads][D]: vs_bytes(D) */
     __shared__ bool last;
-    pgd_dev_pdl_enter();
+    /* the row, its sequence and position: metadata, loaded before the wait (as above) */
     const uint32_t i = blockIdx.x, row = row_at(a, i), t = threadIdx.x;
     const uint32_t seq = a.seq_of[row], n_ctx = ctx_of(a, row); /* both loads at once */
     const uint32_t n_chunks = (n_ctx + kThreads - 1) / kThreads;
     const bool fits = n_chunks >= 1 && n_chunks <= sp.max_chunks;
-    if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA */
+    if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA; writes nothing */
+    pgd_dev_pdl_enter();
     tile_ctx c;
     const uint32_t h0 = tile_setup(a, sm, attn_vs, row, seq, n_ctx, blockIdx.z * kThreads, c);
     uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * c.D;

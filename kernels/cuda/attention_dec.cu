@@ -97,7 +97,6 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     typedef dec_layout<D> L;
     constexpr uint32_t kLd = L::kLd, kPieces = kKeys * D / 8 / 32; /* a lane's, K or V */
     __shared__ bool last;
-    pgd_dev_pdl_enter();
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t g = lane / 4, c = lane % 4;
     const uint32_t i = blockIdx.x, row = a.rows ? a.rows[i] : i, kvh = blockIdx.y;
@@ -107,7 +106,10 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     const uint32_t n_ctx = last_pos < 0 ? 0 : (uint32_t)last_pos + 1;
     const uint32_t n_chunks = (n_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
     const bool fits = n_chunks >= 1 && n_chunks <= a.max_chunks;
-    if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA */
+    if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA; writes nothing */
+    /* the row, its sequence and position above are the step's metadata, constant during the
+     * step: loaded before the wait for the previous kernel (cuda_util.cuh) */
+    pgd_dev_pdl_enter();
     uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * D;
     if (!fits) { /* zeros for a padding row, a bf16 NaN for one the scratch cannot hold */
         for (uint32_t e = tid; e < group * D; e += kThreads) orow[e] = n_chunks ? 0x7FC0u : 0;

@@ -68,9 +68,11 @@ static inline cudaError_t pgd_cuda_smem_once(void (*kernel)(P...), size_t bytes,
  * has completed and its writes are visible), then griddepcontrol.launch_dependents (the next
  * kernel may be scheduled early; it waits in turn, so it sees this kernel's writes) — comes
  * before the kernel reads anything an earlier kernel or copy of the stream wrote and before it
- * writes anything; only data constant during a step (weights, norms, biases) may be read before
- * it. A kernel launched without the attribute (older GPUs, cuBLASLt's kernels, PGD_CUDA_PDL=0)
- * meets a wait that returns at once: the stream order is then the plain one. */
+ * writes anything; only data constant during a step (weights, norms, biases, and the step's
+ * metadata: it is uploaded before the step's first kernel, which waits for that copy in full, and
+ * each later kernel starts only after the one before the previous has completed) may be read
+ * before it. A kernel launched without the attribute (older GPUs, cuBLASLt's kernels,
+ * PGD_CUDA_PDL=0) meets a wait that returns at once: the stream order is then the plain one. */
 static __device__ __forceinline__ void pgd_dev_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cudaGridDependencySynchronize();
