@@ -37,16 +37,23 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
                                const int32_t *pos, const int64_t *slots, uint32_t T,
                                uint32_t n_head, uint32_t n_kv_head, uint32_t D, uint32_t rope_dim,
                                bool neox, uint16_t *kv, pgd_kv_geom geom, uint32_t layer) {
+    /* the first row's position and slot: the step's metadata, constant during the step, so
+     * loaded before the wait for the previous kernel (cuda_util.cuh) — the cos/sin loads that
+     * depend on the position then go out with the row's own */
+    const uint32_t t0 = blockIdx.x;
+    const int32_t pos0 = t0 < T ? pos[t0] : -1;
+    const int64_t slot0 = t0 < T ? slots[t0] : -1;
     pgd_dev_pdl_enter();
     const uint32_t half = rope_dim / 2, rest = D - rope_dim, n_qk = n_head + n_kv_head;
     const uint64_t width = (uint64_t)(n_qk + n_kv_head) * D;
     /* a row's work is spread over the CTAs of grid.y (a row's threads wait for few loads each) */
     const uint32_t u0 = blockIdx.y * blockDim.x + threadIdx.x, du = gridDim.y * blockDim.x;
-    for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
-        if (pos[t] < 0) continue; /* padding row (uniform in the block) */
+    for (uint32_t t = t0; t < T; t += gridDim.x) {
+        const int32_t p = t == t0 ? pos0 : pos[t];
+        if (p < 0) continue; /* padding row (uniform in the block) */
         float *row = qkv + t * width;
-        const float *cs = cos_sin + (uint64_t)pos[t] * rope_dim;
-        const int64_t slot = slots[t];
+        const float *cs = cos_sin + (uint64_t)p * rope_dim;
+        const int64_t slot = t == t0 ? slot0 : slots[t];
         /* (1) pair i of head h (q heads, then k heads) */
         for (uint32_t u = u0; u < n_qk * half; u += du) {
             const uint32_t h = u / half, i = u % half;
