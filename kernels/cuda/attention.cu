@@ -533,16 +533,16 @@ size_t vs_bytes(uint32_t D) {
  * per device and head_dim: the first launch of a shape runs eagerly, so a CUDA graph capture
  * (engine/backends/cuda.c) never meets the attribute call. */
 int vs_opt_in(uint32_t D) {
-    enum { kDevices = 64 };
-    static uint32_t opted[kDevices]; /* the largest head_dim allowed so far, per device */
+    static uint32_t
+        opted[PGD_CUDA_MAX_DEVICES]; /* the largest head_dim allowed so far, per device */
     int dev = 0;
     PGD_CUDA_TRY(cudaGetDevice(&dev));
-    if (dev >= 0 && dev < kDevices && opted[dev] >= D) return 0;
+    if (dev >= 0 && dev < PGD_CUDA_MAX_DEVICES && opted[dev] >= D) return 0;
     PGD_CUDA_TRY(cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)vs_bytes(D)));
     PGD_CUDA_TRY(cudaFuncSetAttribute(
         attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vs_bytes(D)));
-    if (dev >= 0 && dev < kDevices) opted[dev] = D;
+    if (dev >= 0 && dev < PGD_CUDA_MAX_DEVICES) opted[dev] = D;
     return 0;
 }
 

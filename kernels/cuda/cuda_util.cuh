@@ -19,6 +19,10 @@
 #include <stdlib.h>
 #include <utility>
 
+/* The devices whose once-per-device decisions the helpers below remember (more are served, just
+ * without the memory). */
+#define PGD_CUDA_MAX_DEVICES 64
+
 /* Threads per CTA of the elementwise (grid-stride) kernels. */
 #define PGD_CUDA_THREADS 256
 /* At most this many CTAs in a grid-stride launch (far more than fill any current GPU). */
@@ -44,7 +48,6 @@ static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {
  * device, once: done[] is the caller's flags for this kernel (a static per kernel instance), so
  * the attribute call stays off every later launch — and off a CUDA graph capture, whose kernels
  * have all run eagerly first. 0 or the runtime's error. Any host thread. */
-#define PGD_CUDA_MAX_DEVICES 64
 template <typename... P>
 static inline cudaError_t pgd_cuda_smem_once(void (*kernel)(P...), size_t bytes,
                                              bool (&done)[PGD_CUDA_MAX_DEVICES]) {
@@ -84,10 +87,9 @@ static __device__ __forceinline__ void pgd_dev_pdl_enter() {
  * environment says PGD_CUDA_PDL=0 (the A/B switch of scripts/gpu-check). Decided once per
  * device; any host thread. */
 static inline bool pgd_cuda_pdl_on() {
-    enum { kDevices = 64 };
-    static int known[kDevices]; /* 0: not asked yet, 1: off, 2: on (atomic: any thread) */
+    static int known[PGD_CUDA_MAX_DEVICES]; /* 0: not asked yet, 1: off, 2: on (atomic) */
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) {
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= PGD_CUDA_MAX_DEVICES) {
         (void)cudaGetLastError();
         return false;
     }

@@ -11,10 +11,6 @@
 
 #include "common/error.h"
 
-#define PGD_LT_STR_(x) #x
-#define PGD_LT_STR(x)  PGD_LT_STR_(x)
-#define PGD_LT_SONAME  "libcublasLt.so." PGD_LT_STR(CUBLAS_VER_MAJOR)
-
 /* X(name, parameters, arguments): every cuBLASLt function pagoda calls (GetAttribute of a
  * layout: tests/unit/test_cuda_lt.c). */
 #define PGD_LT_FUNCTIONS(X)                                                                        \
@@ -101,16 +97,16 @@ static void *open_first(const char *const *paths, size_t n) {
 
 static void lt_open(void) {
     static const char *const paths[] = {
-        PGD_LT_SONAME,
+        PGD_CUDA_LT_SONAME,
 #ifdef PGD_CUBLASLT_DIR
-        PGD_CUBLASLT_DIR "/" PGD_LT_SONAME,
+        PGD_CUBLASLT_DIR "/" PGD_CUDA_LT_SONAME,
 #endif
     };
     void *h = open_first(paths, sizeof paths / sizeof paths[0]);
     if (!h) return;
 #define PGD_LT_RESOLVE(name, params, args)                                                         \
     if (!(*(void **)&lt.name = dlsym(h, #name))) {                                                 \
-        snprintf(lt_why, sizeof lt_why, "%s has no %s", PGD_LT_SONAME, #name);                     \
+        snprintf(lt_why, sizeof lt_why, "%s has no %s", PGD_CUDA_LT_SONAME, #name);                \
         return;                                                                                    \
     }
     PGD_LT_FUNCTIONS(PGD_LT_RESOLVE)
@@ -124,7 +120,7 @@ int pgd_cuda_lt_load(void) {
     return pgd_error_set(PGD_ECUDA,
                          "cannot load cuBLASLt (%s), which the CUDA backend needs for its matrix "
                          "products: %s",
-                         PGD_LT_SONAME, lt_why);
+                         PGD_CUDA_LT_SONAME, lt_why);
 }
 
 /* The forwarding definitions: CUBLAS_STATUS_NOT_INITIALIZED while the library cannot be opened

@@ -19,6 +19,13 @@
 #ifndef PGD_KERNELS_CUDA_LT_DL_H
 #define PGD_KERNELS_CUDA_LT_DL_H
 
+#include <cublas_api.h> /* CUBLAS_VER_MAJOR */
+
+/* The library's name, as the loader is asked for it. */
+#define PGD_CUDA_LT_STR_(x) #x
+#define PGD_CUDA_LT_STR(x)  PGD_CUDA_LT_STR_(x)
+#define PGD_CUDA_LT_SONAME  "libcublasLt.so." PGD_CUDA_LT_STR(CUBLAS_VER_MAJOR)
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -17,13 +17,9 @@
 #include "kernels/cuda/lt_dl.h"
 #include "testutil.h"
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
-#define SONAME  "libcublasLt.so." STR(CUBLAS_VER_MAJOR)
-
 /* Whether the library is in the address space (without loading it). */
 static int loaded(void) {
-    void *h = dlopen(SONAME, RTLD_NOW | RTLD_NOLOAD);
+    void *h = dlopen(PGD_CUDA_LT_SONAME, RTLD_NOW | RTLD_NOLOAD);
     if (h) dlclose(h); /* drops the reference RTLD_NOLOAD took */
     return h != NULL;
 }
