@@ -8,7 +8,9 @@
  * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions, on
  * CUDA cores and on tensor cores (the KV bytes it reads a launch, as bandwidth); the tensor-core
  * attention of a 2k-token prompt (its causal FLOPs per second); a 2k-token prefill's gate/up
- * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row. The
+ * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row; the
+ * one-row QKV and gate/up products after their norm, as two kernels and as the GEMV that norms
+ * its own row (pgd_cuda_gemv_rmsnorm, first loads after and before the wait). The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
  * table; scripts/gpu-check runs it.
@@ -344,6 +346,63 @@ static void rmsnorm(void) {
     cudaFree(n.x), cudaFree(n.add), cudaFree(n.w), cudaFree(n.out);
 }
 
+/* ---- a one-row norm and the product after it, apart and fused ----------------------------------
+ */
+
+typedef struct normed {
+    float *x, *add, *w, *Y;
+    uint16_t *xb, *W, *H; /* W: n_w copies of [N][4096] */
+    uint32_t N, n_w;
+    bool silu;
+    int form; /* 0: residual add + RMSNorm, then the GEMV; 1, 2: the GEMV norming the row (the
+                 first loads before the wait: 2) */
+} normed;
+
+static int run_normed(void *ctx, uint32_t i) {
+    normed *n = ctx;
+    const uint32_t K = 4096, cols = n->silu ? n->N / 2 : n->N;
+    const uint16_t *W = n->W + (uint64_t)(i % n->n_w) * n->N * K;
+    if (n->form)
+        return pgd_cuda_gemv_rmsnorm(n->x, n->w, 1e-5f, W, n->Y, n->H, cols, K, n->silu,
+                                     n->form == 2, NULL);
+    int rc = pgd_cuda_add_rmsnorm(n->x, n->add, n->w, 1e-5f, NULL, 1, K, n->xb, NULL);
+    if (!rc)
+        rc = n->silu ? pgd_cuda_gemv_silu(n->xb, W, n->H, 1, cols, K, NULL)
+                     : pgd_cuda_gemv(n->xb, W, n->Y, 1, cols, K, NULL);
+    return rc;
+}
+
+static void norm_products(void) {
+    static const struct {
+        const char *name;
+        uint32_t N;
+        bool silu;
+    } shapes[] = {{"QKV", 6144, false}, {"gate/up + SiLU * up", 28672, true}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        normed n = {.N = g_emu ? shapes[s].N / 512 : shapes[s].N, .silu = shapes[s].silu};
+        const uint64_t bytes = (uint64_t)n.N * 4096 * 2;
+        n.n_w = (uint32_t)((g_rotate_bytes + bytes - 1) / bytes);
+        TRY(cudaMalloc((void **)&n.x, 4096 * 4));
+        TRY(cudaMalloc((void **)&n.add, 4096 * 4));
+        TRY(cudaMalloc((void **)&n.w, 4096 * 4));
+        TRY(cudaMalloc((void **)&n.xb, 4096 * 2));
+        TRY(cudaMalloc((void **)&n.Y, (uint64_t)n.N * 4));
+        TRY(cudaMalloc((void **)&n.H, (uint64_t)n.N * 2));
+        TRY(cudaMalloc((void **)&n.W, bytes * n.n_w));
+        TRY(pgd_cuda_dummy_f32(12, 0, 0.0f, 4096, n.x, NULL));
+        TRY(cudaMemset(n.add, 0, 4096 * 4)); /* x stays as it is from run to run */
+        TRY(pgd_cuda_dummy_f32(12, 2, 1.0f, 4096, n.w, NULL));
+        TRY(pgd_cuda_dummy_bf16(13, (uint32_t)s, 6, bytes / 2 * n.n_w, n.W, NULL));
+        double us[3];
+        for (n.form = 0; n.form < 3; n.form++) us[n.form] = time_runs(run_normed, &n);
+        printf("| RMSNorm + %s (%u x 4096): norm kernel then GEMV / GEMV norming its row / the "
+               "same, first loads before the wait | 1 | | %.1f / %.1f / %.1f us |\n",
+               shapes[s].name, n.N, us[0], us[1], us[2]);
+        cudaFree(n.x), cudaFree(n.add), cudaFree(n.w), cudaFree(n.xb), cudaFree(n.Y), cudaFree(n.H),
+            cudaFree(n.W);
+    }
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || !n) {
@@ -370,6 +429,7 @@ int main(void) {
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();
     rmsnorm();
+    norm_products();
     pgd_cuda_gemm_destroy(g);
     return 0;
 }

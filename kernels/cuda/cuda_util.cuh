@@ -44,6 +44,25 @@ static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {
     return ctas > PGD_CUDA_MAX_CTAS ? PGD_CUDA_MAX_CTAS : (unsigned)ctas;
 }
 
+/* The current device's streaming multiprocessors (at least 1), asked once per device. Any host
+ * thread. */
+static inline uint32_t pgd_cuda_sm_count() {
+    static int known[PGD_CUDA_MAX_DEVICES]; /* 0: not asked yet (atomic) */
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    const bool keep = dev >= 0 && dev < PGD_CUDA_MAX_DEVICES;
+    if (keep && (n = __atomic_load_n(&known[dev], __ATOMIC_RELAXED))) return (uint32_t)n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) {
+        (void)cudaGetLastError(); /* this call's own error only: asked again next time */
+        return 1;
+    }
+    if (keep) __atomic_store_n(&known[dev], n, __ATOMIC_RELAXED);
+    return (uint32_t)n;
+}
+
 /* Allow `kernel` `bytes` of dynamic shared memory (beyond the default 48 KiB) on the current
  * device, once: done[] is the caller's flags for this kernel (a static per kernel instance), so
  * the attribute call stays off every later launch — and off a CUDA graph capture, whose kernels

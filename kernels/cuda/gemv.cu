@@ -25,6 +25,15 @@
  * its registers) may be issued before the wait (PGD_CUDA_GEMV_EARLY=1, one-row products; the
  * same bits; more registers: 34 against 28 at 4 loads, 50 against 36 in the SiLU form).
  * Untested on hardware; off until scripts/gpu-check's A/B row says it pays.
+ *
+ * Two forms remove a one-row step's norm kernels (PGD_CUDA_GEMV_NORM=1 in the backend; untested
+ * on hardware): the residual form (pgd_cuda_gemv_acc) adds its product into the residual row
+ * where lane 0 writes it, and the norm form (pgd_cuda_gemv_rmsnorm) norms that row in every CTA,
+ * into shared memory, before its warps read X from there — 256-thread CTAs, at most 4 an SM
+ * (48 registers, 64 with the early loads, whose latency the norm then overlaps), each warp
+ * striding over the columns. A decode token then launches 64 kernels fewer, and the norm's
+ * chain of latencies (the row's loads, the tree, its bf16 row written and read back) leaves
+ * the critical path where the early loads cover it.
  */
 #include <cuda_runtime.h>
 
@@ -32,6 +41,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/rmsnorm_math.cuh"
 #include "kernels/cuda/silu_math.cuh"
 
 namespace {
@@ -58,27 +68,27 @@ constexpr int cols_for(int MR) {
     return MR <= 2 ? 1 : MR <= 4 ? 2 : 4;
 }
 
-/* Plain (Silu false): X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N]; warp w computes the columns
- * w R .. w R + R - 1 (those below N). Silu: W is the fused gate/up weight [2N][K] (gate rows, then
- * up rows), O bf16 [MR][N]; warp w computes the columns j = w R / 2 .. + R / 2 - 1 of gate and of
- * up, and writes bf16(SiLU(gate) * up) for each. K a multiple of 8. */
-template <int MR, int R, bool Silu, uint32_t L, bool Early>
-__global__ void __launch_bounds__(kThreads)
-    gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
-                uint32_t K) {
-    static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
-    constexpr int P = Silu ? R / 2 : R; /* output columns a warp */
-    const uint32_t lane = threadIdx.x % kLanes;
-    const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * P;
-    if (n0 >= N) return; /* uniform over the warp */
-    const uint32_t C = K / 8;
-    const uint4 *w[R]; /* a column past N reads the last one again (its result is dropped) */
+/* W's rows of the R columns a warp takes from n0 (P = R, or R / 2 gate and up pairs in the SiLU
+ * form: gate rows n, then up rows N + n); a column past N reads the last one again (its result
+ * is dropped). */
+template <int R, bool Silu>
+__device__ __forceinline__ void col_rows(const uint16_t *W, uint32_t n0, uint32_t N, uint32_t K,
+                                         const uint4 *(&w)[R]) {
+    constexpr int P = Silu ? R / 2 : R;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const uint64_t col = min(n0 + r % P, N - 1) + (Silu && r >= P ? N : 0);
         w[r] = reinterpret_cast<const uint4 *>(W + col * K);
     }
-    float acc[R][MR];
+}
+
+/* A warp's R dot products with MR rows of X by THE SUM, C chunks a row: w[r] W's rows; xc(m, c)
+ * X's chunk c of row m (uint4). between() is called once by every lane: after the warp's first
+ * round of W loads is in flight (Early), or before any load — the wait for the previous kernel
+ * and whatever must follow it. Lane 0 ends with the sums in acc. */
+template <int MR, int R, uint32_t L, bool Early, class XC, class Between>
+__device__ __forceinline__ void warp_dot(const uint4 *const (&w)[R], uint32_t C, uint32_t lane,
+                                         XC xc, Between between, float (&acc)[R][MR]) {
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -106,7 +116,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int m = 0; m < MR; m++) {
                 float xf[8];
-                unpack(__ldg(reinterpret_cast<const uint4 *>(X + (uint64_t)m * K) + c), xf);
+                unpack(xc(m, c), xf);
 #pragma unroll
                 for (int r = 0; r < R; r++)
 #pragma unroll
@@ -118,11 +128,11 @@ __global__ void __launch_bounds__(kThreads)
     if (Early) { /* W is constant during a step: the first round in flight before the wait,
                   * while the previous kernel (a norm, the attention) still runs */
         load_round(lane);
-        pgd_dev_pdl_enter(); /* X is the previous kernel's output */
+        between();
         fma_round(lane);
         start += kLanes * L;
     } else {
-        pgd_dev_pdl_enter();
+        between();
     }
     for (uint32_t c0 = start; c0 < C; c0 += kLanes * L) {
         load_round(c0);
@@ -135,18 +145,136 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (uint32_t s = kLanes / 2; s > 0; s /= 2)
                 acc[r][m] = __fadd_rn(acc[r][m], __shfl_down_sync(0xffffffffu, acc[r][m], s));
-    if (lane != 0) return;
+}
+
+/* Lane 0's results for the columns n0 .. n0 + P - 1 below N: Y[m][n] = sum (Acc: Y[m][n] + sum,
+ * one rounding), or in the SiLU form O[m][n] = bf16(SiLU(gate) * up). */
+template <int MR, int R, bool Silu, bool Acc>
+__device__ __forceinline__ void store(const float (&acc)[R][MR], uint32_t n0, uint32_t N, float *Y,
+                                      uint16_t *O) {
+    constexpr int P = Silu ? R / 2 : R;
 #pragma unroll
     for (int r = 0; r < P; r++)
         if (n0 + r < N)
 #pragma unroll
             for (int m = 0; m < MR; m++) {
+                const uint64_t i = (uint64_t)m * N + n0 + r;
                 if (Silu)
-                    O[(uint64_t)m * N + n0 + r] =
-                        pgd_dev_f32_to_bf16(pgd_dev_silu_mul(acc[r][m], acc[P + r][m]));
+                    O[i] = pgd_dev_f32_to_bf16(pgd_dev_silu_mul(acc[r][m], acc[P + r][m]));
                 else
-                    Y[(uint64_t)m * N + n0 + r] = acc[r][m];
+                    Y[i] = Acc ? __fadd_rn(Y[i], acc[r][m]) : acc[r][m];
             }
+}
+
+/* Plain (Silu false): X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N] (Acc: added to what Y holds);
+ * warp w computes the columns w R .. w R + R - 1 (those below N). Silu: W is the fused gate/up
+ * weight [2N][K] (gate rows, then up rows), O bf16 [MR][N]; warp w computes the columns
+ * j = w R / 2 .. + R / 2 - 1 of gate and of up, and writes bf16(SiLU(gate) * up) for each. K a
+ * multiple of 8. */
+template <int MR, int R, bool Silu, uint32_t L, bool Early, bool Acc>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
+                uint32_t K) {
+    static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
+    static_assert(!(Silu && Acc), "the SiLU form writes bf16");
+    constexpr int P = Silu ? R / 2 : R; /* output columns a warp */
+    const uint32_t lane = threadIdx.x % kLanes;
+    const uint32_t n0 = (blockIdx.x * kWarps + threadIdx.x / kLanes) * P;
+    if (n0 >= N) return; /* uniform over the warp */
+    const uint4 *w[R];
+    col_rows<R, Silu>(W, n0, N, K, w);
+    float acc[R][MR];
+    auto xc = [&](int m, uint32_t c) {
+        return __ldg(reinterpret_cast<const uint4 *>(X + (uint64_t)m * K) + c);
+    };
+    /* X is the previous kernel's output */
+    warp_dot<MR, R, L, Early>(
+        w, K / 8, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
+    if (lane == 0) store<MR, R, Silu, Acc>(acc, n0, N, Y, O);
+}
+
+/* ---- the norm form (pgd_cuda_gemv_rmsnorm) ------------------------------------------------
+ * One row. Every CTA norms x's row into its shared memory (bf16 [K]) with rmsnorm.cu's
+ * arithmetic, thread j of PGD_RMSNORM_LANES being the norm's lane j, then its warps take their
+ * columns as gemv_kernel's do, reading X from there. The CTAs are at most kNormCtasPerSm an SM
+ * (so the row is normed no more often than that) and a warp takes columns n, n + (the grid's
+ * warps), ... (so warps differ by at most one column). */
+constexpr uint32_t kNormThreads = PGD_RMSNORM_LANES, kNormWarps = kNormThreads / kLanes;
+constexpr uint32_t kNormCtasPerSm = 4; /* the registers allow at least this many (launch bounds) */
+static_assert(kNormThreads % kLanes == 0, "whole warps");
+
+/* x's row normed into xs (bf16 [K], shared) by the whole CTA: thread j sums the squares of
+ * elements j, j + LANES, ... in order (rmsnorm_math.cuh), kBatch of them loaded before the first
+ * is used; the scale by the tree; then xs[e] = bf16((x[e] * s) * w[e]). Returns after a barrier
+ * (xs complete). */
+__device__ __forceinline__ void norm_row(const float *x, const float *nw, float eps, uint32_t K,
+                                         uint16_t *xs, double *part, float *scale) {
+    constexpr uint32_t kBatch = 8, kStep = kBatch * kNormThreads;
+    const uint32_t j = threadIdx.x;
+    double acc = 0.0;
+    for (uint32_t e0 = j; e0 < K; e0 += kStep) {
+        float v[kBatch];
+#pragma unroll
+        for (uint32_t u = 0; u < kBatch; u++) {
+            const uint32_t e = e0 + u * kNormThreads;
+            v[u] = e < K ? x[e] : 0.0f;
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < kBatch; u++) {
+            if (e0 + u * kNormThreads >= K) break;
+            acc = pgd_dev_rms_square(acc, v[u]);
+        }
+    }
+    const float s = pgd_dev_rms_scale(part, scale, acc, K, eps);
+    for (uint32_t e0 = j; e0 < K; e0 += kStep) {
+        float v[kBatch], g[kBatch];
+#pragma unroll
+        for (uint32_t u = 0; u < kBatch; u++) {
+            const uint32_t e = e0 + u * kNormThreads;
+            v[u] = e < K ? x[e] : 0.0f;
+            g[u] = e < K ? __ldg(nw + e) : 0.0f;
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < kBatch; u++) {
+            const uint32_t e = e0 + u * kNormThreads;
+            if (e < K) xs[e] = pgd_dev_rms_out(v[u], s, g[u]);
+        }
+    }
+    __syncthreads();
+}
+
+/* x, nw: f32 [K]; W bf16 [N][K] (Silu: [2N][K], gate rows then up rows); Y f32 [N] or (Silu) O
+ * bf16 [N]. Dynamic shared memory: K * 2 bytes. */
+template <bool Silu, bool Early>
+__global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm)
+    gemv_norm_kernel(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
+                     uint16_t *O, uint32_t N, uint32_t K) {
+    extern __shared__ __align__(16) uint4 xs4[]; /* the normed row, bf16 [K] */
+    __shared__ double part[kNormThreads];
+    __shared__ float scale;
+    constexpr int R = Silu ? 2 : 1;
+    const uint32_t lane = threadIdx.x % kLanes, C = K / 8, stride = gridDim.x * kNormWarps;
+    uint32_t n = blockIdx.x * kNormWarps + threadIdx.x / kLanes;
+    auto xc = [&](int, uint32_t c) { return xs4[c]; };
+    const uint4 *w[R];
+    float acc[R][1];
+    /* the first column: every warp, one past N too (it reads column N - 1 and drops the
+     * result), since the whole CTA norms the row */
+    col_rows<R, Silu>(W, n, N, K, w);
+    warp_dot<1, R, kLoads, Early>(
+        w, C, lane, xc,
+        [&] {
+            pgd_dev_pdl_enter(); /* x is the previous kernel's output */
+            norm_row(x, nw, eps, K, reinterpret_cast<uint16_t *>(xs4), part, &scale);
+        },
+        acc);
+    if (lane == 0) store<1, R, Silu, false>(acc, n, N, Y, O);
+    for (n += stride; n < N; n += stride) {
+        col_rows<R, Silu>(W, n, N, K, w);
+        warp_dot<1, R, kLoads, false>(
+            w, C, lane, xc, [] {}, acc);
+        if (lane == 0) store<1, R, Silu, false>(acc, n, N, Y, O);
+    }
 }
 
 /* Whether a one-row product's warps issue their first round of W loads before the wait for the
@@ -163,7 +291,8 @@ bool early_loads() {
     return k == 2;
 }
 
-template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1 /* -1: early_loads() */>
+template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1 /* -1: early_loads() */,
+          bool Acc = false>
 cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                    uint32_t K, cudaStream_t stream) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
@@ -173,10 +302,10 @@ cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, 
     if constexpr (MR == 1) /* the early form for one row only (the products the GEMV runs by
                             * default) */
         if (Early == 1 || (Early == -1 && early_loads()))
-            return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true>, ctas, kThreads, 0, stream, X,
-                                   W, Y, O, N, K);
-    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false>, ctas, kThreads, 0, stream, X, W, Y,
-                           O, N, K);
+            return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true, Acc>, ctas, kThreads, 0,
+                                   stream, X, W, Y, O, N, K);
+    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc>, ctas, kThreads, 0, stream, X, W,
+                           Y, O, N, K);
 }
 
 using launch_fn = cudaError_t (*)(const uint16_t *, const uint16_t *, float *, uint16_t *, uint32_t,
@@ -193,18 +322,32 @@ int check(uint32_t M, uint32_t K, const uint16_t *X, const uint16_t *W) {
     return 0;
 }
 
-/* The checks and the launch of either form. */
-template <bool Silu>
+/* The checks and the launch of each form (Silu, or Acc: Y += the product). */
+template <bool Silu, bool Acc = false>
 int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
          uint32_t K, void *stream) {
     int rc = check(M, K, X, W);
     if (rc || N == 0) return rc;
-    static const launch_fn by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
-                                     launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
-                                     launch<7, Silu>, launch<8, Silu>};
+    static const launch_fn by_m[] = {
+        launch<1, Silu, kLoads, -1, Acc>, launch<2, Silu, kLoads, -1, Acc>,
+        launch<3, Silu, kLoads, -1, Acc>, launch<4, Silu, kLoads, -1, Acc>,
+        launch<5, Silu, kLoads, -1, Acc>, launch<6, Silu, kLoads, -1, Acc>,
+        launch<7, Silu, kLoads, -1, Acc>, launch<8, Silu, kLoads, -1, Acc>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
     PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream));
     return 0;
+}
+
+template <bool Silu, bool Early>
+cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
+                        uint16_t *O, uint32_t N, uint32_t K, cudaStream_t stream) {
+    /* the fewest columns a warp that keep to kNormCtasPerSm CTAs an SM, then the fewest warps
+     * that take them all at that many a warp */
+    const uint64_t most = (uint64_t)kNormWarps * kNormCtasPerSm * pgd_cuda_sm_count();
+    const uint64_t per = (N + most - 1) / most;
+    const unsigned ctas = pgd_cuda_grid((N + per - 1) / per, kNormWarps);
+    return pgd_cuda_launch(gemv_norm_kernel<Silu, Early>, ctas, kNormThreads, (size_t)K * 2, stream,
+                           x, nw, eps, W, Y, O, N, K);
 }
 
 } // namespace
@@ -214,9 +357,33 @@ extern "C" int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uin
     return gemv<false>(X, W, Y, NULL, M, N, K, stream);
 }
 
+extern "C" int pgd_cuda_gemv_acc(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M,
+                                 uint32_t N, uint32_t K, void *stream) {
+    return gemv<false, true>(X, W, Y, NULL, M, N, K, stream);
+}
+
 extern "C" int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
                                   uint32_t F, uint32_t K, void *stream) {
     return gemv<true>(X, Wgu, NULL, out, M, F, K, stream);
+}
+
+extern "C" int pgd_cuda_gemv_rmsnorm(const float *x, const float *nw, float eps, const uint16_t *W,
+                                     float *Y, uint16_t *out, uint32_t N, uint32_t K, bool silu,
+                                     int early, void *stream) {
+    if (K == 0 || K % 8 || K > PGD_CUDA_GEMV_NORM_MAX_K || (uintptr_t)W % 16 || (uintptr_t)x % 4 ||
+        (uintptr_t)nw % 4 || (silu ? !out : !Y))
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA GEMV with RMSNorm: K %u (a multiple of 8, at most %u), W "
+                             "16-byte aligned, %s given",
+                             K, PGD_CUDA_GEMV_NORM_MAX_K, silu ? "out" : "Y");
+    if (N == 0) return 0;
+    using norm_fn = cudaError_t (*)(const float *, const float *, float, const uint16_t *, float *,
+                                    uint16_t *, uint32_t, uint32_t, cudaStream_t);
+    static const norm_fn forms[2][2] = {{launch_norm<false, false>, launch_norm<false, true>},
+                                        {launch_norm<true, false>, launch_norm<true, true>}};
+    const bool e = early == 1 || (early == -1 && early_loads());
+    PGD_CUDA_TRY(forms[silu][e](x, nw, eps, W, Y, out, N, K, (cudaStream_t)stream));
+    return 0;
 }
 
 extern "C" int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O,

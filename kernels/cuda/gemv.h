@@ -38,12 +38,29 @@ extern "C" {
  * alignment) / PGD_ECUDA. */
 int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                   uint32_t K, void *stream);
+/* Y += X · Wᵀ: Y[m][n] = Y[m][n] + (THE SUM), one f32 rounding — the residual add of the
+ * unfused path (pgd_cuda_add_rmsnorm with add = the product) done where the product is made.
+ * Shapes and returns as pgd_cuda_gemv. */
+int pgd_cuda_gemv_acc(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
+                      uint32_t K, void *stream);
 /* The gate/up product and SiLU * up in one: out[m][j] = bf16(SiLU(g) * u) with g = Y[m][j] and
  * u = Y[m][F + j] of Y = X · Wguᵀ by THE SUM, SiLU * up as silu_mul.h computes it — the bits of
  * pgd_cuda_gemv over Wgu then pgd_cuda_silu_mul, without the f32 [M][2F] in between.
  * Wgu bf16 [2F][K] (gate rows, then up rows), out bf16 [M][F]. 0, PGD_EINVAL / PGD_ECUDA. */
 int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
                        uint32_t F, uint32_t K, void *stream);
+/* One row's RMSNorm and its product in one: the bits of pgd_cuda_add_rmsnorm(x, NULL, nw, eps,
+ * NULL, 1, K, xb) then pgd_cuda_gemv(xb, W, Y, 1, N, K) — or, silu, pgd_cuda_gemv_silu(xb, W,
+ * out, 1, N, K) — without xb and the norm's own kernel: every CTA norms the row into its shared
+ * memory (rmsnorm_math.cuh: the same arithmetic), its warps then read X from there. x, nw f32
+ * [K]; W bf16 [N][K] (silu: [2N][K], gate rows then up rows); Y f32 [N], or out bf16 [N]. early:
+ * 1 a warp's first round of W loads before the wait for the previous kernel (so the norm runs
+ * while they arrive), 0 not, -1 as PGD_CUDA_GEMV_EARLY says (the one-row default). 0, or
+ * PGD_EINVAL (K not a multiple of 8 or past PGD_CUDA_GEMV_NORM_MAX_K, alignment) / PGD_ECUDA. */
+#define PGD_CUDA_GEMV_NORM_MAX_K 16384 /* the normed row's bf16 in 32 KiB of shared memory */
+int pgd_cuda_gemv_rmsnorm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
+                          uint16_t *out, uint32_t N, uint32_t K, bool silu, int early,
+                          void *stream);
 /* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
  * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
  * a lane's W chunks in flight instead of 4, and with `early`, a warp's first round of W loads
@@ -55,6 +72,13 @@ int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t
 /* The twin on the host, bit for bit: any M. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                         uint32_t K);
+/* The twins of pgd_cuda_gemv_acc (any M) and of pgd_cuda_gemv_rmsnorm's plain form (xb: bf16 [K]
+ * scratch, the normed row), bit for bit. (The SiLU form's bits are those of the device's unfused
+ * path: silu_mul.h's twin is not exact.) */
+void pgd_cuda_gemv_acc_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
+                            uint32_t K);
+void pgd_cuda_gemv_rmsnorm_twin(const float *x, const float *nw, float eps, const uint16_t *W,
+                                float *Y, uint32_t N, uint32_t K, uint16_t *xb);
 
 #ifdef __cplusplus
 }

@@ -24,42 +24,13 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rmsnorm_math.cuh"
 
 namespace {
 
 /* Elements of a row a thread holds in registers when the row fits (E <= kOne * LANES: one
  * wait for all of its loads, the norm's weights included); longer rows take two passes. */
 constexpr uint32_t kOne = 16;
-
-/* The row's scale from this thread's sum of squares: the lanes' partials folded by the tree
- * (rmsnorm.h), then f32(1 / sqrt(ss / E + eps)). The tree's levels that pair lanes of different
- * warps (h >= 32) go through shared memory, the last five inside warp 0 by shuffles (lane j adds
- * lane j + h's value of the level before: the same pairs, so the same bits, with 5 barriers
- * instead of 10). Every thread gets the scale; part and *s are free again when it returns. */
-__device__ __forceinline__ float row_scale(double *part, float *s, double acc, uint32_t E,
-                                           float eps) {
-    static_assert(PGD_RMSNORM_LANES >= 64 && PGD_RMSNORM_LANES % 32 == 0, "whole warps");
-    const unsigned j = threadIdx.x;
-    part[j] = acc;
-    __syncthreads();
-    for (unsigned h = PGD_RMSNORM_LANES / 2; h >= 32; h >>= 1) {
-        if (j < h) part[j] = __dadd_rn(part[j], part[j + h]);
-        __syncthreads();
-    }
-    if (j < 32) {
-        double v = part[j];
-#pragma unroll
-        for (unsigned h = 16; h > 0; h >>= 1) v = __dadd_rn(v, __shfl_down_sync(0xffffffffu, v, h));
-        if (j == 0) {
-            const double ms = __dadd_rn(__ddiv_rn(v, (double)E), (double)eps);
-            *s = __double2float_rn(__ddiv_rn(1.0, __dsqrt_rn(ms)));
-        }
-    }
-    __syncthreads();
-    const float r = *s;
-    __syncthreads(); /* *s and part are read before the next row writes them */
-    return r;
-}
 
 /* N elements of a row, e0, e0 + LANES, ... (those below E): loaded with their addends (add: the
  * addend row or NULL) before the first is used, then x += add in place (f32), and the squares
@@ -82,7 +53,7 @@ __device__ __forceinline__ void add_square(float *xr, const float *add, uint32_t
             v[u] = __fadd_rn(v[u], a[u]);
             xr[e] = v[u];
         }
-        acc = __dadd_rn(acc, __dmul_rn((double)v[u], (double)v[u]));
+        acc = pgd_dev_rms_square(acc, v[u]);
     }
 }
 
@@ -93,7 +64,7 @@ __device__ __forceinline__ void scale_out(uint16_t *o, uint32_t e0, uint32_t E, 
 #pragma unroll
     for (uint32_t u = 0; u < N; u++) {
         const uint32_t e = e0 + u * PGD_RMSNORM_LANES;
-        if (e < E) o[e] = pgd_dev_f32_to_bf16(__fmul_rn(__fmul_rn(v[u], s), g[u]));
+        if (e < E) o[e] = pgd_dev_rms_out(v[u], s, g[u]);
     }
 }
 
@@ -127,7 +98,7 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
         if (one) {
             float v[kOne];
             add_square(xr, ar, j, E, v, acc);
-            scale_out(o, j, E, v, g, row_scale(part, &scale, acc, E, eps));
+            scale_out(o, j, E, v, g, pgd_dev_rms_scale(part, &scale, acc, E, eps));
             continue;
         }
         constexpr uint32_t kLoads = 8, kStep = kLoads * PGD_RMSNORM_LANES;
@@ -135,7 +106,7 @@ __global__ void __launch_bounds__(PGD_RMSNORM_LANES)
             float v[kLoads];
             add_square(xr, ar, e0, E, v, acc);
         }
-        const float s = row_scale(part, &scale, acc, E, eps);
+        const float s = pgd_dev_rms_scale(part, &scale, acc, E, eps);
         for (uint32_t e0 = j; e0 < E; e0 += kStep) { /* xr[e]: this thread's own writes */
             float v[kLoads], g[kLoads];
 #pragma unroll

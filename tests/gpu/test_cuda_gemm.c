@@ -20,7 +20,11 @@
  *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
  *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8; at one row, with 4, 8 and 16 of a lane's loads
  *     in flight, and with the first round of loads before the wait for the previous kernel
- *     (pgd_cuda_gemv_loads), both forms give the same bits as the default.
+ *     (pgd_cuda_gemv_loads), both forms give the same bits as the default;
+ *   - the residual form (pgd_cuda_gemv_acc) gives its twin's bits at M = 1, 2, 5, 8; the form
+ *     that norms its own row (pgd_cuda_gemv_rmsnorm) those of the norm then the GEMV (plain: the
+ *     twins; SiLU: the device's unfused kernels), with its first loads early or not, x
+ *     untouched; both refuse bad shapes.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -32,6 +36,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/silu_mul.h"
 #include "testutil.h"
 
@@ -354,6 +359,125 @@ static void test_gemv_silu(void) {
     }
 }
 
+/* bits of n floats equal: the count of those that differ */
+static size_t differ_f32(const float *a, const float *b, uint64_t n) {
+    size_t bad = 0;
+    for (uint64_t e = 0; e < n; e++) bad += memcmp(&a[e], &b[e], 4) != 0;
+    return bad;
+}
+
+/* The residual form (pgd_cuda_gemv_acc: Y += the product) against its twin at M = 1, 2, 5 and 8;
+ * the norm form (pgd_cuda_gemv_rmsnorm), its first loads before the wait and after: the plain
+ * form against its twin (the norm's then the GEMV's), the SiLU form against the device's unfused
+ * path (pgd_cuda_add_rmsnorm, then pgd_cuda_gemv_silu), x left as it was; refusals. Rows of K
+ * straddling the norm's batches of 8 x 256 elements; on the GPU, 6144 columns take two a warp on
+ * up to 132 SMs (the emulator's grid of 3 CTAs: many). */
+static void test_gemv_fused(void) {
+    const bool emu = getenv("PGD_CUDA_EMU") != NULL;
+    const uint32_t shapes[][2] = {{1003, 264}, {emu ? 300 : 6144, 4096}, {100, 64}, {37, 5000}};
+    static const uint32_t ms[] = {1, 2, 5, 8};
+    const float eps = 1e-5f;
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) {
+        const uint32_t N = shapes[i][0], K = shapes[i][1], MM = PGD_CUDA_GEMV_MAX_M;
+        uint16_t *X = malloc((uint64_t)MM * K * 2), *W = malloc((uint64_t)2 * N * K * 2);
+        uint16_t *xb = malloc((uint64_t)K * 2), *want_o = malloc((uint64_t)N * 2),
+                 *got_o = malloc((uint64_t)N * 2);
+        float *x = malloc((uint64_t)K * 4), *nw = malloc((uint64_t)K * 4),
+              *Y0 = malloc((uint64_t)MM * N * 4), *want = malloc((uint64_t)MM * N * 4),
+              *got = malloc((uint64_t)MM * N * 4), *xback = malloc((uint64_t)K * 4);
+        REQUIRE(X && W && xb && want_o && got_o && x && nw && Y0 && want && got && xback);
+        fill_bf16(X, (uint64_t)MM * K, 1.0);
+        fill_bf16(W, (uint64_t)2 * N * K, 3.0 / sqrt((double)K));
+        for (uint32_t e = 0; e < K; e++) {
+            x[e] = (float)((urand() * 2 - 1) * (e % 97 == 0 ? 40.0 : 2.0)); /* a few outliers */
+            nw[e] = (float)(0.5 + urand());
+        }
+        for (uint64_t e = 0; e < (uint64_t)MM * N; e++) Y0[e] = (float)((urand() * 2 - 1) * 8.0);
+        uint16_t *dX, *dW, *dO, *dxb;
+        float *dY, *dx, *dnw;
+        REQUIRE(cudaMalloc((void **)&dX, (uint64_t)MM * K * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dW, (uint64_t)2 * N * K * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dY, (uint64_t)MM * 2 * N * 4) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dO, (uint64_t)N * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dxb, (uint64_t)K * 2) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dx, (uint64_t)K * 4) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&dnw, (uint64_t)K * 4) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dX, X, (uint64_t)MM * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dW, W, (uint64_t)2 * N * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dx, x, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dnw, nw, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+
+        /* Y += X W^T */
+        for (size_t k = 0; k < PGD_ARRAY_LEN(ms); k++) {
+            const uint32_t M = ms[k];
+            memcpy(want, Y0, (uint64_t)M * N * 4);
+            pgd_cuda_gemv_acc_twin(X, W, want, M, N, K);
+            REQUIRE(cudaMemcpy(dY, Y0, (uint64_t)M * N * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+            CHECK_EQ_INT(pgd_cuda_gemv_acc(dX, dW, dY, M, N, K, NULL), 0);
+            REQUIRE(cudaMemcpy(got, dY, (uint64_t)M * N * 4, cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+            const size_t bad = differ_f32(got, want, (uint64_t)M * N);
+            if (bad)
+                fprintf(stderr, "    gemv += , N %u, K %u, M = %u: %zu of %llu differ\n", N, K, M,
+                        bad, (unsigned long long)M * N);
+            CHECK(bad == 0);
+        }
+
+        /* the norm form: plain against the twins, SiLU against the unfused device path */
+        pgd_cuda_gemv_rmsnorm_twin(x, nw, eps, W, want, N, K, xb);
+        CHECK_EQ_INT(pgd_cuda_add_rmsnorm(dx, NULL, dnw, eps, NULL, 1, K, dxb, NULL), 0);
+        REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)N * 2) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemv_silu(dxb, dW, dO, 1, N, K, NULL), 0);
+        REQUIRE(cudaMemcpy(want_o, dO, (uint64_t)N * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (int early = 0; early < 2; early++) {
+            REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)N * 4) == cudaSuccess); /* NaN */
+            CHECK_EQ_INT(
+                pgd_cuda_gemv_rmsnorm(dx, dnw, eps, dW, dY, NULL, N, K, false, early, NULL), 0);
+            REQUIRE(cudaMemcpy(got, dY, (uint64_t)N * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+            const size_t bad = differ_f32(got, want, N);
+            REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)N * 2) == cudaSuccess);
+            CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(dx, dnw, eps, dW, NULL, dO, N, K, true, early, NULL),
+                         0);
+            REQUIRE(cudaMemcpy(got_o, dO, (uint64_t)N * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+            size_t bad_o = 0;
+            for (uint32_t e = 0; e < N; e++) bad_o += got_o[e] != want_o[e];
+            REQUIRE(cudaMemcpy(xback, dx, (uint64_t)K * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+            if (bad || bad_o)
+                fprintf(stderr,
+                        "    gemv with RMSNorm%s, N %u, K %u: %zu products, %zu SiLU outputs "
+                        "differ\n",
+                        early ? " (early)" : "", N, K, bad, bad_o);
+            CHECK(bad == 0 && bad_o == 0);
+            CHECK(differ_f32(xback, x, K) == 0);
+        }
+        /* the twin is not the product of an unnormed row: a check that can fail */
+        pgd_cuda_gemv_twin(X, W, got, 1, N, K);
+        CHECK(differ_f32(got, want, N) > 0);
+        cudaFree(dX), cudaFree(dW), cudaFree(dY), cudaFree(dO), cudaFree(dxb), cudaFree(dx),
+            cudaFree(dnw);
+        free(X), free(W), free(xb), free(want_o), free(got_o), free(x), free(nw), free(Y0),
+            free(want), free(got), free(xback);
+    }
+    float *d = NULL;
+    REQUIRE(cudaMalloc((void **)&d, 1 << 16) == cudaSuccess);
+    const uint16_t *dw = (const uint16_t *)d;
+    uint16_t *o = (uint16_t *)d;
+    CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(d, d, 1e-5f, dw, d, NULL, 4, 60, false, 0, NULL),
+                 PGD_EINVAL); /* K % 8 */
+    CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(d, d, 1e-5f, dw, d, NULL, 4, PGD_CUDA_GEMV_NORM_MAX_K + 8,
+                                       false, 0, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(d, d, 1e-5f, dw + 1, d, NULL, 4, 64, false, 0, NULL),
+                 PGD_EINVAL); /* alignment */
+    CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(d, d, 1e-5f, dw, NULL, o, 4, 64, false, 0, NULL),
+                 PGD_EINVAL); /* no Y */
+    CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(d, d, 1e-5f, dw, d, NULL, 4, 64, true, 0, NULL),
+                 PGD_EINVAL); /* no out */
+    CHECK_EQ_INT(pgd_cuda_gemv_rmsnorm(d, d, 1e-5f, dw, d, NULL, 0, 64, false, 0, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemv_acc(dw, dw, d, 1, 4, 60, NULL), PGD_EINVAL);
+    cudaFree(d);
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -367,5 +491,6 @@ int main(void) {
     RUN(test_model_shapes);
     RUN(test_bf16_out);
     RUN(test_gemv_silu);
+    RUN(test_gemv_fused);
     return test_summary();
 }
