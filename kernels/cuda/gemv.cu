@@ -28,13 +28,14 @@
  *
  * Two forms remove a one-row step's norm kernels (PGD_CUDA_GEMV_NORM=1 in the backend; untested
  * on hardware): the residual form (pgd_cuda_gemv_acc) adds its product into the residual row
- * where lane 0 writes it, and the norm form (pgd_cuda_gemv_rmsnorm) norms that row in every CTA,
- * into shared memory, before its warps read X from there — 256-thread CTAs, at most 4 an SM
- * (48 registers, 64 with the early loads, whose latency the norm then overlaps), each warp
- * striding over the columns. A decode token then launches 64 kernels fewer, and the norm's
- * chain of latencies (the row's loads, the tree, its bf16 row written and read back) leaves
- * the critical path where the early loads cover it.
+ * where lane 0 writes it, and the norm form (pgd_cuda_gemv_rmsnorm) norms that row in every CTA
+ * before its warps read X from shared memory: the row copied in by cp.async (one round trip, no
+ * registers held), the norm's weights prefetched into L1 before the wait, the sums of squares
+ * and the normed bf16 row from shared memory. 256-thread CTAs, 4 to 8 an SM (the registers'
+ * bound, launch_bounds), each warp striding over the columns. A decode token then launches 64
+ * kernels fewer, and with the early loads the norm's latency overlaps the first weights'.
  */
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include "common/error.h"
@@ -194,70 +195,72 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /* ---- the norm form (pgd_cuda_gemv_rmsnorm) ------------------------------------------------
- * One row. Every CTA norms x's row into its shared memory (bf16 [K]) with rmsnorm.cu's
- * arithmetic, thread j of PGD_RMSNORM_LANES being the norm's lane j, then its warps take their
- * columns as gemv_kernel's do, reading X from there. The CTAs are at most kNormCtasPerSm an SM
- * (so the row is normed no more often than that) and a warp takes columns n, n + (the grid's
- * warps), ... (so warps differ by at most one column). */
+ * One row. Every CTA norms x's row into its shared memory with rmsnorm.cu's arithmetic, thread j
+ * of PGD_RMSNORM_LANES being the norm's lane j, then its warps take their columns as
+ * gemv_kernel's do, reading X from there. The CTAs are at most kNormCtasPerSm an SM (so the
+ * row is normed no more often than that) and a warp takes columns n, n + (the grid's warps), ...
+ * (so warps differ by at most one column). */
 constexpr uint32_t kNormThreads = PGD_RMSNORM_LANES, kNormWarps = kNormThreads / kLanes;
-constexpr uint32_t kNormCtasPerSm = 4; /* the registers allow at least this many (launch bounds) */
-static_assert(kNormThreads % kLanes == 0, "whole warps");
+static_assert(kNormThreads % kLanes == 0 && kNormThreads % 4 == 0, "whole warps");
 
-/* x's row normed into xs (bf16 [K], shared) by the whole CTA: thread j sums the squares of
- * elements j, j + LANES, ... in order (rmsnorm_math.cuh), kBatch of them loaded before the first
- * is used; the scale by the tree; then xs[e] = bf16((x[e] * s) * w[e]). Returns after a barrier
- * (xs complete). */
+/* CTAs an SM the registers must allow (launch bounds), the most without spills: 29 to 32
+ * registers, 40 with the plain form's early loads, 63 with the SiLU form's (two columns'). */
+template <bool Silu, bool Early> constexpr uint32_t kNormCtasPerSm = !Early ? 8 : Silu ? 4 : 6;
+
+/* Dynamic shared memory of the norm form for rows of K: the row f32 [K], then the normed row
+ * bf16 [K]. */
+constexpr size_t norm_smem(uint32_t K) {
+    return (size_t)K * 6;
+}
+
+/* Before the wait: the norm weights' cache lines into L1 (they are constant during a step; the
+ * second pass reads them). */
+__device__ __forceinline__ void norm_prefetch(const float *nw, uint32_t K) {
+#if defined(__CUDACC__) /* nvcc; the emulator (tests/cuda_emu) has no cache to fill */
+    for (uint32_t e = threadIdx.x * 32; e < K; e += kNormThreads * 32) /* 128-byte lines */
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + e));
+#else
+    (void)nw, (void)K;
+#endif
+}
+
+/* x's row normed into xs (bf16 [K], shared) by the whole CTA: the row copied into xf (f32 [K],
+ * shared; cp.async, no registers held), thread j sums the squares of elements j, j + LANES, ...
+ * in order (rmsnorm_math.cuh), the scale by the tree, then xs[e] = bf16((x[e] * s) * w[e]).
+ * Returns after a barrier (xs complete). x 16-byte aligned. */
 __device__ __forceinline__ void norm_row(const float *x, const float *nw, float eps, uint32_t K,
-                                         uint16_t *xs, double *part, float *scale) {
-    constexpr uint32_t kBatch = 8, kStep = kBatch * kNormThreads;
+                                         float *xf, uint16_t *xs, double *part, float *scale) {
     const uint32_t j = threadIdx.x;
+    for (uint32_t i = j; i < K / 4; i += kNormThreads)
+        __pipeline_memcpy_async(xf + 4 * i, x + 4 * i, 16);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
     double acc = 0.0;
-    for (uint32_t e0 = j; e0 < K; e0 += kStep) {
-        float v[kBatch];
-#pragma unroll
-        for (uint32_t u = 0; u < kBatch; u++) {
-            const uint32_t e = e0 + u * kNormThreads;
-            v[u] = e < K ? x[e] : 0.0f;
-        }
-#pragma unroll
-        for (uint32_t u = 0; u < kBatch; u++) {
-            if (e0 + u * kNormThreads >= K) break;
-            acc = pgd_dev_rms_square(acc, v[u]);
-        }
-    }
+    for (uint32_t e = j; e < K; e += kNormThreads) acc = pgd_dev_rms_square(acc, xf[e]);
     const float s = pgd_dev_rms_scale(part, scale, acc, K, eps);
-    for (uint32_t e0 = j; e0 < K; e0 += kStep) {
-        float v[kBatch], g[kBatch];
-#pragma unroll
-        for (uint32_t u = 0; u < kBatch; u++) {
-            const uint32_t e = e0 + u * kNormThreads;
-            v[u] = e < K ? x[e] : 0.0f;
-            g[u] = e < K ? __ldg(nw + e) : 0.0f;
-        }
-#pragma unroll
-        for (uint32_t u = 0; u < kBatch; u++) {
-            const uint32_t e = e0 + u * kNormThreads;
-            if (e < K) xs[e] = pgd_dev_rms_out(v[u], s, g[u]);
-        }
-    }
+    for (uint32_t e = j; e < K; e += kNormThreads) xs[e] = pgd_dev_rms_out(xf[e], s, __ldg(nw + e));
     __syncthreads();
 }
 
 /* x, nw: f32 [K]; W bf16 [N][K] (Silu: [2N][K], gate rows then up rows); Y f32 [N] or (Silu) O
- * bf16 [N]. Dynamic shared memory: K * 2 bytes. */
+ * bf16 [N]. Dynamic shared memory: norm_smem(K). */
 template <bool Silu, bool Early>
-__global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm)
+__global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm<Silu, Early>)
     gemv_norm_kernel(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
                      uint16_t *O, uint32_t N, uint32_t K) {
-    extern __shared__ __align__(16) uint4 xs4[]; /* the normed row, bf16 [K] */
+    extern __shared__ __align__(16) uint4 norm_sm[]; /* f32 [K], then bf16 [K] */
     __shared__ double part[kNormThreads];
     __shared__ float scale;
+    float *xf = reinterpret_cast<float *>(norm_sm);
+    const uint4 *xs4 = norm_sm + K / 4; /* the normed row */
     constexpr int R = Silu ? 2 : 1;
     const uint32_t lane = threadIdx.x % kLanes, C = K / 8, stride = gridDim.x * kNormWarps;
     uint32_t n = blockIdx.x * kNormWarps + threadIdx.x / kLanes;
     auto xc = [&](int, uint32_t c) { return xs4[c]; };
     const uint4 *w[R];
     float acc[R][1];
+    norm_prefetch(nw, K);
     /* the first column: every warp, one past N too (it reads column N - 1 and drops the
      * result), since the whole CTA norms the row */
     col_rows<R, Silu>(W, n, N, K, w);
@@ -265,7 +268,8 @@ __global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm)
         w, C, lane, xc,
         [&] {
             pgd_dev_pdl_enter(); /* x is the previous kernel's output */
-            norm_row(x, nw, eps, K, reinterpret_cast<uint16_t *>(xs4), part, &scale);
+            norm_row(x, nw, eps, K, xf, reinterpret_cast<uint16_t *>(norm_sm + K / 4), part,
+                     &scale);
         },
         acc);
     if (lane == 0) store<1, R, Silu, false>(acc, n, N, Y, O);
@@ -341,12 +345,18 @@ int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M
 template <bool Silu, bool Early>
 cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
                         uint16_t *O, uint32_t N, uint32_t K, cudaStream_t stream) {
-    /* the fewest columns a warp that keep to kNormCtasPerSm CTAs an SM, then the fewest warps
-     * that take them all at that many a warp */
-    const uint64_t most = (uint64_t)kNormWarps * kNormCtasPerSm * pgd_cuda_sm_count();
+    /* the fewest columns a warp that keep to kNormCtasPerSm CTAs an SM, then the fewest warps that
+     * take them all at that many a warp */
+    const uint64_t most = (uint64_t)kNormWarps * kNormCtasPerSm<Silu, Early> * pgd_cuda_sm_count();
     const uint64_t per = (N + most - 1) / most;
     const unsigned ctas = pgd_cuda_grid((N + per - 1) / per, kNormWarps);
-    return pgd_cuda_launch(gemv_norm_kernel<Silu, Early>, ctas, kNormThreads, (size_t)K * 2, stream,
+    static bool smem_done[PGD_CUDA_MAX_DEVICES]; /* for rows past 8k elements */
+    if (norm_smem(K) > 48 * 1024) {
+        const cudaError_t e = pgd_cuda_smem_once(gemv_norm_kernel<Silu, Early>,
+                                                 norm_smem(PGD_CUDA_GEMV_NORM_MAX_K), smem_done);
+        if (e != cudaSuccess) return e;
+    }
+    return pgd_cuda_launch(gemv_norm_kernel<Silu, Early>, ctas, kNormThreads, norm_smem(K), stream,
                            x, nw, eps, W, Y, O, N, K);
 }
 

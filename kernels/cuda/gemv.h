@@ -53,11 +53,11 @@ int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, ui
  * NULL, 1, K, xb) then pgd_cuda_gemv(xb, W, Y, 1, N, K) — or, silu, pgd_cuda_gemv_silu(xb, W,
  * out, 1, N, K) — without xb and the norm's own kernel: every CTA norms the row into its shared
  * memory (rmsnorm_math.cuh: the same arithmetic), its warps then read X from there. x, nw f32
- * [K]; W bf16 [N][K] (silu: [2N][K], gate rows then up rows); Y f32 [N], or out bf16 [N]. early:
- * 1 a warp's first round of W loads before the wait for the previous kernel (so the norm runs
- * while they arrive), 0 not, -1 as PGD_CUDA_GEMV_EARLY says (the one-row default). 0, or
- * PGD_EINVAL (K not a multiple of 8 or past PGD_CUDA_GEMV_NORM_MAX_K, alignment) / PGD_ECUDA. */
-#define PGD_CUDA_GEMV_NORM_MAX_K 16384 /* the normed row's bf16 in 32 KiB of shared memory */
+ * [K], x 16-byte aligned; W bf16 [N][K] (silu: [2N][K], gate rows then up rows); Y f32 [N], or out
+ * bf16 [N]. early: 1 a warp's first round of W loads before the wait for the previous kernel (so
+ * the norm runs while they arrive), 0 not, -1 as PGD_CUDA_GEMV_EARLY says (the one-row default). 0,
+ * or PGD_EINVAL (K not a multiple of 8 or past PGD_CUDA_GEMV_NORM_MAX_K, alignment) / PGD_ECUDA. */
+#define PGD_CUDA_GEMV_NORM_MAX_K 16384 /* the row in f32 and bf16: 96 KiB of shared memory */
 int pgd_cuda_gemv_rmsnorm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
                           uint16_t *out, uint32_t N, uint32_t K, bool silu, int early,
                           void *stream);
