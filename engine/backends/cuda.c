@@ -21,11 +21,12 @@
  * gate/up GEMM (bf16 out), SiLU*up, down GEMM; the final add + norm for the asked rows only, the
  * output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
  * event. With PGD_CUDA_GEMV_NORM=1 (opt-in; untested on hardware) a one-row step whose products
- * all run on the GEMV kernel (the default) has no norm kernels in its layers: the QKV and gate/up
- * GEMVs norm the row themselves, the O and down GEMVs add into the residual (gemv.h: the same
- * bits). Nothing is allocated inside a step. After it, a sampled row the device handed back
- * (a top-p nucleus past its candidate list) is sampled on the host from its logits, still on
- * the device (one copy and one wait more, for that row only).
+ * all run on the GEMV kernel (the default) has no norm and RoPE kernels in its layers: the QKV
+ * and gate/up GEMVs norm the row themselves, the QKV one ends in bias, RoPE and the KV write,
+ * the O and down GEMVs add into the residual (gemv.h: the same bits). Nothing is allocated inside a
+ * step. After it, a sampled row the device handed back (a top-p nucleus past its candidate list) is
+ * sampled on the host from its logits, still on the device (one copy and one wait more, for that
+ * row only).
  *
  * CUDA graphs: a decode-only step whose rows are all sampled on the device
  * (pgd_cuda_graph_fits) runs as a graph captured for its padded size and block-table stride
@@ -122,8 +123,9 @@ typedef struct cuda_backend {
     bool dec_tc;    /* the CUDA-core rows of launches of few rows on the tensor-core decode kernel
                        (PGD_CUDA_DECODE_TC=1: opt-in until measured on hardware) */
     bool gemv_norm; /* steps whose products all run on the GEMV (one row, by default): each norm
-                       in the GEMV after it and each residual add in the GEMV before it
-                       (PGD_CUDA_GEMV_NORM=1: opt-in until measured on hardware) */
+                       in the GEMV after it, each residual add in the GEMV before it, RoPE and
+                       the KV write in the QKV GEMV (PGD_CUDA_GEMV_NORM=1: opt-in until measured
+                       on hardware) */
     pgd_cuda_attn_work work; /* the eager step's attention work (upload_meta) */
     /* metadata */
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
@@ -454,10 +456,11 @@ static bool fused(const cuda_backend *b, uint32_t T) {
            pgd_cuda_gemm_plan_gemv(b->p_down, T);
 }
 
-/* Layer li of a one-row step with the norms and residual adds in the GEMVs: the QKV product
- * norms x itself (attention norm), the O product adds into x, the gate/up product norms x (FFN
- * norm) and ends in SiLU * up, the down product adds into x — the bits of the unfused layer
- * (gemv.h), four launches fewer than it and no bf16 row in between. */
+/* Layer li of a one-row step with the norms, residual adds and RoPE in the GEMVs: the QKV product
+ * norms x itself (attention norm) and ends in bias, RoPE and the KV write, the O product adds
+ * into x, the gate/up product norms x (FFN norm) and ends in SiLU * up, the down product adds
+ * into x — the bits of the unfused layer (gemv.h), 5 launches instead of 8 (with the attention),
+ * no bf16 row in between. */
 static int layer_fused(cuda_backend *b, uint32_t li, uint32_t stride,
                        const pgd_cuda_attn_work *work) {
     const pgd_model_config *c = &b->base.model->cfg;
@@ -467,11 +470,10 @@ static int layer_fused(cuda_backend *b, uint32_t li, uint32_t stride,
     const int64_t *d_slots = (const int64_t *)(b->d_meta + l->slots);
     void *s = b->stream;
     int rc;
-    if ((rc = pgd_cuda_gemv_rmsnorm(b->x, L->attn_norm, c->rms_eps, L->wqkv, b->qkv, NULL, b->QKV,
-                                    b->E, false, -1, s)) ||
-        (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, 1, b->H, b->HKV, b->D,
-                               b->rope_dim, c->rope_style == PGD_ROPE_NEOX, b->kv, b->geom, li,
-                               s)) ||
+    if ((rc = pgd_cuda_gemv_qkv_rope(b->x, L->attn_norm, c->rms_eps, L->wqkv, L->bqkv, b->cos_sin,
+                                     d_pos, d_slots, b->H, b->rope_dim,
+                                     c->rope_style == PGD_ROPE_NEOX, b->kv, b->geom, li, b->qkv,
+                                     b->E, -1, s)) ||
         (rc = attention(b, li, 1, stride, work)) ||
         (rc = pgd_cuda_gemv_acc(b->xb, L->wo, b->x, 1, b->E, b->H * b->D, s)) ||
         (rc = pgd_cuda_gemv_rmsnorm(b->x, L->ffn_norm, c->rms_eps, L->wgu, NULL, b->gu, b->F, b->E,

@@ -32,8 +32,11 @@
  * before its warps read X from shared memory: the row copied in by cp.async (one round trip, no
  * registers held), the norm's weights prefetched into L1 before the wait, the sums of squares
  * and the normed bf16 row from shared memory. 256-thread CTAs, 4 to 8 an SM (the registers'
- * bound, launch_bounds), each warp striding over the columns. A decode token then launches 64
- * kernels fewer, and with the early loads the norm's latency overlaps the first weights'.
+ * bound, launch_bounds), each warp striding over the columns. The QKV product's norm form
+ * (pgd_cuda_gemv_qkv_rope) gives each warp a pair of columns — a RoPE pair, or two neighbouring
+ * unrotated dimensions — and lane 0 ends it as rope_kv.cu does (bias, rotation, q into qkv, k and
+ * v into the slab; rope_math.cuh). A decode token then launches 96 kernels fewer, and with the
+ * early loads the norm's latency overlaps the first weights'.
  */
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -42,7 +45,9 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm_math.cuh"
+#include "kernels/cuda/rope_math.cuh"
 #include "kernels/cuda/silu_math.cuh"
 
 namespace {
@@ -194,7 +199,7 @@ __global__ void __launch_bounds__(kThreads)
     if (lane == 0) store<MR, R, Silu, Acc>(acc, n0, N, Y, O);
 }
 
-/* ---- the norm form (pgd_cuda_gemv_rmsnorm) ------------------------------------------------
+/* ---- the norm forms (pgd_cuda_gemv_rmsnorm, pgd_cuda_gemv_qkv_rope) ----------------------
  * One row. Every CTA norms x's row into its shared memory with rmsnorm.cu's arithmetic, thread j
  * of PGD_RMSNORM_LANES being the norm's lane j, then its warps take their columns as
  * gemv_kernel's do, reading X from there. The CTAs are at most kNormCtasPerSm an SM (so the
@@ -203,9 +208,16 @@ __global__ void __launch_bounds__(kThreads)
 constexpr uint32_t kNormThreads = PGD_RMSNORM_LANES, kNormWarps = kNormThreads / kLanes;
 static_assert(kNormThreads % kLanes == 0 && kNormThreads % 4 == 0, "whole warps");
 
-/* CTAs an SM the registers must allow (launch bounds), the most without spills: 29 to 32
- * registers, 40 with the plain form's early loads, 63 with the SiLU form's (two columns'). */
-template <bool Silu, bool Early> constexpr uint32_t kNormCtasPerSm = !Early ? 8 : Silu ? 4 : 6;
+/* The norm form's ends: the plain product, SiLU * up, or the QKV row's bias, RoPE and KV write. */
+enum class Form { kPlain, kSilu, kRope };
+
+/* CTAs an SM the registers must allow (launch bounds), the most without spills: 29 to 36
+ * registers, 40 with the plain form's early loads, 63 or 64 with the SiLU and RoPE forms' (two
+ * columns'). */
+template <Form F, bool Early>
+constexpr uint32_t kNormCtasPerSm = F == Form::kRope   ? (Early ? 4 : 6)
+                                    : F == Form::kSilu ? (Early ? 4 : 8)
+                                                       : (Early ? 6 : 8);
 
 /* Dynamic shared memory of the norm form for rows of K: the row f32 [K], then the normed row
  * bf16 [K]. */
@@ -243,27 +255,121 @@ __device__ __forceinline__ void norm_row(const float *x, const float *nw, float 
     __syncthreads();
 }
 
-/* x, nw: f32 [K]; W bf16 [N][K] (Silu: [2N][K], gate rows then up rows); Y f32 [N] or (Silu) O
- * bf16 [N]. Dynamic shared memory: norm_smem(K). */
-template <bool Silu, bool Early>
-__global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm<Silu, Early>)
+/* What the RoPE form needs beyond the product (rope_kv.h's arguments for one row). */
+struct rope_epi {
+    const float *bias;    /* f32 [QKV] or NULL */
+    const float *cos_sin; /* f32 [n_pos][rope_dim] */
+    const int32_t *pos;   /* the row's position (the step's metadata) */
+    const int64_t *slot;  /* its KV slot */
+    uint16_t *kv;         /* the f16 slab */
+    pgd_kv_geom geom;
+    uint32_t layer, n_head, rope_dim;
+    bool neox;
+};
+
+/* Column pair u of the QKV row (u < QKV / 2): columns c0 and c1 of head h (q heads, k heads, v
+ * heads), its dimensions d0 and d1 — a rotated pair i of a q or k head (adjacent, or i and i +
+ * rope_dim / 2 when neox), or two neighbouring dimensions unrotated (a q or k head's past
+ * rope_dim, a v head's). */
+struct qkv_pair {
+    uint32_t c0, c1, h, d0, d1, i;
+    bool rot;
+};
+
+__device__ __forceinline__ qkv_pair pair_at(const rope_epi &r, uint32_t u) {
+    const uint32_t D = r.geom.head_dim, half = r.rope_dim / 2, n_qk = r.n_head + r.geom.n_kv_head;
+    qkv_pair p;
+    p.h = u / (D / 2);
+    p.i = u % (D / 2);
+    p.rot = p.h < n_qk && p.i < half;
+    if (p.rot) {
+        p.d0 = r.neox ? p.i : 2 * p.i;
+        p.d1 = r.neox ? p.i + half : 2 * p.i + 1;
+    } else {
+        p.d0 = p.h < n_qk ? r.rope_dim + 2 * (p.i - half) : 2 * p.i;
+        p.d1 = p.d0 + 1;
+    }
+    p.c0 = p.h * D + p.d0;
+    p.c1 = p.h * D + p.d1;
+    return p;
+}
+
+/* Lane 0's end of pair p with products a, b, as rope_kv.cu does it: the bias (bz: its two
+ * values), the rotation by (c, s), q into qkv, k or v into the slab at `slot` (none when slot <
+ * 0); a padding row (pos < 0) writes its raw q products (the product's own, unrotated). */
+__device__ __forceinline__ void rope_store(const rope_epi &r, const qkv_pair &p, float a, float b,
+                                           float2 bz, float2 cs, int32_t pos, int64_t slot,
+                                           float *qkv) {
+    const uint32_t n_qk = r.n_head + r.geom.n_kv_head;
+    if (pos >= 0) {
+        if (r.bias) a = __fadd_rn(a, bz.x), b = __fadd_rn(b, bz.y);
+        if (p.rot) pgd_dev_rope_rotate(a, b, cs.x, cs.y);
+    }
+    if (p.h < r.n_head) {
+        qkv[p.c0] = a;
+        qkv[p.c1] = b;
+    } else if (pos >= 0 && slot >= 0) {
+        const bool v = p.h >= n_qk;
+        uint16_t *dst =
+            r.kv + pgd_kv_slot_index(r.geom, slot, r.layer, v, p.h - (v ? n_qk : r.n_head));
+        dst[p.d0] = pgd_dev_kv_f16(a);
+        dst[p.d1] = pgd_dev_kv_f16(b);
+    }
+}
+
+/* x, nw: f32 [K]. kPlain: W bf16 [N][K], Y f32 [N]; kSilu: W [2N][K] (gate rows then up rows), O
+ * bf16 [N]; kRope: W the QKV weight [2N][K], N its column pairs, Y the q part of qkv (f32 [2N]).
+ * Dynamic shared memory: norm_smem(K). */
+template <Form F, bool Early>
+__global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm<F, Early>)
     gemv_norm_kernel(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
-                     uint16_t *O, uint32_t N, uint32_t K) {
+                     uint16_t *O, uint32_t N, uint32_t K, rope_epi re) {
     extern __shared__ __align__(16) uint4 norm_sm[]; /* f32 [K], then bf16 [K] */
     __shared__ double part[kNormThreads];
     __shared__ float scale;
     float *xf = reinterpret_cast<float *>(norm_sm);
     const uint4 *xs4 = norm_sm + K / 4; /* the normed row */
-    constexpr int R = Silu ? 2 : 1;
+    constexpr int R = F == Form::kPlain ? 1 : 2;
     const uint32_t lane = threadIdx.x % kLanes, C = K / 8, stride = gridDim.x * kNormWarps;
     uint32_t n = blockIdx.x * kNormWarps + threadIdx.x / kLanes;
     auto xc = [&](int, uint32_t c) { return xs4[c]; };
     const uint4 *w[R];
-    float acc[R][1];
+    float acc[R][1] = {};
+    /* kRope: the row's position and slot (the step's metadata), and per pair its bias and cos /
+     * sin values (constant during the step): loaded before the wait, or before the pair's dot */
+    int32_t pos = 0;
+    int64_t slot = -1;
+    if (F == Form::kRope) pos = *re.pos, slot = *re.slot;
+    float2 bz = {0.0f, 0.0f}, cs = {1.0f, 0.0f};
+    auto begin =
+        [&](uint32_t col) { /* W's rows of column (pair) col, clamped to N - 1 */
+                            if constexpr (F == Form::kRope) {
+                                const qkv_pair pr = pair_at(re, min(col, N - 1));
+                                w[0] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c0 * K);
+                                w[R - 1] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c1 * K);
+                                if (re.bias)
+                                    bz = float2{__ldg(re.bias + pr.c0), __ldg(re.bias + pr.c1)};
+                                if (pr.rot && pos >= 0) {
+                                    const float *c =
+                                        re.cos_sin + (uint64_t)pos * re.rope_dim + 2 * pr.i;
+                                    cs = float2{__ldg(c), __ldg(c + 1)};
+                                }
+                            } else {
+                                col_rows<R, F == Form::kSilu>(W, col, N, K, w);
+                            }
+        };
+    auto end = [&](uint32_t col) { /* lane 0 */
+                                   if (col >= N) return;
+                                   if constexpr (F == Form::kRope)
+                                       rope_store(re, pair_at(re, col), acc[0][0], acc[R - 1][0],
+                                                  bz, cs, pos, slot, Y);
+                                   else
+                                       store<1, R, F == Form::kSilu, false>(acc, col, N, Y, O);
+    };
     norm_prefetch(nw, K);
     /* the first column: every warp, one past N too (it reads column N - 1 and drops the
      * result), since the whole CTA norms the row */
-    col_rows<R, Silu>(W, n, N, K, w);
+    begin(n);
     warp_dot<1, R, kLoads, Early>(
         w, C, lane, xc,
         [&] {
@@ -272,13 +378,32 @@ __global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm<Silu, Early>)
                      &scale);
         },
         acc);
-    if (lane == 0) store<1, R, Silu, false>(acc, n, N, Y, O);
+    if (lane == 0) end(n);
     for (n += stride; n < N; n += stride) {
-        col_rows<R, Silu>(W, n, N, K, w);
+        begin(n);
         warp_dot<1, R, kLoads, false>(
             w, C, lane, xc, [] {}, acc);
-        if (lane == 0) store<1, R, Silu, false>(acc, n, N, Y, O);
+        if (lane == 0) end(n);
     }
+}
+
+template <Form F, bool Early>
+cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
+                        uint16_t *O, uint32_t N, uint32_t K, const rope_epi &re,
+                        cudaStream_t stream) {
+    /* the fewest columns a warp that keep to kNormCtasPerSm CTAs an SM, then the fewest warps
+     * that take them all at that many a warp */
+    const uint64_t most = (uint64_t)kNormWarps * kNormCtasPerSm<F, Early> * pgd_cuda_sm_count();
+    const uint64_t per = (N + most - 1) / most;
+    const unsigned ctas = pgd_cuda_grid((N + per - 1) / per, kNormWarps);
+    static bool smem_done[PGD_CUDA_MAX_DEVICES]; /* for rows past 8k elements */
+    if (norm_smem(K) > 48 * 1024) {
+        const cudaError_t e = pgd_cuda_smem_once(gemv_norm_kernel<F, Early>,
+                                                 norm_smem(PGD_CUDA_GEMV_NORM_MAX_K), smem_done);
+        if (e != cudaSuccess) return e;
+    }
+    return pgd_cuda_launch(gemv_norm_kernel<F, Early>, ctas, kNormThreads, norm_smem(K), stream, x,
+                           nw, eps, W, Y, O, N, K, re);
 }
 
 /* Whether a one-row product's warps issue their first round of W loads before the wait for the
@@ -342,22 +467,21 @@ int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M
     return 0;
 }
 
-template <bool Silu, bool Early>
-cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
-                        uint16_t *O, uint32_t N, uint32_t K, cudaStream_t stream) {
-    /* the fewest columns a warp that keep to kNormCtasPerSm CTAs an SM, then the fewest warps that
-     * take them all at that many a warp */
-    const uint64_t most = (uint64_t)kNormWarps * kNormCtasPerSm<Silu, Early> * pgd_cuda_sm_count();
-    const uint64_t per = (N + most - 1) / most;
-    const unsigned ctas = pgd_cuda_grid((N + per - 1) / per, kNormWarps);
-    static bool smem_done[PGD_CUDA_MAX_DEVICES]; /* for rows past 8k elements */
-    if (norm_smem(K) > 48 * 1024) {
-        const cudaError_t e = pgd_cuda_smem_once(gemv_norm_kernel<Silu, Early>,
-                                                 norm_smem(PGD_CUDA_GEMV_NORM_MAX_K), smem_done);
-        if (e != cudaSuccess) return e;
-    }
-    return pgd_cuda_launch(gemv_norm_kernel<Silu, Early>, ctas, kNormThreads, norm_smem(K), stream,
-                           x, nw, eps, W, Y, O, N, K);
+/* The checks of a norm form and its launch, early as asked (-1: early_loads()). */
+template <Form F>
+int norm_form(int early, const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
+              uint16_t *O, uint32_t N, uint32_t K, const rope_epi &re, void *stream) {
+    if (K == 0 || K % 8 || K > PGD_CUDA_GEMV_NORM_MAX_K || (uintptr_t)W % 16 || (uintptr_t)x % 16 ||
+        (uintptr_t)nw % 4 || (F == Form::kSilu ? !O : !Y))
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA GEMV with RMSNorm: K %u (a multiple of 8, at most %u), W "
+                             "and x 16-byte aligned, %s given",
+                             K, PGD_CUDA_GEMV_NORM_MAX_K, F == Form::kSilu ? "out" : "Y");
+    if (N == 0) return 0;
+    const bool e = early == 1 || (early == -1 && early_loads());
+    PGD_CUDA_TRY((e ? launch_norm<F, true> : launch_norm<F, false>)(x, nw, eps, W, Y, O, N, K, re,
+                                                                    (cudaStream_t)stream));
+    return 0;
 }
 
 } // namespace
@@ -380,20 +504,27 @@ extern "C" int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16
 extern "C" int pgd_cuda_gemv_rmsnorm(const float *x, const float *nw, float eps, const uint16_t *W,
                                      float *Y, uint16_t *out, uint32_t N, uint32_t K, bool silu,
                                      int early, void *stream) {
-    if (K == 0 || K % 8 || K > PGD_CUDA_GEMV_NORM_MAX_K || (uintptr_t)W % 16 || (uintptr_t)x % 4 ||
-        (uintptr_t)nw % 4 || (silu ? !out : !Y))
+    const rope_epi none = {};
+    return silu ? norm_form<Form::kSilu>(early, x, nw, eps, W, Y, out, N, K, none, stream)
+                : norm_form<Form::kPlain>(early, x, nw, eps, W, Y, out, N, K, none, stream);
+}
+
+extern "C" int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps,
+                                      const uint16_t *Wqkv, const float *bias, const float *cos_sin,
+                                      const int32_t *pos, const int64_t *slot, uint32_t n_head,
+                                      uint32_t rope_dim, bool neox, uint16_t *kv, pgd_kv_geom geom,
+                                      uint32_t layer, float *qkv, uint32_t K, int early,
+                                      void *stream) {
+    const uint32_t D = geom.head_dim;
+    if (D == 0 || D % 2 || rope_dim > D || rope_dim % 2 || geom.n_kv_head == 0 ||
+        geom.block_size == 0 || layer >= geom.n_layer || !cos_sin || !pos || !slot || !kv)
         return pgd_error_set(PGD_EINVAL,
-                             "CUDA GEMV with RMSNorm: K %u (a multiple of 8, at most %u), W "
-                             "16-byte aligned, %s given",
-                             K, PGD_CUDA_GEMV_NORM_MAX_K, silu ? "out" : "Y");
-    if (N == 0) return 0;
-    using norm_fn = cudaError_t (*)(const float *, const float *, float, const uint16_t *, float *,
-                                    uint16_t *, uint32_t, uint32_t, cudaStream_t);
-    static const norm_fn forms[2][2] = {{launch_norm<false, false>, launch_norm<false, true>},
-                                        {launch_norm<true, false>, launch_norm<true, true>}};
-    const bool e = early == 1 || (early == -1 && early_loads());
-    PGD_CUDA_TRY(forms[silu][e](x, nw, eps, W, Y, out, N, K, (cudaStream_t)stream));
-    return 0;
+                             "CUDA QKV GEMV with RoPE: head_dim %u, rope_dim %u (even, at most "
+                             "head_dim), %u KV heads, block size %u, layer %u of %u",
+                             D, rope_dim, geom.n_kv_head, geom.block_size, layer, geom.n_layer);
+    const rope_epi re = {bias, cos_sin, pos, slot, kv, geom, layer, n_head, rope_dim, neox};
+    const uint32_t pairs = (n_head + 2 * geom.n_kv_head) * (D / 2);
+    return norm_form<Form::kRope>(early, x, nw, eps, Wqkv, qkv, NULL, pairs, K, re, stream);
 }
 
 extern "C" int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O,

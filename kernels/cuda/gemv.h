@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cuda/kv_layout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,6 +63,19 @@ int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, ui
 int pgd_cuda_gemv_rmsnorm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
                           uint16_t *out, uint32_t N, uint32_t K, bool silu, int early,
                           void *stream);
+/* One row's attention norm, QKV product, bias, RoPE and KV write in one launch: the bits of
+ * pgd_cuda_gemv_rmsnorm(x, nw, eps, Wqkv, qkv, NULL, QKV, K, false, early) then
+ * pgd_cuda_rope_kv(qkv, bias, cos_sin, pos, slot, 1, n_head, geom.n_kv_head, geom.head_dim,
+ * rope_dim, neox, kv, geom, layer) for the q part of qkv and the slab; qkv's k and v parts are not
+ * written (nothing reads them). A warp takes a pair of columns — a rotated pair, or two
+ * neighbouring dimensions — so lane 0 finishes both as rope_kv.cu does (rope_math.cuh). Wqkv bf16
+ * [QKV][K] with QKV = (n_head + 2 n_kv_head) head_dim; bias f32 [QKV] or NULL; pos, slot: the
+ * row's (device, one each); qkv f32 [QKV]. 0, PGD_EINVAL / PGD_ECUDA. */
+int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps, const uint16_t *Wqkv,
+                           const float *bias, const float *cos_sin, const int32_t *pos,
+                           const int64_t *slot, uint32_t n_head, uint32_t rope_dim, bool neox,
+                           uint16_t *kv, pgd_kv_geom geom, uint32_t layer, float *qkv, uint32_t K,
+                           int early, void *stream);
 /* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
  * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
  * a lane's W chunks in flight instead of 4, and with `early`, a warp's first round of W loads

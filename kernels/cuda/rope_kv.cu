@@ -24,12 +24,9 @@
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rope_kv.h"
+#include "kernels/cuda/rope_math.cuh"
 
 namespace {
-
-__device__ __forceinline__ uint16_t to_f16(float v) {
-    return __half_as_ushort(__float2half_rn(v));
-}
 
 /* qkv: f32 [T][(n_head + 2 * n_kv_head) * D]; bias: f32 [(n_head + 2 * n_kv_head) * D] or NULL;
  * cos_sin: f32 [n_pos][rope_dim]; pos, slots: [T]; kv: the f16 slab (kv_layout.h). */
@@ -61,16 +58,14 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
                            i1 = h * D + (neox ? i + half : 2 * i + 1);
             float a = row[i0], b = row[i1];
             if (bias) a = __fadd_rn(a, bias[i0]), b = __fadd_rn(b, bias[i1]);
-            const float c = cs[2 * i], s = cs[2 * i + 1];
-            const float ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-            const float rb = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+            pgd_dev_rope_rotate(a, b, cs[2 * i], cs[2 * i + 1]);
             if (h < n_head) {
-                row[i0] = ra;
-                row[i1] = rb;
+                row[i0] = a;
+                row[i1] = b;
             } else if (slot >= 0) {
                 uint16_t *k = kv + pgd_kv_slot_index(geom, slot, layer, 0, h - n_head);
-                k[i0 - h * D] = to_f16(ra);
-                k[i1 - h * D] = to_f16(rb);
+                k[i0 - h * D] = pgd_dev_kv_f16(a);
+                k[i1 - h * D] = pgd_dev_kv_f16(b);
             }
         }
         /* (2) dimension rope_dim + d of head h, unrotated */
@@ -80,14 +75,14 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
             if (h < n_head) {
                 if (bias) row[idx] = v;
             } else if (slot >= 0)
-                kv[pgd_kv_slot_index(geom, slot, layer, 0, h - n_head) + d] = to_f16(v);
+                kv[pgd_kv_slot_index(geom, slot, layer, 0, h - n_head) + d] = pgd_dev_kv_f16(v);
         }
         /* (3) element d of v head h */
         if (slot >= 0)
             for (uint32_t u = u0; u < n_kv_head * D; u += du) {
                 const uint32_t h = u / D, d = u % D, idx = n_qk * D + u;
                 const float v = bias ? __fadd_rn(row[idx], bias[idx]) : row[idx];
-                kv[pgd_kv_slot_index(geom, slot, layer, 1, h) + d] = to_f16(v);
+                kv[pgd_kv_slot_index(geom, slot, layer, 1, h) + d] = pgd_dev_kv_f16(v);
             }
     }
 }

@@ -24,7 +24,8 @@
  *   - the residual form (pgd_cuda_gemv_acc) gives its twin's bits at M = 1, 2, 5, 8; the form
  *     that norms its own row (pgd_cuda_gemv_rmsnorm) those of the norm then the GEMV (plain: the
  *     twins; SiLU: the device's unfused kernels), with its first loads early or not, x
- *     untouched; both refuse bad shapes.
+ *     untouched; both refuse bad shapes; the QKV form that ends in bias, RoPE and the KV write
+ *     (pgd_cuda_gemv_qkv_rope) gives the twins' q and slab, in every RoPE shape and corner.
  * Random data (never zeros), seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -34,9 +35,11 @@
 
 #include "common/error.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/silu_mul.h"
 #include "testutil.h"
 
@@ -478,6 +481,124 @@ static void test_gemv_fused(void) {
     cudaFree(d);
 }
 
+/* pgd_cuda_gemv_qkv_rope against the twins of its parts (the norm and the GEMV, then bias + RoPE
+ * + KV write): the q part of qkv and the whole slab (poisoned alike) bit for bit, with and without
+ * bias, both RoPE styles, partial rotation and none, a row that writes no KV (slot -1) and a
+ * padding row (pos -1: its raw q products, no KV), its first loads early or not. */
+typedef struct {
+    uint32_t H, HKV, D, RD, K;
+    bool neox;
+} qkv_shape;
+
+static void qkv_rope_case(const qkv_shape *sh, bool bias_on, int32_t pos, int64_t slot, int early) {
+    const uint32_t D = sh->D, RD = sh->RD, K = sh->K, QKV = (sh->H + 2 * sh->HKV) * D;
+    const uint32_t n_pos = 512, layer = 1;
+    const pgd_kv_geom g = {.n_layer = 2, .n_kv_head = sh->HKV, .block_size = 16, .head_dim = D};
+    const uint64_t nkv = 4 * pgd_kv_block_elems(g);
+    const float eps = 1e-6f;
+    uint16_t *W = malloc((uint64_t)QKV * K * 2), *xb = malloc((uint64_t)K * 2);
+    uint16_t *kv = malloc(nkv * 2), *gkv = malloc(nkv * 2);
+    float *x = malloc((uint64_t)K * 4), *nw = malloc((uint64_t)K * 4), *bias = malloc(QKV * 4);
+    float *qkv = malloc(QKV * 4), *gq = malloc(QKV * 4);
+    float *cs = malloc((uint64_t)n_pos * (RD ? RD : 1) * 4);
+    double *inv = malloc((RD ? RD : 1) * sizeof(double));
+    REQUIRE(W && xb && kv && gkv && x && nw && bias && qkv && gq && cs && inv);
+    fill_bf16(W, (uint64_t)QKV * K, 3.0 / sqrt((double)K));
+    for (uint32_t e = 0; e < K; e++) {
+        x[e] = (float)((urand() * 2 - 1) * 3.0);
+        nw[e] = (float)(0.5 + urand());
+    }
+    for (uint32_t i = 0; i < QKV; i++) bias[i] = (float)(urand() * 2 - 1);
+    pgd_rope_inv_freq(inv, RD, 10000.0f, NULL);
+    for (uint32_t p = 0; p < n_pos; p++) pgd_rope_cos_sin(cs + (uint64_t)p * RD, inv, RD, p);
+    /* the reference: the product, then RoPE and the KV write on the host */
+    memset(kv, 0xFF, nkv * 2);
+    pgd_cuda_gemv_rmsnorm_twin(x, nw, eps, W, qkv, QKV, K, xb);
+    pgd_cuda_rope_kv_twin(qkv, bias_on ? bias : NULL, cs, &pos, &slot, 1, sh->H, sh->HKV, D, RD,
+                          sh->neox, kv, g, layer);
+    uint16_t *dW, *dkv;
+    float *dx, *dnw, *dbias, *dq, *dcs;
+    int32_t *dpos;
+    int64_t *dslot;
+    REQUIRE(cudaMalloc((void **)&dW, (uint64_t)QKV * K * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dkv, nkv * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dx, (uint64_t)K * 4) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dnw, (uint64_t)K * 4) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dbias, QKV * 4) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dq, QKV * 4) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dcs, (uint64_t)n_pos * (RD ? RD : 1) * 4) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dpos, 4) == cudaSuccess);
+    REQUIRE(cudaMalloc((void **)&dslot, 8) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dW, W, (uint64_t)QKV * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dx, x, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dnw, nw, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dbias, bias, QKV * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dcs, cs, (uint64_t)n_pos * (RD ? RD : 1) * 4, cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+    REQUIRE(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dslot, &slot, 8, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemset(dkv, 0xFF, nkv * 2) == cudaSuccess);
+    REQUIRE(cudaMemset(dq, 0xFF, QKV * 4) == cudaSuccess);
+    CHECK_EQ_INT(pgd_cuda_gemv_qkv_rope(dx, dnw, eps, dW, bias_on ? dbias : NULL, dcs, dpos, dslot,
+                                        sh->H, RD, sh->neox, dkv, g, layer, dq, K, early, NULL),
+                 0);
+    REQUIRE(cudaMemcpy(gq, dq, QKV * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(cudaMemcpy(gkv, dkv, nkv * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    const size_t bad_q = differ_f32(gq, qkv, (uint64_t)sh->H * D);
+    size_t bad_kv = 0, written = 0;
+    for (uint64_t e = 0; e < nkv; e++) {
+        bad_kv += gkv[e] != kv[e];
+        written += kv[e] != 0xFFFF;
+    }
+    if (bad_q || bad_kv)
+        fprintf(stderr,
+                "    QKV + RoPE, %u/%u heads of %u (rope %u%s)%s, pos %d, slot %lld%s: %zu q, "
+                "%zu slab elements differ\n",
+                sh->H, sh->HKV, D, RD, sh->neox ? ", neox" : "", bias_on ? ", bias" : "", pos,
+                (long long)slot, early ? ", early" : "", bad_q, bad_kv);
+    CHECK(bad_q == 0 && bad_kv == 0);
+    /* the slab got the row's k and v (2 HKV D elements) exactly when it has a slot */
+    CHECK(written == (pos >= 0 && slot >= 0 ? 2ull * sh->HKV * D : 0));
+    cudaFree(dW), cudaFree(dkv), cudaFree(dx), cudaFree(dnw), cudaFree(dbias), cudaFree(dq),
+        cudaFree(dcs), cudaFree(dpos), cudaFree(dslot);
+    free(W), free(xb), free(kv), free(gkv), free(x), free(nw), free(bias), free(qkv), free(gq),
+        free(cs), free(inv);
+}
+
+static void test_gemv_qkv_rope(void) {
+    const bool emu = getenv("PGD_CUDA_EMU") != NULL;
+    const qkv_shape shapes[] = {
+        {emu ? 4 : 32, emu ? 2 : 8, 128, 128, emu ? 512 : 4096, false}, /* Llama-3-8B */
+        {14, 2, 64, 64, 896, true},                                     /* Qwen2-0.5B */
+        {3, 1, 80, 32, 264, true}, /* partial rotation, both styles */
+        {3, 1, 80, 32, 264, false},
+        {2, 1, 8, 0, 64, false}, /* no rotation */
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++)
+        for (int v = 0; v < 4; v++) {
+            const int32_t pos = v == 3 ? -1 : (int32_t)(37 + 101 * i); /* v 3: a padding row */
+            const int64_t slot = v == 2 ? -1 : 16 + 7 * (int64_t)i;    /* v 2: no KV */
+            qkv_rope_case(&shapes[i], v % 2 == 0, pos, slot, v % 2);
+            if (v == 0) qkv_rope_case(&shapes[i], false, pos, slot, 1);
+        }
+    float *d = NULL;
+    REQUIRE(cudaMalloc((void **)&d, 1 << 16) == cudaSuccess);
+    const pgd_kv_geom g = {.n_layer = 2, .n_kv_head = 1, .block_size = 16, .head_dim = 8};
+    int32_t *ip = (int32_t *)d;
+    int64_t *sp = (int64_t *)d;
+    uint16_t *h = (uint16_t *)d;
+    CHECK_EQ_INT(pgd_cuda_gemv_qkv_rope(d, d, 1e-6f, h, NULL, d, ip, sp, 2, 10, false, h, g, 0, d,
+                                        64, 0, NULL),
+                 PGD_EINVAL); /* rope_dim past head_dim */
+    CHECK_EQ_INT(pgd_cuda_gemv_qkv_rope(d, d, 1e-6f, h, NULL, d, ip, sp, 2, 8, false, h, g, 2, d,
+                                        64, 0, NULL),
+                 PGD_EINVAL); /* layer */
+    CHECK_EQ_INT(pgd_cuda_gemv_qkv_rope(d, d, 1e-6f, h, NULL, d, ip, sp, 2, 8, false, h, g, 0, d,
+                                        60, 0, NULL),
+                 PGD_EINVAL); /* K % 8 */
+    cudaFree(d);
+}
+
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -492,5 +613,6 @@ int main(void) {
     RUN(test_bf16_out);
     RUN(test_gemv_silu);
     RUN(test_gemv_fused);
+    RUN(test_gemv_qkv_rope);
     return test_summary();
 }
