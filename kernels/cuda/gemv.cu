@@ -341,30 +341,28 @@ __global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm<F, Early>)
     int64_t slot = -1;
     if (F == Form::kRope) pos = *re.pos, slot = *re.slot;
     float2 bz = {0.0f, 0.0f}, cs = {1.0f, 0.0f};
-    auto begin =
-        [&](uint32_t col) { /* W's rows of column (pair) col, clamped to N - 1 */
-                            if constexpr (F == Form::kRope) {
-                                const qkv_pair pr = pair_at(re, min(col, N - 1));
-                                w[0] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c0 * K);
-                                w[R - 1] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c1 * K);
-                                if (re.bias)
-                                    bz = float2{__ldg(re.bias + pr.c0), __ldg(re.bias + pr.c1)};
-                                if (pr.rot && pos >= 0) {
-                                    const float *c =
-                                        re.cos_sin + (uint64_t)pos * re.rope_dim + 2 * pr.i;
-                                    cs = float2{__ldg(c), __ldg(c + 1)};
-                                }
-                            } else {
-                                col_rows<R, F == Form::kSilu>(W, col, N, K, w);
-                            }
-        };
-    auto end = [&](uint32_t col) { /* lane 0 */
-                                   if (col >= N) return;
-                                   if constexpr (F == Form::kRope)
-                                       rope_store(re, pair_at(re, col), acc[0][0], acc[R - 1][0],
-                                                  bz, cs, pos, slot, Y);
-                                   else
-                                       store<1, R, F == Form::kSilu, false>(acc, col, N, Y, O);
+    /* W's rows of column (pair) col, clamped to N - 1; kRope: its bias and cos / sin values */
+    auto begin = [&](uint32_t col) {
+        if constexpr (F == Form::kRope) {
+            const qkv_pair pr = pair_at(re, min(col, N - 1));
+            w[0] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c0 * K);
+            w[R - 1] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c1 * K);
+            if (re.bias) bz = float2{__ldg(re.bias + pr.c0), __ldg(re.bias + pr.c1)};
+            if (pr.rot && pos >= 0) {
+                const float *c = re.cos_sin + (uint64_t)pos * re.rope_dim + 2 * pr.i;
+                cs = float2{__ldg(c), __ldg(c + 1)};
+            }
+        } else {
+            col_rows<R, F == Form::kSilu>(W, col, N, K, w);
+        }
+    };
+    /* lane 0: column (pair) col's results, if it is one */
+    auto end = [&](uint32_t col) {
+        if (col >= N) return;
+        if constexpr (F == Form::kRope)
+            rope_store(re, pair_at(re, col), acc[0][0], acc[R - 1][0], bz, cs, pos, slot, Y);
+        else
+            store<1, R, F == Form::kSilu, false>(acc, col, N, Y, O);
     };
     norm_prefetch(nw, K);
     /* the first column: every warp, one past N too (it reads column N - 1 and drops the
