@@ -429,6 +429,9 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
     /* 1 for more rows than PGD_CUDA_SPLIT_ROWS (>= split_rows(b), what the scratch holds) */
     /* the decode kernel's CTAs of a row: one per KV head (the scratch holds split_rows(b) rows) */
     const bool dec = b->dec_tc && n && n <= split_rows(b);
+    /* the decode kernel's rows must be their sequences' only rows (attention.h): a graph's are
+     * decode rows, and the plan puts every longer chunk in tiles when tiles are on */
+    PGD_ASSERT(!dec || !work || b->tc_rows > 0);
     const uint32_t n_split =
         pgd_cuda_attn_splits(n, dec ? b->HKV : b->attn_ctas, b->n_sm, b->max_chunks);
     int rc;

@@ -132,8 +132,11 @@ static inline int pgd_attn_dec_takes(uint32_t group, uint32_t head_dim) {
  * chunks over n_split CTAs (chunk c to CTA c % n_split; at least 1, at most the chunks of
  * max_ctx), scratch and counters as pgd_cuda_attention_split's (pgd_cuda_attention_split_bytes,
  * _counters; the counters zero before the first launch, left zero by every launch). A row
- * beyond max_ctx gets NaN, a padding row zeros; rows not in the list are left alone. 0,
- * PGD_EINVAL (shapes it does not take: pgd_attn_dec_takes) or PGD_ECUDA. */
+ * beyond max_ctx gets NaN, a padding row zeros; rows not in the list are left alone. Each row
+ * must be its sequence's only row in the step (decode rows: the backend sends rows of longer
+ * chunks to pgd_cuda_attention_tc), since the kernel reads the KV of a row's earlier positions
+ * before it waits for the previous kernel (cuda_util.cuh). 0, PGD_EINVAL (shapes it does not
+ * take: pgd_attn_dec_takes) or PGD_ECUDA. */
 int pgd_cuda_attention_dec(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
                            uint32_t layer, uint32_t n_head, const int32_t *block_tables,
                            uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos,

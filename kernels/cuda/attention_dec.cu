@@ -24,6 +24,13 @@
  * block's K and V f16 [64][D + 8] each (o_b f32 [16][D + 8] reuses the K part) and its keys' slab
  * offsets u64 [64]; the warps' m_b, l_b f32 [4][16].
  *
+ * Before the wait for the previous kernel (cuda_util.cuh) a CTA issues its first chunk's block
+ * table loads and the cp.async copies of its K and V rows, all but the row's own position's
+ * (written by the RoPE + KV write just before): a decode row is its sequence's only row in the
+ * launch (attention.h), so its earlier positions' KV is constant during the step. The chain
+ * after the wait is then the queries and one key's rows, not the table and every key's rows.
+ * Untested on hardware.
+ *
  * Invariants: head_dim 64 or 128, group <= 16, the slab 16-byte aligned; keys past a row's
  * position are never read (their rows are zero-filled); a padding row (pos < 0) gets zeros, a
  * row with more chunks than the scratch holds NaN. Threading: any host thread owning the stream.
@@ -107,14 +114,6 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     const uint32_t n_chunks = (n_ctx + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
     const bool fits = n_chunks >= 1 && n_chunks <= a.max_chunks;
     if (blockIdx.z >= (fits ? n_chunks : 1)) return; /* uniform over the CTA; writes nothing */
-    /* the row, its sequence and position above are the step's metadata, constant during the
-     * step: loaded before the wait for the previous kernel (cuda_util.cuh) */
-    pgd_dev_pdl_enter();
-    uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * D;
-    if (!fits) { /* zeros for a padding row, a bf16 NaN for one the scratch cannot hold */
-        for (uint32_t e = tid; e < group * D; e += kThreads) orow[e] = n_chunks ? 0x7FC0u : 0;
-        return;
-    }
     __half *qs = reinterpret_cast<__half *>(smem + L::q);
     uint8_t *mine = smem + L::warp0 + warp * L::warp_bytes;
     __half *ks = reinterpret_cast<__half *>(mine + L::k);
@@ -128,6 +127,57 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     const uint64_t base_k = pgd_kv_index(a.geom, 0, a.layer, 0, kvh, 0);
     const uint64_t base_v = pgd_kv_index(a.geom, 0, a.layer, 1, kvh, 0);
     const float scale_log2 = pgd_rn_mul(a.scale, 1.44269504088896340736f);
+    /* this warp's block of chunk ci: its first key and its keys below the row's end */
+    auto block_of = [&](uint32_t ci, uint32_t &k0) {
+        k0 = ci * PGD_ATTN_CHUNK + warp * kKeys;
+        return k0 < n_ctx ? min(kKeys, n_ctx - k0) : 0u;
+    };
+    /* the block's keys' slab offsets (from the block table); then its K and V rows by cp.async
+     * as one commit group: every key's (kAll), all but the row's own position's (kOld: keys past
+     * nk zero-filled with them) or that one's alone (kNew) */
+    auto offsets = [&](uint32_t k0, uint32_t nk) {
+#pragma unroll
+        for (uint32_t k = lane; k < kKeys; k += 32) {
+            const uint32_t p = k0 + k;
+            offs[k] = k < nk ? (uint64_t)(uint32_t)bt[p / bs] * block_elems + (uint64_t)(p % bs) * D
+                             : ~0ull;
+        }
+        __syncwarp();
+    };
+    enum { kAll, kOld, kNew };
+    auto copy = [&](uint32_t k0, int which) {
+#pragma unroll 4
+        for (uint32_t u = 0; u < kPieces; u++) {
+            const uint32_t piece = lane + 32 * u, key = piece / (D / 8), part = piece % (D / 8);
+            if (which != kAll && (k0 + key == (uint32_t)last_pos) != (which == kNew)) continue;
+            const uint64_t off = offs[key];
+            const bool none = off == ~0ull;
+            __pipeline_memcpy_async(ks + key * kLd + part * 8,
+                                    none ? a.kv : a.kv + base_k + off + part * 8, 16,
+                                    none ? 16 : 0);
+            __pipeline_memcpy_async(vs + key * kLd + part * 8,
+                                    none ? a.kv : a.kv + base_v + off + part * 8, 16,
+                                    none ? 16 : 0);
+        }
+        __pipeline_commit();
+    };
+    /* Before the wait: the first chunk's block table entries (the step's metadata) and the K and
+     * V rows of every key but the row's own position. A decode row is its sequence's only row in
+     * the step (attention.h), so the KV of its earlier positions was written by earlier steps and
+     * does not change during this one (cuda_util.cuh's contract); its own position's K and V come
+     * from the RoPE + KV write just before, so they are copied after the wait. */
+    uint32_t k0_first = 0;
+    const uint32_t nk_first = fits ? block_of(blockIdx.z, k0_first) : 0;
+    if (nk_first) {
+        offsets(k0_first, nk_first);
+        copy(k0_first, kOld);
+    }
+    pgd_dev_pdl_enter();
+    uint16_t *orow = a.out + ((uint64_t)row * a.n_head + h0) * D;
+    if (!fits) { /* zeros for a padding row, a bf16 NaN for one the scratch cannot hold */
+        for (uint32_t e = tid; e < group * D; e += kThreads) orow[e] = n_chunks ? 0x7FC0u : 0;
+        return;
+    }
 
     /* the group's queries as f16 (rows past the group zero) */
     for (uint32_t e = tid; e < kHeads * D; e += kThreads) {
@@ -141,31 +191,13 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
     const __half *ka = pgd_attn_ldm_k(ks, kLd, lane), *va = pgd_attn_ldm_a(vs, kLd, lane);
 
     for (uint32_t ci = blockIdx.z; ci < n_chunks; ci += gridDim.z) {
-        const uint32_t k0 = ci * PGD_ATTN_CHUNK + warp * kKeys; /* this warp's block */
-        const uint32_t nk = k0 < n_ctx ? min(kKeys, n_ctx - k0) : 0;
-        if (nk) {
-            /* the block's keys' slab offsets, then its K and V rows */
-#pragma unroll
-            for (uint32_t k = lane; k < kKeys; k += 32) {
-                const uint32_t p = k0 + k;
-                offs[k] =
-                    k < nk ? (uint64_t)(uint32_t)bt[p / bs] * block_elems + (uint64_t)(p % bs) * D
-                           : ~0ull;
-            }
-            __syncwarp();
-#pragma unroll
-            for (uint32_t u = 0; u < kPieces; u++) {
-                const uint32_t piece = lane + 32 * u, key = piece / (D / 8), part = piece % (D / 8);
-                const uint64_t off = offs[key];
-                const bool none = off == ~0ull;
-                __pipeline_memcpy_async(ks + key * kLd + part * 8,
-                                        none ? a.kv : a.kv + base_k + off + part * 8, 16,
-                                        none ? 16 : 0);
-                __pipeline_memcpy_async(vs + key * kLd + part * 8,
-                                        none ? a.kv : a.kv + base_v + off + part * 8, 16,
-                                        none ? 16 : 0);
-            }
-            __pipeline_commit();
+        uint32_t k0;
+        const uint32_t nk = block_of(ci, k0);
+        if (nk && ci == blockIdx.z) {
+            copy(k0, kNew); /* the first chunk's last key, if this block has it */
+        } else if (nk) {
+            offsets(k0, nk);
+            copy(k0, kAll);
         }
         __pipeline_wait_prior(0);
         __syncthreads(); /* the queries (first chunk); every warp's rows */

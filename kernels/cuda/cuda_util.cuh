@@ -93,8 +93,11 @@ static inline cudaError_t pgd_cuda_smem_once(void (*kernel)(P...), size_t bytes,
  * writes anything; only data constant during a step (weights, norms, biases, and the step's
  * metadata: it is uploaded before the step's first kernel, which waits for that copy in full, and
  * each later kernel starts only after the one before the previous has completed) may be read
- * before it. A kernel launched without the attribute (older GPUs, cuBLASLt's kernels,
- * PGD_CUDA_PDL=0) meets a wait that returns at once: the stream order is then the plain one. */
+ * before it — and the KV cache of a sequence's positions before its first one in the step (a
+ * step writes the KV of its own tokens' positions only, and copy-on-write copies run before the
+ * step: the tensor-core decode attention reads its rows' earlier keys before the wait). A kernel
+ * launched without the attribute (older GPUs, cuBLASLt's kernels, PGD_CUDA_PDL=0) meets a wait that
+ * returns at once: the stream order is then the plain one. */
 static __device__ __forceinline__ void pgd_dev_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cudaGridDependencySynchronize();
