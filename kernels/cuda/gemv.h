@@ -8,7 +8,10 @@
  * at the speed its weights stream; cuBLASLt's algorithms for M <= 8 read Llama-3-8B's QKV and O
  * weights at 2.8-3.0 TB/s on an H200 (the gate/up ones at 4.1) and add split-K reduction passes.
  * This kernel is the weights read once, in 16-byte coalesced loads with many in flight, and
- * nothing else. It is chosen by the GEMM plan (gemm.h) when the handle asks for it.
+ * nothing else. It is chosen by the GEMM plan (gemm.h) when the handle asks for it. Its forms
+ * absorb what is around a one-row product in a layer (the backend's PGD_CUDA_GEMV_NORM=1): SiLU
+ * * up after gate/up, the residual add after O and down, the RMSNorm before QKV and gate/up, and
+ * bias + RoPE + the KV write after QKV — each with the bits of the kernels it replaces.
  *
  * THE SUM (what the twin repeats): W's row n and X's row m are cut into chunks of 8 elements
  * (chunk c: elements 8c .. 8c + 7); lane l of 32 starts from +0 and, over its chunks
