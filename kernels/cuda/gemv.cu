@@ -46,6 +46,7 @@
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/qkv_pairs.h"
 #include "kernels/cuda/rmsnorm_math.cuh"
 #include "kernels/cuda/rope_math.cuh"
 #include "kernels/cuda/silu_math.cuh"
@@ -267,38 +268,16 @@ struct rope_epi {
     bool neox;
 };
 
-/* Column pair u of the QKV row (u < QKV / 2): columns c0 and c1 of head h (q heads, k heads, v
- * heads), its dimensions d0 and d1 — a rotated pair i of a q or k head (adjacent, or i and i +
- * rope_dim / 2 when neox), or two neighbouring dimensions unrotated (a q or k head's past
- * rope_dim, a v head's). */
-struct qkv_pair {
-    uint32_t c0, c1, h, d0, d1, i;
-    bool rot;
-};
-
-__device__ __forceinline__ qkv_pair pair_at(const rope_epi &r, uint32_t u) {
-    const uint32_t D = r.geom.head_dim, half = r.rope_dim / 2, n_qk = r.n_head + r.geom.n_kv_head;
-    qkv_pair p;
-    p.h = u / (D / 2);
-    p.i = u % (D / 2);
-    p.rot = p.h < n_qk && p.i < half;
-    if (p.rot) {
-        p.d0 = r.neox ? p.i : 2 * p.i;
-        p.d1 = r.neox ? p.i + half : 2 * p.i + 1;
-    } else {
-        p.d0 = p.h < n_qk ? r.rope_dim + 2 * (p.i - half) : 2 * p.i;
-        p.d1 = p.d0 + 1;
-    }
-    p.c0 = p.h * D + p.d0;
-    p.c1 = p.h * D + p.d1;
-    return p;
+/* Pair u of the QKV row (qkv_pairs.h). */
+__device__ __forceinline__ pgd_qkv_pair pair_at(const rope_epi &r, uint32_t u) {
+    return pgd_qkv_pair_at(r.n_head, r.geom.n_kv_head, r.geom.head_dim, r.rope_dim, r.neox, u);
 }
 
 /* Lane 0's end of pair p with products a, b, as rope_kv.cu does it: the bias (bz: its two
  * values), the rotation by (c, s), q into qkv, k or v into the slab at `slot` (none when slot <
  * 0); a padding row (pos < 0) writes its raw q products (the product's own, unrotated). */
-__device__ __forceinline__ void rope_store(const rope_epi &r, const qkv_pair &p, float a, float b,
-                                           float2 bz, float2 cs, int32_t pos, int64_t slot,
+__device__ __forceinline__ void rope_store(const rope_epi &r, const pgd_qkv_pair &p, float a,
+                                           float b, float2 bz, float2 cs, int32_t pos, int64_t slot,
                                            float *qkv) {
     const uint32_t n_qk = r.n_head + r.geom.n_kv_head;
     if (pos >= 0) {
@@ -344,7 +323,7 @@ __global__ void __launch_bounds__(kNormThreads, kNormCtasPerSm<F, Early>)
     /* W's rows of column (pair) col, clamped to N - 1; kRope: its bias and cos / sin values */
     auto begin = [&](uint32_t col) {
         if constexpr (F == Form::kRope) {
-            const qkv_pair pr = pair_at(re, min(col, N - 1));
+            const pgd_qkv_pair pr = pair_at(re, min(col, N - 1));
             w[0] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c0 * K);
             w[R - 1] = reinterpret_cast<const uint4 *>(W + (uint64_t)pr.c1 * K);
             if (re.bias) bz = float2{__ldg(re.bias + pr.c0), __ldg(re.bias + pr.c1)};
@@ -521,7 +500,7 @@ extern "C" int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps
                              "head_dim), %u KV heads, block size %u, layer %u of %u",
                              D, rope_dim, geom.n_kv_head, geom.block_size, layer, geom.n_layer);
     const rope_epi re = {bias, cos_sin, pos, slot, kv, geom, layer, n_head, rope_dim, neox};
-    const uint32_t pairs = (n_head + 2 * geom.n_kv_head) * (D / 2);
+    const uint32_t pairs = pgd_qkv_pairs(n_head, geom.n_kv_head, D);
     return norm_form<Form::kRope>(early, x, nw, eps, Wqkv, qkv, NULL, pairs, K, re, stream);
 }
 
