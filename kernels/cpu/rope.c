@@ -28,7 +28,8 @@ void pgd_rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t head_d
         float *v = x + (uint64_t)h * head_dim;
         for (uint32_t i = 0; i < half; i++) {
             float c = cs[2 * i], s = cs[2 * i + 1];
-            uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+            uint32_t i0, i1;
+            pgd_rope_pair(i, half, neox, &i0, &i1);
             float a = v[i0], b = v[i1];
             v[i0] = a * c - b * s;
             v[i1] = a * s + b * c;

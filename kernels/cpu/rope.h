@@ -11,6 +11,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/counter_hash.h" /* PGD_HD */
+
+/* The dimensions (*i0, *i1) of rotation pair i < half = rope_dim / 2 within a head: (2i, 2i + 1),
+ * or (i, i + half) when neox. Host and device (the CUDA kernels and their twins use it too). */
+static inline PGD_HD void pgd_rope_pair(uint32_t i, uint32_t half, bool neox, uint32_t *i0,
+                                        uint32_t *i1) {
+    *i0 = neox ? i : 2 * i;
+    *i1 = neox ? i + half : 2 * i + 1;
+}
+
 /* inv_freq: [rope_dim/2] filled with base^(-2i/rope_dim) / freq_factor[i] (factors may be NULL). */
 void pgd_rope_inv_freq(double *inv_freq, uint32_t rope_dim, float base, const float *freq_factors);
 

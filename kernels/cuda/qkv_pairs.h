@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/counter_hash.h" /* PGD_HD */
+#include "kernels/cpu/rope.h"    /* pgd_rope_pair */
 
 typedef struct pgd_qkv_pair {
     uint32_t c0, c1; /* the columns of the QKV row */
@@ -42,8 +43,7 @@ static inline PGD_HD pgd_qkv_pair pgd_qkv_pair_at(uint32_t n_head, uint32_t n_kv
     p.i = u % (D / 2);
     p.rot = p.h < n_qk && p.i < half;
     if (p.rot) {
-        p.d0 = neox ? p.i : 2 * p.i;
-        p.d1 = neox ? p.i + half : 2 * p.i + 1;
+        pgd_rope_pair(p.i, half, neox, &p.d0, &p.d1);
     } else {
         p.d0 = p.h < n_qk ? rope_dim + 2 * (p.i - half) : 2 * p.i;
         p.d1 = p.d0 + 1;

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "common/error.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/kv_layout.h"
@@ -54,8 +55,9 @@ __global__ void rope_kv_kernel(float *qkv, const float *bias, const float *cos_s
         /* (1) pair i of head h (q heads, then k heads) */
         for (uint32_t u = u0; u < n_qk * half; u += du) {
             const uint32_t h = u / half, i = u % half;
-            const uint32_t i0 = h * D + (neox ? i : 2 * i),
-                           i1 = h * D + (neox ? i + half : 2 * i + 1);
+            uint32_t i0, i1;
+            pgd_rope_pair(i, half, neox, &i0, &i1);
+            i0 += h * D, i1 += h * D;
             float a = row[i0], b = row[i1];
             if (bias) a = __fadd_rn(a, bias[i0]), b = __fadd_rn(b, bias[i1]);
             pgd_dev_rope_rotate(a, b, cs[2 * i], cs[2 * i + 1]);

@@ -32,7 +32,8 @@ void pgd_cuda_rope_kv_twin(float *qkv, const float *bias, const float *cos_sin, 
             float *x = row + (uint64_t)h * D;
             const float *b = bias ? bias + (uint64_t)h * D : NULL;
             for (uint32_t i = 0; i < half; i++) {
-                const uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+                uint32_t i0, i1;
+                pgd_rope_pair(i, half, neox, &i0, &i1);
                 float p[2] = {x[i0], x[i1]};
                 if (b) p[0] += b[i0], p[1] += b[i1];
                 pgd_rope_apply(p, cs + 2 * i, 1, 2, 2, false); /* the pair, with (cos, sin) i */

@@ -42,6 +42,7 @@
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/silu_mul.h"
 #include "testutil.h"
+#include "gpu_testutil.h"
 
 static uint64_t g_rng;
 
@@ -396,19 +397,12 @@ static void test_gemv_fused(void) {
             nw[e] = (float)(0.5 + urand());
         }
         for (uint64_t e = 0; e < (uint64_t)MM * N; e++) Y0[e] = (float)((urand() * 2 - 1) * 8.0);
-        uint16_t *dX, *dW, *dO, *dxb;
-        float *dY, *dx, *dnw;
-        REQUIRE(cudaMalloc((void **)&dX, (uint64_t)MM * K * 2) == cudaSuccess);
-        REQUIRE(cudaMalloc((void **)&dW, (uint64_t)2 * N * K * 2) == cudaSuccess);
-        REQUIRE(cudaMalloc((void **)&dY, (uint64_t)MM * 2 * N * 4) == cudaSuccess);
-        REQUIRE(cudaMalloc((void **)&dO, (uint64_t)N * 2) == cudaSuccess);
-        REQUIRE(cudaMalloc((void **)&dxb, (uint64_t)K * 2) == cudaSuccess);
-        REQUIRE(cudaMalloc((void **)&dx, (uint64_t)K * 4) == cudaSuccess);
-        REQUIRE(cudaMalloc((void **)&dnw, (uint64_t)K * 4) == cudaSuccess);
-        REQUIRE(cudaMemcpy(dX, X, (uint64_t)MM * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
-        REQUIRE(cudaMemcpy(dW, W, (uint64_t)2 * N * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
-        REQUIRE(cudaMemcpy(dx, x, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-        REQUIRE(cudaMemcpy(dnw, nw, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+        uint16_t *dX = gt_upload(X, (uint64_t)MM * K * 2),
+                 *dW = gt_upload(W, (uint64_t)2 * N * K * 2);
+        uint16_t *dO = gt_poisoned((uint64_t)N * 2), *dxb = gt_poisoned((uint64_t)K * 2);
+        float *dY = gt_poisoned((uint64_t)MM * 2 * N * 4), *dx = gt_upload(x, (uint64_t)K * 4);
+        float *dnw = gt_upload(nw, (uint64_t)K * 4);
+        REQUIRE(dX && dW && dO && dxb && dY && dx && dnw);
 
         /* Y += X W^T */
         for (size_t k = 0; k < PGD_ARRAY_LEN(ms); k++) {
@@ -516,29 +510,13 @@ static void qkv_rope_case(const qkv_shape *sh, bool bias_on, int32_t pos, int64_
     pgd_cuda_gemv_rmsnorm_twin(x, nw, eps, W, qkv, QKV, K, xb);
     pgd_cuda_rope_kv_twin(qkv, bias_on ? bias : NULL, cs, &pos, &slot, 1, sh->H, sh->HKV, D, RD,
                           sh->neox, kv, g, layer);
-    uint16_t *dW, *dkv;
-    float *dx, *dnw, *dbias, *dq, *dcs;
-    int32_t *dpos;
-    int64_t *dslot;
-    REQUIRE(cudaMalloc((void **)&dW, (uint64_t)QKV * K * 2) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dkv, nkv * 2) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dx, (uint64_t)K * 4) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dnw, (uint64_t)K * 4) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dbias, QKV * 4) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dq, QKV * 4) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dcs, (uint64_t)n_pos * (RD ? RD : 1) * 4) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dpos, 4) == cudaSuccess);
-    REQUIRE(cudaMalloc((void **)&dslot, 8) == cudaSuccess);
-    REQUIRE(cudaMemcpy(dW, W, (uint64_t)QKV * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(dx, x, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(dnw, nw, (uint64_t)K * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(dbias, bias, QKV * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(dcs, cs, (uint64_t)n_pos * (RD ? RD : 1) * 4, cudaMemcpyHostToDevice) ==
-            cudaSuccess);
-    REQUIRE(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(dslot, &slot, 8, cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemset(dkv, 0xFF, nkv * 2) == cudaSuccess);
-    REQUIRE(cudaMemset(dq, 0xFF, QKV * 4) == cudaSuccess);
+    uint16_t *dW = gt_upload(W, (uint64_t)QKV * K * 2), *dkv = gt_poisoned(nkv * 2);
+    float *dx = gt_upload(x, (uint64_t)K * 4), *dnw = gt_upload(nw, (uint64_t)K * 4);
+    float *dbias = gt_upload(bias, QKV * 4), *dq = gt_poisoned(QKV * 4);
+    float *dcs = gt_upload(cs, (uint64_t)n_pos * (RD ? RD : 1) * 4);
+    int32_t *dpos = gt_upload(&pos, 4);
+    int64_t *dslot = gt_upload(&slot, 8);
+    REQUIRE(dW && dkv && dx && dnw && dbias && dq && dcs && dpos && dslot);
     CHECK_EQ_INT(pgd_cuda_gemv_qkv_rope(dx, dnw, eps, dW, bias_on ? dbias : NULL, dcs, dpos, dslot,
                                         sh->H, RD, sh->neox, dkv, g, layer, dq, K, early, NULL),
                  0);
