@@ -507,6 +507,9 @@ int pgd_cli_bench(int argc, char **argv) {
     pgd_model_info *info = NULL;
     pgd_runner *runner = NULL;
     if (pgd_cli_load("bench", &lo, &info, &runner)) return 1;
+    if (pgd_runner_device_note(runner)) /* a benchmark says what it measures */
+        fprintf(stderr, "pagoda bench: on the CPU (--device auto: %s)\n",
+                pgd_runner_device_note(runner));
     if (L + G > info->n_ctx) {
         fprintf(stderr, "pagoda bench: prompt + generation (%llu) exceed the context (%u)\n",
                 (unsigned long long)(L + G), info->n_ctx);

@@ -21,6 +21,7 @@ struct pgd_runner {
     pgd_backend *backend;
     pgd_sampler_scratch *sscratch;
     uint32_t n_vocab, max_tokens;
+    char device_note[192]; /* why --device auto chose the CPU ("": it did not) */
     /* the flat batch (T = max_tokens) */
     int32_t *b_tokens, *b_pos;    /* [T] */
     uint32_t *b_qstart;           /* [T+1] */
@@ -89,8 +90,10 @@ int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, p
     /* The device first: a GPU takes the weights in their file type (it dequantizes them
      * itself) and fills dummy weights itself. */
     int device;
-    int rc = pgd_device_resolve(o->device.device, &device, NULL);
+    const char *why = NULL;
+    int rc = pgd_device_resolve(o->device.device, &device, &why);
     if (rc) goto fail;
+    if (why) snprintf(r->device_note, sizeof r->device_note, "%s", why);
     bool gpu = device == PGD_DEVICE_CUDA;
     rc = info->gguf
              ? pgd_model_load(info->gguf, o->model_flags | (gpu ? PGD_MODEL_RAW : 0), &r->model)
@@ -134,6 +137,10 @@ const pgd_model_info *pgd_runner_info(const pgd_runner *r) {
 
 const pgd_backend_caps *pgd_runner_caps(const pgd_runner *r) {
     return &r->backend->caps;
+}
+
+const char *pgd_runner_device_note(const pgd_runner *r) {
+    return r->device_note[0] ? r->device_note : NULL;
 }
 
 pgd_backend *pgd_runner_backend(pgd_runner *r) {

@@ -55,6 +55,9 @@ void pgd_runner_destroy(pgd_runner *r); /* NULL is fine */
 const pgd_model_info *pgd_runner_info(const pgd_runner *r);
 /* The backend's capabilities (KV blocks, block size, step size, device kind). */
 const pgd_backend_caps *pgd_runner_caps(const pgd_runner *r);
+/* Why `--device auto` took the CPU ("no CUDA device is visible: ...", "this build has no CUDA
+ * backend"), or NULL when the device is the one asked for or auto found a GPU. */
+const char *pgd_runner_device_note(const pgd_runner *r);
 pgd_backend *pgd_runner_backend(pgd_runner *r); /* tests */
 pgd_sampler_scratch *pgd_runner_sampler_scratch(pgd_runner *r);
 

@@ -46,6 +46,7 @@
 #include "engine/backends/cuda.h"
 #include "engine/backends/cuda_plan.h"
 
+#include <dlfcn.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -142,11 +143,22 @@ typedef struct cuda_backend {
     bool graphs_off;
 } cuda_backend;
 
-int pgd_cuda_devices(void) {
+int pgd_cuda_devices(const char **why) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
         cudaGetLastError(); /* no driver / no device: not an error for the caller */
-        return 0;
+        n = 0;
+    } else if (n == 0) {
+        e = cudaErrorNoDevice;
+    }
+    if (why) *why = n > 0 ? NULL : cudaGetErrorString(e);
+    if (why && e == cudaErrorInsufficientDriver) { /* also what the runtime says with no driver */
+        void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        if (drv)
+            dlclose(drv);
+        else
+            *why = "the CUDA driver, libcuda.so.1, is not installed";
     }
     return n;
 }
@@ -717,7 +729,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (cfg->block_size == 0) return pgd_error_set(PGD_EINVAL, "a KV block holds no tokens");
     if (cfg->kv_dtype != PGD_KV_F16)
         return pgd_error_set(PGD_EUNSUPPORTED, "the CUDA backend keeps its KV cache in f16");
-    if (pgd_cuda_devices() <= o->device_index)
+    if (pgd_cuda_devices(NULL) <= o->device_index)
         return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d", o->device_index);
     PGD_CUDA_TRY(cudaSetDevice(o->device_index));
     int n_sm = 0;

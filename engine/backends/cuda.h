@@ -29,8 +29,12 @@ typedef struct pgd_cuda_options {
                              --no-decode-gemv turns it off) */
 } pgd_cuda_options;
 
-/* The number of CUDA devices this process can use (0 without a driver or a device). */
-int pgd_cuda_devices(void);
+/* The number of CUDA devices this process can use (0 without a driver or a device; then *why, if
+ * not NULL, gets a static string saying which: "the CUDA driver, libcuda.so.1, is not
+ * installed", or the CUDA runtime's, e.g. "no CUDA-capable device is detected"). The runtime is
+ * linked statically and the driver opened by it, so a build with the CUDA backend starts on a
+ * machine with neither. */
+int pgd_cuda_devices(const char **why);
 
 /* The CUDA backend over model m (loaded with PGD_MODEL_RAW, or dummy with shapes only): the
  * weights go to the device in bf16 (dequantized there), the activations, GEMM plans and

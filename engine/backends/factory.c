@@ -3,6 +3,7 @@
  */
 #include "engine/backends/factory.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -43,14 +44,19 @@ int pgd_device_resolve(int device, int *out, const char **why) {
     *out = PGD_DEVICE_CPU;
     if (device == PGD_DEVICE_CPU) return 0;
 #ifdef PGD_HAVE_CUDA
-    int n = pgd_cuda_devices();
-    if (n > 0) {
+    const char *cuda_why = NULL;
+    if (pgd_cuda_devices(&cuda_why) > 0) {
         *out = PGD_DEVICE_CUDA;
         return 0;
     }
     if (device == PGD_DEVICE_CUDA)
-        return pgd_error_set(PGD_EUNSUPPORTED, "--device cuda: no CUDA device is visible");
-    if (why) *why = "no CUDA device is visible";
+        return pgd_error_set(PGD_EUNSUPPORTED, "--device cuda: no CUDA device is visible: %s",
+                             cuda_why);
+    if (why) {
+        static _Thread_local char said[192];
+        snprintf(said, sizeof said, "no CUDA device is visible: %s", cuda_why);
+        *why = said;
+    }
 #else
     if (device == PGD_DEVICE_CUDA)
         return pgd_error_set(PGD_EUNSUPPORTED,

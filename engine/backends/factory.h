@@ -30,9 +30,9 @@ int pgd_device_parse(const char *s, int *out);
 const char *pgd_device_name(int device); /* "auto", "cpu", "cuda" */
 
 /* The device a request resolves to: auto is CUDA when this build has the CUDA backend and a
- * device is present, else the CPU (*why, if not NULL, gets a static string saying why auto
- * chose the CPU, or NULL). 0, or PGD_EUNSUPPORTED with a detail for cuda without a backend or a
- * device. */
+ * device is present, else the CPU (*why, if not NULL, gets a string saying why auto chose the
+ * CPU — static, or the calling thread's until its next call — or NULL). 0, or PGD_EUNSUPPORTED with
+ * a detail for cuda without a backend or a device. */
 int pgd_device_resolve(int device, int *out, const char **why);
 
 /* Create the backend the options ask for over model m (see backend.h for cfg). 0; PGD_EUNSUPPORTED

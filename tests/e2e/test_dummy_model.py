@@ -1,11 +1,14 @@
 """Serving and benchmarking without a model file: `--load-format dummy --model-preset NAME`
 (the shapes of a published model, deterministic dummy weights, a byte-level tokenizer). This is
 how GPU benchmarks run without a model hub; here it runs on the CPU."""
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
+import pytest
 from openai import OpenAI
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,6 +31,9 @@ def test_serve_dummy_preset(start_server):
     text = "".join(c.choices[0].text for c in stream if c.choices)
     assert text.count("<t") == 5  # five plain tokens of the dummy vocabulary
     assert "KV blocks" in s.log() and "smollm2-135m" in s.log()
+    # the backend, and why --device auto (the default) took the CPU when it did
+    assert re.search(r"; (cuda backend|cpu backend \(--device auto: (no CUDA device is visible: "
+                     r".+|this build has no CUDA backend)\)), steps of", s.log()), s.log()
 
 
 def test_bench_dummy_preset(run_pagoda):
@@ -60,3 +66,40 @@ def test_serve_smoke_script(pagoda_bin):
     assert p.returncode == 0 and out["failures"] == [], out
     assert out["concurrent_ok"] == 16 and out["stream_chunks"] >= 2 and out["exit_status"] == 0
     assert out["chat_tokens"] == 16 and out["metrics_series"] > 0
+
+
+def test_cuda_build_starts_without_cuda_libraries(pagoda_bin):
+    """A build with the CUDA backend runs where CUDA is not installed (a CPU-only machine, a
+    container without the GPU runtime): it links the CUDA runtime statically, opens cuBLASLt on
+    first use and the driver through the runtime, so it needs no CUDA library at start, and
+    `--device auto` takes the CPU and says why. Run here through the dynamic loader told to use
+    only the directories of the binary's own libraries that hold no CUDA library."""
+    syms = subprocess.run(["nm", pagoda_bin], capture_output=True, text=True).stdout
+    if "pgd_backend_cuda_create" not in syms:
+        pytest.skip("built without the CUDA backend")
+    needed = subprocess.run(["readelf", "-d", pagoda_bin], capture_output=True, text=True).stdout
+    libs = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", needed)
+    assert libs and not [n for n in libs if re.match(r"lib(cudart|cublas|cuda)\b", n)], libs
+    interp = re.search(r"program interpreter: ([^\]]+)\]",
+                       subprocess.run(["readelf", "-l", pagoda_bin], capture_output=True,
+                                      text=True).stdout).group(1)
+    dirs = []
+    for line in subprocess.run(["ldd", pagoda_bin], capture_output=True, text=True).stdout.splitlines():
+        m = re.search(r"=> (/\S+)", line)
+        d = os.path.dirname(m.group(1)) if m else None
+        if d and d not in dirs and not glob.glob(os.path.join(d, "libcud*")) \
+                and not glob.glob(os.path.join(d, "libcublas*")):
+            dirs.append(d)
+    base = [interp, "--inhibit-cache", "--library-path", ":".join(dirs), pagoda_bin]
+    p = subprocess.run(base + ["bench", "--load-format", "dummy", "--model-preset",
+                               "smollm2-135m", "--batch", "1", "--prompt-len", "8", "--gen-len",
+                               "2", "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)[0]["decode_tokens_per_s"] > 0
+    if "on the CPU" in p.stderr:  # no GPU here (else it ran on the GPU, and says nothing)
+        assert "pagoda bench: on the CPU (--device auto: no CUDA device is visible: " in p.stderr
+        p = subprocess.run(base + ["generate", "--device", "cuda", "--load-format", "dummy",
+                                   "--model-preset", "smollm2-135m", "--prompt", "x"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1
+        assert "--device cuda: no CUDA device is visible: " in p.stderr, p.stderr

@@ -549,7 +549,7 @@ static void test_gguf_types(void) {
 }
 
 int main(void) {
-    if (pgd_cuda_devices() == 0) {
+    if (pgd_cuda_devices(NULL) == 0) {
         fprintf(stderr, "no CUDA device: skipped\n");
         return 77;
     }

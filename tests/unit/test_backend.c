@@ -51,12 +51,30 @@ static void test_devices(void) {
      * CUDA tests, label `cuda`, check that backend); else cuda is refused, auto is the CPU */
     int resolved = -2;
     const bool have_cuda = pgd_device_resolve(PGD_DEVICE_CUDA, &resolved, NULL) == 0;
-    CHECK_EQ_INT(pgd_device_resolve(PGD_DEVICE_AUTO, &resolved, NULL), 0);
+    const char *why = "unset";
+    CHECK_EQ_INT(pgd_device_resolve(PGD_DEVICE_AUTO, &resolved, &why), 0);
     CHECK_EQ_INT(resolved, have_cuda ? PGD_DEVICE_CUDA : PGD_DEVICE_CPU);
+    /* auto says why it took the CPU (the log line of serve and bench), and only then */
+    if (have_cuda) {
+        CHECK(why == NULL);
+    } else {
+#ifdef PGD_HAVE_CUDA
+        REQUIRE(why != NULL);
+        CHECK(strncmp(why, "no CUDA device is visible: ", 27) == 0 && strlen(why) > 30);
+#else
+        CHECK(why != NULL && strcmp(why, "this build has no CUDA backend") == 0);
+#endif
+    }
+    why = "unset";
+    CHECK_EQ_INT(pgd_device_resolve(PGD_DEVICE_CPU, &resolved, &why), 0);
+    CHECK(resolved == PGD_DEVICE_CPU && why == NULL); /* asked for: nothing to say */
     if (!have_cuda) {
         o.device = PGD_DEVICE_CUDA;
         CHECK_EQ_INT(pgd_backend_create(g_model, &bc, &o, &b), PGD_EUNSUPPORTED);
         CHECK(b == NULL && strstr(pgd_error_detail(), "CUDA") != NULL);
+#ifdef PGD_HAVE_CUDA /* and the reason the runtime gave */
+        CHECK(strstr(pgd_error_detail(), "no CUDA device is visible: ") != NULL);
+#endif
     }
     for (int dev = PGD_DEVICE_AUTO; dev <= PGD_DEVICE_CPU; dev++) {
         if (dev == PGD_DEVICE_AUTO && have_cuda) continue;
