@@ -3,7 +3,8 @@
  * with CUDA events (mean of 20 runs after 3 warm-ups): each weight product at M = 1, 4 and 8 rows
  * through cuBLASLt (pagoda's fast plan, kernels/cuda/gemm.h) and through its GEMV kernel
  * (kernels/cuda/gemv.h; the default for one row; at one row also with 8 and 16 of a lane's loads
- * in flight instead of 4, and with its first round before the wait for the previous kernel),
+ * in flight instead of 4, with its first round before the wait for the previous kernel, and
+ * its lean instance: one load a lane in flight, the kernel measured before the rounds' fix),
  * with the weights' bandwidth, and gate/up with its SiLU * up (two kernels; one on the GEMV, as a
  * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions, on
  * CUDA cores and on tensor cores (the KV bytes it reads a launch, as bandwidth); the tensor-core
@@ -74,6 +75,7 @@ typedef struct prod {
     bool gemv, silu; /* silu: the gate/up product then SiLU * up, as a step runs it */
     uint32_t loads;  /* gemv at one row: a lane's loads in flight (pgd_cuda_gemv_loads), 0: 4 */
     bool early;      /* with loads: the first round before the wait for the previous kernel */
+    bool lean;       /* with loads (4): the instance compiled for the fewest registers */
 } prod;
 
 static int run_prod(void *ctx, uint32_t i) {
@@ -81,7 +83,7 @@ static int run_prod(void *ctx, uint32_t i) {
     const uint16_t *W = p->W + (uint64_t)(i % p->n_w) * p->N * p->K;
     if (p->gemv && p->loads)
         return pgd_cuda_gemv_loads(p->X, W, p->Y, p->H, p->silu ? p->N / 2 : p->N, p->K, p->silu,
-                                   p->loads, p->early, NULL);
+                                   p->loads, p->early, p->lean, NULL);
     if (p->silu && p->gemv) return pgd_cuda_gemv_silu(p->X, W, p->H, p->M, p->N / 2, p->K, NULL);
     int rc = p->gemv ? pgd_cuda_gemv(p->X, W, p->Y, p->M, p->N, p->K, NULL)
                      : pgd_cuda_gemm_run(p->g, p->plan, p->X, W, p->Y, p->M, NULL);
@@ -123,19 +125,25 @@ static void products(pgd_cuda_gemm *g) {
                 printf("| %s%s (%u x %u) | %u | %.1f us, %.0f GB/s | %.1f us, %.0f GB/s |\n",
                        shapes[s].name, silu ? " + SiLU * up (fused on the GEMV)" : "", p.N, p.K,
                        p.M, us[0], bytes / (us[0] * 1e3), us[1], bytes / (us[1] * 1e3));
-                /* at one row, the GEMV with more of a lane's loads in flight, and with 4 and
-                 * its first round before the wait for the previous kernel (the same bits; here
-                 * the previous kernel is the same product, streaming too, unlike in a step) */
-                for (uint32_t v = 0; p.M == 1 && v < 3; v++) {
+                /* at one row, the GEMV with more of a lane's loads in flight, with 4 and its
+                 * first round before the wait for the previous kernel (the same bits; here the
+                 * previous kernel is the same product, streaming too, unlike in a step), and the
+                 * lean instance (one load a lane in flight: the kernel measured before) */
+                for (uint32_t v = 0; p.M == 1 && v < 4; v++) {
                     p.gemv = true;
                     p.loads = v < 2 ? 8u << v : 4;
                     p.early = v == 2;
+                    p.lean = v == 3;
                     const double t = time_runs(run_prod, &p);
-                    printf("| %s%s, %u loads a lane in flight%s | 1 | | %.1f us, %.0f GB/s |\n",
-                           shapes[s].name, silu ? " + SiLU * up" : "", p.loads,
-                           p.early ? ", the first before the wait" : "", t, bytes / (t * 1e3));
+                    printf("| %s%s, %s | 1 | | %.1f us, %.0f GB/s |\n", shapes[s].name,
+                           silu ? " + SiLU * up" : "",
+                           v == 0   ? "8 loads a lane in flight"
+                           : v == 1 ? "16 loads a lane in flight"
+                           : v == 2 ? "4 loads a lane, the first before the wait"
+                                    : "lean (PGD_CUDA_GEMV_LEAN=1: the kernel measured before)",
+                           t, bytes / (t * 1e3));
                     p.loads = 0;
-                    p.early = false;
+                    p.early = p.lean = false;
                 }
             }
         pgd_cuda_gemm_plan_destroy(p.plan);

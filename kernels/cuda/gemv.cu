@@ -13,25 +13,30 @@
  * The SiLU form (pgd_cuda_gemv_silu) takes gate column j and up column F + j in the same warp
  * and writes bf16(SiLU(gate) * up) from lane 0 (silu_math.cuh: silu_mul.cu's arithmetic).
  *
- * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 2-8 KiB in flight a warp; at M = 1, 28
- * registers (64 warps an SM), at M = 8, 125 (16 warps an SM). Measured on an H200
- * (bench/results/gpu-h200.md): 2.75-4.38 TB/s at M = 1, faster than cuBLASLt on every product
- * but the down projection, slower at M = 4 and 8. Tried together there (commit ed543f3) and
- * slower, so undone: 8 loads in flight at one column a warp (QKV 16.0 -> 17.4 us, gate/up 58.7
- * -> 66.5) and a prefetch to L2 of a lane's first chunks before the wait for the previous
- * kernel (gate/up + SiLU, which kept 4 loads, 59.0 -> 63.0) — in the kernel bench, where the
- * previous kernel is the same GEMV, streaming too. In a decode step the GEMVs follow a norm or
- * the attention, latency-bound kernels on a few SMs: there a warp's first round of W loads (into
- * its registers) may be issued before the wait (PGD_CUDA_GEMV_EARLY=1, one-row products; the
- * same bits; more registers: 34 against 28 at 4 loads, 50 against 36 in the SiLU form).
- * Untested on hardware; off until scripts/gpu-check's A/B row says it pays.
+ * Bandwidth: kLoads x 16 bytes x 32 lanes x R = 2-8 KiB in flight a warp — if the machine
+ * code issues a round's loads before its FMAs, which the source alone does not ensure. Until
+ * the rounds below lost their per-chunk bound checks and the kernel its launch bounds' CTA count
+ * (kGemvMinCtas), the compiler moved each load after the previous chunk's FMAs (they wait for
+ * their own load): one load a lane in flight, 28 registers and 64 warps an SM at M = 1, in every
+ * GPU measurement so far (bench/results/gpu-h200.md, H200: 2.75-4.38 TB/s at M = 1, faster than
+ * cuBLASLt on every product but the down projection, whose 4096 warps are half an H200's room).
+ * Now, on sm_90a: 48 registers (40 warps an SM) at M = 1, 72 in the SiLU form (28), a whole
+ * round in flight — tests/reference/test_cuda_sass.py reads the SASS and checks it; untested on
+ * hardware, with the lean form kept for scripts/gpu-check's A/B (PGD_CUDA_GEMV_LEAN=1). The
+ * H200 run at commit ed543f3 that measured 8 loads a lane as slower (QKV 16.0 -> 17.4 us,
+ * gate/up 58.7 -> 66.5) ran the same one load in flight, and an L2 prefetch of a lane's first
+ * chunks before the wait (gate/up + SiLU 59.0 -> 63.0); the kernel bench's rows for 8 and 16
+ * loads now measure what they say. In a decode step the GEMVs follow a norm or the attention,
+ * latency-bound kernels on a few SMs: there a warp's first round of W loads (into its
+ * registers) may be issued before the wait (PGD_CUDA_GEMV_EARLY=1, one-row products; the same
+ * bits). Untested on hardware; off until scripts/gpu-check's A/B row says it pays.
  *
  * Two forms remove a one-row step's norm kernels (PGD_CUDA_GEMV_NORM=1 in the backend; untested
  * on hardware): the residual form (pgd_cuda_gemv_acc) adds its product into the residual row
  * where lane 0 writes it, and the norm form (pgd_cuda_gemv_rmsnorm) norms that row in every CTA
  * before its warps read X from shared memory: the row copied in by cp.async (one round trip, no
  * registers held), the norm's weights prefetched into L1 before the wait, the sums of squares
- * and the normed bf16 row from shared memory. 256-thread CTAs, 4 to 8 an SM (the registers'
+ * and the normed bf16 row from shared memory. 256-thread CTAs, 4 or 6 an SM (the registers'
  * bound, launch_bounds), each warp striding over the columns. The QKV product's norm form
  * (pgd_cuda_gemv_qkv_rope) gives each warp a pair of columns — a RoPE pair, or two neighbouring
  * unrotated dimensions — and lane 0 ends it as rope_kv.cu does (bias, rotation, q into qkv, k and
@@ -92,7 +97,13 @@ __device__ __forceinline__ void col_rows(const uint16_t *W, uint32_t n0, uint32_
 /* A warp's R dot products with MR rows of X by THE SUM, C chunks a row: w[r] W's rows; xc(m, c)
  * X's chunk c of row m (uint4). between() is called once by every lane: after the warp's first
  * round of W loads is in flight (Early), or before any load — the wait for the previous kernel
- * and whatever must follow it. Lane 0 ends with the sums in acc. */
+ * and whatever must follow it. Lane 0 ends with the sums in acc.
+ *
+ * A lane's chunks are lane, lane + 32, ... in that order whatever L; L of them are loaded before
+ * the first is used. The rounds whose L chunks are all in the row have no branch between their
+ * loads and their FMAs: with a bound check per chunk (the partial round's form), the compiler
+ * moves each load into its chunk's guarded block, after the previous chunk's FMAs, and a lane
+ * then has one load in flight instead of L (seen in the SASS of sm_90a: cuobjdump -sass). */
 template <int MR, int R, uint32_t L, bool Early, class XC, class Between>
 __device__ __forceinline__ void warp_dot(const uint4 *const (&w)[R], uint32_t C, uint32_t lane,
                                          XC xc, Between between, float (&acc)[R][MR]) {
@@ -100,10 +111,10 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&w)[R], uint32_t C,
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
-    /* a round of chunks c0, c0 + 32, ... (L of them): wr[][u] = chunk c0 + 32u, unconditional
-     * loads (past the row: chunk c0 again, or chunk 0 for a lane with none, K < 256) */
-    uint4 wr[R][L];
-    auto load_round = [&](uint32_t c0) {
+    uint4 wr[R][L]; /* a round: wr[][u] = chunk c0 + 32u */
+    /* a partial round (the first, before the wait, or the last): unconditional loads (past the
+     * row: chunk c0 again, or chunk 0 for a lane with none, K < 256), FMAs while in the row */
+    auto load_part = [&](uint32_t c0) {
         const uint32_t again = c0 < C ? c0 : 0;
 #pragma unroll
         for (uint32_t u = 0; u < L; u++) {
@@ -112,38 +123,49 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&w)[R], uint32_t C,
             for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + (c < C ? c : again));
         }
     };
-    auto fma_round = [&](uint32_t c0) {
+    auto fma_chunk = [&](uint32_t u, uint32_t c) {
+        float wf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) unpack(wr[r][u], wf[r]);
+#pragma unroll
+        for (int m = 0; m < MR; m++) {
+            float xf[8];
+            unpack(xc(m, c), xf);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[r][m] = __fmaf_rn(xf[e], wf[r][e], acc[r][m]);
+        }
+    };
+    auto fma_part = [&](uint32_t c0) {
 #pragma unroll
         for (uint32_t u = 0; u < L; u++) {
             const uint32_t c = c0 + u * kLanes;
             if (c >= C) break;
-            float wf[R][8];
-#pragma unroll
-            for (int r = 0; r < R; r++) unpack(wr[r][u], wf[r]);
-#pragma unroll
-            for (int m = 0; m < MR; m++) {
-                float xf[8];
-                unpack(xc(m, c), xf);
-#pragma unroll
-                for (int r = 0; r < R; r++)
-#pragma unroll
-                    for (int e = 0; e < 8; e++) acc[r][m] = __fmaf_rn(xf[e], wf[r][e], acc[r][m]);
-            }
+            fma_chunk(u, c);
         }
     };
-    uint32_t start = lane;
+    uint32_t c0 = lane;
     if (Early) { /* W is constant during a step: the first round in flight before the wait,
                   * while the previous kernel (a norm, the attention) still runs */
-        load_round(lane);
+        load_part(c0);
         between();
-        fma_round(lane);
-        start += kLanes * L;
+        fma_part(c0);
+        c0 += kLanes * L;
     } else {
         between();
     }
-    for (uint32_t c0 = start; c0 < C; c0 += kLanes * L) {
-        load_round(c0);
-        fma_round(c0);
+    for (; c0 + kLanes * (L - 1) < C; c0 += kLanes * L) { /* whole rounds: no branch */
+#pragma unroll
+        for (uint32_t u = 0; u < L; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + c0 + u * kLanes);
+#pragma unroll
+        for (uint32_t u = 0; u < L; u++) fma_chunk(u, c0 + u * kLanes);
+    }
+    if (c0 < C) { /* the lane's last chunks, fewer than L */
+        load_part(c0);
+        fma_part(c0);
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -173,13 +195,21 @@ __device__ __forceinline__ void store(const float (&acc)[R][MR], uint32_t n0, ui
             }
 }
 
+/* The CTAs an SM the compiler is told to expect (launch bounds' second value). 1: it keeps a
+ * whole round of W loads in flight (sm_90a, nvcc 13: 48 registers at one row, 40 warps an SM;
+ * 72 in the SiLU form). Lean, 0 (no value given): it spends as few registers as it can (28 and
+ * 36 before the rounds lost their branches), and to do so issues each W load after the previous
+ * chunk's FMAs: one load a lane in flight — the kernel every GPU measurement before this form
+ * ran (PGD_CUDA_GEMV_LEAN=1 brings it back, for scripts/gpu-check's A/B). */
+template <bool Lean> constexpr uint32_t kGemvMinCtas = Lean ? 0 : 1;
+
 /* Plain (Silu false): X bf16 [MR][K], W bf16 [N][K], Y f32 [MR][N] (Acc: added to what Y holds);
  * warp w computes the columns w R .. w R + R - 1 (those below N). Silu: W is the fused gate/up
  * weight [2N][K] (gate rows, then up rows), O bf16 [MR][N]; warp w computes the columns
  * j = w R / 2 .. + R / 2 - 1 of gate and of up, and writes bf16(SiLU(gate) * up) for each. K a
  * multiple of 8. */
-template <int MR, int R, bool Silu, uint32_t L, bool Early, bool Acc>
-__global__ void __launch_bounds__(kThreads)
+template <int MR, int R, bool Silu, uint32_t L, bool Early, bool Acc, bool Lean>
+__global__ void __launch_bounds__(kThreads, kGemvMinCtas<Lean>)
     gemv_kernel(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                 uint32_t K) {
     static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
@@ -212,13 +242,11 @@ static_assert(kNormThreads % kLanes == 0 && kNormThreads % 4 == 0, "whole warps"
 /* The norm form's ends: the plain product, SiLU * up, or the QKV row's bias, RoPE and KV write. */
 enum class Form { kPlain, kSilu, kRope };
 
-/* CTAs an SM the registers must allow (launch bounds), the most without spills: 29 to 36
- * registers, 40 with the plain form's early loads, 63 or 64 with the SiLU and RoPE forms' (two
- * columns'). */
-template <Form F, bool Early>
-constexpr uint32_t kNormCtasPerSm = F == Form::kRope   ? (Early ? 4 : 6)
-                                    : F == Form::kSilu ? (Early ? 4 : 8)
-                                                       : (Early ? 6 : 8);
+/* CTAs an SM the registers must allow (launch bounds), the most without spills that keep a
+ * round's loads in flight (sm_90a, nvcc 13): 40 registers in the plain form, 62 to 64 in the
+ * SiLU and RoPE forms (two columns'); 8 and 6 CTAs, as before the rounds lost their branches,
+ * would spill now. */
+template <Form F, bool Early> constexpr uint32_t kNormCtasPerSm = F == Form::kPlain ? 6 : 4;
 
 /* Dynamic shared memory of the norm form for rows of K: the row f32 [K], then the normed row
  * bf16 [K]. */
@@ -383,35 +411,54 @@ cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16
                            nw, eps, W, Y, O, N, K, re);
 }
 
-/* Whether a one-row product's warps issue their first round of W loads before the wait for the
- * previous kernel: when the environment says PGD_CUDA_GEMV_EARLY=1 (the A/B switch of
- * scripts/gpu-check; off by default until measured). Read once; any host thread. */
-bool early_loads() {
-    static int known; /* 0: not read yet, 1: off, 2: on */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+/* Whether the environment variable `name` is "1", read once into *known (0: not read yet, 1:
+ * off, 2: on); any host thread. */
+bool env_on(const char *name, int *known) {
+    int k = __atomic_load_n(known, __ATOMIC_RELAXED);
     if (!k) {
-        const char *env = getenv("PGD_CUDA_GEMV_EARLY");
+        const char *env = getenv(name);
         k = env && env[0] == '1' ? 2 : 1;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+        __atomic_store_n(known, k, __ATOMIC_RELAXED);
     }
     return k == 2;
 }
 
-template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1 /* -1: early_loads() */,
-          bool Acc = false>
+/* Whether a one-row product's warps issue their first round of W loads before the wait for the
+ * previous kernel: when the environment says PGD_CUDA_GEMV_EARLY=1 (the A/B switch of
+ * scripts/gpu-check; off by default until measured). */
+bool early_loads() {
+    static int known;
+    return env_on("PGD_CUDA_GEMV_EARLY", &known);
+}
+
+/* Whether one-row products run the lean instances (kGemvMinCtas): PGD_CUDA_GEMV_LEAN=1, the
+ * A/B of scripts/gpu-check against the kernel as measured before (untested on hardware: the
+ * default's whole rounds in flight). */
+bool lean_env() {
+    static int known;
+    return env_on("PGD_CUDA_GEMV_LEAN", &known);
+}
+
+/* Early, Lean: 1 or 0, or -1 for what the environment says (early_loads(), lean_env()); both
+ * forms exist for one row only (the products the GEMV runs by default), early before lean. */
+template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1, bool Acc = false, int Lean = -1>
 cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                    uint32_t K, cudaStream_t stream) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint32_t warps = (N + P - 1) / P;
     const unsigned ctas = (warps + kWarps - 1) / kWarps;
-    if constexpr (MR == 1) /* the early form for one row only (the products the GEMV runs by
-                            * default) */
+    if constexpr (MR == 1) {
         if (Early == 1 || (Early == -1 && early_loads()))
-            return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true, Acc>, ctas, kThreads, 0,
+            return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true, Acc, false>, ctas, kThreads, 0,
                                    stream, X, W, Y, O, N, K);
-    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc>, ctas, kThreads, 0, stream, X, W,
-                           Y, O, N, K);
+        if constexpr (L == kLoads)
+            if (Lean == 1 || (Lean == -1 && lean_env()))
+                return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc, true>, ctas,
+                                       kThreads, 0, stream, X, W, Y, O, N, K);
+    }
+    return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc, false>, ctas, kThreads, 0,
+                           stream, X, W, Y, O, N, K);
 }
 
 using launch_fn = cudaError_t (*)(const uint16_t *, const uint16_t *, float *, uint16_t *, uint32_t,
@@ -506,16 +553,24 @@ extern "C" int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps
 
 extern "C" int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O,
                                    uint32_t N, uint32_t K, bool silu, uint32_t loads, bool early,
-                                   void *stream) {
-    if (loads != 4 && loads != 8 && loads != 16)
-        return pgd_error_set(PGD_EINVAL, "CUDA GEMV: %u loads a lane (4, 8 or 16)", loads);
+                                   bool lean, void *stream) {
+    if ((loads != 4 && loads != 8 && loads != 16) || (lean && (early || loads != 4)))
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA GEMV: %u loads a lane (4, 8 or 16), lean only at 4 and not "
+                             "early",
+                             loads);
     int rc = check(1, K, X, W);
     if (rc || N == 0) return rc;
     static const launch_fn by_loads[2][2][3] = {
-        {{launch<1, false, 4, 0>, launch<1, false, 8, 0>, launch<1, false, 16, 0>},
-         {launch<1, true, 4, 0>, launch<1, true, 8, 0>, launch<1, true, 16, 0>}},
+        {{launch<1, false, 4, 0, false, 0>, launch<1, false, 8, 0, false, 0>,
+          launch<1, false, 16, 0, false, 0>},
+         {launch<1, true, 4, 0, false, 0>, launch<1, true, 8, 0, false, 0>,
+          launch<1, true, 16, 0, false, 0>}},
         {{launch<1, false, 4, 1>, launch<1, false, 8, 1>, launch<1, false, 16, 1>},
          {launch<1, true, 4, 1>, launch<1, true, 8, 1>, launch<1, true, 16, 1>}}};
-    PGD_CUDA_TRY(by_loads[early][silu][loads / 8](X, W, Y, O, N, K, (cudaStream_t)stream));
+    static const launch_fn lean_form[2] = {launch<1, false, 4, 0, false, 1>,
+                                           launch<1, true, 4, 0, false, 1>};
+    PGD_CUDA_TRY((lean ? lean_form[silu] : by_loads[early][silu][loads / 8])(X, W, Y, O, N, K,
+                                                                             (cudaStream_t)stream));
     return 0;
 }

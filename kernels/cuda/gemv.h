@@ -81,12 +81,14 @@ int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps, const uin
                            int early, void *stream);
 /* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
  * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
- * a lane's W chunks in flight instead of 4, and with `early`, a warp's first round of W loads
- * issued before the wait for the previous kernel (what PGD_CUDA_GEMV_EARLY=1 makes the default
- * for one row) — the same bits as pgd_cuda_gemv / _silu (THE SUM's order does not depend on
- * either). 0, PGD_EINVAL / PGD_ECUDA. */
+ * a lane's W chunks in flight instead of 4, with `early`, a warp's first round of W loads issued
+ * before the wait for the previous kernel (what PGD_CUDA_GEMV_EARLY=1 makes the default for one
+ * row), or `lean` (4 loads, not early): the instance compiled for as few registers as the
+ * compiler can (one load a lane in flight; what PGD_CUDA_GEMV_LEAN=1 makes the default) — the
+ * same bits as pgd_cuda_gemv / _silu (THE SUM's order depends on none of them). 0, PGD_EINVAL /
+ * PGD_ECUDA. */
 int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
-                        uint32_t K, bool silu, uint32_t loads, bool early, void *stream);
+                        uint32_t K, bool silu, uint32_t loads, bool early, bool lean, void *stream);
 /* The twin on the host, bit for bit: any M. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                         uint32_t K);

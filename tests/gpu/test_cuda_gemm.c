@@ -19,8 +19,8 @@
  *     rounding, no element far off, the same determinism across M; its GEMV rows refused;
  *   - the GEMV ending in SiLU * up (pgd_cuda_gemv_silu) gives the bits of the GEMV then
  *     pgd_cuda_silu_mul, at M = 1, 2, 3, 7 and 8; at one row, with 4, 8 and 16 of a lane's loads
- *     in flight, and with the first round of loads before the wait for the previous kernel
- *     (pgd_cuda_gemv_loads), both forms give the same bits as the default;
+ *     in flight, with the first round of loads before the wait for the previous kernel, and
+ *     in the lean instance (pgd_cuda_gemv_loads), both forms give the same bits as the default;
  *   - the residual form (pgd_cuda_gemv_acc) gives its twin's bits at M = 1, 2, 5, 8; the form
  *     that norms its own row (pgd_cuda_gemv_rmsnorm) those of the norm then the GEMV (plain: the
  *     twins; SiLU: the device's unfused kernels), with its first loads early or not, x
@@ -280,8 +280,14 @@ static void test_gemv_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 4, 60, NULL), PGD_EINVAL);     /* K % 8 */
     CHECK_EQ_INT(pgd_cuda_gemv(d + 1, d, y, 1, 4, 64, NULL), PGD_EINVAL); /* alignment */
     CHECK_EQ_INT(pgd_cuda_gemv(d, d, y, 1, 0, 64, NULL), 0);              /* nothing to do */
-    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 5, false, NULL), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 60, false, 8, false, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 5, false, false, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 60, false, 8, false, false, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 8, false, true, NULL),
+                 PGD_EINVAL); /* lean: 4 loads */
+    CHECK_EQ_INT(pgd_cuda_gemv_loads(d, d, y, NULL, 4, 64, false, 4, true, true, NULL),
+                 PGD_EINVAL); /* lean: not early */
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     cudaFree(d);
     cudaFree(y);
@@ -325,24 +331,25 @@ static void test_gemv_silu(void) {
                         M, bad, (unsigned long long)M * F);
             CHECK(bad == 0);
             /* one row with 4, 8 and 16 of a lane's loads in flight, the first round before the
-             * wait for the previous kernel or after (pgd_cuda_gemv_loads): the plain form's bits
-             * those of pgd_cuda_gemv, the SiLU form's those above */
-            for (uint32_t v = 0; M == 1 && v < 6; v++) {
-                const uint32_t loads = 4u << (v % 3);
-                const bool early = v >= 3;
+             * wait for the previous kernel or after, and the lean instance (pgd_cuda_gemv_loads):
+             * the plain form's bits those of pgd_cuda_gemv, the SiLU form's those above */
+            for (uint32_t v = 0; M == 1 && v < 7; v++) {
+                const uint32_t loads = v == 6 ? 4 : 4u << (v % 3);
+                const bool early = v >= 3 && v < 6, lean = v == 6;
                 float *yw = malloc((uint64_t)2 * F * 4), *yl = malloc((uint64_t)2 * F * 4);
                 REQUIRE(yw && yl);
                 CHECK_EQ_INT(pgd_cuda_gemv(dX, dW, dY, 1, 2 * F, K, NULL), 0);
                 REQUIRE(cudaMemcpy(yw, dY, (uint64_t)2 * F * 4, cudaMemcpyDeviceToHost) ==
                         cudaSuccess);
                 REQUIRE(cudaMemset(dY, 0xFF, (uint64_t)2 * F * 4) == cudaSuccess);
-                CHECK_EQ_INT(
-                    pgd_cuda_gemv_loads(dX, dW, dY, NULL, 2 * F, K, false, loads, early, NULL), 0);
+                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, dY, NULL, 2 * F, K, false, loads, early,
+                                                 lean, NULL),
+                             0);
                 REQUIRE(cudaMemcpy(yl, dY, (uint64_t)2 * F * 4, cudaMemcpyDeviceToHost) ==
                         cudaSuccess);
                 REQUIRE(cudaMemset(dO, 0xFF, (uint64_t)F * 2) == cudaSuccess);
-                CHECK_EQ_INT(pgd_cuda_gemv_loads(dX, dW, NULL, dO, F, K, true, loads, early, NULL),
-                             0);
+                CHECK_EQ_INT(
+                    pgd_cuda_gemv_loads(dX, dW, NULL, dO, F, K, true, loads, early, lean, NULL), 0);
                 REQUIRE(cudaMemcpy(got, dO, (uint64_t)F * 2, cudaMemcpyDeviceToHost) ==
                         cudaSuccess);
                 size_t bad_y = 0, bad_o = 0;
@@ -353,7 +360,11 @@ static void test_gemv_silu(void) {
                     fprintf(stderr,
                             "    gemv with %u loads%s, F %u, K %u: %zu products, %zu SiLU "
                             "outputs differ\n",
-                            loads, early ? " (early)" : "", F, K, bad_y, bad_o);
+                            loads,
+                            early  ? " (early)"
+                            : lean ? " (lean)"
+                                   : "",
+                            F, K, bad_y, bad_o);
                 CHECK(bad_y == 0 && bad_o == 0);
                 free(yw), free(yl);
             }

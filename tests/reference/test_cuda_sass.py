@@ -1,0 +1,141 @@
+"""The one-row GEMV's weight loads in flight, read from what the compiler made of
+kernels/cuda/gemv.cu: the SASS of the build's object (sm_90a and sm_80), disassembled by NVIDIA's
+cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm).
+
+A batch-1 decode step reads every weight once through this kernel, so its speed is how many
+bytes are on their way from memory at once: a lane issues a round of L 16-byte loads of W, then
+their FMAs. That is the source's order, not necessarily the machine's: the compiler may issue
+each load after the previous chunk's FMAs (which wait for their own load), leaving one load a
+lane in flight — as it did, unseen, for every GPU measurement before this check (the rounds had
+a bound check per chunk, and the compiler was free to spend as few registers as it liked). So,
+in the inner loop of every default one-row instance, every W load of a round (LDG.E.EF: the
+streamed loads) must come before the round's first FFMA; and the lean instances
+(PGD_CUDA_GEMV_LEAN=1, kept for the A/B on a GPU) must still show the problem, which is how this
+check is known to see it. No GPU needed; skipped in a build without the CUDA backend.
+"""
+import importlib.util
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+OBJ = ROOT / "build" / "CMakeFiles" / "pgd_core.dir" / "kernels" / "cuda" / "gemv.cu.o"
+
+
+def tool_dir():
+    """The folder of cuobjdump (the PyPI wheels' nvidia/cu*/bin, or the PATH's)."""
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations if spec else []):
+        for d in sorted(pathlib.Path(base).glob("cu*/bin")):
+            if (d / "cuobjdump").exists() and (d / "nvdisasm").exists():
+                return str(d)
+    found = shutil.which("cuobjdump")
+    return os.path.dirname(found) if found and shutil.which("nvdisasm") else None
+
+
+def functions(sass):
+    """{(arch, mangled name): [(address, instruction)]} from `cuobjdump -sass`."""
+    out, cur, arch = {}, None, "?"
+    for line in sass.splitlines():
+        m = re.search(r"arch = (sm_\w+)", line)
+        if m:
+            arch = m.group(1)
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            cur = (arch, m.group(1))
+            out[cur] = []
+            continue
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
+        if m and cur:
+            out[cur].append((int(m.group(1), 16), m.group(2)))
+    return out
+
+
+def inner_loops(ins):
+    """The bodies of the innermost loops: a predicated branch back to an earlier address (the
+    unpredicated ones back are the slow paths of divergent shuffles), no such loop inside."""
+    spans = []
+    for addr, text in ins:
+        m = re.match(r"@!?U?P\w+ BRA (?:`\()?0x([0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < addr:
+            spans.append((int(m.group(1), 16), addr))
+    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
+    return [[(a, t) for a, t in ins if lo <= a <= hi] for lo, hi in sorted(inner)]
+
+
+def loads_before_fma(body):
+    """(streamed W loads before the first FFMA, all of them in the body)."""
+    first, total = None, 0
+    for _, text in body:
+        if text.startswith("FFMA") and first is None:
+            first = total
+        if text.startswith("LDG.E.EF"):
+            total += 1
+    return (total if first is None else first), total
+
+
+@pytest.fixture(scope="module")
+def sass():
+    if not OBJ.exists():
+        pytest.skip("built without the CUDA backend (no gemv.cu object)")
+    tools = tool_dir()
+    if not tools:
+        pytest.skip("no cuobjdump / nvdisasm (tests/requirements.txt installs them on x86_64)")
+    env = dict(os.environ, PATH=tools + os.pathsep + os.environ.get("PATH", ""))
+    p = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", str(OBJ)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return functions(p.stdout)
+
+
+GEMV = re.compile(r"gemv_kernelILi(\d)ELi(\d)ELb([01])ELj(\d+)ELb([01])ELb([01])ELb([01])E")
+NORM = re.compile(r"gemv_norm_kernelILNS_4FormE(\d)ELb([01])E")
+
+
+def test_one_row_rounds_in_flight(sass):
+    seen = {"sm_80": 0, "sm_90a": 0}
+    lean_short = []
+    for (arch, name), ins in sass.items():
+        m = GEMV.search(name)
+        if not m or arch not in seen:
+            continue
+        mr, r, silu, loads, early, acc, lean = (int(g) for g in m.groups())
+        if mr != 1 or loads != 4:
+            continue  # rows 2-8 run on cuBLASLt by default; 8 and 16 loads are the bench's
+        bodies = [loads_before_fma(b) for b in inner_loops(ins)]
+        bodies = [b for b in bodies if b[1]]
+        assert bodies, f"{arch} {name}: no inner loop with W loads found"
+        whole = loads * r  # a round: L chunks of each of the R rows
+        main = max(bodies, key=lambda b: b[1])  # the whole-rounds loop
+        assert main[1] == whole, (arch, name, bodies)
+        if lean:
+            lean_short.append(main[0] < whole)
+        else:
+            assert main[0] == whole, (
+                f"{arch} {name}: only {main[0]} of a round's {whole} W loads issued before "
+                f"its first FFMA (every inner loop: {bodies})")
+        seen[arch] += 1
+    # the plain, SiLU and residual forms: early, not, and lean
+    assert seen == {"sm_80": 9, "sm_90a": 9}, seen
+    assert lean_short and all(lean_short), "the lean instances keep their rounds in flight too"
+
+
+def test_norm_forms_rounds_in_flight(sass):
+    seen = 0
+    for (arch, name), ins in sass.items():
+        m = NORM.search(name)
+        if not m or arch not in ("sm_80", "sm_90a"):
+            continue
+        form = int(m.group(1))
+        whole = 4 * (1 if form == 0 else 2)  # plain: one column; SiLU, RoPE: two
+        bodies = [b for b in (loads_before_fma(b) for b in inner_loops(ins)) if b[1]]
+        assert bodies, f"{arch} {name}: no inner loop with W loads found"
+        # the first column's rounds (every warp's; the later columns' loop may interleave one
+        # load or two with the previous chunk's FMAs)
+        assert bodies[0] == (whole, whole), (arch, name, bodies)
+        seen += 1
+    assert seen == 12, seen  # 3 forms x early or not x 2 architectures
