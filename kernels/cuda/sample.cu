@@ -6,8 +6,9 @@
  * (max, argmax, top-n selection: exact comparisons under a total order) run in parallel.
  *
  * Per row:
- *   1. argmax: each thread scans ids tid, tid + 512, ... for the best (sanitised logit, lower
- *      id) candidate, then the CTA reduces them: m and the greedy token. A row whose every
+ *   1. argmax: each thread scans its 16-byte chunks of the row (row_best) for the best
+ *      (sanitised logit, lower id) candidate, then the CTA reduces them: m and the greedy token. A
+ row whose every
  *      logit is -inf or NaN (the host's PGD_EINVAL) gets token -1, logprob 0, n_top 0.
  *   2. temperature / min-p (not greedy): thread b computes block b's sum of weights
  *      (pgd_sample_block_sum) into shared memory; thread 0 adds them up in block order,
@@ -80,6 +81,37 @@ __device__ cand block_best(cand c, cand *red) {
     for (uint32_t w = 1; w < kWarps; w++) r = better_of(r, red[w]);
     __syncthreads(); /* red is free again */
     return r;
+}
+
+/* This thread's best (sanitised logit, lower id) of the row l (f32 [V]): the 16-byte chunks
+ * tid, tid + kThreads, ... four of them in flight at once (one CTA reads the whole row, so its
+ * loads in flight are the rate: a float at a time, 512 of them, had 128k logits take ~36 us on
+ * an H200), the elements before the first chunk and after the last one by one. Which thread
+ * sees which logit, and in what order, does not matter: better_of is a total order. */
+__device__ __forceinline__ cand row_best(const float *l, uint32_t V) {
+    cand best = {-INFINITY, INT32_MAX};
+    auto offer = [&](float v, uint32_t i) {
+        best = better_of(best, cand{pgd_sample_sanitize(v), (int32_t)i});
+    };
+    const uint32_t head = min((uint32_t)((16 - (uintptr_t)l % 16) % 16 / 4), V);
+    for (uint32_t i = threadIdx.x; i < head; i += kThreads) offer(l[i], i);
+    const float4 *q = reinterpret_cast<const float4 *>(l + head); /* [n4] */
+    const uint32_t n4 = (V - head) / 4;
+    auto offer4 = [&](float4 x, uint32_t c) {
+        const uint32_t i = head + 4 * c;
+        offer(x.x, i), offer(x.y, i + 1), offer(x.z, i + 2), offer(x.w, i + 3);
+    };
+    uint32_t c = threadIdx.x;
+    for (; c + 3 * kThreads < n4; c += 4 * kThreads) {
+        float4 x[4];
+#pragma unroll
+        for (uint32_t u = 0; u < 4; u++) x[u] = q[c + u * kThreads];
+#pragma unroll
+        for (uint32_t u = 0; u < 4; u++) offer4(x[u], c + u * kThreads);
+    }
+    for (; c < n4; c += kThreads) offer4(q[c], c);
+    for (uint32_t i = head + 4 * n4 + threadIdx.x; i < V; i += kThreads) offer(l[i], i);
+    return best;
 }
 
 /* The smallest x of the CTA, to every thread. red: [kWarps] shared scratch. */
@@ -328,10 +360,7 @@ __global__ void __launch_bounds__(kThreads)
     const pgd_sample_spec sp = specs[row];
     pgd_sample_result *res = results + row;
 
-    cand best = {-INFINITY, INT32_MAX};
-    for (uint32_t i = threadIdx.x; i < V; i += kThreads)
-        best = better_of(best, cand{pgd_sample_sanitize(l[i]), (int32_t)i});
-    best = block_best(best, red);
+    cand best = block_best(row_best(l, V), red);
     const float m = best.v;
     if (m == -INFINITY || !pgd_sample_spec_on_device(&sp)) {
         if (threadIdx.x == 0) {
