@@ -1,5 +1,5 @@
-"""The one-row GEMV's weight loads in flight, read from what the compiler made of
-kernels/cuda/gemv.cu: the SASS of the build's object (sm_90a and sm_80), disassembled by NVIDIA's
+"""Loads in flight, read from what the compiler made of the CUDA kernels — first the one-row
+GEMV's, kernels/cuda/gemv.cu: the SASS of the build's object (sm_90a and sm_80), disassembled by NVIDIA's
 cuobjdump and nvdisasm (PyPI: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm).
 
 A batch-1 decode step reads every weight once through this kernel, so its speed is how many
@@ -11,7 +11,9 @@ a bound check per chunk, and the compiler was free to spend as few registers as 
 in the inner loop of every default one-row instance, every W load of a round (LDG.E.EF: the
 streamed loads) must come before the round's first FFMA; and the lean instances
 (PGD_CUDA_GEMV_LEAN=1, kept for the A/B on a GPU) must still show the problem, which is how this
-check is known to see it. No GPU needed; skipped in a build without the CUDA backend.
+check is known to see it. Then two more loops whose speed is their loads in flight: the device
+sampler's argmax and the split decode attention's V loads. No GPU needed; skipped in a build
+without the CUDA backend.
 """
 import importlib.util
 import os
@@ -78,18 +80,23 @@ def loads_before_fma(body):
     return (total if first is None else first), total
 
 
-@pytest.fixture(scope="module")
-def sass():
-    if not OBJ.exists():
-        pytest.skip("built without the CUDA backend (no gemv.cu object)")
+def disassemble(obj):
+    """functions() of a build object (skips the test without the object or the tools)."""
+    if not obj.exists():
+        pytest.skip(f"built without the CUDA backend (no {obj.name})")
     tools = tool_dir()
     if not tools:
         pytest.skip("no cuobjdump / nvdisasm (tests/requirements.txt installs them on x86_64)")
     env = dict(os.environ, PATH=tools + os.pathsep + os.environ.get("PATH", ""))
-    p = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", str(OBJ)], env=env,
+    p = subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", str(obj)], env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return functions(p.stdout)
+
+
+@pytest.fixture(scope="module")
+def sass():
+    return disassemble(OBJ)
 
 
 GEMV = re.compile(r"gemv_kernelILi(\d)ELi(\d)ELb([01])ELj(\d+)ELb([01])ELb([01])ELb([01])E")
@@ -139,3 +146,30 @@ def test_norm_forms_rounds_in_flight(sass):
         assert bodies[0] == (whole, whole), (arch, name, bodies)
         seen += 1
     assert seen == 12, seen  # 3 forms x early or not x 2 architectures
+
+
+@pytest.mark.parametrize("source,kernel,load,use,n", [
+    # the device sampler's argmax: one CTA reads a 128k-logit row, four 16-byte chunks a thread
+    ("sample", "sample_kernel", "LDG.E.128", r"FSETP|FMNMX", 4),
+    # the decode rows' split attention: a thread's 8 V loads (tuned on the H200) before its FMAs
+    ("attention", "attention_split_kernel", "LDG.E.128", r"HADD2|FFMA|HFMA2", 8),
+])
+def test_other_loops_loads_in_flight(source, kernel, load, use, n):
+    """Other loops whose speed is their loads in flight: somewhere in the kernel at least n such
+    loads are issued one after another with no instruction that uses loaded values between
+    them, on each architecture."""
+    obj = OBJ.parent / f"{source}.cu.o"
+    found = {}
+    for (arch, name), ins in disassemble(obj).items():
+        if kernel not in name:
+            continue
+        run = best = 0
+        for _, text in ins:
+            if re.match(use, text):
+                run = 0
+            elif text.split()[0] == load:
+                run += 1
+                best = max(best, run)
+        found[arch] = best
+    assert set(found) == {"sm_80", "sm_90a"}, found
+    assert all(v >= n for v in found.values()), (kernel, found)
