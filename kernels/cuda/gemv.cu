@@ -432,8 +432,8 @@ bool early_loads() {
 }
 
 /* Whether one-row products run the lean instances (kGemvMinCtas): PGD_CUDA_GEMV_LEAN=1, the
- * A/B of scripts/gpu-check against the kernel as measured before (untested on hardware: the
- * default's whole rounds in flight). */
+ * kernel as every earlier GPU run measured it — scripts/gpu-check's A/B against the default's
+ * whole rounds in flight, which no GPU has run yet. */
 bool lean_env() {
     static int known;
     return env_on("PGD_CUDA_GEMV_LEAN", &known);
