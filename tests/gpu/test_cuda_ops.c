@@ -175,6 +175,9 @@ static void test_rope_kv(void) {
         {14, 2, 64, 64, true},    /* Qwen2-0.5B */
         {3, 1, 80, 32, true},     /* partial rotation, both styles */
         {3, 1, 80, 32, false},    {5, 5, 96, 64, false}, {2, 1, 8, 0, false}, /* no rotation */
+        {3, 1, 24, 12, true},     {3, 1, 24, 12, false}, /* rope_dim not a multiple of 8: the
+                                                          * scalar form (the others: vector) */
+        {2, 2, 12, 8, false},                            /* head_dim not a multiple of 8: scalar */
     };
     for (size_t s = 0; s < PGD_ARRAY_LEN(shapes); s++)
         for (size_t it = 0; it < PGD_ARRAY_LEN(k_Ts); it++)

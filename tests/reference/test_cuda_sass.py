@@ -11,8 +11,8 @@ a bound check per chunk, and the compiler was free to spend as few registers as 
 in the inner loop of every default one-row instance, every W load of a round (LDG.E.EF: the
 streamed loads) must come before the round's first FFMA; and the lean instances
 (PGD_CUDA_GEMV_LEAN=1, kept for the A/B on a GPU) must still show the problem, which is how this
-check is known to see it. Then two more loops whose speed is their loads in flight: the device
-sampler's argmax and the split decode attention's V loads. No GPU needed; skipped in a build
+check is known to see it. Then other loops whose speed is their loads in flight: the device
+sampler's argmax, the split decode attention's V loads, RoPE + KV write's vector form. No GPU needed; skipped in a build
 without the CUDA backend.
 """
 import importlib.util
@@ -153,6 +153,8 @@ def test_norm_forms_rounds_in_flight(sass):
     ("sample", "sample_kernel", "LDG.E.128", r"FSETP|FMNMX", 4),
     # the decode rows' split attention: a thread's 8 V loads (tuned on the H200) before its FMAs
     ("attention", "attention_split_kernel", "LDG.E.128", r"HADD2|FFMA|HFMA2", 8),
+    # bias + RoPE + KV write, the vector form: a unit's q/k spans and (cos, sin) spans at once
+    ("rope_kv", "rope_kv_kernel", "LDG.E.128", r"FADD|FMUL|FFMA", 4),
 ])
 def test_other_loops_loads_in_flight(source, kernel, load, use, n):
     """Other loops whose speed is their loads in flight: somewhere in the kernel at least n such
