@@ -43,6 +43,17 @@ __device__ __forceinline__ void st4(float *p, const float *v) {
     x.x = v[0], x.y = v[1], x.z = v[2], x.w = v[3];
     *reinterpret_cast<float4 *>(p) = x;
 }
+/* The four elements of row at idx, plus the bias's (one rounded add each) when there is one. */
+__device__ __forceinline__ void ld4_biased(const float *row, const float *bias, uint32_t idx,
+                                           float *v) {
+    ld4(row + idx, v);
+    if (bias) {
+        float bz[4];
+        ld4(bias + idx, bz);
+#pragma unroll
+        for (int e = 0; e < 4; e++) v[e] = __fadd_rn(v[e], bz[e]);
+    }
+}
 /* Four f32 as f16 (pgd_dev_kv_f16) into 8 aligned bytes. */
 __device__ __forceinline__ void st4_f16(uint16_t *p, const float *v) {
     uint2 w;
@@ -67,13 +78,7 @@ __device__ void rope_kv_row4(float *row, const float *bias, const float *cs, int
         const uint32_t off0 = h * D + (neox ? i : 2 * i),
                        off1 = h * D + (neox ? half + i : 2 * i + 4);
         float v[8], c[8];
-        ld4(row + off0, v), ld4(row + off1, v + 4);
-        if (bias) {
-            float bz[8];
-            ld4(bias + off0, bz), ld4(bias + off1, bz + 4);
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], bz[e]);
-        }
+        ld4_biased(row, bias, off0, v), ld4_biased(row, bias, off1, v + 4);
         ld4(cs + 2 * i, c), ld4(cs + 2 * i + 4, c + 4); /* (cos, sin) of pairs i .. i + 3 */
         if (neox) /* (indices known at compile time: v stays in registers) */
 #pragma unroll
@@ -93,13 +98,7 @@ __device__ void rope_kv_row4(float *row, const float *bias, const float *cs, int
     for (uint32_t u = u0; u < n_qk * (rest / 4); u += du) {
         const uint32_t h = u / (rest / 4), d = rope_dim + 4 * (u % (rest / 4)), idx = h * D + d;
         float v[4];
-        ld4(row + idx, v);
-        if (bias) {
-            float bz[4];
-            ld4(bias + idx, bz);
-#pragma unroll
-            for (int e = 0; e < 4; e++) v[e] = __fadd_rn(v[e], bz[e]);
-        }
+        ld4_biased(row, bias, idx, v);
         if (h < n_head) {
             if (bias) st4(row + idx, v);
         } else if (slot >= 0) {
@@ -111,13 +110,7 @@ __device__ void rope_kv_row4(float *row, const float *bias, const float *cs, int
         for (uint32_t u = u0; u < n_kv_head * D / 4; u += du) {
             const uint32_t h = 4 * u / D, d = 4 * u % D, idx = n_qk * D + 4 * u;
             float v[4];
-            ld4(row + idx, v);
-            if (bias) {
-                float bz[4];
-                ld4(bias + idx, bz);
-#pragma unroll
-                for (int e = 0; e < 4; e++) v[e] = __fadd_rn(v[e], bz[e]);
-            }
+            ld4_biased(row, bias, idx, v);
             st4_f16(kv + pgd_kv_slot_index(geom, slot, layer, 1, h) + d, v);
         }
 }
