@@ -7,9 +7,9 @@
  *
  * Per row:
  *   1. argmax: each thread scans its 16-byte chunks of the row (row_best) for the best
- *      (sanitised logit, lower id) candidate, then the CTA reduces them: m and the greedy token. A
- row whose every
- *      logit is -inf or NaN (the host's PGD_EINVAL) gets token -1, logprob 0, n_top 0.
+ *      (sanitised logit, lower id) candidate, then the CTA reduces them: m and the greedy
+ *      token. A row whose every logit is -inf or NaN (the host's PGD_EINVAL) gets token -1,
+ *      logprob 0, n_top 0.
  *   2. temperature / min-p (not greedy): thread b computes block b's sum of weights
  *      (pgd_sample_block_sum) into shared memory; thread 0 adds them up in block order,
  *      leaving the running totals in place (z, then target = u * z); the CTA finds the first

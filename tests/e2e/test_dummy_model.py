@@ -84,7 +84,8 @@ def test_cuda_build_starts_without_cuda_libraries(pagoda_bin):
                        subprocess.run(["readelf", "-l", pagoda_bin], capture_output=True,
                                       text=True).stdout).group(1)
     dirs = []
-    for line in subprocess.run(["ldd", pagoda_bin], capture_output=True, text=True).stdout.splitlines():
+    ldd = subprocess.run(["ldd", pagoda_bin], capture_output=True, text=True).stdout
+    for line in ldd.splitlines():
         m = re.search(r"=> (/\S+)", line)
         d = os.path.dirname(m.group(1)) if m else None
         if d and d not in dirs and not glob.glob(os.path.join(d, "libcud*")) \
