@@ -76,11 +76,12 @@ size_t pgd_cuda_attention_split_counters(uint32_t n, uint32_t n_head);
  * alpha = 2^(m - m') (1 when m' = m); p_j = 2^(x_j - m') (0 for -inf); l <- l * alpha + sum_j
  * p_j; o[d] <- o[d] * alpha + sum_j f16(p_j) V_j[d]; m <- m'. Then out[d] = bf16(o[d] * (1 / l)).
  * The sums (dot products, P V, l) are f32 sums in the hardware's order and 2^x is the GPU's
- * exp2f, so the results are not pgd_cuda_attention's bit for bit; pgd_cuda_attention_tc_twin
- * (the same formulas, f16 roundings at the same points, its own sum order and the host's exp2f)
- * agrees within f32 noise before the final bf16 rounding. A pair's arithmetic does not depend
- * on its place in the tile, on the tile's size or on the batch: the tiling changes no bit
- * (tests/gpu/test_cuda_attention.c checks it on the device). */
+ * (pgd_attn_exp2: exp2f's bits, a result below 2^-126 0), so the results are not
+ * pgd_cuda_attention's bit for bit; pgd_cuda_attention_tc_twin (the same formulas, f16 roundings at
+ * the same points, its own sum order and the host's exp2f) agrees within f32 noise before the final
+ * bf16 rounding. A pair's arithmetic does not depend on its place in the tile, on the tile's size
+ * or on the batch: the tiling changes no bit (tests/gpu/test_cuda_attention.c checks it on the
+ * device). */
 #define PGD_ATTN_TC_SLOTS 64 /* (row, query head) pairs of one CTA */
 #define PGD_ATTN_TC_KEYS  64 /* keys of one block of the online softmax */
 
@@ -118,9 +119,9 @@ int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const uint16_t *kv,
  * the chunks' partials are folded in increasing order the same way:
  *   M = max(m, m'); a = 2^(m - M); b = 2^(m' - M); l <- l a + l' b; o <- o a + o' b; m <- M
  * (each operation rounded), and out[d] = bf16(o[d] / l). The sums run in the hardware's order
- * and 2^x is the GPU's exp2f, so pgd_cuda_attention_dec_twin (the same formulas, its own sum
- * order, the host's exp2f) agrees within f32 noise before the bf16 rounding. A row's bits do
- * not depend on the batch, the list or n_split. */
+ * and 2^x is the GPU's (the weights pgd_attn_exp2, the folds exp2f), so pgd_cuda_attention_dec_twin
+ * (the same formulas, its own sum order, the host's exp2f) agrees within f32 noise before the bf16
+ * rounding. A row's bits do not depend on the batch, the list or n_split. */
 #define PGD_ATTN_DEC_GROUP 16 /* query heads of a KV head the kernel takes, at most */
 
 /* Whether pgd_cuda_attention_dec takes GQA groups of `group` heads of head_dim. */

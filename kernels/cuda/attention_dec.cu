@@ -204,28 +204,36 @@ template <uint32_t D> __global__ void __launch_bounds__(kThreads) attention_dec_
         if (nk) {
             float s[kKeys / 8][4];
             pgd_attn_mma_scores<D>(s, qa, ka, kLd);
-            /* the block's softmax per head (rows g and g + 8) */
+            /* the block's softmax per head (rows g and g + 8): the scores scaled, keys past the
+             * row's end (in its last block) -inf, then the weights */
+#pragma unroll
+            for (uint32_t n = 0; n < kKeys / 8; n++)
+#pragma unroll
+                for (uint32_t e = 0; e < 4; e++) s[n][e] = pgd_rn_mul(s[n][e], scale_log2);
+            if (nk < kKeys) {
+#pragma unroll
+                for (uint32_t n = 0; n < kKeys / 8; n++)
+#pragma unroll
+                    for (uint32_t e = 0; e < 4; e++)
+                        if (8 * n + 2 * c + e % 2 >= nk) s[n][e] = -INFINITY;
+            }
             float m[2], l[2];
 #pragma unroll
             for (uint32_t r = 0; r < 2; r++) {
                 float mx = -INFINITY;
 #pragma unroll
                 for (uint32_t n = 0; n < kKeys / 8; n++)
-#pragma unroll
-                    for (uint32_t e = 0; e < 2; e++) {
-                        float &x = s[n][2 * r + e];
-                        x = 8 * n + 2 * c + e < nk ? pgd_rn_mul(x, scale_log2) : -INFINITY;
-                        mx = fmaxf(mx, x);
-                    }
+                    mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                /* mx is a key's (the block has one): a past key's -inf weighs 0 */
                 float sum = 0.0f;
 #pragma unroll
                 for (uint32_t n = 0; n < kKeys / 8; n++)
 #pragma unroll
                     for (uint32_t e = 0; e < 2; e++) {
                         float &x = s[n][2 * r + e];
-                        x = x == -INFINITY ? 0.0f : exp2f(pgd_rn_sub(x, mx));
+                        x = pgd_attn_exp2(pgd_rn_sub(x, mx));
                         sum = pgd_rn_add(sum, x);
                     }
                 sum = pgd_rn_add(sum, __shfl_xor_sync(0xffffffffu, sum, 1));

@@ -38,6 +38,22 @@ static __device__ __forceinline__ const __half *pgd_attn_ldm_k(const __half *key
     return keys + (lane % 8 + 8 * (lane / 16)) * ld + 8 * (lane / 8 % 2);
 }
 
+/* 2^x for a weight of the online softmax: the special-function unit's own result
+ * (ex2.approx.ftz: a result below 2^-126 is 0, 2^-inf is 0). exp2f returns the same bits for
+ * x >= -126 but guards each call for subnormal results (a compare and two predicated multiplies,
+ * a third of a block's softmax instructions); a weight below 2^-126 is 0 once rounded to f16 for
+ * P V either way, and nothing in a row's sum, which holds the row's largest weight, 1. */
+static __device__ __forceinline__ float pgd_attn_exp2(float x) {
+#if defined(__CUDACC__)
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#else /* the emulator (tests/cuda_emu): the host's exp2f, flushed likewise */
+    const float r = exp2f(x);
+    return r < 0x1p-126f ? 0.0f : r;
+#endif
+}
+
 /* s = Q K^T over head_dim D: qa = pgd_attn_ldm_a(Q), ka = pgd_attn_ldm_k(K). */
 template <uint32_t D>
 static __device__ __forceinline__ void pgd_attn_mma_scores(float (&s)[PGD_ATTN_MMA_N][4],

@@ -86,7 +86,8 @@ template <uint32_t D>
 __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
     extern __shared__ __align__(128) uint8_t smem[];
     typedef tc_layout<D> L;
-    constexpr uint32_t kLd = L::kLd, kPieces = kKeys * D / 8 / kThreads;
+    constexpr uint32_t kLd = L::kLd;
+    static_assert(D % 64 == 0 && kKeys % (kThreads / 8) == 0, "8 threads a 128-byte line");
     __half *qs = reinterpret_cast<__half *>(smem + L::q);
     __half *ks = reinterpret_cast<__half *>(smem + L::k);
     __half *vs = reinterpret_cast<__half *>(smem + L::v);
@@ -119,16 +120,23 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
                            : kNoKey;
         }
     };
-    /* key block b's K or V rows (base) into dst [kKeys][kLd], as one commit group */
+    /* key block b's K or V rows (base) into dst [kKeys][kLd], as one commit group: thread t
+     * copies the 16-byte part t % 8 (and + 8 at head_dim 128) of keys t / 8 + 16 q: a warp's
+     * instruction reads 4 keys' whole 128-byte lines, and a thread looks up 4 keys' offsets,
+     * not one for each part */
     auto issue = [&](__half *dst, uint64_t base, uint32_t b) {
         const uint64_t *ko = offs + (b % 2) * kKeys;
+        const uint32_t part = tid % 8;
 #pragma unroll
-        for (uint32_t u = 0; u < kPieces; u++) {
-            const uint32_t piece = tid + u * kThreads;
-            const uint32_t key = piece / (D / 8), part = piece % (D / 8);
+        for (uint32_t q = 0; q < kKeys / (kThreads / 8); q++) {
+            const uint32_t key = tid / 8 + kThreads / 8 * q;
             const uint64_t off = ko[key];
-            const uint16_t *src = off == kNoKey ? a.kv : a.kv + base + off + part * 8;
-            __pipeline_memcpy_async(dst + key * kLd + part * 8, src, 16, off == kNoKey ? 16 : 0);
+            const bool none = off == kNoKey; /* zero-filled; the source (block 0's) not read */
+            const uint16_t *src = a.kv + base + (none ? 0 : off) + part * 8;
+            __half *to = dst + key * kLd + part * 8;
+#pragma unroll
+            for (uint32_t h = 0; h < D / 64; h++)
+                __pipeline_memcpy_async(to + 64 * h, src + 64 * h, 16, none ? 16 : 0);
         }
         __pipeline_commit();
     };
@@ -184,33 +192,40 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
         float s[kKeys / 8][4];
         pgd_attn_mma_scores<D>(s, qa, ka, kLd);
 
-        /* the online softmax over the block, in base 2 */
+        /* the online softmax over the block, in base 2: the scores scaled, then (only in a block
+         * past one of the lane's slots' positions) those keys' -inf */
         uint32_t pf[kKeys / 16][4]; /* P as the A operand of P V, keys 16j .. 16j + 15 */
 #pragma unroll
-        for (uint32_t r = 0; r < 2; r++) {
-            const bool full = k0 + kKeys <= n_ctx[r];
-            float mx = -INFINITY;
+        for (uint32_t n = 0; n < kKeys / 8; n++)
+#pragma unroll
+            for (uint32_t e = 0; e < 4; e++) s[n][e] = pgd_rn_mul(s[n][e], scale_log2);
+        if (k0 + kKeys > min(n_ctx[0], n_ctx[1])) {
 #pragma unroll
             for (uint32_t n = 0; n < kKeys / 8; n++)
 #pragma unroll
-                for (uint32_t e = 0; e < 2; e++) {
-                    const uint32_t key = k0 + 8 * n + 2 * c + e;
-                    float &x = s[n][2 * r + e];
-                    x = full || key < n_ctx[r] ? pgd_rn_mul(x, scale_log2) : -INFINITY;
-                    mx = fmaxf(mx, x);
-                }
+                for (uint32_t e = 0; e < 4; e++)
+                    if (k0 + 8 * n + 2 * c + e % 2 >= n_ctx[e / 2]) s[n][e] = -INFINITY;
+        }
+#pragma unroll
+        for (uint32_t r = 0; r < 2; r++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (uint32_t n = 0; n < kKeys / 8; n++)
+                mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float mn = fmaxf(m[r], mx);
             /* a block without keys for the slot, or none above its max: exactly as before */
-            const float alpha = mn == m[r] ? 1.0f : exp2f(m[r] - mn);
+            const float alpha = mn == m[r] ? 1.0f : pgd_attn_exp2(m[r] - mn);
+            /* a slot with no key yet (mn -inf) subtracts 0: its -inf scores then weigh 0 */
+            const float mref = mn == -INFINITY ? 0.0f : mn;
             float sum = 0.0f;
 #pragma unroll
             for (uint32_t n = 0; n < kKeys / 8; n++)
 #pragma unroll
                 for (uint32_t e = 0; e < 2; e++) {
                     float &x = s[n][2 * r + e];
-                    x = x == -INFINITY ? 0.0f : exp2f(x - mn);
+                    x = pgd_attn_exp2(x - mref);
                     sum += x;
                 }
             l[r] = l[r] * alpha + sum;

@@ -14,7 +14,7 @@
  * The tensor-core kernel (pgd_cuda_attention_tc) on the same batches (head_dim 64 and 128,
  * groups 1 to 8), its tiles planned by pgd_cuda_attn_plan: against its twin within a tolerance
  * (their sums run in different orders and the tensor cores' own precision, and 2^x is the GPU's
- * exp2f against the host's, a few f32 ulps apart: every element within
+ * against the host's exp2f, a few f32 ulps apart: every element within
  * 2 bf16 ulps + 2^-11 of the twin's; the bound's reasoning at tc_close), rows outside the tiles
  * untouched, and the same bits again when the sequences are cut into tiles of random sizes (a
  * pair's arithmetic does not depend on its place in a tile). The tensor-core decode kernel
@@ -132,6 +132,18 @@ static int run_split_as(bool dec, const attn_batch *b, const dev_batch *d, const
     cudaFree(arrived);
     free(left);
     return rc;
+}
+
+/* FNV-1a over n bf16 values: printed beside a kernel's comparison, so two builds run with the same
+ * PGD_TEST_SEED on the same machine show whether a change kept every output bit (a change meant
+ * to keep the arithmetic), without keeping the outputs. */
+static uint64_t digest(const uint16_t *v, uint64_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = 0; i < n; i++) {
+        h = (h ^ (v[i] & 0xFF)) * 0x100000001b3ull;
+        h = (h ^ (v[i] >> 8)) * 0x100000001b3ull;
+    }
+    return h;
 }
 
 /* Elements of a[n] and b[n] (bf16) that differ, NaN matching NaN. */
@@ -307,7 +319,7 @@ static void test_kernel_vs_twin(void) {
 /* Whether bf16 values a (kernel) and b (twin) agree within the tensor-core kernel's tolerance:
  * |a - b| <= 2 ulps of bf16 at max(|a|, |b|) + 2^-11. The twin rounds the query and the weights
  * to f16 at the kernel's points, so what differs is the order (and, on a GPU, the precision) of
- * f32 sums and the exp2f (within 2 f32 ulps on a GPU): scores and weights a few f32 ulps apart,
+ * f32 sums and 2^x (within 2 f32 ulps on a GPU): scores and weights a few f32 ulps apart,
  * which may move a weight's f16 rounding by one f16 ulp (2^-11 relative); all of them moving shifts
  * the output by at most 2^-11 max|V| (|V| <= 1 here); then each side rounds to bf16 (one ulp apart
  * at most across a rounding boundary). */
@@ -381,10 +393,11 @@ static void check_tc_case(const attn_case *c) {
         }
     fprintf(stderr,
             "  tensor cores: %u KV heads x group %u, head_dim %u, block %u: %u tiles of <= %u "
-            "rows; %llu of %llu elements beyond the tolerance, %.4f exactly the twin's\n",
+            "rows; %llu of %llu elements beyond the tolerance, %.4f exactly the twin's; digest "
+            "%016llx\n",
             c->n_kv_head, c->group, c->head_dim, c->block_size, w.n_tiles, tile_rows,
             (unsigned long long)far, (unsigned long long)checked,
-            checked ? (double)exact / (double)checked : 0.0);
+            checked ? (double)exact / (double)checked : 0.0, (unsigned long long)digest(got, n));
     CHECK(w.n_tiles > 0 && w.n_rows == 2); /* two decode sequences */
     CHECK_EQ_INT(far, 0);
     CHECK_EQ_INT(untouched_bad, 0);
@@ -464,9 +477,9 @@ static void check_dec_case(const attn_case *c) {
     }
     fprintf(stderr,
             "  decode kernel: %u KV heads x group %u, head_dim %u, block %u: %u rows; %llu of "
-            "%llu elements beyond the tolerance, %.4f exactly the twin's\n",
+            "%llu elements beyond the tolerance, %.4f exactly the twin's; digest %016llx\n",
             c->n_kv_head, c->group, c->head_dim, c->block_size, b.T, (unsigned long long)far,
-            (unsigned long long)n, (double)exact / (double)n);
+            (unsigned long long)n, (double)exact / (double)n, (unsigned long long)digest(got, n));
     CHECK_EQ_INT(far, 0);
     uint64_t pad_bad = 0;
     for (uint64_t e = (b.T - 1) * row_elems; e < n; e++) pad_bad += got[e] != 0;

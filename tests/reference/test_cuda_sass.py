@@ -12,8 +12,10 @@ in the inner loop of every default one-row instance, every W load of a round (LD
 streamed loads) must come before the round's first FFMA; and the lean instances
 (PGD_CUDA_GEMV_LEAN=1, kept for the A/B on a GPU) must still show the problem, which is how this
 check is known to see it. Then other loops whose speed is their loads in flight: the device
-sampler's argmax, the split decode attention's V loads, RoPE + KV write's vector form. No GPU needed; skipped in a build
-without the CUDA backend.
+sampler's argmax, the split decode attention's V loads, RoPE + KV write's vector form. Last,
+the tensor-core attention kernels' block loops: their exponentials bare, and the prefill kernel's
+instructions per tensor-core product within a budget. No GPU needed; skipped in a build without
+the CUDA backend.
 """
 import importlib.util
 import os
@@ -175,3 +177,47 @@ def test_other_loops_loads_in_flight(source, kernel, load, use, n):
         found[arch] = best
     assert set(found) == {"sm_80", "sm_90a"}, found
     assert all(v >= n for v in found.values()), (kernel, found)
+
+
+def block_loop(ins):
+    """The innermost loop holding every tensor-core product (HMMA) of a function: the
+    attention kernels' walk over blocks of keys (or chunks)."""
+    hmma = [a for a, t in ins if t.startswith("HMMA")]
+    spans = []
+    for addr, text in ins:
+        m = re.match(r"(?:@!?U?P\w+ )?BRA (?:`\()?0x([0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < addr:
+            spans.append((int(m.group(1), 16), addr))
+    spans = [s for s in spans if hmma and s[0] <= min(hmma) and max(hmma) <= s[1]]
+    assert spans, "no loop around the tensor-core products"
+    lo, hi = min(spans, key=lambda s: s[1] - s[0])
+    return [t for a, t in ins if lo <= a <= hi], len(hmma)
+
+
+@pytest.mark.parametrize("source,kernel", [("attention_tc", "attention_tc_kernel"),
+                                           ("attention_dec", "attention_dec_kernel")])
+def test_attention_block_loop_lean(source, kernel):
+    """The tensor-core attention kernels (prefill tiles, decode rows): per block of 64 keys a
+    warp does 128 products at head_dim 128, so what else its loop issues is the kernel's cost
+    (the prefill kernel is limited by instruction issue at 3 CTAs an SM). The softmax's 32
+    weights a lane are bare MUFU.EX2 (pgd_attn_exp2: exp2f would guard each for a subnormal
+    result with a compare and two multiplies), and the prefill kernel's block loop stays within
+    7 instructions a product at head_dim 128 (734 with this check's first compiler; 1280
+    before its K/V copies took a key's offset once and the softmax its masks only in a
+    partial block)."""
+    seen = 0
+    for (arch, name), ins in disassemble(OBJ.parent / f"{source}.cu.o").items():
+        if kernel not in name or arch not in ("sm_80", "sm_90a"):
+            continue
+        body, n_mma = block_loop(ins)
+        ex2 = sum(bool(re.match(r"(?:@!?U?P\w+ )?MUFU\.EX2", t)) for t in body)
+        guarded = sum(bool(re.match(r"(?:@!?U?P\w+ )?FSETP\.GEU\.AND .*, -126", t)) for t in body)
+        # the block's 32 weights a lane unguarded (the decode kernel's folds of its blocks'
+        # and chunks' partials keep exp2f: few, off the products' path)
+        assert ex2 - guarded >= 32, (arch, name, ex2, guarded)
+        if source == "attention_tc" and "ILj128E" in name:
+            assert len(body) <= 7 * n_mma, (
+                f"{arch} {name}: {len(body)} instructions in the block loop, "
+                f"{len(body) / n_mma:.1f} a tensor-core product")
+        seen += 1
+    assert seen == 4, seen  # head_dim 64 and 128 on 2 architectures
