@@ -5,7 +5,9 @@
  * tokens are prefilled (chunked under the step's token budget), then decoded together for
  * --gen-len steps. Prefill tokens/s = B * L / prefill time; decode tokens/s = B * G / decode
  * time. Prompts are random token ids (no control tokens), so nothing stops early (EOS is
- * ignored).
+ * ignored). Tokens are greedy unless --temperature (with --top-p, --top-k, --min-p) asks for
+ * sampling, which then runs as a request's would (on the device where the backend samples),
+ * each sequence with its own seed derived from --seed: what sampling costs a step.
  *
  * Offline batches are planned and allocated with the scheduler's plan (scheduler/plan.h) over
  * block tables of their own, and run by the runner directly.
@@ -14,10 +16,11 @@
  * thread of scheduler/worker.h, no HTTP) with Poisson arrivals at --request-rate R per second
  * (`inf`: all at once) and/or at most --concurrency C in flight. Each prompt is --prompt-len
  * random tokens whose first --shared-prefix-len are common to all; each asks for exactly
- * --gen-len tokens (EOS ignored, greedy). Times come from the events' scheduler timestamps:
- * TTFT = first token - submit; TPOT = (end - first token) / (tokens - 1); ITL = gaps between
- * successive tokens of a request; E2E = end - submit. Reported: request throughput, output and
- * total (prompt + output) tokens/s over the run, and mean/p50/p90/p99 of TTFT, TPOT, ITL, E2E.
+ * --gen-len tokens (EOS ignored; greedy, or sampled as above). Times come from the events'
+ * scheduler timestamps: TTFT = first token - submit; TPOT = (end - first token) / (tokens - 1); ITL
+ * = gaps between successive tokens of a request; E2E = end - submit. Reported: request throughput,
+ * output and total (prompt + output) tokens/s over the run, and mean/p50/p90/p99 of TTFT, TPOT,
+ * ITL, E2E.
  *
  * Threading: the main thread submits and consumes events; the worker runs its own thread.
  */
@@ -32,6 +35,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "engine/load.h"
+#include "engine/sampling/sampler.h"
 #include "kvpool/block_table.h"
 #include "kvpool/kvpool.h"
 #include "scheduler/plan.h"
@@ -42,16 +46,34 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: pagoda bench --model PATH [--prompt-len L] [--gen-len G] [--batch 1,4,16]\n"
-            "                    [--seed S] [--json]\n"
+            "                    [--seed S] [--json] [sampling]\n"
             "       pagoda bench --model PATH --num-prompts N [--request-rate R|inf]\n"
             "                    [--concurrency C] [--prompt-len L] [--shared-prefix-len K]\n"
-            "                    [--gen-len G] [--seed S] [--json]\n"
+            "                    [--gen-len G] [--seed S] [--json] [sampling]\n"
             "Offline (default): prefill and decode tokens/s for each batch size.\n"
             "Online (--num-prompts): N requests through the scheduler with Poisson arrivals at R\n"
             "per second (default inf: all at once) and at most C in flight (default: no limit);\n"
-            "reports request and token throughput, TTFT, TPOT, ITL and E2E latency.\n\n"
+            "reports request and token throughput, TTFT, TPOT, ITL and E2E latency.\n"
+            "sampling: --temperature T (default 0: greedy) --top-p P --top-k K --min-p P, as a\n"
+            "request's; each sequence draws with its own seed from --seed.\n\n"
             "engine flags:\n");
     pgd_engine_flags_usage(f);
+}
+
+/* The sampling asked for, in words ("greedy", or its parameters), into buf[n]. */
+static const char *sampling_words(const pgd_sampling_params *p, char *buf, size_t n) {
+    if (p->temperature == 0.0f)
+        snprintf(buf, n, "greedy");
+    else
+        snprintf(buf, n, "temperature %g, top-p %g, top-k %d, min-p %g", (double)p->temperature,
+                 (double)p->top_p, (int)p->top_k, (double)p->min_p);
+    return buf;
+}
+
+/* The same as JSON members (without braces). */
+static void sampling_json(const pgd_sampling_params *p) {
+    printf("\"temperature\":%g,\"top_p\":%g,\"top_k\":%d,\"min_p\":%g", (double)p->temperature,
+           (double)p->top_p, (int)p->top_k, (double)p->min_p);
 }
 
 typedef struct {
@@ -63,7 +85,7 @@ typedef struct {
 /* B sequences of L random prompt tokens: prefill (each step filled up to the step budget,
  * sequence after sequence), then G - 1 decode steps of all of them. */
 static int run_batch(pgd_runner *runner, uint32_t B, uint32_t L, uint32_t G, uint64_t seed,
-                     bench_row *row) {
+                     const pgd_sampling_params *samp, bench_row *row) {
     const pgd_backend_caps *caps = pgd_runner_caps(runner);
     const uint32_t V = pgd_runner_info(runner)->n_vocab, budget = caps->max_tokens;
     pgd_seq **seqs = calloc(B, sizeof *seqs);
@@ -78,7 +100,7 @@ static int run_batch(pgd_runner *runner, uint32_t B, uint32_t L, uint32_t G, uin
         goto out;
     pgd_seq_params sp;
     pgd_seq_params_default(&sp);
-    sp.sampling.temperature = 0;
+    sp.sampling = *samp;
     sp.max_tokens = G;
     sp.ignore_eos = true;
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -88,6 +110,7 @@ static int run_batch(pgd_runner *runner, uint32_t B, uint32_t L, uint32_t G, uin
             prompt[i] = (int32_t)(V / 8 + x % (V / 2));
         }
         pgd_block_table_init(&bts[b], pool, 0);
+        sp.sampling.seed = seed * 0x2545F4914F6CDD1Dull + b;
         if ((rc = pgd_seq_create(runner, prompt, L, &sp, &seqs[b]))) goto out;
     }
     /* One step: plan (allocate), run, commit. */
@@ -153,6 +176,7 @@ typedef struct online_opts {
     uint64_t num_prompts, concurrency, prompt_len, shared_prefix, gen_len, seed;
     double rate; /* requests per second; INFINITY = all at once */
     int json;
+    pgd_sampling_params samp; /* every request's; its seed: derived per request */
 } online_opts;
 
 typedef struct online_req {
@@ -294,7 +318,8 @@ static int run_online(pgd_runner *runner, const pgd_sched_config *sc_in, const o
             pgd_request_init(&r);
             r.prompt = prompt;
             r.n_prompt = (uint32_t)L;
-            r.params.sampling.temperature = 0;
+            r.params.sampling = op->samp;
+            r.params.sampling.seed = op->seed * 0x9E3779B97F4A7C15ull + next;
             r.params.max_tokens = (int64_t)G;
             r.params.ignore_eos = true;
             uint64_t id;
@@ -386,6 +411,8 @@ static int run_online(pgd_runner *runner, const pgd_sched_config *sc_in, const o
                (unsigned long long)prompt_tokens, (unsigned long long)out_tokens,
                (unsigned long long)st.n_preemptions, (unsigned long long)st.prefix_hit_tokens,
                (unsigned long long)st.prefix_query_tokens);
+        putchar(',');
+        sampling_json(&op->samp);
         for (int k = 0; k < 4; k++)
             printf(",\"%s_ms\":{\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f}", names[k],
                    ds[k]->mean, ds[k]->p50, ds[k]->p90, ds[k]->p99);
@@ -396,11 +423,12 @@ static int run_online(pgd_runner *runner, const pgd_sched_config *sc_in, const o
             snprintf(conc, sizeof conc, "%llu", (unsigned long long)op->concurrency);
         else
             snprintf(conc, sizeof conc, "unlimited");
-        printf("online: %llu prompts of %llu tokens (%llu shared), %llu output tokens each, "
+        char words[96];
+        printf("online: %llu prompts of %llu tokens (%llu shared), %llu output tokens each (%s), "
                "rate %s/s, concurrency %s; step budget %u tokens, %u sequences; KV cache %s\n\n",
                (unsigned long long)N, (unsigned long long)L, (unsigned long long)op->shared_prefix,
-               (unsigned long long)G, rate, conc, sc->max_num_batched_tokens, sc->max_num_seqs,
-               kv_dtype);
+               (unsigned long long)G, sampling_words(&op->samp, words, sizeof words), rate, conc,
+               sc->max_num_batched_tokens, sc->max_num_seqs, kv_dtype);
         printf("| metric | value |\n|---|---:|\n"
                "| completed / failed | %llu / %llu |\n"
                "| duration (s) | %.3f |\n"
@@ -441,6 +469,9 @@ int pgd_cli_bench(int argc, char **argv) {
     uint32_t batches[MAX_BATCHES] = {1, 4, 16};
     int n_batches = 3, json = 0;
     online_opts on = {.rate = INFINITY};
+    pgd_sampling_params samp;
+    pgd_sampling_params_default(&samp);
+    samp.temperature = 0; /* greedy unless asked */
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -472,6 +503,17 @@ int pgd_cli_bench(int argc, char **argv) {
             if (r < 0 || pgd_cli_parse_u64("bench", "--gen-len", v, &G) || !G) return 2;
         } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--seed", &v))) {
             if (r < 0 || pgd_cli_parse_u64("bench", "--seed", v, &seed)) return 2;
+        } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--temperature", &v))) {
+            if (r < 0 || pgd_cli_parse_f32("bench", "--temperature", v, &samp.temperature))
+                return 2;
+        } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--top-p", &v))) {
+            if (r < 0 || pgd_cli_parse_f32("bench", "--top-p", v, &samp.top_p)) return 2;
+        } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--min-p", &v))) {
+            if (r < 0 || pgd_cli_parse_f32("bench", "--min-p", v, &samp.min_p)) return 2;
+        } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--top-k", &v))) {
+            uint64_t k;
+            if (r < 0 || pgd_cli_parse_u64("bench", "--top-k", v, &k) || k > INT32_MAX) return 2;
+            samp.top_k = (int32_t)k;
         } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--batch", &v))) {
             if (r < 0) return 2;
             n_batches = 0;
@@ -501,6 +543,12 @@ int pgd_cli_bench(int argc, char **argv) {
         fprintf(stderr, "pagoda bench: --shared-prefix-len exceeds --prompt-len\n");
         return 2;
     }
+    /* the vocabulary matters only to logit_bias, which bench does not take: checked before the
+     * model loads */
+    if (pgd_sampling_params_validate(&samp, INT32_MAX, NULL)) {
+        fprintf(stderr, "pagoda bench: %s\n", pgd_error_detail());
+        return 2;
+    }
     pgd_load_options lo;
     pgd_sched_config sc;
     if (pgd_engine_flags_resolve(&ef, "bench", &lo, &sc)) return 2;
@@ -522,19 +570,22 @@ int pgd_cli_bench(int argc, char **argv) {
         on.gen_len = G;
         on.seed = seed;
         on.json = json;
+        on.samp = samp;
         int st = run_online(runner, &sc, &on); /* takes the runner */
         pgd_model_info_close(info);
         return st;
     }
-    if (!json)
+    if (!json) {
+        char words[96];
+        printf("tokens: %s\n\n", sampling_words(&samp, words, sizeof words));
         printf("| batch | prompt | gen | prefill tok/s | decode tok/s | prefill s | decode s |\n"
                "|---:|---:|---:|---:|---:|---:|---:|\n");
-    else
+    } else
         printf("[");
     int status = 0;
     for (int i = 0; i < n_batches; i++) {
         bench_row row = {0};
-        int rc = run_batch(runner, batches[i], (uint32_t)L, (uint32_t)G, seed + i, &row);
+        int rc = run_batch(runner, batches[i], (uint32_t)L, (uint32_t)G, seed + i, &samp, &row);
         if (rc) {
             fprintf(stderr, "pagoda bench: batch %u: %s\n", batches[i],
                     rc == PGD_ENOBLOCKS ? "the KV cache is too small (raise --kv-cache-mb)"
@@ -544,12 +595,14 @@ int pgd_cli_bench(int argc, char **argv) {
         }
         double pf = row.prefill_tokens / row.prefill_s,
                dc = row.decode_s > 0 ? row.decode_tokens / row.decode_s : 0;
-        if (json)
+        if (json) {
             printf("%s{\"batch\":%u,\"prompt_len\":%llu,\"gen_len\":%llu,\"prefill_tokens_per_s\":"
-                   "%.2f,\"decode_tokens_per_s\":%.2f,\"prefill_s\":%.4f,\"decode_s\":%.4f}",
+                   "%.2f,\"decode_tokens_per_s\":%.2f,\"prefill_s\":%.4f,\"decode_s\":%.4f,",
                    i ? "," : "", row.batch, (unsigned long long)L, (unsigned long long)G, pf, dc,
                    row.prefill_s, row.decode_s);
-        else
+            sampling_json(&samp);
+            putchar('}');
+        } else
             printf("| %u | %llu | %llu | %.1f | %.1f | %.3f | %.3f |\n", row.batch,
                    (unsigned long long)L, (unsigned long long)G, pf, dc, row.prefill_s,
                    row.decode_s);

@@ -48,6 +48,30 @@ def test_bench_dummy_preset(run_pagoda):
     assert online["completed"] == 4 and online["failed"] == 0
 
 
+def test_bench_sampling(run_pagoda):
+    """bench samples as a request would when asked (what sampling costs a step: on a GPU the
+    device sampler's top-p path), reports what it ran, and refuses bad values before loading."""
+    out = json.loads(run_pagoda("bench", "--model-preset", "smollm2-135m", "--batch", "2",
+                                "--prompt-len", 16, "--gen-len", 8, "--temperature", "0.7",
+                                "--top-p", "0.9", "--top-k", 50, "--json").stdout)
+    assert [(r["temperature"], r["top_p"], r["top_k"]) for r in out] == [(0.7, 0.9, 50)]
+    assert out[0]["decode_tokens_per_s"] > 0
+    online = json.loads(run_pagoda("bench", "--model-preset", "smollm2-135m", "--num-prompts", 3,
+                                   "--prompt-len", 16, "--gen-len", 6, "--temperature", 1,
+                                   "--min-p", "0.05", "--json").stdout)
+    assert online["completed"] == 3 and online["failed"] == 0
+    assert (online["temperature"], online["min_p"]) == (1, 0.05)
+    greedy = run_pagoda("bench", "--model-preset", "smollm2-135m", "--batch", 1, "--prompt-len",
+                        8, "--gen-len", 2).stdout
+    assert b"tokens: greedy" in greedy
+    for flag, value, words in (("--top-p", "0", b"top_p must be in (0, 1]"),
+                               ("--temperature", "-1", b"temperature"),
+                               ("--top-k", "x", b"--top-k")):
+        p = run_pagoda("bench", "--model-preset", "smollm2-135m", flag, value, check=False)
+        assert p.returncode == 2 and words in p.stderr, (flag, p.stderr)
+        assert b"on the CPU" not in p.stderr  # refused before the model was loaded
+
+
 def test_dummy_needs_a_preset(run_pagoda):
     p = run_pagoda("generate", "--load-format", "dummy", "--prompt", "x", check=False)
     assert p.returncode == 2 and b"--model-preset" in p.stderr
