@@ -11,11 +11,13 @@
  *      token. A row whose every logit is -inf or NaN (the host's PGD_EINVAL) gets token -1,
  *      logprob 0, n_top 0.
  *   2. temperature / min-p (not greedy): thread b computes block b's sum of weights
- *      (pgd_sample_block_sum) into shared memory; thread 0 adds them up in block order,
- *      leaving the running totals in place (z, then target = u * z); the CTA finds the first
- *      block whose running total exceeds target (a min over indices: exact); thread 0 walks it
- *      (pgd_sample_walk). Thread 0's pass over the block sums is sequential because the host's
- *      double total is: about 2,000 dependent adds for a 128k vocabulary, a few microseconds.
+ *      (pgd_sample_block_sum's arithmetic, the block's logits loaded first: block_sum) into
+ *      shared memory; thread 0 adds them up in block order, leaving the running totals in place
+ *      (z, then target = u * z); the CTA finds the first block whose running total exceeds
+ *      target (a min over indices: exact), copies its logits into shared memory, and thread 0
+ *      walks it (pgd_sample_walk's arithmetic: walk_block). Thread 0's pass over the block
+ *      sums is sequential because the host's double total is: about 2,000 dependent adds for a
+ *      128k vocabulary, a few microseconds.
  *   3. logprobs: the same block sums at T = 1 without min-p (reused from step 2 when T = 1 and
  *      min-p is off: they are the same numbers), lz = m + log(z_raw); the chosen token's
  *      logprob; top_logprobs: each thread keeps its own best n (sorted, ties by lower id, as
@@ -83,23 +85,20 @@ __device__ cand block_best(cand c, cand *red) {
     return r;
 }
 
-/* This thread's best (sanitised logit, lower id) of the row l (f32 [V]): the 16-byte chunks
- * tid, tid + kThreads, ... four of them in flight at once (one CTA reads the whole row, so its
- * loads in flight are the rate: a float at a time, 512 of them, had 128k logits take ~36 us on
- * an H200), the elements before the first chunk and after the last one by one. Which thread
- * sees which logit, and in what order, does not matter: better_of is a total order. */
-__device__ __forceinline__ cand row_best(const float *l, uint32_t V) {
-    cand best = {-INFINITY, INT32_MAX};
-    auto offer = [&](float v, uint32_t i) {
-        best = better_of(best, cand{pgd_sample_sanitize(v), (int32_t)i});
-    };
+/* f(x, i) for this thread's logits x = l[i] of the row l (f32 [V]): its 16-byte chunks tid,
+ * tid + kThreads, ... four of them in flight at once, and the elements before the first chunk
+ * and after the last one by one; each thread's ids in increasing order. One CTA reads the whole
+ * row, so its loads in flight are the rate: a float at a time, the next load behind the
+ * previous value's arithmetic, had a pass over 128k logits take ~36 us on an H200 (the argmax;
+ * the sampled paths' passes did the same). */
+template <class F> __device__ __forceinline__ void for_each_logit(const float *l, uint32_t V, F f) {
     const uint32_t head = min((uint32_t)((16 - (uintptr_t)l % 16) % 16 / 4), V);
-    for (uint32_t i = threadIdx.x; i < head; i += kThreads) offer(l[i], i);
+    for (uint32_t i = threadIdx.x; i < head; i += kThreads) f(l[i], i);
     const float4 *q = reinterpret_cast<const float4 *>(l + head); /* [n4] */
     const uint32_t n4 = (V - head) / 4;
-    auto offer4 = [&](float4 x, uint32_t c) {
+    auto f4 = [&](float4 x, uint32_t c) {
         const uint32_t i = head + 4 * c;
-        offer(x.x, i), offer(x.y, i + 1), offer(x.z, i + 2), offer(x.w, i + 3);
+        f(x.x, i), f(x.y, i + 1), f(x.z, i + 2), f(x.w, i + 3);
     };
     uint32_t c = threadIdx.x;
     for (; c + 3 * kThreads < n4; c += 4 * kThreads) {
@@ -107,10 +106,19 @@ __device__ __forceinline__ cand row_best(const float *l, uint32_t V) {
 #pragma unroll
         for (uint32_t u = 0; u < 4; u++) x[u] = q[c + u * kThreads];
 #pragma unroll
-        for (uint32_t u = 0; u < 4; u++) offer4(x[u], c + u * kThreads);
+        for (uint32_t u = 0; u < 4; u++) f4(x[u], c + u * kThreads);
     }
-    for (; c < n4; c += kThreads) offer4(q[c], c);
-    for (uint32_t i = head + 4 * n4 + threadIdx.x; i < V; i += kThreads) offer(l[i], i);
+    for (; c < n4; c += kThreads) f4(q[c], c);
+    for (uint32_t i = head + 4 * n4 + threadIdx.x; i < V; i += kThreads) f(l[i], i);
+}
+
+/* This thread's best (sanitised logit, lower id) of the row l (f32 [V]). Which thread sees which
+ * logit, and in what order, does not matter: better_of is a total order. */
+__device__ __forceinline__ cand row_best(const float *l, uint32_t V) {
+    cand best = {-INFINITY, INT32_MAX};
+    for_each_logit(l, V, [&](float v, uint32_t i) {
+        best = better_of(best, cand{pgd_sample_sanitize(v), (int32_t)i});
+    });
     return best;
 }
 
@@ -126,13 +134,54 @@ __device__ uint32_t block_min(uint32_t x, uint32_t *red) {
     return r;
 }
 
+/* Block blk's sum, pgd_sample_block_sum's arithmetic in its order, its 64 logits loaded first:
+ * 16-byte loads, 8 in flight (the host form, a 4-byte load behind each weight's arithmetic, made
+ * ~250 dependent L2 round trips a thread for a 128k row). A block that is not whole or not
+ * 16-byte aligned takes the host form. */
+__device__ double block_sum(const float *l, uint32_t V, uint32_t blk, float m, float inv_t,
+                            float lowest) {
+    const uint32_t b0 = blk * PGD_SAMPLE_BLOCK;
+    if (V - b0 < PGD_SAMPLE_BLOCK || (uintptr_t)(l + b0) % 16)
+        return pgd_sample_block_sum(l, V, blk, m, inv_t, lowest);
+    const float4 *q = reinterpret_cast<const float4 *>(l + b0);
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (uint32_t h = 0; h < PGD_SAMPLE_BLOCK / 32; h++) {
+        float4 x[8];
+#pragma unroll
+        for (uint32_t u = 0; u < 8; u++) x[u] = q[8 * h + u];
+#pragma unroll
+        for (uint32_t u = 0; u < 8; u++) { /* ids b0 + 32 h + 4 u + k into lane k */
+            a[0] = pgd_rn_add(a[0], pgd_sample_weight(x[u].x, m, inv_t, lowest));
+            a[1] = pgd_rn_add(a[1], pgd_sample_weight(x[u].y, m, inv_t, lowest));
+            a[2] = pgd_rn_add(a[2], pgd_sample_weight(x[u].z, m, inv_t, lowest));
+            a[3] = pgd_rn_add(a[3], pgd_sample_weight(x[u].w, m, inv_t, lowest));
+        }
+    }
+    return ((double)a[0] + (double)a[1]) + ((double)a[2] + (double)a[3]);
+}
+
+/* pgd_sample_walk's part inside block b0 (its n logits staged in x): the id whose cumulative
+ * weight, from acc, first exceeds target; -1 if none does (the host form then walks on from the
+ * block's start: the rounding shortfall's fallbacks). */
+__device__ int32_t walk_block(const float *x, uint32_t n, uint32_t b0, double acc, double target,
+                              float m, float inv_t, float lowest) {
+    for (uint32_t k = 0; k < n; k++) {
+        const float p = pgd_sample_weight(x[k], m, inv_t, lowest);
+        if (p <= 0.0f) continue;
+        acc += (double)p;
+        if (acc > target) return (int32_t)(b0 + k);
+    }
+    return -1;
+}
+
 /* Fills bsum[nb] with the row's block sums (every thread), then thread 0 turns them into running
  * totals; returns the total (to every thread). */
 __device__ double block_totals(const float *l, uint32_t V, uint32_t nb, float m, float inv_t,
                                float lowest, double *bsum, double *total) {
     __syncthreads(); /* whoever read bsum or *total before is done */
     for (uint32_t b = threadIdx.x; b < nb; b += kThreads)
-        bsum[b] = pgd_sample_block_sum(l, V, b, m, inv_t, lowest);
+        bsum[b] = block_sum(l, V, b, m, inv_t, lowest);
     __syncthreads();
     if (threadIdx.x == 0) {
         double z = 0.0;
@@ -149,20 +198,22 @@ __device__ double block_totals(const float *l, uint32_t V, uint32_t nb, float m,
 /* The n_top best (sanitised) logits of the row into res->top, logprobs relative to lz. */
 __device__ void top_logprobs(const float *l, uint32_t V, int n_top, double lz,
                              pgd_sample_result *res, cand *red) {
-    float tv[PGD_SAMPLER_MAX_TOP_LOGPROBS];
-    int32_t ti[PGD_SAMPLER_MAX_TOP_LOGPROBS];
+    float tv[PGD_SAMPLER_MAX_TOP_LOGPROBS] = {0};   /* [cnt] in use */
+    int32_t ti[PGD_SAMPLER_MAX_TOP_LOGPROBS] = {0}; /* [cnt] in use */
     int cnt = 0;
-    for (uint32_t i = threadIdx.x; i < V; i += kThreads) { /* sampler.c's top_offer */
-        const float v = pgd_sample_sanitize(l[i]);
-        if (cnt == n_top && !(v > tv[n_top - 1])) continue; /* later ids lose ties */
-        int j = cnt < n_top ? cnt++ : n_top - 1;
-        for (; j > 0 && v > tv[j - 1]; j--) {
-            tv[j] = tv[j - 1];
-            ti[j] = ti[j - 1];
-        }
-        tv[j] = v;
-        ti[j] = (int32_t)i;
-    }
+    for_each_logit(l, V, [&](float x, uint32_t i) { /* sampler.c's top_offer */
+                                                    const float v = pgd_sample_sanitize(x);
+                                                    if (cnt == n_top && !(v > tv[n_top - 1]))
+                                                        return; /* later ids (a thread's come in
+                                                                 * increasing order) lose ties */
+                                                    int j = cnt < n_top ? cnt++ : n_top - 1;
+                                                    for (; j > 0 && v > tv[j - 1]; j--) {
+                                                        tv[j] = tv[j - 1];
+                                                        ti[j] = ti[j - 1];
+                                                    }
+                                                    tv[j] = v;
+                                                    ti[j] = (int32_t)i;
+    });
     int head = 0;
     for (int k = 0; k < n_top; k++) {
         cand c = {-INFINITY, INT32_MAX};
@@ -192,21 +243,22 @@ struct select_smem {
     unsigned long long keys[kCands]; /* (weight bits << 32) | ~id, the best first once sorted */
 };
 
-/* The *K-th largest of key(i, &v) over ids i < V (key returns whether id i takes part), 8 bits
+/* The *K-th largest of key(x, i, &v) over the row's logits x = l[i] (key returns whether id i
+ * takes part; for_each_logit reads them), 8 bits
  * a pass from the top; *K is first lowered to how many ids take part (*total, counted by the
  * first pass; at least 1), *above gets how many keys are larger, *equal how many equal it. To
  * every thread. */
 template <class Key>
-__device__ uint32_t kth_largest(uint32_t V, uint32_t *K, Key key, select_smem &sm, uint32_t *total,
-                                uint32_t *above, uint32_t *equal) {
+__device__ uint32_t kth_largest(const float *l, uint32_t V, uint32_t *K, Key key, select_smem &sm,
+                                uint32_t *total, uint32_t *above, uint32_t *equal) {
     uint32_t prefix = 0, mask = 0, rank = *K;
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (uint32_t d = threadIdx.x; d < 256; d += kThreads) sm.hist[d] = 0;
         __syncthreads();
-        for (uint32_t i = threadIdx.x; i < V; i += kThreads) {
+        for_each_logit(l, V, [&](float x, uint32_t i) {
             uint32_t v;
-            if (key(i, &v) && (v & mask) == prefix) atomicAdd(&sm.hist[(v >> shift) & 255u], 1u);
-        }
+            if (key(x, i, &v) && (v & mask) == prefix) atomicAdd(&sm.hist[(v >> shift) & 255u], 1u);
+        });
         __syncthreads();
         if (threadIdx.x == 0) {
             if (shift == 24) { /* every id taking part is in this pass's histogram */
@@ -266,43 +318,43 @@ __device__ int32_t sample_candidates(const float *l, uint32_t V, const pgd_sampl
                                      float inv_t, double z_p, double u, select_smem &sm) {
     const bool top_k = sp.top_k > 0 && (uint32_t)sp.top_k < V;
     /* top-k: the sanitised logits' order over every id; top-p: the weights of positive ones */
-    auto logit_key = [&](uint32_t i, uint32_t *v) {
-        *v = float_ord(pgd_sample_sanitize(l[i]));
+    auto logit_key = [&](float x, uint32_t, uint32_t *v) {
+        *v = float_ord(pgd_sample_sanitize(x));
         return true;
     };
-    auto weight_key = [&](uint32_t i, uint32_t *v) {
-        const float p = pgd_sample_weight(l[i], m, inv_t, 0.0f);
+    auto weight_key = [&](float x, uint32_t, uint32_t *v) {
+        const float p = pgd_sample_weight(x, m, inv_t, 0.0f);
         *v = __float_as_uint(p);
         return p > 0.0f;
     };
     /* top-k: K = top_k of every id; top-p: the list's length, or fewer ids of positive weight
      * (n_pos) */
     uint32_t K = top_k ? (uint32_t)sp.top_k : kCands, n_pos, above, equal, t;
-    t = top_k ? kth_largest(V, &K, logit_key, sm, &n_pos, &above, &equal)
-              : kth_largest(V, &K, weight_key, sm, &n_pos, &above, &equal);
+    t = top_k ? kth_largest(l, V, &K, logit_key, sm, &n_pos, &above, &equal)
+              : kth_largest(l, V, &K, weight_key, sm, &n_pos, &above, &equal);
     /* ties at the K-th key: the lower ids, up to id_max */
     uint32_t id_max = 0xFFFFFFFFu;
     if (above + equal > K) {
-        auto tied = [&](uint32_t i, uint32_t *v) {
+        auto tied = [&](float x, uint32_t i, uint32_t *v) {
             uint32_t k;
-            const bool in = top_k ? logit_key(i, &k) : weight_key(i, &k);
+            const bool in = top_k ? logit_key(x, i, &k) : weight_key(x, i, &k);
             *v = 0xFFFFFFFFu - i;
             return in && k == t;
         };
         uint32_t k2 = K - above, n2, a2, e2;
-        id_max = 0xFFFFFFFFu - kth_largest(V, &k2, tied, sm, &n2, &a2, &e2);
+        id_max = 0xFFFFFFFFu - kth_largest(l, V, &k2, tied, sm, &n2, &a2, &e2);
     }
     for (uint32_t i = threadIdx.x; i < kCands; i += kThreads) sm.keys[i] = 0; /* below any id */
     if (threadIdx.x == 0) sm.count = 0;
     __syncthreads();
-    for (uint32_t i = threadIdx.x; i < V; i += kThreads) {
+    for_each_logit(l, V, [&](float x, uint32_t i) {
         uint32_t v;
-        const bool in = top_k ? logit_key(i, &v) : weight_key(i, &v);
-        if (!in || v < t || (v == t && i > id_max)) continue;
+        const bool in = top_k ? logit_key(x, i, &v) : weight_key(x, i, &v);
+        if (!in || v < t || (v == t && i > id_max)) return;
         const uint32_t slot = atomicAdd(&sm.count, 1u); /* top-p: v is the weight's bits */
         sm.keys[slot] =
-            cand_key(top_k ? pgd_sample_weight(l[i], m, inv_t, 0.0f) : __uint_as_float(v), i);
-    }
+            cand_key(top_k ? pgd_sample_weight(x, m, inv_t, 0.0f) : __uint_as_float(v), i);
+    });
     sort_desc(sm);
     if (threadIdx.x != 0) return -1;
     /* sampler.c's walk over the candidates in order */
@@ -354,6 +406,7 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ double total;
     __shared__ select_smem sel;
     __shared__ int32_t token_sh;
+    __shared__ float walk_sh[PGD_SAMPLE_BLOCK]; /* the drawn block's logits */
     pgd_dev_pdl_enter();
     const uint32_t row = blockIdx.x, nb = (V + PGD_SAMPLE_BLOCK - 1) / PGD_SAMPLE_BLOCK;
     const float *l = logits + (uint64_t)row * V;
@@ -406,8 +459,16 @@ __global__ void __launch_bounds__(kThreads)
                 break;
             }
         const uint32_t blk = block_min(first, red_u);
-        if (threadIdx.x == 0)
-            token = pgd_sample_walk(l, V, blk, blk ? bsum[blk - 1] : 0.0, target, m, inv_t, lowest);
+        /* the block's logits into shared memory at once, so that thread 0's walk is not up to
+         * 64 dependent loads */
+        const uint32_t b0 = blk * PGD_SAMPLE_BLOCK, n_in = min(PGD_SAMPLE_BLOCK, V - b0);
+        if (threadIdx.x < n_in) walk_sh[threadIdx.x] = l[b0 + threadIdx.x];
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const double acc = blk ? bsum[blk - 1] : 0.0;
+            token = walk_block(walk_sh, n_in, b0, acc, target, m, inv_t, lowest);
+            if (token < 0) token = pgd_sample_walk(l, V, blk, acc, target, m, inv_t, lowest);
+        }
     }
     if (!sp.logprobs) {
         if (threadIdx.x == 0) {

@@ -16,7 +16,9 @@
  *     they are expected equal for every u. A difference is tolerated only at a boundary of the
  *     inverse CDF: u within 1e-6 of the cumulative probability (recomputed here in double)
  *     between the two tokens. Such cases are counted and printed; there may be at most 1% of
- *     the sampled rows, and none elsewhere;
+ *     the sampled rows, and none elsewhere; and draws aimed at the host's own boundaries
+ *     (test_at_boundaries: decided by the sums' last bits) give the host's tokens, none
+ *     excused;
  *   - logprobs: within 1e-5 (the device's double log may differ from glibc's by an ulp), -inf
  *     where the host has -inf; the top_logprobs ids equal, in order;
  *   - all -inf / NaN rows (the host's PGD_EINVAL): token -1;
@@ -35,6 +37,7 @@
 #include "engine/sampling/sampler.h"
 #include "kernels/cuda/dequant.h" /* pgd_cuda_device_count */
 #include "kernels/cuda/sample.h"
+#include "kernels/cuda/sample_math.h" /* the host's arithmetic, to aim draws at its boundaries */
 #include "testutil.h"
 
 static uint64_t rng = 1;
@@ -293,6 +296,98 @@ static void test_against_host(void) {
     CHECK_EQ_INT(t.on_host_bad, 0);
 }
 
+/* The draws that land on the host's own inverse-CDF boundaries: for temperature and min-p rows
+ * (V aligned and not, so both of the kernel's block-sum forms run), ids k picked at random, u
+ * set to k's cumulative weight over the total as sample_math.h computes them (the host's
+ * arithmetic and order), and the draws around it (u's last 3 bits either way). The token there
+ * is decided by the last bits of the block sums, the running totals and the walk's sum: equal
+ * to the host's for every one of these draws, no boundary excused, or the kernel's arithmetic
+ * is not the host's (a block's lanes summed in another order fails here, not in
+ * test_against_host). */
+static void test_at_boundaries(void) {
+    static const uint32_t vocab[] = {1000, 1001, 128256};
+    static const float temps[] = {1.0f, 0.8f, 1.7f}, min_ps[] = {0.0f, 0.0f, 0.05f};
+    enum { kIds = 2, kAround = 7 };
+    pgd_sampler_scratch *sc = NULL;
+    REQUIRE(pgd_sampler_scratch_create(128256, &sc) == 0);
+    uint64_t rows = 0, bad = 0;
+    for (size_t vi = 0; vi < sizeof vocab / sizeof vocab[0]; vi++) {
+        const uint32_t V = vocab[vi], N = kIds * kAround;
+        float *row = malloc(V * sizeof *row), *l = malloc((size_t)N * V * sizeof *l);
+        double *bsum = malloc(((V + PGD_SAMPLE_BLOCK - 1) / PGD_SAMPLE_BLOCK) * sizeof *bsum);
+        pgd_sample_spec sp[kIds * kAround];
+        uint64_t draw[kIds * kAround];
+        pgd_sample_result res[kIds * kAround];
+        REQUIRE(row && l && bsum);
+        const float scale = (float)(1.0 + 3.0 * urand());
+        for (uint32_t i = 0; i < V; i++) row[i] = nrand() * scale;
+        const pgd_sample_spec spec = {.temperature = temps[vi], .top_p = 1.0f, .min_p = min_ps[vi]};
+        float m = -INFINITY;
+        for (uint32_t i = 0; i < V; i++) m = fmaxf(m, pgd_sample_sanitize(row[i]));
+        const float inv_t = pgd_rn_div(1.0f, spec.temperature);
+        const uint32_t nb = (V + PGD_SAMPLE_BLOCK - 1) / PGD_SAMPLE_BLOCK;
+        double z = 0.0;
+        for (uint32_t b = 0; b < nb; b++) {
+            bsum[b] = z; /* the total before block b */
+            z += pgd_sample_block_sum(row, V, b, m, inv_t, spec.min_p);
+        }
+        for (uint32_t j = 0; j < kIds; j++) {
+            /* an id of positive weight and its cumulative weight, as the walk sums it */
+            uint32_t k;
+            do k = (uint32_t)(rnd() % V);
+            while (pgd_sample_weight(row[k], m, inv_t, spec.min_p) <= 0.0f);
+            const uint32_t b = k / PGD_SAMPLE_BLOCK;
+            double acc = bsum[b];
+            for (uint32_t i = b * PGD_SAMPLE_BLOCK; i <= k; i++) {
+                const float p = pgd_sample_weight(row[i], m, inv_t, spec.min_p);
+                if (p > 0.0f) acc += (double)p;
+            }
+            const uint64_t u53 = (uint64_t)(acc / z * 0x1p53);
+            for (uint32_t d = 0; d < kAround; d++) {
+                const uint32_t r = j * kAround + d;
+                memcpy(l + (size_t)r * V, row, V * sizeof *row);
+                sp[r] = spec;
+                draw[r] = (u53 + d - kAround / 2) << 11;
+            }
+        }
+        float *d_l = NULL;
+        pgd_sample_spec *d_sp = NULL;
+        uint64_t *d_draw = NULL;
+        pgd_sample_result *d_res = NULL;
+        REQUIRE(cudaMalloc((void **)&d_l, (size_t)N * V * sizeof *l) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&d_sp, sizeof sp) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&d_draw, sizeof draw) == cudaSuccess);
+        REQUIRE(cudaMalloc((void **)&d_res, sizeof res) == cudaSuccess);
+        REQUIRE(cudaMemcpy(d_l, l, (size_t)N * V * sizeof *l, cudaMemcpyHostToDevice) ==
+                cudaSuccess);
+        REQUIRE(cudaMemcpy(d_sp, sp, sizeof sp, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(d_draw, draw, sizeof draw, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(run(d_l, N, V, d_sp, d_draw, d_res, res) == 0);
+        uint32_t tokens_seen = 0;
+        for (uint32_t r = 0; r < N; r++) {
+            pgd_sample_result h;
+            REQUIRE(pgd_sample_logits(row, (int32_t)V, &sp[r], draw[r], sc, &h) == 0);
+            rows++;
+            if (res[r].token != h.token && bad++ < 5)
+                fprintf(stderr, "  V %u draw %d around id boundary %u: token %d, host %d\n", V,
+                        (int)(r % kAround) - kAround / 2, r / kAround, res[r].token, h.token);
+            tokens_seen += r % kAround && h.token != res[r - 1].token;
+        }
+        CHECK(tokens_seen > 0); /* the draws straddle a boundary: some neighbours differ */
+        cudaFree(d_l);
+        cudaFree(d_sp);
+        cudaFree(d_draw);
+        cudaFree(d_res);
+        free(bsum);
+        free(l);
+        free(row);
+    }
+    pgd_sampler_scratch_destroy(sc);
+    fprintf(stderr, "  %llu draws at the host's boundaries: %llu tokens differ\n",
+            (unsigned long long)rows, (unsigned long long)bad);
+    CHECK_EQ_INT(bad, 0);
+}
+
 static void test_supports(void) {
     pgd_sample_spec s = {.temperature = 0.0f, .top_k = 50, .top_p = 0.5f};
     CHECK(pgd_cuda_sample_supports(&s)); /* greedy ignores top-k and top-p */
@@ -326,5 +421,6 @@ int main(void) {
     rng = seed ? seed : 1;
     RUN(test_supports);
     RUN(test_against_host);
+    RUN(test_at_boundaries);
     return test_summary();
 }

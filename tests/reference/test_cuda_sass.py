@@ -12,7 +12,7 @@ in the inner loop of every default one-row instance, every W load of a round (LD
 streamed loads) must come before the round's first FFMA; and the lean instances
 (PGD_CUDA_GEMV_LEAN=1, kept for the A/B on a GPU) must still show the problem, which is how this
 check is known to see it. Then other loops whose speed is their loads in flight: the device
-sampler's argmax, the split decode attention's V loads, RoPE + KV write's vector form. Last,
+sampler's argmax and block sums, the split decode attention's V loads, RoPE + KV write's vector form. Last,
 the tensor-core attention kernels' block loops: their exponentials bare, and the prefill kernel's
 instructions per tensor-core product within a budget. No GPU needed; skipped in a build without
 the CUDA backend.
@@ -153,6 +153,8 @@ def test_norm_forms_rounds_in_flight(sass):
 @pytest.mark.parametrize("source,kernel,load,use,n", [
     # the device sampler's argmax: one CTA reads a 128k-logit row, four 16-byte chunks a thread
     ("sample", "sample_kernel", "LDG.E.128", r"FSETP|FMNMX", 4),
+    # its block sums (sampling at a temperature): a block's 64 logits, 8 chunks at once
+    ("sample", "sample_kernel", "LDG.E.128", r"FADD|FMUL|FSETP|FMNMX", 8),
     # the decode rows' split attention: a thread's 8 V loads (tuned on the H200) before its FMAs
     ("attention", "attention_split_kernel", "LDG.E.128", r"HADD2|FFMA|HFMA2", 8),
     # bias + RoPE + KV write, the vector form: a unit's q/k spans and (cos, sin) spans at once
