@@ -62,7 +62,7 @@ static void usage(FILE *f) {
 
 /* The sampling asked for, in words ("greedy", or its parameters), into buf[n]. */
 static const char *sampling_words(const pgd_sampling_params *p, char *buf, size_t n) {
-    if (p->temperature == 0.0f)
+    if (p->temperature < PGD_SAMPLER_GREEDY_EPS) /* the sampler's own rule */
         snprintf(buf, n, "greedy");
     else
         snprintf(buf, n, "temperature %g, top-p %g, top-k %d, min-p %g", (double)p->temperature,
