@@ -90,8 +90,19 @@ __device__ cand block_best(cand c, cand *red) {
  * and after the last one by one; each thread's ids in increasing order. One CTA reads the whole
  * row, so its loads in flight are the rate: a float at a time, the next load behind the
  * previous value's arithmetic, had a pass over 128k logits take ~36 us on an H200 (the argmax;
- * the sampled paths' passes did the same). */
-template <class F> __device__ __forceinline__ void for_each_logit(const float *l, uint32_t V, F f) {
+ * the sampled paths' passes did the same). Pinned: each round's loads behind load_round, for
+ * the passes whose work ptxas otherwise spreads them over. */
+/* A round of 4 chunks q[c], q[c + kThreads], ... into x, behind a call: ptxas cannot move a load
+ * past the return, so the four are in flight together whatever f's code makes it schedule (in
+ * the top-p passes, with their exponential and their histogram atomics, it issued each load
+ * after the previous chunk's work). */
+__device__ __noinline__ void load_round(const float4 *q, uint32_t c, float4 (&x)[4]) {
+#pragma unroll
+    for (uint32_t u = 0; u < 4; u++) x[u] = q[c + u * kThreads];
+}
+
+template <bool Pinned = false, class F>
+__device__ __forceinline__ void for_each_logit(const float *l, uint32_t V, F f) {
     const uint32_t head = min((uint32_t)((16 - (uintptr_t)l % 16) % 16 / 4), V);
     for (uint32_t i = threadIdx.x; i < head; i += kThreads) f(l[i], i);
     const float4 *q = reinterpret_cast<const float4 *>(l + head); /* [n4] */
@@ -103,8 +114,12 @@ template <class F> __device__ __forceinline__ void for_each_logit(const float *l
     uint32_t c = threadIdx.x;
     for (; c + 3 * kThreads < n4; c += 4 * kThreads) {
         float4 x[4];
+        if (Pinned) {
+            load_round(q, c, x);
+        } else {
 #pragma unroll
-        for (uint32_t u = 0; u < 4; u++) x[u] = q[c + u * kThreads];
+            for (uint32_t u = 0; u < 4; u++) x[u] = q[c + u * kThreads];
+        }
 #pragma unroll
         for (uint32_t u = 0; u < 4; u++) f4(x[u], c + u * kThreads);
     }
@@ -255,7 +270,7 @@ __device__ uint32_t kth_largest(const float *l, uint32_t V, uint32_t *K, Key key
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (uint32_t d = threadIdx.x; d < 256; d += kThreads) sm.hist[d] = 0;
         __syncthreads();
-        for_each_logit(l, V, [&](float x, uint32_t i) {
+        for_each_logit<true>(l, V, [&](float x, uint32_t i) {
             uint32_t v;
             if (key(x, i, &v) && (v & mask) == prefix) atomicAdd(&sm.hist[(v >> shift) & 255u], 1u);
         });

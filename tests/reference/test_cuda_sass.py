@@ -223,3 +223,35 @@ def test_attention_block_loop_lean(source, kernel):
                 f"{len(body) / n_mma:.1f} a tensor-core product")
         seen += 1
     assert seen == 4, seen  # head_dim 64 and 128 on 2 architectures
+
+
+def test_sampler_passes_loads_together():
+    """Every pass of the device sampler over a row (argmax, top-k / top-p radix selection,
+    candidates, top_logprobs) reads 16-byte chunks, four a round: in every loop of the kernel
+    that issues a round's four, they are issued one after another, not spread over the round's
+    work (ptxas did that to the top-p passes, whose rounds now load behind a call: load_round).
+    Loops with fewer (a row's last chunks, a few a thread) are what they are."""
+    obj = OBJ.parent / "sample.cu.o"
+    seen = {}
+    for (arch, name), ins in disassemble(obj).items():
+        if "sample_kernel" not in name:
+            continue
+        spans = []
+        for addr, text in ins:
+            m = re.match(r"(?:@!?U?P\w+ )?BRA (?:`\()?0x([0-9a-f]+)", text)
+            if m and int(m.group(1), 16) < addr:
+                spans.append((int(m.group(1), 16), addr))
+        inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1]
+                                             for o in spans)]
+        multi = 0
+        for lo, hi in inner:
+            body = [t for a, t in ins if lo <= a <= hi]
+            at = [k for k, t in enumerate(body) if re.match(r"(?:@!?U?P\w+ )?LDG\.E\.128", t)]
+            if len(at) < 4:
+                continue
+            multi += 1
+            between = [t.split()[0] for t in body[at[0]:at[-1] + 1]
+                       if not re.match(r"(?:@!?U?P\w+ )?(LDG\.E\.128|IMAD|IADD3|LEA|MOV)", t)]
+            assert len(between) <= 4, (arch, hex(lo), between[:12])
+        seen[arch] = multi
+    assert set(seen) == {"sm_80", "sm_90a"} and all(seen.values()), seen

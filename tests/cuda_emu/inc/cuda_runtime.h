@@ -12,12 +12,14 @@
 #undef __device__
 #undef __host__
 #undef __forceinline__
+#undef __noinline__
 #undef __launch_bounds__
 #undef __align__
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__    __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #ifndef __CUDA_ARCH__
