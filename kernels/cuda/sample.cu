@@ -216,18 +216,17 @@ __device__ void top_logprobs(const float *l, uint32_t V, int n_top, double lz,
     float tv[PGD_SAMPLER_MAX_TOP_LOGPROBS] = {0};   /* [cnt] in use */
     int32_t ti[PGD_SAMPLER_MAX_TOP_LOGPROBS] = {0}; /* [cnt] in use */
     int cnt = 0;
-    for_each_logit(l, V, [&](float x, uint32_t i) { /* sampler.c's top_offer */
-                                                    const float v = pgd_sample_sanitize(x);
-                                                    if (cnt == n_top && !(v > tv[n_top - 1]))
-                                                        return; /* later ids (a thread's come in
-                                                                 * increasing order) lose ties */
-                                                    int j = cnt < n_top ? cnt++ : n_top - 1;
-                                                    for (; j > 0 && v > tv[j - 1]; j--) {
-                                                        tv[j] = tv[j - 1];
-                                                        ti[j] = ti[j - 1];
-                                                    }
-                                                    tv[j] = v;
-                                                    ti[j] = (int32_t)i;
+    /* sampler.c's top_offer; later ids lose ties (a thread's ids come in increasing order) */
+    for_each_logit(l, V, [&](float x, uint32_t i) {
+        const float v = pgd_sample_sanitize(x);
+        if (cnt == n_top && !(v > tv[n_top - 1])) return;
+        int j = cnt < n_top ? cnt++ : n_top - 1;
+        for (; j > 0 && v > tv[j - 1]; j--) {
+            tv[j] = tv[j - 1];
+            ti[j] = ti[j - 1];
+        }
+        tv[j] = v;
+        ti[j] = (int32_t)i;
     });
     int head = 0;
     for (int k = 0; k < n_top; k++) {
@@ -259,10 +258,9 @@ struct select_smem {
 };
 
 /* The *K-th largest of key(x, i, &v) over the row's logits x = l[i] (key returns whether id i
- * takes part; for_each_logit reads them), 8 bits
- * a pass from the top; *K is first lowered to how many ids take part (*total, counted by the
- * first pass; at least 1), *above gets how many keys are larger, *equal how many equal it. To
- * every thread. */
+ * takes part; for_each_logit reads them), 8 bits a pass from the top; *K is first lowered to how
+ * many ids take part (*total, counted by the first pass; at least 1), *above gets how many keys are
+ * larger, *equal how many equal it. To every thread. */
 template <class Key>
 __device__ uint32_t kth_largest(const float *l, uint32_t V, uint32_t *K, Key key, select_smem &sm,
                                 uint32_t *total, uint32_t *above, uint32_t *equal) {

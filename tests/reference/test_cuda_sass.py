@@ -59,16 +59,30 @@ def functions(sass):
     return out
 
 
-def inner_loops(ins):
-    """The bodies of the innermost loops: a predicated branch back to an earlier address (the
-    unpredicated ones back are the slow paths of divergent shuffles), no such loop inside."""
+def back_spans(ins, predicated=True):
+    """(target, branch) address spans of the branches back to an earlier address: loops. By
+    default only predicated ones (the unpredicated ones back are the slow paths of divergent
+    shuffles)."""
+    pat = r"@!?U?P\w+ BRA (?:`\()?0x([0-9a-f]+)" if predicated else \
+        r"(?:@!?U?P\w+ )?BRA (?:`\()?0x([0-9a-f]+)"
     spans = []
     for addr, text in ins:
-        m = re.match(r"@!?U?P\w+ BRA (?:`\()?0x([0-9a-f]+)", text)
+        m = re.match(pat, text)
         if m and int(m.group(1), 16) < addr:
             spans.append((int(m.group(1), 16), addr))
-    inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
-    return [[(a, t) for a, t in ins if lo <= a <= hi] for lo, hi in sorted(inner)]
+    return spans
+
+
+def innermost(spans):
+    """The spans with no other span inside."""
+    return sorted(s for s in spans
+                  if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans))
+
+
+def inner_loops(ins):
+    """The bodies of the innermost loops: a predicated branch back to an earlier address, no such
+    loop inside."""
+    return [[(a, t) for a, t in ins if lo <= a <= hi] for lo, hi in innermost(back_spans(ins))]
 
 
 def loads_before_fma(body):
@@ -185,12 +199,8 @@ def block_loop(ins):
     """The innermost loop holding every tensor-core product (HMMA) of a function: the
     attention kernels' walk over blocks of keys (or chunks)."""
     hmma = [a for a, t in ins if t.startswith("HMMA")]
-    spans = []
-    for addr, text in ins:
-        m = re.match(r"(?:@!?U?P\w+ )?BRA (?:`\()?0x([0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < addr:
-            spans.append((int(m.group(1), 16), addr))
-    spans = [s for s in spans if hmma and s[0] <= min(hmma) and max(hmma) <= s[1]]
+    spans = [s for s in back_spans(ins, predicated=False)
+             if hmma and s[0] <= min(hmma) and max(hmma) <= s[1]]
     assert spans, "no loop around the tensor-core products"
     lo, hi = min(spans, key=lambda s: s[1] - s[0])
     return [t for a, t in ins if lo <= a <= hi], len(hmma)
@@ -236,15 +246,8 @@ def test_sampler_passes_loads_together():
     for (arch, name), ins in disassemble(obj).items():
         if "sample_kernel" not in name:
             continue
-        spans = []
-        for addr, text in ins:
-            m = re.match(r"(?:@!?U?P\w+ )?BRA (?:`\()?0x([0-9a-f]+)", text)
-            if m and int(m.group(1), 16) < addr:
-                spans.append((int(m.group(1), 16), addr))
-        inner = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1]
-                                             for o in spans)]
         multi = 0
-        for lo, hi in inner:
+        for lo, hi in innermost(back_spans(ins, predicated=False)):
             body = [t for a, t in ins if lo <= a <= hi]
             at = [k for k, t in enumerate(body) if re.match(r"(?:@!?U?P\w+ )?LDG\.E\.128", t)]
             if len(at) < 4:
