@@ -18,22 +18,22 @@
  * the rounds below lost their per-chunk bound checks and the kernel its launch bounds' CTA count
  * (kGemvMinCtas), the compiler moved each load after the previous chunk's FMAs (they wait for
  * their own load): one load a lane in flight, 28 registers and 64 warps an SM at M = 1, in every
- * GPU measurement so far (bench/results/gpu-h200.md, H200: 2.75-4.38 TB/s at M = 1, faster than
- * cuBLASLt on every product but the down projection, whose 4096 warps are half an H200's room).
- * Now, on sm_90a: 48 registers (40 warps an SM) at M = 1, 72 in the SiLU form (28), a whole
- * round in flight — tests/reference/test_cuda_sass.py reads the SASS and checks it; untested on
- * hardware, with the lean form kept for scripts/gpu-check's A/B (PGD_CUDA_GEMV_LEAN=1). The
- * H200 run at commit ed543f3 that measured 8 loads a lane as slower (QKV 16.0 -> 17.4 us,
- * gate/up 58.7 -> 66.5) ran the same one load in flight, and an L2 prefetch of a lane's first
- * chunks before the wait (gate/up + SiLU 59.0 -> 63.0); the kernel bench's rows for 8 and 16
- * loads now measure what they say. In a decode step the GEMVs follow a norm or the attention,
- * latency-bound kernels on a few SMs: there a warp's first round of W loads (into its
- * registers) may be issued before the wait (PGD_CUDA_GEMV_EARLY=1, one-row products; the same
- * bits). Untested on hardware; off until scripts/gpu-check's A/B row says it pays.
+ * GPU measurement before commit c185117 (bench/results/gpu-h200.md, H200: 2.75-4.38 TB/s at
+ * M = 1, faster than cuBLASLt on every product but the down projection, whose 4096 warps are
+ * half an H200's room). Now, on sm_90a: 48 registers (40 warps an SM) at M = 1, 72 in the SiLU
+ * form (28), a whole round in flight — tests/reference/test_cuda_sass.py reads the SASS and
+ * checks it. Measured on an H200 at c185117: batch-1 decode 4.7% faster than the lean form, kept
+ * for the kernel bench's A/B (PGD_CUDA_GEMV_LEAN=1). In a decode step the GEMVs follow a norm or
+ * the attention, latency-bound kernels on a few SMs: there a warp's first round of W loads (into
+ * its registers) is issued before the wait (one-row products, the same bits; 1.3% faster a
+ * token on that H200, PGD_CUDA_GEMV_EARLY=0 turns it off). The kernel bench measured 8 and 16
+ * loads a lane faster alone (QKV 13.9 -> 13.0 us, gate/up + SiLU 54.7 -> 52.9, output head 234
+ * -> 227); PGD_CUDA_GEMV_LOADS=8|16 is their decode A/B.
  *
- * Two forms remove a one-row step's norm kernels (PGD_CUDA_GEMV_NORM=1 in the backend; untested
- * on hardware): the residual form (pgd_cuda_gemv_acc) adds its product into the residual row
- * where lane 0 writes it, and the norm form (pgd_cuda_gemv_rmsnorm) norms that row in every CTA
+ * Two forms remove a one-row step's norm kernels (PGD_CUDA_GEMV_NORM=1 in the backend, opt-in:
+ * 20% slower a decode token on the H200 at c185117, the fused QKV + norm 22.4 us against 19.1
+ * for the two kernels): the residual form (pgd_cuda_gemv_acc) adds its product into the residual
+ * row where lane 0 writes it, and the norm form (pgd_cuda_gemv_rmsnorm) norms that row in every CTA
  * before its warps read X from shared memory: the row copied in by cp.async (one round trip, no
  * registers held), the norm's weights prefetched into L1 before the wait, the sums of squares
  * and the normed bf16 row from shared memory. 256-thread CTAs, 4 or 6 an SM (the registers'
@@ -45,6 +45,8 @@
  */
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -411,36 +413,52 @@ cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16
                            nw, eps, W, Y, O, N, K, re);
 }
 
-/* Whether the environment variable `name` is "1", read once into *known (0: not read yet, 1:
- * off, 2: on); any host thread. */
-bool env_on(const char *name, int *known) {
+/* An on/off switch of the environment: "1" on, "0" off, unset or anything else `dflt`; read once
+ * into *known (0: not read yet, 1: off, 2: on); any host thread. */
+bool env_switch(const char *name, bool dflt, int *known) {
     int k = __atomic_load_n(known, __ATOMIC_RELAXED);
     if (!k) {
         const char *env = getenv(name);
-        k = env && env[0] == '1' ? 2 : 1;
+        const bool on = env && env[0] == '1' ? true : env && env[0] == '0' ? false : dflt;
+        k = on ? 2 : 1;
         __atomic_store_n(known, k, __ATOMIC_RELAXED);
     }
     return k == 2;
 }
 
 /* Whether a one-row product's warps issue their first round of W loads before the wait for the
- * previous kernel: when the environment says PGD_CUDA_GEMV_EARLY=1 (the A/B switch of
- * scripts/gpu-check; off by default until measured). */
+ * previous kernel: the default since the H200 run of commit c185117 (batch-1 decode 1.3% faster
+ * alone, 2.5% with the tensor-core decode attention); PGD_CUDA_GEMV_EARLY=0 turns it off. */
 bool early_loads() {
     static int known;
-    return env_on("PGD_CUDA_GEMV_EARLY", &known);
+    return env_switch("PGD_CUDA_GEMV_EARLY", true, &known);
+}
+
+/* W chunks a lane has in flight in the one-row plain and SiLU products: PGD_CUDA_GEMV_LOADS=8
+ * or 16 (scripts/gpu-check's A/B: the kernel bench measured both faster alone on an H200), else
+ * kLoads. Read once; any host thread. */
+uint32_t loads_env() {
+    static int known; /* 0: not read yet, else the loads */
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (!k) {
+        const char *env = getenv("PGD_CUDA_GEMV_LOADS");
+        k = env && !strcmp(env, "8") ? 8 : env && !strcmp(env, "16") ? 16 : (int)kLoads;
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return (uint32_t)k;
 }
 
 /* Whether one-row products run the lean instances (kGemvMinCtas): PGD_CUDA_GEMV_LEAN=1, the
- * kernel as every earlier GPU run measured it — scripts/gpu-check's A/B against the default's
- * whole rounds in flight, which no GPU has run yet. */
+ * kernel as the GPU runs before commit c185117 measured it (4.7% slower a decode token there) —
+ * scripts/gpu-check's kernel-bench A/B; not early. */
 bool lean_env() {
     static int known;
-    return env_on("PGD_CUDA_GEMV_LEAN", &known);
+    return env_switch("PGD_CUDA_GEMV_LEAN", false, &known);
 }
 
 /* Early, Lean: 1 or 0, or -1 for what the environment says (early_loads(), lean_env()); both
- * forms exist for one row only (the products the GEMV runs by default), early before lean. */
+ * forms exist for one row only (the products the GEMV runs by default), lean (never early)
+ * before early. */
 template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1, bool Acc = false, int Lean = -1>
 cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
                    uint32_t K, cudaStream_t stream) {
@@ -449,13 +467,13 @@ cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, 
     const uint32_t warps = (N + P - 1) / P;
     const unsigned ctas = (warps + kWarps - 1) / kWarps;
     if constexpr (MR == 1) {
+        if constexpr (L == kLoads)
+            if (Lean == 1 || (Lean == -1 && Early != 1 && lean_env()))
+                return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc, true>, ctas,
+                                       kThreads, 0, stream, X, W, Y, O, N, K);
         if (Early == 1 || (Early == -1 && early_loads()))
             return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true, Acc, false>, ctas, kThreads, 0,
                                    stream, X, W, Y, O, N, K);
-        if constexpr (L == kLoads)
-            if (Lean == 1 || (Lean == -1 && lean_env()))
-                return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc, true>, ctas,
-                                       kThreads, 0, stream, X, W, Y, O, N, K);
     }
     return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, Acc, false>, ctas, kThreads, 0,
                            stream, X, W, Y, O, N, K);
@@ -487,7 +505,10 @@ int gemv(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t M
         launch<5, Silu, kLoads, -1, Acc>, launch<6, Silu, kLoads, -1, Acc>,
         launch<7, Silu, kLoads, -1, Acc>, launch<8, Silu, kLoads, -1, Acc>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
-    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream));
+    launch_fn f = by_m[M - 1];
+    if (!Acc && M == 1 && loads_env() != kLoads)
+        f = loads_env() == 8 ? launch<1, Silu, 8> : launch<1, Silu, 16>;
+    PGD_CUDA_TRY(f(X, W, Y, O, N, K, (cudaStream_t)stream));
     return 0;
 }
 

@@ -82,8 +82,8 @@ int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps, const uin
 /* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
  * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
  * a lane's W chunks in flight instead of 4, with `early`, a warp's first round of W loads issued
- * before the wait for the previous kernel (what PGD_CUDA_GEMV_EARLY=1 makes the default for one
- * row), or `lean` (4 loads, not early): the instance compiled for as few registers as the
+ * before the wait for the previous kernel (the one-row default; PGD_CUDA_GEMV_EARLY=0 turns it
+ * off), or `lean` (4 loads, not early): the instance compiled for as few registers as the
  * compiler can (one load a lane in flight; what PGD_CUDA_GEMV_LEAN=1 makes the default) — the
  * same bits as pgd_cuda_gemv / _silu (THE SUM's order depends on none of them). 0, PGD_EINVAL /
  * PGD_ECUDA. */
