@@ -125,21 +125,22 @@ static void products(pgd_cuda_gemm *g) {
                 printf("| %s%s (%u x %u) | %u | %.1f us, %.0f GB/s | %.1f us, %.0f GB/s |\n",
                        shapes[s].name, silu ? " + SiLU * up (fused on the GEMV)" : "", p.N, p.K,
                        p.M, us[0], bytes / (us[0] * 1e3), us[1], bytes / (us[1] * 1e3));
-                /* at one row, the GEMV with more of a lane's loads in flight, with 4 and its
-                 * first round before the wait for the previous kernel (the same bits; here the
-                 * previous kernel is the same product, streaming too, unlike in a step), and the
-                 * lean instance (one load a lane in flight: the kernel measured before) */
+                /* at one row, the GEMV with more of a lane's loads in flight (each with its
+                 * first round before the wait for the previous kernel, as the default), with 4
+                 * and that round after the wait (the same bits; here the previous kernel is the
+                 * same product, streaming too, unlike in a step), and the lean instance (one
+                 * load a lane in flight: the kernel measured before) */
                 for (uint32_t v = 0; p.M == 1 && v < 4; v++) {
                     p.gemv = true;
                     p.loads = v < 2 ? 8u << v : 4;
-                    p.early = v == 2;
+                    p.early = v < 2;
                     p.lean = v == 3;
                     const double t = time_runs(run_prod, &p);
                     printf("| %s%s, %s | 1 | | %.1f us, %.0f GB/s |\n", shapes[s].name,
                            silu ? " + SiLU * up" : "",
                            v == 0   ? "8 loads a lane in flight"
                            : v == 1 ? "16 loads a lane in flight"
-                           : v == 2 ? "4 loads a lane, the first before the wait"
+                           : v == 2 ? "4 loads a lane, all after the wait (PGD_CUDA_GEMV_EARLY=0)"
                                     : "lean (PGD_CUDA_GEMV_LEAN=1: the kernel measured before)",
                            t, bytes / (t * 1e3));
                     p.loads = 0;
@@ -266,7 +267,8 @@ static void attention(uint32_t n_sm) {
             const double us = time_runs(run_attn, &a);
             printf("| attention, 1 decode row (32 heads / 8 KV heads, head_dim 128), %u positions, "
                    "split %u%s | 1 | %.1f us, %.0f GB/s | |\n",
-                   ctxs[c], a.n_split, dec ? ", tensor cores (PGD_CUDA_DECODE_TC=1)" : "", us,
+                   ctxs[c], a.n_split,
+                   dec ? ", tensor cores (the default)" : ", CUDA cores (PGD_CUDA_DECODE_TC=0)", us,
                    bytes / (us * 1e3));
         }
     }

@@ -4,10 +4,12 @@
  * Offline mode (default): for each batch size B, B sequences of random prompts of --prompt-len
  * tokens are prefilled (chunked under the step's token budget), then decoded together for
  * --gen-len steps. Prefill tokens/s = B * L / prefill time; decode tokens/s = B * G / decode
- * time. Prompts are random token ids (no control tokens), so nothing stops early (EOS is
- * ignored). Tokens are greedy unless --temperature (with --top-p, --top-k, --min-p) asks for
- * sampling, which then runs as a request's would (on the device where the backend samples),
- * each sequence with its own seed derived from --seed: what sampling costs a step.
+ * time, both measured after --warmup N untimed runs (default 1) of the first batch size with the
+ * same prompt length and up to 3 tokens. Prompts are random token ids (no control tokens), so
+ * nothing stops early (EOS is ignored). Tokens are greedy unless --temperature (with --top-p,
+ * --top-k, --min-p) asks for sampling, which then runs as a request's would (on the device where
+ * the backend samples), each sequence with its own seed derived from --seed: what sampling costs a
+ * step.
  *
  * Offline batches are planned and allocated with the scheduler's plan (scheduler/plan.h) over
  * block tables of their own, and run by the runner directly.
@@ -46,11 +48,12 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: pagoda bench --model PATH [--prompt-len L] [--gen-len G] [--batch 1,4,16]\n"
-            "                    [--seed S] [--json] [sampling]\n"
+            "                    [--warmup N] [--seed S] [--json] [sampling]\n"
             "       pagoda bench --model PATH --num-prompts N [--request-rate R|inf]\n"
             "                    [--concurrency C] [--prompt-len L] [--shared-prefix-len K]\n"
             "                    [--gen-len G] [--seed S] [--json] [sampling]\n"
-            "Offline (default): prefill and decode tokens/s for each batch size.\n"
+            "Offline (default): prefill and decode tokens/s for each batch size, after N\n"
+            "untimed warm-up runs of the first (default 1; up to 3 tokens each).\n"
             "Online (--num-prompts): N requests through the scheduler with Poisson arrivals at R\n"
             "per second (default inf: all at once) and at most C in flight (default: no limit);\n"
             "reports request and token throughput, TTFT, TPOT, ITL and E2E latency.\n"
@@ -465,7 +468,8 @@ out:
 int pgd_cli_bench(int argc, char **argv) {
     pgd_engine_flags ef = {0};
     pgd_opt_table engine = pgd_engine_flags_table(&ef);
-    uint64_t L = 128, G = 128, seed = 1;
+    uint64_t L = 128, G = 128, seed = 1, warmup = 1;
+    bool warmup_set = false;
     uint32_t batches[MAX_BATCHES] = {1, 4, 16};
     int n_batches = 3, json = 0;
     online_opts on = {.rate = INFINITY};
@@ -503,6 +507,13 @@ int pgd_cli_bench(int argc, char **argv) {
             if (r < 0 || pgd_cli_parse_u64("bench", "--gen-len", v, &G) || !G) return 2;
         } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--seed", &v))) {
             if (r < 0 || pgd_cli_parse_u64("bench", "--seed", v, &seed)) return 2;
+        } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--warmup", &v))) {
+            if (r < 0 || pgd_cli_parse_u64("bench", "--warmup", v, &warmup)) return 2;
+            warmup_set = true;
+            if (warmup > 100) {
+                fprintf(stderr, "pagoda bench: --warmup wants 0 to 100 runs\n");
+                return 2;
+            }
         } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--temperature", &v))) {
             if (r < 0 || pgd_cli_parse_f32("bench", "--temperature", v, &samp.temperature))
                 return 2;
@@ -538,6 +549,10 @@ int pgd_cli_bench(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (on.num_prompts && warmup_set) {
+        fprintf(stderr, "pagoda bench: --warmup is for the offline mode (without --num-prompts)\n");
+        return 2;
     }
     if (on.shared_prefix > L) {
         fprintf(stderr, "pagoda bench: --shared-prefix-len exceeds --prompt-len\n");
@@ -575,9 +590,33 @@ int pgd_cli_bench(int argc, char **argv) {
         pgd_model_info_close(info);
         return st;
     }
+    /* Untimed warm-up runs of the first batch size, the same prompt length and up to 3 tokens
+     * (a prefill, an eager decode step and the one that captures its CUDA graph): the timed runs
+     * then measure the steady state, not the first use of each kernel (module loading, cuBLASLt's
+     * first launches), the first touch of the weights' pages or a graph capture — as the PyTorch
+     * peer of scripts/gpu-check measures after its own warm-up. */
+    const double tw = pgd_now_s();
+    for (uint64_t w = 0; w < warmup; w++) {
+        bench_row row = {0};
+        int rc = run_batch(runner, batches[0], (uint32_t)L, G < 3 ? (uint32_t)G : 3,
+                           seed + 0x5EED0000u + w, &samp, &row);
+        if (rc) {
+            fprintf(stderr, "pagoda bench: warm-up, batch %u: %s\n", batches[0],
+                    rc == PGD_ENOBLOCKS ? "the KV cache is too small (raise --kv-cache-mb)"
+                                        : pgd_error_detail());
+            pgd_runner_destroy(runner);
+            pgd_model_info_close(info);
+            return 1;
+        }
+    }
+    if (warmup)
+        fprintf(stderr, "pagoda bench: %llu warm-up run%s (batch %u, %llu + %u tokens) in %.3f s\n",
+                (unsigned long long)warmup, warmup == 1 ? "" : "s", batches[0],
+                (unsigned long long)L, G < 3 ? (unsigned)G : 3u, pgd_now_s() - tw);
     if (!json) {
         char words[96];
-        printf("tokens: %s\n\n", sampling_words(&samp, words, sizeof words));
+        printf("tokens: %s; %llu warm-up run%s\n\n", sampling_words(&samp, words, sizeof words),
+               (unsigned long long)warmup, warmup == 1 ? "" : "s");
         printf("| batch | prompt | gen | prefill tok/s | decode tok/s | prefill s | decode s |\n"
                "|---:|---:|---:|---:|---:|---:|---:|\n");
     } else
@@ -597,9 +636,10 @@ int pgd_cli_bench(int argc, char **argv) {
                dc = row.decode_s > 0 ? row.decode_tokens / row.decode_s : 0;
         if (json) {
             printf("%s{\"batch\":%u,\"prompt_len\":%llu,\"gen_len\":%llu,\"prefill_tokens_per_s\":"
-                   "%.2f,\"decode_tokens_per_s\":%.2f,\"prefill_s\":%.4f,\"decode_s\":%.4f,",
+                   "%.2f,\"decode_tokens_per_s\":%.2f,\"prefill_s\":%.4f,\"decode_s\":%.4f,"
+                   "\"warmup\":%llu,",
                    i ? "," : "", row.batch, (unsigned long long)L, (unsigned long long)G, pf, dc,
-                   row.prefill_s, row.decode_s);
+                   row.prefill_s, row.decode_s, (unsigned long long)warmup);
             sampling_json(&samp);
             putchar('}');
         } else

@@ -72,6 +72,30 @@ def test_bench_sampling(run_pagoda):
         assert b"on the CPU" not in p.stderr  # refused before the model was loaded
 
 
+def test_bench_warmup(run_pagoda):
+    """Offline bench times the steady state: untimed warm-up runs of the first batch size first
+    (default 1; --warmup 0 none), said on stderr and in the JSON; the warm-up is a real run (a KV
+    cache too small for its prompt fails it, by name); --warmup is refused where it means nothing
+    (online mode) or past 100."""
+    args = ("bench", "--model-preset", "smollm2-135m", "--batch", "2,1", "--prompt-len", 16,
+            "--gen-len", 4)
+    p = run_pagoda(*args, "--json")
+    out = json.loads(p.stdout)
+    assert [(r["batch"], r["warmup"]) for r in out] == [(2, 1), (1, 1)]
+    m = re.search(rb"1 warm-up run \(batch 2, 16 \+ 3 tokens\) in ([0-9.]+) s", p.stderr)
+    assert m and float(m.group(1)) > 0, p.stderr
+    p = run_pagoda(*args, "--warmup", 0, "--json")
+    assert [r["warmup"] for r in json.loads(p.stdout)] == [0, 0] and b"warm-up" not in p.stderr
+    assert b"; 3 warm-up runs" in run_pagoda(*args, "--warmup", 3).stdout
+    p = run_pagoda("bench", "--model-preset", "smollm2-135m", "--batch", 1, "--prompt-len", 4000,
+                   "--gen-len", 2, "--kv-cache-mb", 1, check=False)
+    assert p.returncode == 1 and b"warm-up, batch 1: the KV cache is too small" in p.stderr
+    for extra, words in ((("--warmup", 101), b"0 to 100"),
+                         (("--num-prompts", 2, "--warmup", 1), b"offline mode")):
+        p = run_pagoda("bench", "--model-preset", "smollm2-135m", *extra, check=False)
+        assert p.returncode == 2 and words in p.stderr, p.stderr
+
+
 def test_dummy_needs_a_preset(run_pagoda):
     p = run_pagoda("generate", "--load-format", "dummy", "--prompt", "x", check=False)
     assert p.returncode == 2 and b"--model-preset" in p.stderr
