@@ -281,7 +281,7 @@ static void attention(uint32_t n_sm) {
 typedef struct prefill {
     attn a;
     pgd_attn_tile *tiles; /* device */
-    uint32_t n_tiles;
+    uint32_t n_tiles, tile_rows;
 } prefill;
 
 static int run_prefill(void *ctx, uint32_t i) {
@@ -289,7 +289,7 @@ static int run_prefill(void *ctx, uint32_t i) {
     const attn *a = &p->a;
     return pgd_cuda_attention_tc(a->q, 6144, a->kv, a->geom, i % a->geom.n_layer, 32, a->bt,
                                  a->max_ctx / a->geom.block_size, a->seq_of, a->pos, p->tiles,
-                                 p->n_tiles, 0.088f, a->out, NULL);
+                                 p->n_tiles, p->tile_rows, 0.088f, a->out, NULL);
 }
 
 /* One prompt of n tokens (positions 0 .. n - 1, one sequence) through the tensor-core attention,
@@ -312,21 +312,27 @@ static void prefill_attention(void) {
     for (uint32_t i = 0; i < n_blocks - 1; i++) bt[i] = (int32_t)(n_blocks - 1 - i); /* scattered */
     for (uint32_t i = 0; i < n; i++) pos[i] = (int32_t)i;
     const pgd_batch batch = {.n_tokens = n, .n_seqs = 1, .q_start = q_start, .positions = pos};
-    p.n_tiles = pgd_cuda_attn_plan(&batch, pgd_attn_tc_rows(4, 128), tiles, rows).n_tiles;
     TRY(cudaMalloc((void **)&a->bt, (n_blocks - 1) * sizeof *bt));
     TRY(cudaMemcpy(a->bt, bt, (n_blocks - 1) * sizeof *bt, cudaMemcpyHostToDevice));
     TRY(cudaMalloc((void **)&a->pos, n * sizeof *pos));
     TRY(cudaMemcpy(a->pos, pos, n * sizeof *pos, cudaMemcpyHostToDevice));
     TRY(cudaMalloc((void **)&a->seq_of, n * sizeof *seq_of));
     TRY(cudaMemcpy(a->seq_of, seq_of, n * sizeof *seq_of, cudaMemcpyHostToDevice));
-    TRY(cudaMalloc((void **)&p.tiles, p.n_tiles * sizeof *tiles));
-    TRY(cudaMemcpy(p.tiles, tiles, p.n_tiles * sizeof *tiles, cudaMemcpyHostToDevice));
-    const double us = time_runs(run_prefill, &p);
-    /* Q K^T and P V over the causal pairs: 2 x 2 x head_dim FLOPs a (query head, key) pair */
-    const double flop = 4.0 * 128 * 32 * ((double)n * (n + 1) / 2);
-    printf("| attention, prefill of one %u-token prompt on tensor cores (32 heads / 8 KV heads, "
-           "head_dim 128; %u tiles) | %u | %.1f us, %.1f TFLOP/s | |\n",
-           n, p.n_tiles, n, us, flop / (us * 1e6));
+    TRY(cudaMalloc((void **)&p.tiles, n * sizeof *tiles));
+    /* the default tiles (64 slots a CTA), then the wide form's (128: PGD_CUDA_ATTN_TC_WIDE=1) */
+    for (int wide = 0; wide < 2; wide++) {
+        p.tile_rows = wide ? pgd_attn_tc_rows_wide(4, 128) : pgd_attn_tc_rows(4, 128);
+        p.n_tiles = pgd_cuda_attn_plan(&batch, p.tile_rows, tiles, rows).n_tiles;
+        TRY(cudaMemcpy(p.tiles, tiles, p.n_tiles * sizeof *tiles, cudaMemcpyHostToDevice));
+        const double us = time_runs(run_prefill, &p);
+        /* Q K^T and P V over the causal pairs: 2 x 2 x head_dim FLOPs a (query head, key) pair */
+        const double flop = 4.0 * 128 * 32 * ((double)n * (n + 1) / 2);
+        printf("| attention, prefill of one %u-token prompt on tensor cores (32 heads / 8 KV "
+               "heads, head_dim 128; %u tiles%s) | %u | %.1f us, %.1f TFLOP/s | |\n",
+               n, p.n_tiles,
+               wide ? " of 128 slots, two 16-slot tiles a warp: PGD_CUDA_ATTN_TC_WIDE=1" : "", n,
+               us, flop / (us * 1e6));
+    }
     free(bt), free(pos), free(seq_of), free(rows), free(tiles);
     cudaFree(a->kv), cudaFree(a->q), cudaFree(a->out), cudaFree(a->bt), cudaFree(a->pos);
     cudaFree(a->seq_of), cudaFree(p.tiles);

@@ -121,7 +121,9 @@ typedef struct cuda_backend {
     uint32_t n_sm, attn_ctas;     /* the GPU's SMs; attention CTAs of one row, unsplit */
     uint32_t max_chunks;          /* attention chunks of the longest context */
     uint32_t tc_rows;             /* rows of a tensor-core attention tile; 0: that kernel off
-                                     (--batch-invariant, or a shape it does not take) */
+                                     (--batch-invariant, or a shape it does not take); twice the
+                                     default with PGD_CUDA_ATTN_TC_WIDE=1 (128 slots a CTA:
+                                     opt-in, untested on hardware) */
     bool dec_tc;    /* the CUDA-core rows of launches of few rows on the tensor-core decode kernel
                        (the default; PGD_CUDA_DECODE_TC=0: off) */
     bool gemv_norm; /* steps whose products all run on the GEMV (one row, by default): each norm
@@ -451,7 +453,7 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
     if (work && work->n_tiles &&
         (rc = pgd_cuda_attention_tc(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
                                     d_seq_of, d_pos, (const pgd_attn_tile *)(b->d_meta + l->tiles),
-                                    work->n_tiles, scale, b->xb, b->stream)))
+                                    work->n_tiles, b->tc_rows, scale, b->xb, b->stream)))
         return rc;
     if (dec)
         return pgd_cuda_attention_dec(b->qkv, b->QKV, b->kv, b->geom, li, b->H, d_tables, stride,
@@ -753,7 +755,10 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->n_sm = (uint32_t)n_sm;
     b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
     b->max_chunks = (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
-    b->tc_rows = o->batch_invariant ? 0 : pgd_attn_tc_rows(b->H / b->HKV, b->D);
+    const char *wide_env = getenv("PGD_CUDA_ATTN_TC_WIDE");
+    b->tc_rows = o->batch_invariant               ? 0
+                 : wide_env && wide_env[0] == '1' ? pgd_attn_tc_rows_wide(b->H / b->HKV, b->D)
+                                                  : pgd_attn_tc_rows(b->H / b->HKV, b->D);
     const char *dec_env = getenv("PGD_CUDA_DECODE_TC");
     b->dec_tc = !o->batch_invariant && pgd_attn_dec_takes(b->H / b->HKV, b->D) &&
                 !(dec_env && dec_env[0] == '0');

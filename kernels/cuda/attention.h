@@ -97,15 +97,24 @@ static inline uint32_t pgd_attn_tc_rows(uint32_t group, uint32_t head_dim) {
     return PGD_ATTN_TC_SLOTS / group;
 }
 
+/* The same for the wide form (128 slots a CTA, two tiles of 16 a warp): twice the queries for
+ * each key block the CTA copies and each K and V fragment its warps read. 0 where
+ * pgd_attn_tc_rows is 0. */
+static inline uint32_t pgd_attn_tc_rows_wide(uint32_t group, uint32_t head_dim) {
+    return pgd_attn_tc_rows(group, head_dim) ? 2 * PGD_ATTN_TC_SLOTS / group : 0;
+}
+
 /* Attention (pgd_cuda_attention's meaning) for the rows of tiles[0 .. n_tiles) (a device
  * array); other rows are left alone. Every tile's rows must satisfy the tile's definition
- * above, with n <= pgd_attn_tc_rows and pos >= 0. 0, PGD_EINVAL (shapes the kernel does not
- * take: see pgd_attn_tc_rows) or PGD_ECUDA. */
+ * above, with n <= tile_rows and pos >= 0; tile_rows is pgd_attn_tc_rows (64 slots a CTA) or
+ * pgd_attn_tc_rows_wide (128: the wide form) of the shape, and picks the form — the same bits
+ * either way. 0, PGD_EINVAL (shapes the kernel does not take: see pgd_attn_tc_rows; another
+ * tile_rows) or PGD_ECUDA. */
 int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
                           uint32_t layer, uint32_t n_head, const int32_t *block_tables,
                           uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos,
-                          const pgd_attn_tile *tiles, uint32_t n_tiles, float scale, uint16_t *out,
-                          void *stream);
+                          const pgd_attn_tile *tiles, uint32_t n_tiles, uint32_t tile_rows,
+                          float scale, uint16_t *out, void *stream);
 
 /* ---- tensor-core attention for decode rows (attention_dec.cu) ----
  * Rows of one query token each, split over KV chunks like pgd_cuda_attention_split, with the

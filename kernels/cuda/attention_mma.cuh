@@ -1,7 +1,8 @@
 /*
  * kernels/cuda/attention_mma.cuh — one warp's products over a block of PGD_ATTN_TC_KEYS (64) keys
  * on tensor cores (mma_sync.cuh), the part the prefill kernel (attention_tc.cu) and the decode
- * kernel (attention_dec.cu) share: S = Q K^T for the warp's 16 query rows, and O += P V.
+ * kernel (attention_dec.cu) share: S = Q K^T for the warp's 16 query rows (or MT tiles of 16:
+ * the K and V fragments then read once for all of them), and O += P V.
  *
  * Layouts: Q, K and V staged in shared memory as f16 rows of `ld` elements (ld a multiple of 8,
  * rows padded so that ldmatrix's eight row addresses fall in distinct banks): Q [16][>= D] (the
@@ -54,25 +55,45 @@ static __device__ __forceinline__ float pgd_attn_exp2(float x) {
 #endif
 }
 
-/* s = Q K^T over head_dim D: qa = pgd_attn_ldm_a(Q), ka = pgd_attn_ldm_k(K). */
-template <uint32_t D>
-static __device__ __forceinline__ void pgd_attn_mma_scores(float (&s)[PGD_ATTN_MMA_N][4],
-                                                           const __half *qa, const __half *ka,
-                                                           uint32_t ld) {
+/* s[t] = Q_t K^T over head_dim D for MT tiles of 16 query rows (Q_t at qa + t * q_step): each K
+ * fragment is read once for the MT tiles; every accumulator sums its head_dim steps in the same
+ * order whatever MT is (so a row's bits do not depend on it). qa = pgd_attn_ldm_a(Q_0), ka =
+ * pgd_attn_ldm_k(K). */
+template <uint32_t D, uint32_t MT>
+static __device__ __forceinline__ void pgd_attn_mma_scores_mt(float (&s)[MT][PGD_ATTN_MMA_N][4],
+                                                              const __half *qa, uint32_t q_step,
+                                                              const __half *ka, uint32_t ld) {
 #pragma unroll
-    for (uint32_t n = 0; n < PGD_ATTN_MMA_N; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (uint32_t t = 0; t < MT; t++)
+#pragma unroll
+        for (uint32_t n = 0; n < PGD_ATTN_MMA_N; n++)
+            s[t][n][0] = s[t][n][1] = s[t][n][2] = s[t][n][3] = 0.0f;
 #pragma unroll
     for (uint32_t kk = 0; kk < D / 16; kk++) {
-        uint32_t af[4];
-        pgd_ldmatrix_x4(af, qa + kk * 16);
+        uint32_t af[MT][4];
+#pragma unroll
+        for (uint32_t t = 0; t < MT; t++) pgd_ldmatrix_x4(af[t], qa + t * q_step + kk * 16);
 #pragma unroll
         for (uint32_t n = 0; n < PGD_ATTN_MMA_N / 2; n++) {
             uint32_t bf[4];
             pgd_ldmatrix_x4(bf, ka + n * 16 * ld + kk * 16);
-            pgd_mma_16816(s[2 * n], af, bf[0], bf[1]);
-            pgd_mma_16816(s[2 * n + 1], af, bf[2], bf[3]);
+#pragma unroll
+            for (uint32_t t = 0; t < MT; t++) {
+                pgd_mma_16816(s[t][2 * n], af[t], bf[0], bf[1]);
+                pgd_mma_16816(s[t][2 * n + 1], af[t], bf[2], bf[3]);
+            }
         }
     }
+}
+
+/* s = Q K^T over head_dim D for one tile of 16 rows: qa = pgd_attn_ldm_a(Q), ka =
+ * pgd_attn_ldm_k(K). */
+template <uint32_t D>
+static __device__ __forceinline__ void pgd_attn_mma_scores(float (&s)[PGD_ATTN_MMA_N][4],
+                                                           const __half *qa, const __half *ka,
+                                                           uint32_t ld) {
+    pgd_attn_mma_scores_mt<D, 1>(reinterpret_cast<float(&)[1][PGD_ATTN_MMA_N][4]>(s), qa, 0, ka,
+                                 ld);
 }
 
 /* p (weights in S's layout) rounded to f16 as the A registers of P V: pf[j] = keys 16j .. +15
@@ -88,20 +109,35 @@ static __device__ __forceinline__ void pgd_attn_mma_pack_p(uint32_t (&pf)[PGD_AT
     }
 }
 
-/* o += P V over head_dim D: va = pgd_attn_ldm_a(V) (read transposed). */
-template <uint32_t D>
-static __device__ __forceinline__ void pgd_attn_mma_pv(float (&o)[D / 8][4],
-                                                       const uint32_t (&pf)[PGD_ATTN_MMA_N / 2][4],
-                                                       const __half *va, uint32_t ld) {
+/* o[t] += P_t V over head_dim D for MT tiles of 16 rows: each V fragment read once for the MT
+ * tiles, every accumulator's keys in the same order whatever MT is. va = pgd_attn_ldm_a(V) (read
+ * transposed). */
+template <uint32_t D, uint32_t MT>
+static __device__ __forceinline__ void
+pgd_attn_mma_pv_mt(float (&o)[MT][D / 8][4], const uint32_t (&pf)[MT][PGD_ATTN_MMA_N / 2][4],
+                   const __half *va, uint32_t ld) {
 #pragma unroll
     for (uint32_t j = 0; j < PGD_ATTN_MMA_N / 2; j++)
 #pragma unroll
         for (uint32_t f = 0; f < D / 16; f++) {
             uint32_t bf[4];
             pgd_ldmatrix_x4_trans(bf, va + j * 16 * ld + f * 16);
-            pgd_mma_16816(o[2 * f], pf[j], bf[0], bf[1]);
-            pgd_mma_16816(o[2 * f + 1], pf[j], bf[2], bf[3]);
+#pragma unroll
+            for (uint32_t t = 0; t < MT; t++) {
+                pgd_mma_16816(o[t][2 * f], pf[t][j], bf[0], bf[1]);
+                pgd_mma_16816(o[t][2 * f + 1], pf[t][j], bf[2], bf[3]);
+            }
         }
+}
+
+/* o += P V over head_dim D for one tile of 16 rows: va = pgd_attn_ldm_a(V) (read transposed). */
+template <uint32_t D>
+static __device__ __forceinline__ void pgd_attn_mma_pv(float (&o)[D / 8][4],
+                                                       const uint32_t (&pf)[PGD_ATTN_MMA_N / 2][4],
+                                                       const __half *va, uint32_t ld) {
+    pgd_attn_mma_pv_mt<D, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(o),
+                             reinterpret_cast<const uint32_t(&)[1][PGD_ATTN_MMA_N / 2][4]>(pf), va,
+                             ld);
 }
 
 #endif

@@ -26,7 +26,16 @@
  * past a slot's position (in a tile with later rows) leaves its m, l and o exactly as they were
  * (alpha 1, p 0).
  *
- * Shared memory (dynamic, 52 KiB at head_dim 128: four CTAs an SM): the queries f16 [64][D + 8],
+ * The wide form (MT = 2; PGD_CUDA_ATTN_TC_WIDE=1 in the backend, opt-in until a GPU measures
+ * it): 128 slots a CTA, warp w the two 16-slot tiles 32w .. 32w + 31, so every K and V fragment
+ * a warp reads by ldmatrix feeds two products, and each block of keys is copied to shared memory
+ * once for twice the queries (half the L2 reads of K and V a FLOP: a 2k prompt's tiles of 64
+ * slots read ~0.5 GB of K and V a layer). Its block loop issues 4.95 instructions a product at
+ * head_dim 128 on sm_90a (6.21 in the narrow form); 255 registers, no spills, 2 CTAs an SM (8
+ * warps, against 12). A slot's arithmetic is the same in both forms: the same bits.
+ *
+ * Shared memory (dynamic, 52 KiB at head_dim 128, 69 KiB in the wide form): the queries f16
+ * [64 MT][D + 8],
  * one block of K and one of V f16 [64][D + 8] (rows padded by 16 bytes: ldmatrix's eight row
  * addresses then fall in distinct banks), and two blocks' keys' slab offsets u64 [2][64] (one
  * block-table lookup and division per key, not per 16-byte load; the entry loaded a block
@@ -50,11 +59,11 @@
 
 namespace {
 
-constexpr uint32_t kSlots = PGD_ATTN_TC_SLOTS;
-constexpr uint32_t kWarps = kSlots / 16, kThreads = 32 * kWarps;
+constexpr uint32_t kWarps = 4, kThreads = 32 * kWarps;
 constexpr uint32_t kKeys = PGD_ATTN_TC_KEYS; /* keys of a block */
 constexpr uint64_t kNoKey = ~0ull;           /* a key past the tile's last position */
-static_assert(kSlots == 64 && kKeys == 64, "4 warps of 16 slots, blocks of 64 keys");
+static_assert(PGD_ATTN_TC_SLOTS == 16 * kWarps && kKeys == 64,
+              "4 warps of 16 slots (MT tiles of 16 with the wide form), blocks of 64 keys");
 
 struct tc_args {
     const float *q;
@@ -71,9 +80,11 @@ struct tc_args {
     uint16_t *out;
 };
 
-/* The dynamic shared memory's parts for head_dim D (byte offsets). */
-template <uint32_t D> struct tc_layout {
-    static constexpr uint32_t kLd = D + 8; /* f16 elements of a staged row */
+/* The dynamic shared memory's parts for head_dim D and MT tiles of 16 slots a warp (byte
+ * offsets). */
+template <uint32_t D, uint32_t MT> struct tc_layout {
+    static constexpr uint32_t kSlots = PGD_ATTN_TC_SLOTS * MT; /* slots of a CTA */
+    static constexpr uint32_t kLd = D + 8;                     /* f16 elements of a staged row */
     static constexpr size_t q = 0;
     static constexpr size_t k = q + (size_t)kSlots * kLd * 2;
     static constexpr size_t v = k + (size_t)kKeys * kLd * 2;
@@ -82,11 +93,14 @@ template <uint32_t D> struct tc_layout {
     static_assert(k % 16 == 0 && v % 16 == 0 && (kLd * 2) % 16 == 0, "ldmatrix rows: 16 bytes");
 };
 
-template <uint32_t D>
-__global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
+/* MT tiles of 16 slots a warp: 1 (64 slots a CTA, 3 CTAs an SM) or 2 (the wide form: 128 slots,
+ * each K and V fragment read once for two tiles, each key block copied once for twice the
+ * queries; 2 CTAs an SM) */
+template <uint32_t D, uint32_t MT>
+__global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) attention_tc_kernel(tc_args a) {
     extern __shared__ __align__(128) uint8_t smem[];
-    typedef tc_layout<D> L;
-    constexpr uint32_t kLd = L::kLd;
+    typedef tc_layout<D, MT> L;
+    constexpr uint32_t kLd = L::kLd, kSlots = L::kSlots;
     static_assert(D % 64 == 0 && kKeys % (kThreads / 8) == 0, "8 threads a 128-byte line");
     __half *qs = reinterpret_cast<__half *>(smem + L::q);
     __half *ks = reinterpret_cast<__half *>(smem + L::k);
@@ -162,20 +176,29 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
         *reinterpret_cast<uint4 *>(qs + slot * kLd + part * 8) = uint4{w[0], w[1], w[2], w[3]};
     }
 
-    /* this lane's two slots (r = 0: 16 warp + g, r = 1: + 8): keys, running max and sum */
-    uint32_t n_ctx[2];
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    /* this lane's two slots of each of its warp's tiles (tile t, r = 0: 16 (MT warp + t) + g,
+     * r = 1: + 8): keys, running max and sum */
+    uint32_t n_ctx[MT][2], ctx_min = n_keys;
+    float m[MT][2], l[MT][2];
 #pragma unroll
-    for (uint32_t r = 0; r < 2; r++) {
-        const uint32_t slot = warp * 16 + g + 8 * r;
-        n_ctx[r] = slot < n_slots ? (uint32_t)a.pos[tile.t0 + slot / group] + 1 : n_keys;
-    }
+    for (uint32_t t = 0; t < MT; t++)
+#pragma unroll
+        for (uint32_t r = 0; r < 2; r++) {
+            const uint32_t slot = (MT * warp + t) * 16 + g + 8 * r;
+            n_ctx[t][r] = slot < n_slots ? (uint32_t)a.pos[tile.t0 + slot / group] + 1 : n_keys;
+            ctx_min = min(ctx_min, n_ctx[t][r]);
+            m[t][r] = -INFINITY;
+            l[t][r] = 0.0f;
+        }
     const float scale_log2 = pgd_rn_mul(a.scale, 1.44269504088896340736f);
-    float o[D / 8][4]; /* O tiles of 16 slots x 8 dimensions */
+    float o[MT][D / 8][4]; /* O tiles of 16 slots x 8 dimensions */
 #pragma unroll
-    for (uint32_t f = 0; f < D / 8; f++) o[f][0] = o[f][1] = o[f][2] = o[f][3] = 0.0f;
+    for (uint32_t t = 0; t < MT; t++)
+#pragma unroll
+        for (uint32_t f = 0; f < D / 8; f++)
+            o[t][f][0] = o[t][f][1] = o[t][f][2] = o[t][f][3] = 0.0f;
     /* this lane's ldmatrix row addresses (attention_mma.cuh) */
-    const __half *qa = pgd_attn_ldm_a(qs + warp * 16 * kLd, kLd, lane);
+    const __half *qa = pgd_attn_ldm_a(qs + MT * warp * 16 * kLd, kLd, lane);
     const __half *ka = pgd_attn_ldm_k(ks, kLd, lane), *va = pgd_attn_ldm_a(vs, kLd, lane);
 
     for (uint32_t b = 0; b < n_blocks; b++) {
@@ -188,59 +211,66 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
         __pipeline_wait_prior(1); /* this thread's K rows of block b */
         __syncthreads();          /* everyone's; the queries; offs[(b + 1) % 2] */
 
-        /* S = Q K^T: s[n] = slots x keys k0 + 8n .. + 7 */
-        float s[kKeys / 8][4];
-        pgd_attn_mma_scores<D>(s, qa, ka, kLd);
+        /* S = Q K^T: s[t][n] = tile t's slots x keys k0 + 8n .. + 7 */
+        float s[MT][kKeys / 8][4];
+        pgd_attn_mma_scores_mt<D, MT>(s, qa, 16 * kLd, ka, kLd);
 
         /* the online softmax over the block, in base 2: the scores scaled, then (only in a block
          * past one of the lane's slots' positions) those keys' -inf */
-        uint32_t pf[kKeys / 16][4]; /* P as the A operand of P V, keys 16j .. 16j + 15 */
+        uint32_t pf[MT][kKeys / 16][4]; /* P as the A operand of P V, keys 16j .. 16j + 15 */
 #pragma unroll
-        for (uint32_t n = 0; n < kKeys / 8; n++)
-#pragma unroll
-            for (uint32_t e = 0; e < 4; e++) s[n][e] = pgd_rn_mul(s[n][e], scale_log2);
-        if (k0 + kKeys > min(n_ctx[0], n_ctx[1])) {
+        for (uint32_t t = 0; t < MT; t++)
 #pragma unroll
             for (uint32_t n = 0; n < kKeys / 8; n++)
 #pragma unroll
-                for (uint32_t e = 0; e < 4; e++)
-                    if (k0 + 8 * n + 2 * c + e % 2 >= n_ctx[e / 2]) s[n][e] = -INFINITY;
+                for (uint32_t e = 0; e < 4; e++) s[t][n][e] = pgd_rn_mul(s[t][n][e], scale_log2);
+        if (k0 + kKeys > ctx_min) {
+#pragma unroll
+            for (uint32_t t = 0; t < MT; t++)
+#pragma unroll
+                for (uint32_t n = 0; n < kKeys / 8; n++)
+#pragma unroll
+                    for (uint32_t e = 0; e < 4; e++)
+                        if (k0 + 8 * n + 2 * c + e % 2 >= n_ctx[t][e / 2]) s[t][n][e] = -INFINITY;
         }
 #pragma unroll
-        for (uint32_t r = 0; r < 2; r++) {
-            float mx = -INFINITY;
+        for (uint32_t t = 0; t < MT; t++)
 #pragma unroll
-            for (uint32_t n = 0; n < kKeys / 8; n++)
-                mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mn = fmaxf(m[r], mx);
-            /* a block without keys for the slot, or none above its max: exactly as before */
-            const float alpha = mn == m[r] ? 1.0f : pgd_attn_exp2(m[r] - mn);
-            /* a slot with no key yet (mn -inf) subtracts 0: its -inf scores then weigh 0 */
-            const float mref = mn == -INFINITY ? 0.0f : mn;
-            float sum = 0.0f;
+            for (uint32_t r = 0; r < 2; r++) {
+                float mx = -INFINITY;
 #pragma unroll
-            for (uint32_t n = 0; n < kKeys / 8; n++)
+                for (uint32_t n = 0; n < kKeys / 8; n++)
+                    mx = fmaxf(mx, fmaxf(s[t][n][2 * r], s[t][n][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[t][r], mx);
+                /* a block without keys for the slot, or none above its max: exactly as before */
+                const float alpha = mn == m[t][r] ? 1.0f : pgd_attn_exp2(m[t][r] - mn);
+                /* a slot with no key yet (mn -inf) subtracts 0: its -inf scores then weigh 0 */
+                const float mref = mn == -INFINITY ? 0.0f : mn;
+                float sum = 0.0f;
 #pragma unroll
-                for (uint32_t e = 0; e < 2; e++) {
-                    float &x = s[n][2 * r + e];
-                    x = pgd_attn_exp2(x - mref);
-                    sum += x;
-                }
-            l[r] = l[r] * alpha + sum;
-            m[r] = mn;
-            /* o *= alpha, skipped by a warp none of whose slots' max moved (alpha 1: the same
-             * bits; once the max has settled, most blocks) */
-            if (__any_sync(0xffffffffu, alpha != 1.0f)) {
+                for (uint32_t n = 0; n < kKeys / 8; n++)
 #pragma unroll
-                for (uint32_t f = 0; f < D / 8; f++) {
-                    o[f][2 * r] *= alpha;
-                    o[f][2 * r + 1] *= alpha;
+                    for (uint32_t e = 0; e < 2; e++) {
+                        float &x = s[t][n][2 * r + e];
+                        x = pgd_attn_exp2(x - mref);
+                        sum += x;
+                    }
+                l[t][r] = l[t][r] * alpha + sum;
+                m[t][r] = mn;
+                /* o *= alpha, skipped by a warp none of whose slots' max moved (alpha 1: the
+                 * same bits; once the max has settled, most blocks) */
+                if (__any_sync(0xffffffffu, alpha != 1.0f)) {
+#pragma unroll
+                    for (uint32_t f = 0; f < D / 8; f++) {
+                        o[t][f][2 * r] *= alpha;
+                        o[t][f][2 * r + 1] *= alpha;
+                    }
                 }
             }
-        }
-        pgd_attn_mma_pack_p(pf, s);
+#pragma unroll
+        for (uint32_t t = 0; t < MT; t++) pgd_attn_mma_pack_p(pf[t], s[t]);
         __syncthreads(); /* every warp is done with ks */
         if (b + 1 < n_blocks) {
             issue(ks, base_k, b + 1);
@@ -250,40 +280,43 @@ __global__ void __launch_bounds__(kThreads, 3) attention_tc_kernel(tc_args a) {
         }
         __syncthreads();
 
-        /* O += P V: o[f] = slots x dimensions 8f .. 8f + 7 */
-        pgd_attn_mma_pv<D>(o, pf, va, kLd);
+        /* O += P V: o[t][f] = tile t's slots x dimensions 8f .. 8f + 7 */
+        pgd_attn_mma_pv_mt<D, MT>(o, pf, va, kLd);
         __syncthreads(); /* every warp is done with vs (and offs[b % 2]) */
     }
 
 #pragma unroll
-    for (uint32_t r = 0; r < 2; r++) {
-        float sum = l[r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const uint32_t slot = warp * 16 + g + 8 * r;
-        if (slot >= n_slots) continue;
-        const float inv = 1.0f / sum;
-        uint16_t *orow =
-            a.out +
-            ((uint64_t)(tile.t0 + slot / group) * a.n_head + kvh * group + slot % group) * D +
-            2 * c;
+    for (uint32_t t = 0; t < MT; t++)
 #pragma unroll
-        for (uint32_t f = 0; f < D / 8; f++) {
-            const uint32_t w = (uint32_t)pgd_dev_f32_to_bf16(o[f][2 * r] * inv) |
-                               (uint32_t)pgd_dev_f32_to_bf16(o[f][2 * r + 1] * inv) << 16;
-            *reinterpret_cast<uint32_t *>(orow + 8 * f) = w;
+        for (uint32_t r = 0; r < 2; r++) {
+            float sum = l[t][r];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const uint32_t slot = (MT * warp + t) * 16 + g + 8 * r;
+            if (slot >= n_slots) continue;
+            const float inv = 1.0f / sum;
+            uint16_t *orow =
+                a.out +
+                ((uint64_t)(tile.t0 + slot / group) * a.n_head + kvh * group + slot % group) * D +
+                2 * c;
+#pragma unroll
+            for (uint32_t f = 0; f < D / 8; f++) {
+                const uint32_t w = (uint32_t)pgd_dev_f32_to_bf16(o[t][f][2 * r] * inv) |
+                                   (uint32_t)pgd_dev_f32_to_bf16(o[t][f][2 * r + 1] * inv) << 16;
+                *reinterpret_cast<uint32_t *>(orow + 8 * f) = w;
+            }
         }
-    }
 }
 
-template <uint32_t D> int launch(const tc_args &a, uint32_t n_tiles, cudaStream_t stream) {
-    const size_t bytes = tc_layout<D>::bytes;
+template <uint32_t D, uint32_t MT>
+int launch(const tc_args &a, uint32_t n_tiles, cudaStream_t stream) {
+    const size_t bytes = tc_layout<D, MT>::bytes;
     static bool smem_done[PGD_CUDA_MAX_DEVICES];
-    PGD_CUDA_TRY(pgd_cuda_smem_once(attention_tc_kernel<D>, bytes, smem_done));
+    PGD_CUDA_TRY(pgd_cuda_smem_once(attention_tc_kernel<D, MT>, bytes, smem_done));
     /* (KV head, tile): the KV heads of a tile start together, and the tiles in their order (the
      * host lists them longest first) */
-    PGD_CUDA_TRY(pgd_cuda_launch(attention_tc_kernel<D>, dim3(a.geom.n_kv_head, n_tiles), kThreads,
-                                 bytes, stream, a));
+    PGD_CUDA_TRY(pgd_cuda_launch(attention_tc_kernel<D, MT>, dim3(a.geom.n_kv_head, n_tiles),
+                                 kThreads, bytes, stream, a));
     return 0;
 }
 
@@ -293,24 +326,31 @@ extern "C" int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const ui
                                      pgd_kv_geom geom, uint32_t layer, uint32_t n_head,
                                      const int32_t *block_tables, uint32_t bt_stride,
                                      const uint32_t *seq_of, const int32_t *pos,
-                                     const pgd_attn_tile *tiles, uint32_t n_tiles, float scale,
-                                     uint16_t *out, void *stream) {
+                                     const pgd_attn_tile *tiles, uint32_t n_tiles,
+                                     uint32_t tile_rows, float scale, uint16_t *out, void *stream) {
     const uint32_t D = geom.head_dim;
-    if (geom.n_kv_head == 0 || n_head % geom.n_kv_head || n_head == 0 ||
-        !pgd_attn_tc_rows(n_head / geom.n_kv_head, D) || geom.block_size == 0 ||
-        layer >= geom.n_layer || n_tiles > 65535)
+    const uint32_t group = n_head && geom.n_kv_head ? n_head / geom.n_kv_head : 0;
+    const uint32_t narrow = pgd_attn_tc_rows(group, D);
+    if (geom.n_kv_head == 0 || n_head % geom.n_kv_head || n_head == 0 || !narrow ||
+        geom.block_size == 0 || layer >= geom.n_layer || n_tiles > 65535)
         return pgd_error_set(PGD_EINVAL,
                              "CUDA tensor-core attention: %u heads over %u KV heads, head_dim %u "
                              "(64 or 128, groups of at most %u), block size %u, layer %u of %u, "
                              "%u tiles (at most 65535)",
                              n_head, geom.n_kv_head, D, PGD_ATTN_TC_SLOTS, geom.block_size, layer,
                              geom.n_layer, n_tiles);
+    const bool wide = tile_rows == pgd_attn_tc_rows_wide(group, D) && tile_rows != narrow;
+    if (tile_rows != narrow && !wide)
+        return pgd_error_set(PGD_EINVAL,
+                             "CUDA tensor-core attention: tiles of %u rows (%u or %u for a group "
+                             "of %u)",
+                             tile_rows, narrow, pgd_attn_tc_rows_wide(group, D), group);
     if ((uintptr_t)kv % 16)
         return pgd_error_set(PGD_EINVAL, "CUDA attention: the KV slab is not 16-byte aligned");
     if (n_tiles == 0) return 0;
-    const tc_args a = {
-        q,         q_stride, kv,  geom,  layer, n_head, n_head / geom.n_kv_head, block_tables,
-        bt_stride, seq_of,   pos, tiles, scale, out};
-    return D == 64 ? launch<64>(a, n_tiles, (cudaStream_t)stream)
-                   : launch<128>(a, n_tiles, (cudaStream_t)stream);
+    const tc_args a = {q,         q_stride, kv,  geom,  layer, n_head, group, block_tables,
+                       bt_stride, seq_of,   pos, tiles, scale, out};
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (wide) return D == 64 ? launch<64, 2>(a, n_tiles, st) : launch<128, 2>(a, n_tiles, st);
+    return D == 64 ? launch<64, 1>(a, n_tiles, st) : launch<128, 1>(a, n_tiles, st);
 }

@@ -17,7 +17,8 @@
  * against the host's exp2f, a few f32 ulps apart: every element within
  * 2 bf16 ulps + 2^-11 of the twin's; the bound's reasoning at tc_close), rows outside the tiles
  * untouched, and the same bits again when the sequences are cut into tiles of random sizes (a
- * pair's arithmetic does not depend on its place in a tile). The tensor-core decode kernel
+ * pair's arithmetic does not depend on its place in a tile), and in the wide form (128 slots a
+ * CTA: the plan's wide tiles and random ones). The tensor-core decode kernel
  * (pgd_cuda_attention_dec) on every row of such batches: against its twin within the same
  * tolerance, the same bits for every split and row list, padding rows zeros, rows beyond the
  * scratch NaN, its counters left at zero. PGD_ATTN_TEST_TC_ONLY=1 runs only the tensor-core
@@ -335,12 +336,12 @@ static int tc_close(uint16_t a, uint16_t b) {
 /* The tensor-core kernel over host tiles[n] (uploaded here); the output, poisoned first, into
  * host out[T]. */
 static int run_tc(const attn_batch *b, const dev_batch *d, const pgd_attn_tile *tiles, uint32_t n,
-                  uint16_t *out) {
+                  uint32_t tile_rows, uint16_t *out) {
     pgd_attn_tile *d_tiles = to_dev(tiles, n * sizeof *tiles);
     if (!d_tiles || cudaMemset(d->out, 0xFF, out_bytes(b, b->T)) != cudaSuccess) return -1;
-    int rc =
-        pgd_cuda_attention_tc(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head, d->bt,
-                              b->bt_stride, d->seq_of, d->pos, d_tiles, n, b->scale, d->out, NULL);
+    int rc = pgd_cuda_attention_tc(d->q, b->q_stride, d->slab, b->geom, b->layer, b->n_head, d->bt,
+                                   b->bt_stride, d->seq_of, d->pos, d_tiles, n, tile_rows, b->scale,
+                                   d->out, NULL);
     if (rc) fprintf(stderr, "  pgd_cuda_attention_tc: %s\n", pgd_error_detail());
     if (!rc && (cudaDeviceSynchronize() != cudaSuccess ||
                 cudaMemcpy(out, d->out, out_bytes(b, b->T), cudaMemcpyDeviceToHost) != cudaSuccess))
@@ -370,7 +371,7 @@ static void check_tc_case(const attn_case *c) {
                                b.bt_stride, b.seq_of, b.pos, b.T, b.scale, want);
     dev_batch d;
     REQUIRE(dev_make(&b, &d) == 0);
-    REQUIRE(run_tc(&b, &d, tiles, w.n_tiles, got) == 0);
+    REQUIRE(run_tc(&b, &d, tiles, w.n_tiles, tile_rows, got) == 0);
     /* rows of the CUDA-core kernel untouched; the tiles' rows close to the twin */
     uint8_t *in_tile = calloc(b.T, 1);
     REQUIRE(in_tile);
@@ -413,11 +414,37 @@ static void check_tc_case(const attn_case *c) {
             t += k;
         }
     }
-    REQUIRE(run_tc(&b, &d, tiles, n_tiles, again) == 0);
-    const uint64_t moved = count_differ(again, got, n);
+    REQUIRE(run_tc(&b, &d, tiles, n_tiles, tile_rows, again) == 0);
+    uint64_t moved = count_differ(again, got, n);
     if (moved)
         fprintf(stderr, "    %llu elements changed with the tiling\n", (unsigned long long)moved);
     CHECK_EQ_INT(moved, 0);
+
+    /* the wide form (128 slots a CTA, two 16-slot tiles a warp): the same bits, over the plan's
+     * wide tiles and over tiles of random sizes up to its rows (a tile of the narrow form's
+     * size or less included) */
+    const uint32_t wide_rows = pgd_attn_tc_rows_wide(c->group, c->head_dim);
+    CHECK(wide_rows >= 2 * tile_rows && wide_rows * c->group <= 2 * PGD_ATTN_TC_SLOTS);
+    for (int random = 0; random < 2; random++) {
+        uint32_t nw = 0;
+        if (!random) {
+            nw = pgd_cuda_attn_plan(&bt, wide_rows, tiles, rows).n_tiles;
+        } else {
+            for (uint32_t s = 0; s < S; s++)
+                for (uint32_t t = q_start[s]; qlen[s] >= 2 && t < q_start[s + 1];) {
+                    uint32_t k = 1 + (uint32_t)(rnd() % wide_rows);
+                    if (k > q_start[s + 1] - t) k = q_start[s + 1] - t;
+                    tiles[nw++] = (pgd_attn_tile){t, k};
+                    t += k;
+                }
+        }
+        REQUIRE(run_tc(&b, &d, tiles, nw, wide_rows, again) == 0);
+        moved = count_differ(again, got, n);
+        if (moved)
+            fprintf(stderr, "    %llu elements differ in the wide form (%s tiles of <= %u rows)\n",
+                    (unsigned long long)moved, random ? "random" : "planned", wide_rows);
+        CHECK_EQ_INT(moved, 0);
+    }
 
     free(in_tile);
     dev_free(&d);
@@ -537,18 +564,25 @@ static void test_errors(void) {
     g.head_dim = 264;
     CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 1, 1.0f, NULL, NULL),
                  PGD_EINVAL);
-    CHECK_EQ_INT(
-        pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 1, 1.0f, NULL, NULL),
-        PGD_EINVAL); /* the tensor-core kernel: head_dim 64 or 128 */
+    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 1, 32, 1.0f,
+                                       NULL, NULL),
+                 PGD_EINVAL); /* the tensor-core kernel: head_dim 64 or 128 */
     g.head_dim = 64;
     CHECK_EQ_INT(pgd_cuda_attention(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, 0, 1.0f, NULL, NULL),
                  0); /* T = 0: nothing to do */
-    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 130, NULL, 0, NULL, NULL, NULL, 1, 1.0f,
-                                       NULL, NULL),
+    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 130, NULL, 0, NULL, NULL, NULL, 1, 1,
+                                       1.0f, NULL, NULL),
                  PGD_EINVAL); /* a group of 65 query heads */
-    CHECK_EQ_INT(
-        pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 1.0f, NULL, NULL),
-        0); /* no tile: nothing to do */
+    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 32, 1.0f,
+                                       NULL, NULL),
+                 0); /* no tile: nothing to do (group 2: 32 rows a tile) */
+    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 64, 1.0f,
+                                       NULL, NULL),
+                 0);                                /* the wide form's 64 */
+    for (uint32_t rows = 31; rows <= 65; rows += 2) /* neither 32 nor 64 */
+        CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, rows,
+                                           1.0f, NULL, NULL),
+                     PGD_EINVAL);
     float *scratch = NULL;
     uint32_t *arrived = NULL;
     REQUIRE(cudaMalloc((void **)&scratch, 4096) == cudaSuccess);

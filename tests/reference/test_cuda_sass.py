@@ -232,7 +232,9 @@ def test_attention_block_loop_lean(source, kernel):
                 f"{arch} {name}: {len(body)} instructions in the block loop, "
                 f"{len(body) / n_mma:.1f} a tensor-core product")
         seen += 1
-    assert seen == 4, seen  # head_dim 64 and 128 on 2 architectures
+    # head_dim 64 and 128 on 2 architectures; the prefill kernel also in its wide form (two
+    # 16-slot tiles a warp: 4.95 instructions a product at head_dim 128 on sm_90a, 6.21 narrow)
+    assert seen == (8 if source == "attention_tc" else 4), seen
 
 
 def test_sampler_passes_loads_together():
