@@ -108,8 +108,8 @@ static inline uint32_t pgd_attn_tc_rows_wide(uint32_t group, uint32_t head_dim) 
  * array); other rows are left alone. Every tile's rows must satisfy the tile's definition
  * above, with n <= tile_rows and pos >= 0; tile_rows is pgd_attn_tc_rows (64 slots a CTA) or
  * pgd_attn_tc_rows_wide (128: the wide form) of the shape, and picks the form — the same bits
- * either way. 0, PGD_EINVAL (shapes the kernel does not take: see pgd_attn_tc_rows; another
- * tile_rows) or PGD_ECUDA. */
+ * either way. q, kv 16-byte aligned, q_stride a multiple of 4. 0, PGD_EINVAL (shapes the kernel
+ * does not take: see pgd_attn_tc_rows; another tile_rows; alignment) or PGD_ECUDA. */
 int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const uint16_t *kv, pgd_kv_geom geom,
                           uint32_t layer, uint32_t n_head, const int32_t *block_tables,
                           uint32_t bt_stride, const uint32_t *seq_of, const int32_t *pos,

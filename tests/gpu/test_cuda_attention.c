@@ -578,7 +578,13 @@ static void test_errors(void) {
                  0); /* no tile: nothing to do (group 2: 32 rows a tile) */
     CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 64, 1.0f,
                                        NULL, NULL),
-                 0);                                /* the wide form's 64 */
+                 0); /* the wide form's 64 */
+    CHECK_EQ_INT(pgd_cuda_attention_tc((const float *)kv + 1, 0, kv, g, 0, 4, NULL, 0, NULL, NULL,
+                                       NULL, 0, 32, 1.0f, NULL, NULL),
+                 PGD_EINVAL); /* queries not 16-byte aligned */
+    CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 6, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, 32, 1.0f,
+                                       NULL, NULL),
+                 PGD_EINVAL);                       /* nor their rows */
     for (uint32_t rows = 31; rows <= 65; rows += 2) /* neither 32 nor 64 */
         CHECK_EQ_INT(pgd_cuda_attention_tc(NULL, 0, kv, g, 0, 4, NULL, 0, NULL, NULL, NULL, 0, rows,
                                            1.0f, NULL, NULL),
