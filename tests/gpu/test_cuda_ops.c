@@ -185,8 +185,9 @@ static void test_rope_kv(void) {
 }
 
 static void silu_mul_form(bool bf16_in) {
-    static const uint32_t Fs[] = {1,    255,  257,
-                                  1000, 4099, 4100}; /* 4100: whole groups of 4 past the grid */
+    /* 4100: whole groups of 4 (the f32 form's 16 bytes) past the grid; 4104 and 1000 of 8 (the
+     * bf16 form's); 4100 by single columns in the bf16 form */
+    static const uint32_t Fs[] = {1, 255, 257, 1000, 4099, 4100, 4104};
     static const float special[] = {0.0f,   -0.0f,  200.0f,  -200.0f, 1e-30f, -87.0f,
                                     -87.9f, -88.0f, -88.01f, -88.5f,  -89.0f, -100.0f};
     uint64_t exact = 0, ulp = 0, tiny = 0, bad = 0;
