@@ -35,15 +35,15 @@
  * warps, against 12). A slot's arithmetic is the same in both forms: the same bits.
  *
  * Shared memory (dynamic, 52 KiB at head_dim 128, 69 KiB in the wide form): the queries f16
- * [64 MT][D + 8],
- * one block of K and one of V f16 [64][D + 8] (rows padded by 16 bytes: ldmatrix's eight row
- * addresses then fall in distinct banks), and two blocks' keys' slab offsets u64 [2][64] (one
- * block-table lookup and division per key, not per 16-byte load; the entry loaded a block
- * ahead, so its latency is not on the way to the block's barrier).
+ * [64 MT][D + 8], one block of K and one of V f16 [64][D + 8] (rows padded by 16 bytes:
+ * ldmatrix's eight row addresses then fall in distinct banks), and two blocks' keys' slab
+ * offsets u64 [2][64] (one block-table lookup and division per key, not per 16-byte load; the
+ * entry loaded a block ahead, so its latency is not on the way to the block's barrier).
  *
  * Invariants: head_dim 64 or 128; group <= 64; a tile's rows consecutive positions of one
- * sequence, n <= 64 / group; keys past the tile's last position are never read (their rows are
- * zero-filled). Threading: any host thread owning the stream.
+ * sequence, n <= 64 MT / group; the queries 16-byte aligned rows; keys past the tile's last
+ * position are never read (their rows are zero-filled). Threading: any host thread owning the
+ * stream.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

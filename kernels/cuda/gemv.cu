@@ -28,7 +28,8 @@
  * its registers) is issued before the wait (one-row products, the same bits; 1.3% faster a
  * token on that H200, PGD_CUDA_GEMV_EARLY=0 turns it off). The kernel bench measured 8 and 16
  * loads a lane faster alone (QKV 13.9 -> 13.0 us, gate/up + SiLU 54.7 -> 52.9, output head 234
- * -> 227); PGD_CUDA_GEMV_LOADS=8|16 is their decode A/B.
+ * -> 227); inside a decode step both were slower (PGD_CUDA_GEMV_LOADS=8|16, their A/B switch:
+ * +3.8% / +13.0% a token on the H200 at bd7e959, +0.2% / +7.4% on an H100), so 4 stays.
  *
  * Two forms remove a one-row step's norm kernels (PGD_CUDA_GEMV_NORM=1 in the backend, opt-in:
  * 20% slower a decode token on the H200 at c185117, the fused QKV + norm 22.4 us against 19.1
@@ -435,8 +436,8 @@ bool early_loads() {
 }
 
 /* W chunks a lane has in flight in the one-row plain and SiLU products: PGD_CUDA_GEMV_LOADS=8
- * or 16 (scripts/gpu-check's A/B: the kernel bench measured both faster alone on an H200), else
- * kLoads. Read once; any host thread. */
+ * or 16 (scripts/gpu-check's A/B: faster alone in the kernel bench, slower in a decode step on
+ * both cards measured), else kLoads. Read once; any host thread. */
 uint32_t loads_env() {
     static int known; /* 0: not read yet, else the loads */
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
