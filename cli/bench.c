@@ -85,6 +85,13 @@ typedef struct {
     uint64_t prefill_tokens, decode_tokens;
 } bench_row;
 
+/* Says why run_batch failed (rc) for the batch of B sequences (`what`: "batch", ...). */
+static void batch_failed(const char *what, uint32_t B, int rc) {
+    fprintf(stderr, "pagoda bench: %s %u: %s\n", what, B,
+            rc == PGD_ENOBLOCKS ? "the KV cache is too small (raise --kv-cache-mb)"
+                                : pgd_error_detail());
+}
+
 /* B sequences of L random prompt tokens: prefill (each step filled up to the step budget,
  * sequence after sequence), then G - 1 decode steps of all of them. */
 static int run_batch(pgd_runner *runner, uint32_t B, uint32_t L, uint32_t G, uint64_t seed,
@@ -596,14 +603,13 @@ int pgd_cli_bench(int argc, char **argv) {
      * first launches), the first touch of the weights' pages or a graph capture — as the PyTorch
      * peer of scripts/gpu-check measures after its own warm-up. */
     const double tw = pgd_now_s();
+    const uint32_t warm_gen = G < 3 ? (uint32_t)G : 3;
     for (uint64_t w = 0; w < warmup; w++) {
         bench_row row = {0};
-        int rc = run_batch(runner, batches[0], (uint32_t)L, G < 3 ? (uint32_t)G : 3,
-                           seed + 0x5EED0000u + w, &samp, &row);
+        int rc = run_batch(runner, batches[0], (uint32_t)L, warm_gen, seed + 0x5EED0000u + w, &samp,
+                           &row);
         if (rc) {
-            fprintf(stderr, "pagoda bench: warm-up, batch %u: %s\n", batches[0],
-                    rc == PGD_ENOBLOCKS ? "the KV cache is too small (raise --kv-cache-mb)"
-                                        : pgd_error_detail());
+            batch_failed("warm-up, batch", batches[0], rc);
             pgd_runner_destroy(runner);
             pgd_model_info_close(info);
             return 1;
@@ -612,7 +618,7 @@ int pgd_cli_bench(int argc, char **argv) {
     if (warmup)
         fprintf(stderr, "pagoda bench: %llu warm-up run%s (batch %u, %llu + %u tokens) in %.3f s\n",
                 (unsigned long long)warmup, warmup == 1 ? "" : "s", batches[0],
-                (unsigned long long)L, G < 3 ? (unsigned)G : 3u, pgd_now_s() - tw);
+                (unsigned long long)L, warm_gen, pgd_now_s() - tw);
     if (!json) {
         char words[96];
         printf("tokens: %s; %llu warm-up run%s\n\n", sampling_words(&samp, words, sizeof words),
@@ -626,9 +632,7 @@ int pgd_cli_bench(int argc, char **argv) {
         bench_row row = {0};
         int rc = run_batch(runner, batches[i], (uint32_t)L, (uint32_t)G, seed + i, &samp, &row);
         if (rc) {
-            fprintf(stderr, "pagoda bench: batch %u: %s\n", batches[i],
-                    rc == PGD_ENOBLOCKS ? "the KV cache is too small (raise --kv-cache-mb)"
-                                        : pgd_error_detail());
+            batch_failed("batch", batches[i], rc);
             status = 1;
             break;
         }

@@ -65,6 +65,7 @@
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/dummy.h"
 #include "kernels/cuda/embed.h"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
@@ -755,15 +756,14 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->n_sm = (uint32_t)n_sm;
     b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
     b->max_chunks = (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
-    const char *wide_env = getenv("PGD_CUDA_ATTN_TC_WIDE");
-    b->tc_rows = o->batch_invariant               ? 0
-                 : wide_env && wide_env[0] == '1' ? pgd_attn_tc_rows_wide(b->H / b->HKV, b->D)
-                                                  : pgd_attn_tc_rows(b->H / b->HKV, b->D);
-    const char *dec_env = getenv("PGD_CUDA_DECODE_TC");
+    b->tc_rows = o->batch_invariant ? 0
+                 : pgd_cuda_env_switch("PGD_CUDA_ATTN_TC_WIDE", false)
+                     ? pgd_attn_tc_rows_wide(b->H / b->HKV, b->D)
+                     : pgd_attn_tc_rows(b->H / b->HKV, b->D);
     b->dec_tc = !o->batch_invariant && pgd_attn_dec_takes(b->H / b->HKV, b->D) &&
-                !(dec_env && dec_env[0] == '0');
-    const char *norm_env = getenv("PGD_CUDA_GEMV_NORM");
-    b->gemv_norm = b->E <= PGD_CUDA_GEMV_NORM_MAX_K && norm_env && norm_env[0] == '1';
+                pgd_cuda_env_switch("PGD_CUDA_DECODE_TC", true);
+    b->gemv_norm =
+        b->E <= PGD_CUDA_GEMV_NORM_MAX_K && pgd_cuda_env_switch("PGD_CUDA_GEMV_NORM", false);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,

@@ -354,7 +354,7 @@ extern "C" int pgd_cuda_attention_tc(const float *q, uint32_t q_stride, const ui
                              "%u tiles (at most 65535)",
                              n_head, geom.n_kv_head, D, PGD_ATTN_TC_SLOTS, geom.block_size, layer,
                              geom.n_layer, n_tiles);
-    const bool wide = tile_rows == pgd_attn_tc_rows_wide(group, D) && tile_rows != narrow;
+    const bool wide = tile_rows == pgd_attn_tc_rows_wide(group, D);
     if (tile_rows != narrow && !wide)
         return pgd_error_set(PGD_EINVAL,
                              "CUDA tensor-core attention: tiles of %u rows (%u or %u for a group "

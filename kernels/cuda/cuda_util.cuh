@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <utility>
 
+#include "kernels/cuda/env_switch.h"
+
 /* The devices whose once-per-device decisions the helpers below remember (more are served, just
  * without the memory). */
 #define PGD_CUDA_MAX_DEVICES 64
@@ -117,13 +119,12 @@ static inline bool pgd_cuda_pdl_on() {
     }
     int k = __atomic_load_n(&known[dev], __ATOMIC_RELAXED);
     if (!k) {
-        const char *env = getenv("PGD_CUDA_PDL");
         int major = 0;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
             (void)cudaGetLastError(); /* this call's own error only: none other is pending */
             major = 0;
         }
-        k = !(env && env[0] == '0') && major >= 9 ? 2 : 1;
+        k = pgd_cuda_env_switch("PGD_CUDA_PDL", true) && major >= 9 ? 2 : 1;
         __atomic_store_n(&known[dev], k, __ATOMIC_RELAXED);
     }
     return k == 2;

@@ -52,6 +52,7 @@
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/qkv_pairs.h"
@@ -414,17 +415,19 @@ cudaError_t launch_norm(const float *x, const float *nw, float eps, const uint16
                            nw, eps, W, Y, O, N, K, re);
 }
 
-/* An on/off switch of the environment: "1" on, "0" off, unset or anything else `dflt`; read once
- * into *known (0: not read yet, 1: off, 2: on); any host thread. */
-bool env_switch(const char *name, bool dflt, int *known) {
+/* read() (never 0) once into *known (0: not read yet); any host thread. */
+template <class F> int read_once(int *known, F read) {
     int k = __atomic_load_n(known, __ATOMIC_RELAXED);
     if (!k) {
-        const char *env = getenv(name);
-        const bool on = env && env[0] == '1' ? true : env && env[0] == '0' ? false : dflt;
-        k = on ? 2 : 1;
+        k = read();
         __atomic_store_n(known, k, __ATOMIC_RELAXED);
     }
-    return k == 2;
+    return k;
+}
+
+/* A switch of env_switch.h, read once into *known (1: off, 2: on). */
+bool env_switch(const char *name, bool dflt, int *known) {
+    return read_once(known, [&] { return pgd_cuda_env_switch(name, dflt) ? 2 : 1; }) == 2;
 }
 
 /* Whether a one-row product's warps issue their first round of W loads before the wait for the
@@ -439,14 +442,11 @@ bool early_loads() {
  * or 16 (scripts/gpu-check's A/B: faster alone in the kernel bench, slower in a decode step on
  * both cards measured), else kLoads. Read once; any host thread. */
 uint32_t loads_env() {
-    static int known; /* 0: not read yet, else the loads */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (!k) {
+    static int known;
+    return (uint32_t)read_once(&known, [] {
         const char *env = getenv("PGD_CUDA_GEMV_LOADS");
-        k = env && !strcmp(env, "8") ? 8 : env && !strcmp(env, "16") ? 16 : (int)kLoads;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return (uint32_t)k;
+        return env && !strcmp(env, "8") ? 8 : env && !strcmp(env, "16") ? 16 : (int)kLoads;
+    });
 }
 
 /* Whether one-row products run the lean instances (kGemvMinCtas): PGD_CUDA_GEMV_LEAN=1, the

@@ -350,6 +350,21 @@ static int run_tc(const attn_batch *b, const dev_batch *d, const pgd_attn_tile *
     return rc;
 }
 
+/* The rows of every sequence of more than one query row (sequence s: rows q_start[s] ..
+ * q_start[s + 1] - 1) cut into tiles of random sizes up to max_rows, into tiles; their count. */
+static uint32_t random_tiles(const uint32_t *q_start, const uint32_t *qlen, uint32_t S,
+                             uint32_t max_rows, pgd_attn_tile *tiles) {
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < S; s++)
+        for (uint32_t t = q_start[s]; qlen[s] >= 2 && t < q_start[s + 1];) {
+            uint32_t k = 1 + (uint32_t)(rnd() % max_rows);
+            if (k > q_start[s + 1] - t) k = q_start[s + 1] - t;
+            tiles[n++] = (pgd_attn_tile){t, k};
+            t += k;
+        }
+    return n;
+}
+
 static void check_tc_case(const attn_case *c) {
     static const uint32_t ctx[] = {3, 255, 256, 300, 513, 1100, 700, 40};
     static const uint32_t qlen[] = {3, 17, 1, 64, 300, 17, 1, 2};
@@ -404,16 +419,7 @@ static void check_tc_case(const attn_case *c) {
     CHECK_EQ_INT(untouched_bad, 0);
 
     /* tiles of random sizes: the same bits */
-    uint32_t n_tiles = 0;
-    for (uint32_t s = 0; s < S; s++) {
-        if (qlen[s] < 2) continue;
-        for (uint32_t t = q_start[s]; t < q_start[s + 1];) {
-            uint32_t k = 1 + (uint32_t)(rnd() % tile_rows);
-            if (k > q_start[s + 1] - t) k = q_start[s + 1] - t;
-            tiles[n_tiles++] = (pgd_attn_tile){t, k};
-            t += k;
-        }
-    }
+    const uint32_t n_tiles = random_tiles(q_start, qlen, S, tile_rows, tiles);
     REQUIRE(run_tc(&b, &d, tiles, n_tiles, tile_rows, again) == 0);
     uint64_t moved = count_differ(again, got, n);
     if (moved)
@@ -426,18 +432,8 @@ static void check_tc_case(const attn_case *c) {
     const uint32_t wide_rows = pgd_attn_tc_rows_wide(c->group, c->head_dim);
     CHECK(wide_rows >= 2 * tile_rows && wide_rows * c->group <= 2 * PGD_ATTN_TC_SLOTS);
     for (int random = 0; random < 2; random++) {
-        uint32_t nw = 0;
-        if (!random) {
-            nw = pgd_cuda_attn_plan(&bt, wide_rows, tiles, rows).n_tiles;
-        } else {
-            for (uint32_t s = 0; s < S; s++)
-                for (uint32_t t = q_start[s]; qlen[s] >= 2 && t < q_start[s + 1];) {
-                    uint32_t k = 1 + (uint32_t)(rnd() % wide_rows);
-                    if (k > q_start[s + 1] - t) k = q_start[s + 1] - t;
-                    tiles[nw++] = (pgd_attn_tile){t, k};
-                    t += k;
-                }
-        }
+        const uint32_t nw = random ? random_tiles(q_start, qlen, S, wide_rows, tiles)
+                                   : pgd_cuda_attn_plan(&bt, wide_rows, tiles, rows).n_tiles;
         REQUIRE(run_tc(&b, &d, tiles, nw, wide_rows, again) == 0);
         moved = count_differ(again, got, n);
         if (moved)

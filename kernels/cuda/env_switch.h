@@ -1,0 +1,20 @@
+/*
+ * kernels/cuda/env_switch.h — the CUDA backend's A/B switches in the environment (the rows of
+ * scripts/gpu-check: PGD_CUDA_PDL, PGD_CUDA_GEMV_EARLY, PGD_CUDA_DECODE_TC, ...), one rule for
+ * all: "1" turns a switch on, "0" off, anything else (or unset) leaves its default. Plain C and
+ * C++ (the backend's host code and the .cu files). Callers on a hot path read it once.
+ *
+ * Threading: any thread.
+ */
+#ifndef PGD_KERNELS_CUDA_ENV_SWITCH_H
+#define PGD_KERNELS_CUDA_ENV_SWITCH_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+static inline bool pgd_cuda_env_switch(const char *name, bool dflt) {
+    const char *v = getenv(name);
+    return v && v[0] == '1' ? true : v && v[0] == '0' ? false : dflt;
+}
+
+#endif
