@@ -38,9 +38,7 @@
 #include "common/error.h"
 #include "engine/load.h"
 #include "engine/sampling/sampler.h"
-#include "kvpool/block_table.h"
-#include "kvpool/kvpool.h"
-#include "scheduler/plan.h"
+#include "scheduler/offline.h"
 #include "scheduler/worker.h"
 
 #define MAX_BATCHES 16
@@ -92,91 +90,40 @@ static void batch_failed(const char *what, uint32_t B, int rc) {
                                 : pgd_error_detail());
 }
 
-/* B sequences of L random prompt tokens: prefill (each step filled up to the step budget,
- * sequence after sequence), then G - 1 decode steps of all of them. */
+/* B sequences of L random prompt tokens, G tokens out each (scheduler/offline.h: prefill, each
+ * step filled up to the step budget, sequence after sequence, then the decode steps). */
 static int run_batch(pgd_runner *runner, uint32_t B, uint32_t L, uint32_t G, uint64_t seed,
                      const pgd_sampling_params *samp, bench_row *row) {
-    const pgd_backend_caps *caps = pgd_runner_caps(runner);
-    const uint32_t V = pgd_runner_info(runner)->n_vocab, budget = caps->max_tokens;
-    pgd_seq **seqs = calloc(B, sizeof *seqs);
-    pgd_block_table *bts = calloc(B, sizeof *bts);
-    int32_t *prompt = malloc(L * sizeof *prompt);
-    pgd_kvpool *pool = NULL;
-    pgd_plan *plan = NULL;
+    const uint32_t V = pgd_runner_info(runner)->n_vocab;
+    pgd_offline_seq *seqs = calloc(B, sizeof *seqs);
+    int32_t *prompts = malloc((size_t)B * L * sizeof *prompts);
     int rc = PGD_ENOMEM;
-    if (!seqs || !bts || !prompt) goto out;
-    if ((rc = pgd_kvpool_create(caps->n_blocks, caps->block_size, false, &pool)) ||
-        (rc = pgd_plan_create(budget, &plan)))
-        goto out;
-    pgd_seq_params sp;
-    pgd_seq_params_default(&sp);
-    sp.sampling = *samp;
-    sp.max_tokens = G;
-    sp.ignore_eos = true;
+    if (!seqs || !prompts) goto out;
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (uint32_t b = 0; b < B; b++) {
+        int32_t *prompt = prompts + (size_t)b * L;
         for (uint32_t i = 0; i < L; i++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             prompt[i] = (int32_t)(V / 8 + x % (V / 2));
         }
-        pgd_block_table_init(&bts[b], pool, 0);
-        sp.sampling.seed = seed * 0x2545F4914F6CDD1Dull + b;
-        if ((rc = pgd_seq_create(runner, prompt, L, &sp, &seqs[b]))) goto out;
+        seqs[b].prompt = prompt;
+        seqs[b].n_prompt = L;
+        pgd_seq_params_default(&seqs[b].params);
+        seqs[b].params.sampling = *samp;
+        seqs[b].params.sampling.seed = seed * 0x2545F4914F6CDD1Dull + b;
+        seqs[b].params.max_tokens = G;
+        seqs[b].params.ignore_eos = true;
     }
-    /* One step: plan (allocate), run, commit. */
-#define RUN_PLAN()                                                                                 \
-    do {                                                                                           \
-        pgd_step_plan *view;                                                                       \
-        if ((rc = pgd_plan_finish(plan, &view)) || (rc = pgd_runner_step(runner, view)) ||         \
-            (rc = pgd_plan_commit(plan)))                                                          \
-            goto out;                                                                              \
-    } while (0)
-    double t0 = pgd_now_s();
-    for (;;) {
-        uint32_t used = 0, k;
-        pgd_plan_reset(plan);
-        for (uint32_t b = 0; b < B && used < budget; b++) {
-            uint32_t done = bts[b].n_tokens, n_prompt = seqs[b]->n_prompt;
-            if (done >= n_prompt) continue;
-            uint32_t take = n_prompt - done < budget - used ? n_prompt - done : budget - used;
-            if ((rc = pgd_plan_add(plan, seqs[b], &bts[b], done, take, false, NULL, &k))) goto out;
-            used += take;
-        }
-        if (!used) break;
-        RUN_PLAN();
-    }
-    double t1 = pgd_now_s();
-    /* Decode: every sequence one token per step (the first output token came with prefill). */
-    for (uint32_t step = 1; step < G; step++) {
-        uint32_t k, n = 0;
-        pgd_plan_reset(plan);
-        for (uint32_t b = 0; b < B && n < budget; b++) {
-            if (seqs[b]->finish != PGD_FINISH_NONE) continue;
-            if ((rc = pgd_plan_add(plan, seqs[b], &bts[b], bts[b].n_tokens, 1, false, NULL, &k)))
-                goto out;
-            n++;
-        }
-        if (!n) break;
-        RUN_PLAN();
-    }
-#undef RUN_PLAN
-    double t2 = pgd_now_s();
+    pgd_offline_stats st;
+    if ((rc = pgd_offline_run(runner, seqs, B, &st))) goto out;
     row->batch = B;
-    row->prefill_s = t1 - t0;
-    row->decode_s = t2 - t1;
-    row->prefill_tokens = (uint64_t)B * L;
-    row->decode_tokens = (uint64_t)B * (G > 1 ? G - 1 : 0);
-    rc = 0;
+    row->prefill_s = st.prefill_s;
+    row->decode_s = st.decode_s;
+    row->prefill_tokens = st.prefill_tokens;
+    row->decode_tokens = st.decode_tokens;
 out:
-    for (uint32_t b = 0; seqs && b < B; b++) {
-        pgd_seq_destroy(seqs[b]);
-        if (bts[b].pool) pgd_block_table_destroy(&bts[b]);
-    }
     free(seqs);
-    free(bts);
-    free(prompt);
-    pgd_plan_destroy(plan);
-    pgd_kvpool_destroy(pool);
+    free(prompts);
     return rc;
 }
 

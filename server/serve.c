@@ -4,7 +4,8 @@
  * (cli/serve.c).
  *
  * Start-up: the HTTP server listens at once (GET /health answers 503 "loading"), the model loads
- * on libuv's threadpool, then the worker (scheduler thread) starts and /health turns 200.
+ * on libuv's threadpool and runs its warm-up there (scheduler/offline.h; --no-warmup skips it),
+ * then the worker (scheduler thread) starts and /health turns 200.
  * SIGINT/SIGTERM: stop accepting, let in-flight requests finish for up to shutdown_timeout_s
  * seconds, abort the rest (streams get an SSE error event and [DONE]), exit 0. A second signal
  * aborts at once.
@@ -19,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "scheduler/offline.h"
 #include "server/server.h"
 
 void pgd_serve_config_default(pgd_serve_config *c) {
@@ -42,6 +44,7 @@ typedef struct {
     pgd_srv *srv;
     pgd_model_info *info;
     pgd_runner *runner;
+    pgd_warmup_stats warm;
     int rc;
     char err[512];
 } load_job;
@@ -53,10 +56,25 @@ static void on_wake(uv_async_t *a) {
     pgd_srv_drain_events(a->data);
 }
 
+/* On the threadpool, which owns the runner until load_done hands it to the worker: the model,
+ * then the warm-up (a device that cannot run it fails the start here). */
 static void load_work(uv_work_t *w) {
     load_job *j = w->data;
     j->rc = pgd_load(&j->srv->cfg.load, &j->info, &j->runner);
-    if (j->rc) snprintf(j->err, sizeof j->err, "%s", pgd_error_detail());
+    if (j->rc) {
+        snprintf(j->err, sizeof j->err, "%s", pgd_error_detail());
+        return;
+    }
+    if (j->srv->cfg.no_warmup) return;
+    j->rc = pgd_warmup(j->runner, &j->warm);
+    if (j->rc) {
+        snprintf(j->err, sizeof j->err, "the warm-up failed: %s",
+                 j->rc == PGD_ENOBLOCKS ? "the KV cache is too small" : pgd_error_detail());
+        pgd_runner_destroy(j->runner);
+        pgd_model_info_close(j->info);
+        j->runner = NULL;
+        j->info = NULL;
+    }
 }
 
 static void begin_shutdown(pgd_srv *srv, int code);
@@ -173,6 +191,14 @@ static void load_done(uv_work_t *w, int status) {
                                   srv->pm.model_name, srv->lim.n_ctx) == 0)
         srv->metrics_ready = true;
     srv->state = PGD_SRV_READY;
+    if (srv->cfg.no_warmup)
+        fprintf(stderr, "pagoda serve: no warm-up (--no-warmup)\n");
+    else if (!j->warm.runs)
+        fprintf(stderr, "pagoda serve: no warm-up: the KV cache cannot hold a short prompt\n");
+    else
+        fprintf(stderr, "pagoda serve: warm-up: %u run%s, %u steps, %llu tokens in %.3f s\n",
+                j->warm.runs, j->warm.runs == 1 ? "" : "s", j->warm.steps,
+                (unsigned long long)j->warm.tokens, j->warm.seconds);
     const char *note = pgd_runner_device_note(j->runner);
     fprintf(stderr,
             "pagoda serve: model '%s' ready (%u layers, context %u, %u KV blocks of %u tokens, "

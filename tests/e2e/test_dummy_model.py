@@ -114,6 +114,7 @@ def test_serve_smoke_script(pagoda_bin):
     assert p.returncode == 0 and out["failures"] == [], out
     assert out["concurrent_ok"] == 16 and out["stream_chunks"] >= 2 and out["exit_status"] == 0
     assert out["chat_tokens"] == 16 and out["metrics_series"] > 0
+    assert 0 <= out["warmup_s"] <= out["ready_s"], out
 
 
 def test_cuda_build_starts_without_cuda_libraries(pagoda_bin):

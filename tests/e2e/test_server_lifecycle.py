@@ -63,6 +63,37 @@ def test_health_503_while_loading(start_server):
     assert st == 200, body
 
 
+def test_warmup_before_ready(start_server):
+    """Before it says ready, the server runs a few short sequences (scheduler/offline.h) and
+    says so on stderr; none of it shows in the metrics (no request, no token, no prefix-cache
+    query) or holds a KV block, and the first request is served as usual. --no-warmup skips it
+    and says that instead."""
+    s = start_server()
+    log = s.log()
+    m = re.search(r"pagoda serve: warm-up: 2 runs, 6 steps, 88 tokens in ([0-9.]+) s\n", log)
+    assert m, log
+    assert log.index("warm-up:") < log.index("ready ("), log
+    samples = s.metrics()
+    for name in ["prompt_tokens_total", "generation_tokens_total", "request_success_total",
+                 "prefix_cache_queries_total", "prefix_cache_hits_total",
+                 "kv_cache_usage_perc", "num_requests_running"]:
+        assert metric(samples, "pagoda_" + name) == 0, name
+    st, _, body = s.post_json("/v1/chat/completions", {"messages": MSG, "max_tokens": 4})
+    assert st == 200, body
+    usage = body["usage"]
+    samples = s.metrics()
+    assert metric(samples, "pagoda_prompt_tokens_total") == usage["prompt_tokens"]
+    assert metric(samples, "pagoda_prefix_cache_hits_total") == 0
+    assert metric(samples, "pagoda_request_success_total") == 1
+
+    s2 = start_server("--no-warmup")
+    log2 = s2.log()
+    assert "pagoda serve: no warm-up (--no-warmup)\n" in log2, log2
+    assert "warm-up:" not in log2
+    st, _, body = s2.post_json("/v1/chat/completions", {"messages": MSG, "max_tokens": 4})
+    assert st == 200, body
+
+
 def test_model_that_cannot_load(start_server, tmp_path):
     bad = tmp_path / "not-a-model.gguf"
     bad.write_bytes(b"this is not a GGUF file" * 100)

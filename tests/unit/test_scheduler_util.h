@@ -143,7 +143,7 @@ static void rec_free(recorder *rc) {
 }
 
 /* Random token ids in [lo, lo + span), from a seed. */
-static void make_tokens(uint64_t seed, int32_t *out, uint32_t n, int32_t lo, uint32_t span) {
+static inline void make_tokens(uint64_t seed, int32_t *out, uint32_t n, int32_t lo, uint32_t span) {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     for (uint32_t i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -151,7 +151,7 @@ static void make_tokens(uint64_t seed, int32_t *out, uint32_t n, int32_t lo, uin
     }
 }
 
-static bool same_tokens(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb) {
+static inline bool same_tokens(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb) {
     return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
 }
 
