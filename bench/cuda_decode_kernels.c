@@ -9,10 +9,7 @@
  * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions, on
  * CUDA cores and on tensor cores (the KV bytes it reads a launch, as bandwidth); the tensor-core
  * attention of a 2k-token prompt (its causal FLOPs per second); a 2k-token prefill's gate/up
- * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row; the
- * one-row QKV (then bias + RoPE + KV write) and gate/up products after their norm, as separate
- * kernels and as the GEMV that norms its own row (pgd_cuda_gemv_qkv_rope, pgd_cuda_gemv_rmsnorm;
- * first loads after and before the wait). The
+ * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row. The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
  * table; scripts/gpu-check runs it.
@@ -32,7 +29,6 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/rmsnorm.h"
-#include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/silu_mul.h"
 
 #define TRY(x)                                                                                     \
@@ -364,89 +360,6 @@ static void rmsnorm(void) {
     cudaFree(n.x), cudaFree(n.add), cudaFree(n.w), cudaFree(n.out);
 }
 
-/* ---- a one-row norm and the product after it, apart and fused ----------------------------------
- */
-
-typedef struct normed {
-    float *x, *add, *w, *Y, *cs;
-    uint16_t *xb, *W, *H, *kv; /* W: n_w copies of [N][4096] */
-    int32_t *pos;
-    int64_t *slot;
-    pgd_kv_geom geom;
-    uint32_t N, n_w;
-    bool silu; /* gate/up + SiLU * up; else QKV, then bias + RoPE + KV write */
-    int form;  /* 0: residual add + RMSNorm, the GEMV (QKV: then RoPE + KV write); 1, 2: the GEMV
-                  norming the row (the first loads before the wait: 2) */
-} normed;
-
-enum { NORMED_K = 4096, QKV_HEADS = 32, QKV_HEAD_DIM = 128 };
-
-static int run_normed(void *ctx, uint32_t i) {
-    normed *n = ctx;
-    const uint32_t K = NORMED_K, cols = n->silu ? n->N / 2 : n->N;
-    const uint16_t *W = n->W + (uint64_t)(i % n->n_w) * n->N * K;
-    if (n->form && n->silu)
-        return pgd_cuda_gemv_rmsnorm(n->x, n->w, 1e-5f, W, NULL, n->H, cols, K, true, n->form == 2,
-                                     NULL);
-    if (n->form)
-        return pgd_cuda_gemv_qkv_rope(n->x, n->w, 1e-5f, W, NULL, n->cs, n->pos, n->slot, QKV_HEADS,
-                                      QKV_HEAD_DIM, false, n->kv, n->geom, 0, n->Y, K, n->form == 2,
-                                      NULL);
-    int rc = pgd_cuda_add_rmsnorm(n->x, n->add, n->w, 1e-5f, NULL, 1, K, n->xb, NULL);
-    if (!rc && n->silu) return pgd_cuda_gemv_silu(n->xb, W, n->H, 1, cols, K, NULL);
-    if (!rc) rc = pgd_cuda_gemv(n->xb, W, n->Y, 1, cols, K, NULL);
-    if (!rc)
-        rc = pgd_cuda_rope_kv(n->Y, NULL, n->cs, n->pos, n->slot, 1, QKV_HEADS, n->geom.n_kv_head,
-                              QKV_HEAD_DIM, QKV_HEAD_DIM, false, n->kv, n->geom, 0, NULL);
-    return rc;
-}
-
-static void norm_products(void) {
-    const uint32_t kv_heads = g_emu ? 1 : 8;
-    static const struct {
-        const char *name;
-        uint32_t N;
-        bool silu;
-    } shapes[] = {{"QKV, then bias + RoPE + KV write", 0, false},
-                  {"gate/up + SiLU * up", 28672, true}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        normed n = {.silu = shapes[s].silu};
-        n.N = n.silu ? (g_emu ? shapes[s].N / 512 : shapes[s].N)
-                     : (QKV_HEADS + 2 * kv_heads) * QKV_HEAD_DIM;
-        n.geom = (pgd_kv_geom){
-            .n_layer = 1, .n_kv_head = kv_heads, .block_size = 16, .head_dim = QKV_HEAD_DIM};
-        const uint64_t bytes = (uint64_t)n.N * NORMED_K * 2;
-        const int32_t pos = 1000;
-        const int64_t slot = 40;
-        n.n_w = (uint32_t)((g_rotate_bytes + bytes - 1) / bytes);
-        TRY(cudaMalloc((void **)&n.x, NORMED_K * 4));
-        TRY(cudaMalloc((void **)&n.add, NORMED_K * 4));
-        TRY(cudaMalloc((void **)&n.w, NORMED_K * 4));
-        TRY(cudaMalloc((void **)&n.xb, NORMED_K * 2));
-        TRY(cudaMalloc((void **)&n.Y, (uint64_t)n.N * 4));
-        TRY(cudaMalloc((void **)&n.H, (uint64_t)n.N * 2));
-        TRY(cudaMalloc((void **)&n.W, bytes * n.n_w));
-        TRY(cudaMalloc((void **)&n.cs, 1024 * QKV_HEAD_DIM * 4));
-        TRY(cudaMalloc((void **)&n.kv, 4 * pgd_kv_block_elems(n.geom) * 2));
-        TRY(cudaMalloc((void **)&n.pos, 4));
-        TRY(cudaMalloc((void **)&n.slot, 8));
-        TRY(cudaMemcpy(n.pos, &pos, 4, cudaMemcpyHostToDevice));
-        TRY(cudaMemcpy(n.slot, &slot, 8, cudaMemcpyHostToDevice));
-        TRY(pgd_cuda_dummy_f32(12, 0, 0.0f, NORMED_K, n.x, NULL));
-        TRY(cudaMemset(n.add, 0, NORMED_K * 4)); /* x stays as it is from run to run */
-        TRY(pgd_cuda_dummy_f32(12, 2, 1.0f, NORMED_K, n.w, NULL));
-        TRY(pgd_cuda_dummy_f32(12, 3, 0.0f, 1024 * QKV_HEAD_DIM, n.cs, NULL));
-        TRY(pgd_cuda_dummy_bf16(13, (uint32_t)s, 6, bytes / 2 * n.n_w, n.W, NULL));
-        double us[3];
-        for (n.form = 0; n.form < 3; n.form++) us[n.form] = time_runs(run_normed, &n);
-        printf("| RMSNorm + %s (%u x %u): the kernels apart / the GEMV norming its row / the "
-               "same, first loads before the wait | 1 | | %.1f / %.1f / %.1f us |\n",
-               shapes[s].name, n.N, NORMED_K, us[0], us[1], us[2]);
-        cudaFree(n.x), cudaFree(n.add), cudaFree(n.w), cudaFree(n.xb), cudaFree(n.Y), cudaFree(n.H),
-            cudaFree(n.W), cudaFree(n.cs), cudaFree(n.kv), cudaFree(n.pos), cudaFree(n.slot);
-    }
-}
-
 int main(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || !n) {
@@ -473,7 +386,6 @@ int main(void) {
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();
     rmsnorm();
-    norm_products();
     pgd_cuda_gemm_destroy(g);
     return 0;
 }

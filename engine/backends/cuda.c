@@ -1,7 +1,7 @@
 /*
  * engine/backends/cuda.c — the CUDA backend: a llama-family forward pass on one GPU over the paged
- * KV slab, with the rows it can sample sampled on the device. Ran on an H200 in two sessions
- * (scripts/gpu-check: bench/results/gpu-h200.md), every CUDA test passing; not yet on an H100.
+ * KV slab, with the rows it can sample sampled on the device. Ran on an H200 and an H100
+ * (scripts/gpu-check: bench/results/gpu-h200.md, gpu-h100.md), every CUDA test passing.
  *
  * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms and biases in f32 — the RoPE cos/sin
@@ -21,13 +21,9 @@
  * says (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
  * gate/up GEMM (bf16 out), SiLU*up, down GEMM; the final add + norm for the asked rows only, the
  * output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
- * event. With PGD_CUDA_GEMV_NORM=1 (opt-in; 20% slower on an H200) a one-row step whose products
- * all run on the GEMV kernel (the default) has no norm and RoPE kernels in its layers: the QKV
- * and gate/up GEMVs norm the row themselves, the QKV one ends in bias, RoPE and the KV write,
- * the O and down GEMVs add into the residual (gemv.h: the same bits). Nothing is allocated inside a
- * step. After it, a sampled row the device handed back (a top-p nucleus past its candidate list) is
- * sampled on the host from its logits, still on the device (one copy and one wait more, for that
- * row only).
+ * event. Nothing is allocated inside a step. After it, a sampled row the device handed back (a
+ * top-p nucleus past its candidate list) is sampled on the host from its logits, still on the
+ * device (one copy and one wait more, for that row only).
  *
  * CUDA graphs: a decode-only step whose rows are all sampled on the device
  * (pgd_cuda_graph_fits) runs as a graph captured for its padded size and block-table stride
@@ -125,12 +121,8 @@ typedef struct cuda_backend {
                                      (--batch-invariant, or a shape it does not take); twice the
                                      default with PGD_CUDA_ATTN_TC_WIDE=1 (128 slots a CTA:
                                      opt-in, untested on hardware) */
-    bool dec_tc;    /* the CUDA-core rows of launches of few rows on the tensor-core decode kernel
-                       (the default; PGD_CUDA_DECODE_TC=0: off) */
-    bool gemv_norm; /* steps whose products all run on the GEMV (one row, by default): each norm
-                       in the GEMV after it, each residual add in the GEMV before it, RoPE and
-                       the KV write in the QKV GEMV (PGD_CUDA_GEMV_NORM=1: opt-in, measured
-                       slower on an H200) */
+    bool dec_tc; /* the CUDA-core rows of launches of few rows on the tensor-core decode kernel
+                    (the default; PGD_CUDA_DECODE_TC=0: off) */
     pgd_cuda_attn_work work; /* the eager step's attention work (upload_meta) */
     /* metadata */
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
@@ -467,40 +459,6 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
     return 0;
 }
 
-/* Whether a step of T rows runs its layers fused (layer_fused): PGD_CUDA_GEMV_NORM=1 and every
- * product of the layer on the GEMV kernel at T rows (by default T = 1). */
-static bool fused(const cuda_backend *b, uint32_t T) {
-    return b->gemv_norm && T == 1 && pgd_cuda_gemm_plan_gemv(b->p_qkv, T) &&
-           pgd_cuda_gemm_plan_gemv(b->p_o, T) && pgd_cuda_gemm_plan_gemv(b->p_gu, T) &&
-           pgd_cuda_gemm_plan_gemv(b->p_down, T);
-}
-
-/* Layer li of a one-row step with the norms, residual adds and RoPE in the GEMVs: the QKV product
- * norms x itself (attention norm) and ends in bias, RoPE and the KV write, the O product adds
- * into x, the gate/up product norms x (FFN norm) and ends in SiLU * up, the down product adds
- * into x — the bits of the unfused layer (gemv.h), 5 launches instead of 8 (with the attention),
- * no bf16 row in between. */
-static int layer_fused(cuda_backend *b, uint32_t li, uint32_t stride,
-                       const pgd_cuda_attn_work *work) {
-    const pgd_model_config *c = &b->base.model->cfg;
-    const layer *L = &b->layers[li];
-    const pgd_cuda_meta_layout *l = &b->ml;
-    const int32_t *d_pos = (const int32_t *)(b->d_meta + l->pos);
-    const int64_t *d_slots = (const int64_t *)(b->d_meta + l->slots);
-    void *s = b->stream;
-    int rc;
-    if ((rc = pgd_cuda_gemv_qkv_rope(b->x, L->attn_norm, c->rms_eps, L->wqkv, L->bqkv, b->cos_sin,
-                                     d_pos, d_slots, b->H, b->rope_dim,
-                                     c->rope_style == PGD_ROPE_NEOX, b->kv, b->geom, li, b->qkv,
-                                     b->E, -1, s)) ||
-        (rc = attention(b, li, 1, stride, work)) ||
-        (rc = pgd_cuda_gemv_acc(b->xb, L->wo, b->x, 1, b->E, b->H * b->D, s)) ||
-        (rc = pgd_cuda_gemv_rmsnorm(b->x, L->ffn_norm, c->rms_eps, L->wgu, NULL, b->gu, b->F, b->E,
-                                    true, -1, s)))
-        return rc;
-    return pgd_cuda_gemv_acc(b->gu, L->wdown, b->x, 1, b->E, b->F, s);
-}
-
 /* Enqueue a step's work after its metadata upload, for T tokens of which R rows get full logits
  * (copied into `logits`) and the N after them are sampled (results into b->h_results); table
  * rows of `stride` entries; attention as `work` says (attention()). Only kernel launches and
@@ -521,31 +479,25 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
     int rc;
 
     if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
-    if (fused(b, T)) {
-        for (uint32_t li = 0; li < c->n_layer; li++)
-            if ((rc = layer_fused(b, li, stride, work))) return rc;
-    } else {
-        for (uint32_t li = 0; li < c->n_layer; li++) {
-            const layer *L = &b->layers[li];
-            /* the previous layer's FFN output joins the residual here */
-            if ((rc = pgd_cuda_add_rmsnorm(b->x, li ? b->proj : NULL, L->attn_norm, c->rms_eps,
-                                           NULL, T, E, b->xb, s)) ||
-                (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
-                (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
-                                       b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
-                (rc = attention(b, li, T, stride, work)) ||
-                (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
-                (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E,
-                                           b->xb, s)) ||
-                (rc = ffn(b, L, T, s)))
-                return rc;
-        }
+    for (uint32_t li = 0; li < c->n_layer; li++) {
+        const layer *L = &b->layers[li];
+        /* the previous layer's FFN output joins the residual here */
+        if ((rc = pgd_cuda_add_rmsnorm(b->x, li ? b->proj : NULL, L->attn_norm, c->rms_eps, NULL, T,
+                                       E, b->xb, s)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
+            (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
+                                   b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
+            (rc = attention(b, li, T, stride, work)) ||
+            (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
+            (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
+                                       s)) ||
+            (rc = ffn(b, L, T, s)))
+            return rc;
     }
     if (R + N) {
-        /* the last layer's output joins the residual of the asked rows only (the fused layers
-         * have added it already) */
-        if ((rc = pgd_cuda_add_rmsnorm(b->x, fused(b, T) ? NULL : b->proj, b->output_norm,
-                                       c->rms_eps, d_rows, R + N, E, b->xb, s)) ||
+        /* the last layer's output joins the residual of the asked rows only */
+        if ((rc = pgd_cuda_add_rmsnorm(b->x, b->proj, b->output_norm, c->rms_eps, d_rows, R + N, E,
+                                       b->xb, s)) ||
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_out, b->xb, b->output, b->logits, R + N, s)))
             return rc;
         if (N && (rc = pgd_cuda_sample(b->logits + (uint64_t)R * b->V, N, b->V, d_specs, d_draws,
@@ -762,8 +714,6 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                      : pgd_attn_tc_rows(b->H / b->HKV, b->D);
     b->dec_tc = !o->batch_invariant && pgd_attn_dec_takes(b->H / b->HKV, b->D) &&
                 pgd_cuda_env_switch("PGD_CUDA_DECODE_TC", true);
-    b->gemv_norm =
-        b->E <= PGD_CUDA_GEMV_NORM_MAX_K && pgd_cuda_env_switch("PGD_CUDA_GEMV_NORM", false);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,

@@ -8,10 +8,8 @@
  * at the speed its weights stream; cuBLASLt's algorithms for M <= 8 read Llama-3-8B's QKV and O
  * weights at 2.8-3.0 TB/s on an H200 (the gate/up ones at 4.1) and add split-K reduction passes.
  * This kernel is the weights read once, in 16-byte coalesced loads with many in flight, and
- * nothing else. It is chosen by the GEMM plan (gemm.h) when the handle asks for it. Its forms
- * absorb what is around a one-row product in a layer (the backend's PGD_CUDA_GEMV_NORM=1): SiLU
- * * up after gate/up, the residual add after O and down, the RMSNorm before QKV and gate/up, and
- * bias + RoPE + the KV write after QKV — each with the bits of the kernels it replaces.
+ * nothing else. It is chosen by the GEMM plan (gemm.h) when the handle asks for it. Its SiLU form
+ * ends the gate/up product in SiLU * up, with the bits of the two kernels it replaces.
  *
  * THE SUM (what the twin repeats): W's row n and X's row m are cut into chunks of 8 elements
  * (chunk c: elements 8c .. 8c + 7); lane l of 32 starts from +0 and, over its chunks
@@ -29,8 +27,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kernels/cuda/kv_layout.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,42 +39,12 @@ extern "C" {
  * alignment) / PGD_ECUDA. */
 int pgd_cuda_gemv(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                   uint32_t K, void *stream);
-/* Y += X · Wᵀ: Y[m][n] = Y[m][n] + (THE SUM), one f32 rounding — the residual add of the
- * unfused path (pgd_cuda_add_rmsnorm with add = the product) done where the product is made.
- * Shapes and returns as pgd_cuda_gemv. */
-int pgd_cuda_gemv_acc(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
-                      uint32_t K, void *stream);
 /* The gate/up product and SiLU * up in one: out[m][j] = bf16(SiLU(g) * u) with g = Y[m][j] and
  * u = Y[m][F + j] of Y = X · Wguᵀ by THE SUM, SiLU * up as silu_mul.h computes it — the bits of
  * pgd_cuda_gemv over Wgu then pgd_cuda_silu_mul, without the f32 [M][2F] in between.
  * Wgu bf16 [2F][K] (gate rows, then up rows), out bf16 [M][F]. 0, PGD_EINVAL / PGD_ECUDA. */
 int pgd_cuda_gemv_silu(const uint16_t *X, const uint16_t *Wgu, uint16_t *out, uint32_t M,
                        uint32_t F, uint32_t K, void *stream);
-/* One row's RMSNorm and its product in one: the bits of pgd_cuda_add_rmsnorm(x, NULL, nw, eps,
- * NULL, 1, K, xb) then pgd_cuda_gemv(xb, W, Y, 1, N, K) — or, silu, pgd_cuda_gemv_silu(xb, W,
- * out, 1, N, K) — without xb and the norm's own kernel: every CTA norms the row into its shared
- * memory (rmsnorm_math.cuh: the same arithmetic), its warps then read X from there. x, nw f32
- * [K], x 16-byte aligned; W bf16 [N][K] (silu: [2N][K], gate rows then up rows); Y f32 [N], or out
- * bf16 [N]. early: 1 a warp's first round of W loads before the wait for the previous kernel (so
- * the norm runs while they arrive), 0 not, -1 as PGD_CUDA_GEMV_EARLY says (the one-row default). 0,
- * or PGD_EINVAL (K not a multiple of 8 or past PGD_CUDA_GEMV_NORM_MAX_K, alignment) / PGD_ECUDA. */
-#define PGD_CUDA_GEMV_NORM_MAX_K 16384 /* the row in f32 and bf16: 96 KiB of shared memory */
-int pgd_cuda_gemv_rmsnorm(const float *x, const float *nw, float eps, const uint16_t *W, float *Y,
-                          uint16_t *out, uint32_t N, uint32_t K, bool silu, int early,
-                          void *stream);
-/* One row's attention norm, QKV product, bias, RoPE and KV write in one launch: the bits of
- * pgd_cuda_gemv_rmsnorm(x, nw, eps, Wqkv, qkv, NULL, QKV, K, false, early) then
- * pgd_cuda_rope_kv(qkv, bias, cos_sin, pos, slot, 1, n_head, geom.n_kv_head, geom.head_dim,
- * rope_dim, neox, kv, geom, layer) for the q part of qkv and the slab; qkv's k and v parts are not
- * written (nothing reads them). A warp takes a pair of columns — a rotated pair, or two
- * neighbouring dimensions — so lane 0 finishes both as rope_kv.cu does (rope_math.cuh). Wqkv bf16
- * [QKV][K] with QKV = (n_head + 2 n_kv_head) head_dim; bias f32 [QKV] or NULL; pos, slot: the
- * row's (device, one each); qkv f32 [QKV]. 0, PGD_EINVAL / PGD_ECUDA. */
-int pgd_cuda_gemv_qkv_rope(const float *x, const float *nw, float eps, const uint16_t *Wqkv,
-                           const float *bias, const float *cos_sin, const int32_t *pos,
-                           const int64_t *slot, uint32_t n_head, uint32_t rope_dim, bool neox,
-                           uint16_t *kv, pgd_kv_geom geom, uint32_t layer, float *qkv, uint32_t K,
-                           int early, void *stream);
 /* For measurements (bench/cuda_decode_kernels.c): one row, the plain form (Y f32 [N], W [N][K])
  * or the SiLU form (silu: O bf16 [N], W the gate/up weight [2N][K]), with `loads` (4, 8 or 16) of
  * a lane's W chunks in flight instead of 4, with `early`, a warp's first round of W loads issued
@@ -92,13 +58,6 @@ int pgd_cuda_gemv_loads(const uint16_t *X, const uint16_t *W, float *Y, uint16_t
 /* The twin on the host, bit for bit: any M. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
                         uint32_t K);
-/* The twins of pgd_cuda_gemv_acc (any M) and of pgd_cuda_gemv_rmsnorm's plain form (xb: bf16 [K]
- * scratch, the normed row), bit for bit. (The SiLU form's bits are those of the device's unfused
- * path: silu_mul.h's twin is not exact.) */
-void pgd_cuda_gemv_acc_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
-                            uint32_t K);
-void pgd_cuda_gemv_rmsnorm_twin(const float *x, const float *nw, float eps, const uint16_t *W,
-                                float *Y, uint32_t N, uint32_t K, uint16_t *xb);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,12 @@
 /*
  * kernels/cuda/gemv_twin.c — CPU twin of pgd_cuda_gemv (gemv.cu): THE SUM of gemv.h, each lane's
  * FMA chain with the host's correctly rounded fmaf and the tree's additions one rounding each
- * (ISO C: nothing contracted), so its bits are the kernel's; and of its residual
- * (pgd_cuda_gemv_acc) and norm (pgd_cuda_gemv_rmsnorm, plain form) forms, the same arithmetic
- * composed. Plain C.
+ * (ISO C: nothing contracted), so its bits are the kernel's. Plain C.
  */
 #include <math.h>
 
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/gemv.h"
-#include "kernels/cuda/rmsnorm.h"
 
 /* X bf16 [M][K], W bf16 [N][K], Y f32 [M][N]; K a multiple of 8. */
 void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
@@ -30,23 +27,4 @@ void pgd_cuda_gemv_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t
                 for (uint32_t l = 0; l < s; l++) y[l] = y[l] + y[l + s];
             Y[(uint64_t)m * N + n] = y[0];
         }
-}
-
-/* Y f32 [M][N] += X · Wᵀ, one rounding an element. */
-void pgd_cuda_gemv_acc_twin(const uint16_t *X, const uint16_t *W, float *Y, uint32_t M, uint32_t N,
-                            uint32_t K) {
-    for (uint32_t m = 0; m < M; m++)
-        for (uint32_t n = 0; n < N; n++) {
-            float p;
-            pgd_cuda_gemv_twin(X + (uint64_t)m * K, W + (uint64_t)n * K, &p, 1, 1, K);
-            Y[(uint64_t)m * N + n] = Y[(uint64_t)m * N + n] + p;
-        }
-}
-
-/* x, nw f32 [K] (x is not written: the norm adds nothing); W bf16 [N][K]; Y f32 [N]; xb: the
- * normed row, bf16 [K] (the caller's scratch). */
-void pgd_cuda_gemv_rmsnorm_twin(const float *x, const float *nw, float eps, const uint16_t *W,
-                                float *Y, uint32_t N, uint32_t K, uint16_t *xb) {
-    pgd_cuda_add_rmsnorm_twin((float *)x, NULL, nw, eps, NULL, 1, K, xb);
-    pgd_cuda_gemv_twin(xb, W, Y, 1, N, K);
 }

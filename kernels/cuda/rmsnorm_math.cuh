@@ -1,9 +1,8 @@
 /*
  * kernels/cuda/rmsnorm_math.cuh — a row's RMSNorm scale on the device, the arithmetic rmsnorm.h
  * states (lane partials of x^2 in double, the fixed pairwise tree, f32(1 / sqrt(ss / E + eps))
- * in double), written once for the two kernels that compute it: rmsnorm.cu and the GEMV that
- * norms its own input row (gemv.cu, pgd_cuda_gemv_rmsnorm), so both give the same bits. CUDA
- * C++ only.
+ * in double), as rmsnorm.cu computes it (a GEMV that normed its own input row shared it until
+ * commit a7ae551). CUDA C++ only.
  *
  * Threading: CTA-collective: the PGD_RMSNORM_LANES threads of the CTA (thread j: lane j) call
  * it together.

@@ -1,9 +1,8 @@
 /*
  * kernels/cuda/rope_math.cuh — RoPE on the device, the arithmetic rope_kv.h states (the bias
  * added first, one f32 add; then a' = a c - b s, b' = a s + b c with every product rounded, no
- * FMA; f16 by round to nearest even for the slab), written once for the two kernels that apply
- * it: rope_kv.cu and the one-row QKV GEMV that ends in it (gemv.cu, pgd_cuda_gemv_qkv_rope), so
- * both give the same bits. CUDA C++ only.
+ * FMA; f16 by round to nearest even for the slab), as rope_kv.cu applies it (a one-row QKV GEMV
+ * that ended in it shared it until commit a7ae551). CUDA C++ only.
  *
  * Threading: pure functions.
  */
