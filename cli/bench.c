@@ -11,11 +11,13 @@
  * the backend samples), each sequence with its own seed derived from --seed: what sampling costs a
  * step.
  *
- * Offline batches are planned and allocated with the scheduler's plan (scheduler/plan.h) over
- * block tables of their own, and run by the runner directly.
+ * Offline batches run through scheduler/offline.h: the scheduler's plan over block tables of
+ * their own, the runner driven directly.
  *
- * Online mode (--num-prompts N): N requests go through the in-process worker (the scheduler
- * thread of scheduler/worker.h, no HTTP) with Poisson arrivals at --request-rate R per second
+ * Online mode (--num-prompts N): after the warm-up `pagoda serve` runs before its first request
+ * (scheduler/offline.h; --warmup 0: none), N requests go through the in-process worker (the
+ * scheduler thread of scheduler/worker.h, no HTTP) with Poisson arrivals at --request-rate R per
+ * second
  * (`inf`: all at once) and/or at most --concurrency C in flight. Each prompt is --prompt-len
  * random tokens whose first --shared-prefix-len are common to all; each asks for exactly
  * --gen-len tokens (EOS ignored; greedy, or sampled as above). Times come from the events'
@@ -49,12 +51,13 @@ static void usage(FILE *f) {
             "                    [--warmup N] [--seed S] [--json] [sampling]\n"
             "       pagoda bench --model PATH --num-prompts N [--request-rate R|inf]\n"
             "                    [--concurrency C] [--prompt-len L] [--shared-prefix-len K]\n"
-            "                    [--gen-len G] [--seed S] [--json] [sampling]\n"
+            "                    [--gen-len G] [--warmup 0|1] [--seed S] [--json] [sampling]\n"
             "Offline (default): prefill and decode tokens/s for each batch size, after N\n"
             "untimed warm-up runs of the first (default 1; up to 3 tokens each).\n"
             "Online (--num-prompts): N requests through the scheduler with Poisson arrivals at R\n"
-            "per second (default inf: all at once) and at most C in flight (default: no limit);\n"
-            "reports request and token throughput, TTFT, TPOT, ITL and E2E latency.\n"
+            "per second (default inf: all at once) and at most C in flight (default: no limit),\n"
+            "after the warm-up `pagoda serve` runs (--warmup 0: none); reports request and token\n"
+            "throughput, TTFT, TPOT, ITL and E2E latency.\n"
             "sampling: --temperature T (default 0: greedy) --top-p P --top-k K --min-p P, as a\n"
             "request's; each sequence draws with its own seed from --seed.\n\n"
             "engine flags:\n");
@@ -133,6 +136,7 @@ typedef struct online_opts {
     uint64_t num_prompts, concurrency, prompt_len, shared_prefix, gen_len, seed;
     double rate; /* requests per second; INFINITY = all at once */
     int json;
+    bool warmup;              /* the server's warm-up first (scheduler/offline.h) */
     pgd_sampling_params samp; /* every request's; its seed: derived per request */
 } online_opts;
 
@@ -245,6 +249,19 @@ static int run_online(pgd_runner *runner, const pgd_sched_config *sc_in, const o
             pgd_runner_destroy(runner);
             goto out;
         }
+    if (op->warmup) { /* as `pagoda serve` does before its first request */
+        pgd_warmup_stats ws;
+        int rc = pgd_warmup(runner, &ws);
+        if (rc) {
+            fprintf(stderr, "pagoda bench: the warm-up failed: %s\n",
+                    rc == PGD_ENOBLOCKS ? "the KV cache is too small" : pgd_error_detail());
+            pgd_runner_destroy(runner);
+            goto out;
+        }
+        fprintf(
+            stderr, "pagoda bench: warm-up (serve's): %u run%s, %u steps, %llu tokens in %.3f s\n",
+            ws.runs, ws.runs == 1 ? "" : "s", ws.steps, (unsigned long long)ws.tokens, ws.seconds);
+    }
     if (pgd_worker_create(runner, &ec, &e)) {
         fprintf(stderr, "pagoda bench: cannot start the scheduler: %s\n", pgd_error_detail());
         pgd_runner_destroy(runner);
@@ -360,14 +377,15 @@ static int run_online(pgd_runner *runner, const pgd_sched_config *sc_in, const o
                "\"kv_cache_dtype\":\"%s\",\"completed\":%llu,\"failed\":%llu,\"duration_s\":%.4f,"
                "\"request_throughput\":%.4f,\"output_tokens_per_s\":%.2f,"
                "\"total_tokens_per_s\":%.2f,\"prompt_tokens\":%llu,\"output_tokens\":%llu,"
-               "\"preemptions\":%llu,\"prefix_hit_tokens\":%llu,\"prefix_query_tokens\":%llu",
+               "\"preemptions\":%llu,\"prefix_hit_tokens\":%llu,\"prefix_query_tokens\":%llu,"
+               "\"warmup\":%d",
                (unsigned long long)N, rate, (unsigned long long)op->concurrency,
                (unsigned long long)L, (unsigned long long)op->shared_prefix, (unsigned long long)G,
                sc->max_num_batched_tokens, sc->max_num_seqs, kv_dtype, (unsigned long long)n_ok,
                (unsigned long long)(N - n_ok), duration, req_s, out_s, tot_s,
                (unsigned long long)prompt_tokens, (unsigned long long)out_tokens,
                (unsigned long long)st.n_preemptions, (unsigned long long)st.prefix_hit_tokens,
-               (unsigned long long)st.prefix_query_tokens);
+               (unsigned long long)st.prefix_query_tokens, op->warmup ? 1 : 0);
         putchar(',');
         sampling_json(&op->samp);
         for (int k = 0; k < 4; k++)
@@ -423,7 +441,6 @@ int pgd_cli_bench(int argc, char **argv) {
     pgd_engine_flags ef = {0};
     pgd_opt_table engine = pgd_engine_flags_table(&ef);
     uint64_t L = 128, G = 128, seed = 1, warmup = 1;
-    bool warmup_set = false;
     uint32_t batches[MAX_BATCHES] = {1, 4, 16};
     int n_batches = 3, json = 0;
     online_opts on = {.rate = INFINITY};
@@ -463,7 +480,6 @@ int pgd_cli_bench(int argc, char **argv) {
             if (r < 0 || pgd_cli_parse_u64("bench", "--seed", v, &seed)) return 2;
         } else if ((r = pgd_cli_flag_value(argc, argv, &i, "--warmup", &v))) {
             if (r < 0 || pgd_cli_parse_u64("bench", "--warmup", v, &warmup)) return 2;
-            warmup_set = true;
             if (warmup > 100) {
                 fprintf(stderr, "pagoda bench: --warmup wants 0 to 100 runs\n");
                 return 2;
@@ -504,8 +520,9 @@ int pgd_cli_bench(int argc, char **argv) {
             return 2;
         }
     }
-    if (on.num_prompts && warmup_set) {
-        fprintf(stderr, "pagoda bench: --warmup is for the offline mode (without --num-prompts)\n");
+    if (on.num_prompts && warmup > 1) {
+        fprintf(stderr, "pagoda bench: the online mode warms up once, as `pagoda serve` does "
+                        "(--warmup 0 or 1)\n");
         return 2;
     }
     if (on.shared_prefix > L) {
@@ -540,6 +557,7 @@ int pgd_cli_bench(int argc, char **argv) {
         on.seed = seed;
         on.json = json;
         on.samp = samp;
+        on.warmup = warmup > 0;
         int st = run_online(runner, &sc, &on); /* takes the runner */
         pgd_model_info_close(info);
         return st;

@@ -75,8 +75,9 @@ def test_bench_sampling(run_pagoda):
 def test_bench_warmup(run_pagoda):
     """Offline bench times the steady state: untimed warm-up runs of the first batch size first
     (default 1; --warmup 0 none), said on stderr and in the JSON; the warm-up is a real run (a KV
-    cache too small for its prompt fails it, by name); --warmup is refused where it means nothing
-    (online mode) or past 100."""
+    cache too small for its prompt fails it, by name); --warmup is refused past 100. The online
+    mode runs serve's warm-up instead (said on stderr and in the JSON; --warmup 0: none; more
+    than 1 refused), which leaves nothing in the prefix cache and no request counted."""
     args = ("bench", "--model-preset", "smollm2-135m", "--batch", "2,1", "--prompt-len", 16,
             "--gen-len", 4)
     p = run_pagoda(*args, "--json")
@@ -90,8 +91,17 @@ def test_bench_warmup(run_pagoda):
     p = run_pagoda("bench", "--model-preset", "smollm2-135m", "--batch", 1, "--prompt-len", 4000,
                    "--gen-len", 2, "--kv-cache-mb", 1, check=False)
     assert p.returncode == 1 and b"warm-up, batch 1: the KV cache is too small" in p.stderr
+    online = ("bench", "--model-preset", "smollm2-135m", "--num-prompts", 3, "--prompt-len", 16,
+              "--gen-len", 4, "--json")
+    p = run_pagoda(*online)
+    out = json.loads(p.stdout)
+    assert out["warmup"] == 1 and out["completed"] == 3 and out["prompt_tokens"] == 48, out
+    assert out["prefix_hit_tokens"] == 0 and out["output_tokens"] == 12, out
+    assert re.search(rb"warm-up \(serve's\): 2 runs, 6 steps, 88 tokens in [0-9.]+ s", p.stderr)
+    p = run_pagoda(*online, "--warmup", 0)
+    assert json.loads(p.stdout)["warmup"] == 0 and b"warm-up" not in p.stderr
     for extra, words in ((("--warmup", 101), b"0 to 100"),
-                         (("--num-prompts", 2, "--warmup", 1), b"offline mode")):
+                         (("--num-prompts", 2, "--warmup", 2), b"--warmup 0 or 1")):
         p = run_pagoda("bench", "--model-preset", "smollm2-135m", *extra, check=False)
         assert p.returncode == 2 and words in p.stderr, p.stderr
 
