@@ -225,6 +225,20 @@ static int put_vector(cuda_backend *b, const pgd_model *m, const pgd_weight *w, 
     return 0;
 }
 
+/* 0, or PGD_ECUDA saying so when the weights alone exceed the device's free memory. */
+static int check_weights_fit(const pgd_model_config *c) {
+    size_t free_b = 0, total = 0;
+    PGD_CUDA_TRY(cudaMemGetInfo(&free_b, &total));
+    const uint64_t need = pgd_cuda_weight_bytes(c);
+    if (need <= free_b) return 0;
+    const double G = 1024.0 * 1024.0 * 1024.0;
+    return pgd_error_set(PGD_ECUDA,
+                         "the model's weights need %.2f GiB of GPU memory (bf16: GGUF weights of "
+                         "every type are dequantized to bf16 on the GPU) and %.2f GiB of the "
+                         "GPU's %.2f GiB are free: a smaller model, or --device cpu",
+                         need / G, free_b / G, total / G);
+}
+
 static int load_weights(cuda_backend *b) {
     const pgd_model *m = b->base.model;
     const pgd_model_config *c = &m->cfg;
@@ -729,7 +743,9 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                            cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
-    /* weights first, then everything a step needs, then the KV cache from what is left */
+    /* weights first, then everything a step needs, then the KV cache from what is left; weights
+     * that cannot fit are said before any is uploaded */
+    if ((rc = check_weights_fit(c))) goto fail;
     if ((rc = load_weights(b)) || (rc = load_rope(b)) || (rc = alloc_step(b)) ||
         (rc = make_plans(b)) || (rc = alloc_kv(b, cfg, &device_total)))
         goto fail;

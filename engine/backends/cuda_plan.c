@@ -164,6 +164,16 @@ uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
     return n > 1 ? (uint32_t)n : 1;
 }
 
+uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c) {
+    const uint64_t E = c->n_embd, V = c->n_vocab, L = c->n_layer;
+    const uint64_t QD = (uint64_t)c->n_head * c->head_dim,
+                   KVD = (uint64_t)c->n_head_kv * c->head_dim;
+    const uint64_t matrices = V * E * (c->tied_output ? 1 : 2) +
+                              L * ((QD + 2 * KVD) * E + E * QD + 3 * (uint64_t)c->n_ff * E);
+    const uint64_t vectors = (2 * L + 1) * E + (c->qkv_bias ? L * (QD + 2 * KVD) : 0);
+    return 2 * matrices + 4 * vectors;
+}
+
 uint64_t pgd_cuda_kv_blocks(uint64_t total, uint64_t free_bytes, double utilization,
                             uint64_t reserve, uint64_t block_bytes, uint64_t kv_bytes,
                             uint64_t kv_blocks) {

@@ -2,7 +2,8 @@
  * engine/backends/cuda_plan.h — the host-side arithmetic of the CUDA backend, kept apart from
  * any CUDA call so that CI tests it on the CPU (tests/unit/test_cuda_plan.c): the layout of a
  * step's packed metadata, the packing itself (plain, or padded for a CUDA graph), which decode
- * steps replay a graph and at what padded size, and the KV cache's size from the memory left.
+ * steps replay a graph and at what padded size, the weights' device bytes, and the KV cache's size
+ * from the memory left.
  *
  * Threading: pure functions.
  */
@@ -96,6 +97,14 @@ size_t pgd_cuda_meta_pack_padded(const pgd_cuda_meta_layout *l, const pgd_batch 
  * no chunk to take); 1 (unsplit) for 0 or more than PGD_CUDA_SPLIT_ROWS rows. */
 uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
                               uint32_t max_chunks);
+
+/* ---- memory ---- */
+
+/* The device bytes of model c's weights as the CUDA backend places them: every matrix in bf16
+ * (the embedding; the output head unless tied; per layer the fused QKV, wo, the fused gate/up
+ * and down — GGUF weights of any type are dequantized to bf16 on the device), the norms and the
+ * QKV biases in f32. */
+uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c);
 
 /* KV blocks for a GPU with `total` bytes of which `free_bytes` are free once the weights and
  * everything a step needs are allocated: kv_blocks when given, else kv_bytes / block_bytes when

@@ -2,7 +2,8 @@
  * runtime): the CUDA backend's create and forward under injected CUDA
  * failures. Every failed create must release all device and pinned memory (and, under ASan,
  * all host memory); a forward that failed must leave the backend usable: the next forward gives
- * the same logits as a clean run. */
+ * the same logits as a clean run. Weights past the device's memory fail create with the sizes
+ * said, before any allocation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,19 +65,61 @@ static int step(pgd_backend *b, float *logits, pgd_sample_result *res) {
     return pgd_backend_forward(b, &bt, logits, res);
 }
 
-int main(void) {
+/* A preset from config.json text (a temporary file). 0 or -1. */
+static int preset_of(const char *json, pgd_model_preset *p) {
     char path[] = "/tmp/pgd_drv_XXXXXX.json";
     int fd = mkstemps(path, 5);
+    if (fd < 0) return -1;
     FILE *f = fdopen(fd, "w");
-    fputs("{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
-          "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
-          "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
-          "\"tie_word_embeddings\": true}",
-          f);
+    fputs(json, f);
     fclose(f);
-    pgd_model_preset p;
-    if (pgd_model_preset_load(path, &p)) return 1;
+    int rc = pgd_model_preset_load(path, p);
     remove(path);
+    return rc ? -1 : 0;
+}
+
+/* Weights larger than the device's memory (Llama-3-405B's shapes: ~810 GB in bf16, the emulated
+ * GPU 80 GiB): create says so, in GiB, before it allocates anything, and leaves nothing behind. */
+static void weights_too_large(void) {
+    pgd_model_preset p;
+    pgd_model *m = NULL;
+    if (preset_of("{\"model_type\": \"llama\", \"hidden_size\": 16384, \"intermediate_size\": "
+                  "53248, \"num_hidden_layers\": 126, \"num_attention_heads\": 128, "
+                  "\"num_key_value_heads\": 8, \"vocab_size\": 128256, "
+                  "\"max_position_embeddings\": 8192, \"rope_theta\": 500000, "
+                  "\"tie_word_embeddings\": false}",
+                  &p) ||
+        pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &m)) {
+        fprintf(stderr, "  the 405B-shaped preset: %s\n", pgd_error_detail());
+        failures++;
+        return;
+    }
+    const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
+    const uint64_t mallocs = emu_fail_calls(F_MALLOC);
+    pgd_backend *b = NULL;
+    int rc = make(m, &b);
+    const char *why = pgd_error_detail();
+    if (rc != PGD_ECUDA || !strstr(why, "weights need 755.97 GiB") ||
+        !strstr(why, "--device cpu") || emu_fail_calls(F_MALLOC) != mallocs ||
+        emu_live_allocs(1) != base_d || emu_live_allocs(0) != base_h) {
+        fprintf(stderr, "  weights past the GPU's memory: rc %d, \"%s\", %llu cudaMalloc calls\n",
+                rc, why, (unsigned long long)(emu_fail_calls(F_MALLOC) - mallocs));
+        failures++;
+    }
+    if (!rc) pgd_backend_destroy(b);
+    pgd_model_free(m);
+}
+
+int main(void) {
+    pgd_model_preset p;
+    if (preset_of(
+            "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
+            "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
+            "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
+            "\"tie_word_embeddings\": true}",
+            &p))
+        return 1;
+    weights_too_large();
     pgd_model *models[2];
     if (pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &models[0]) ||
         pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &models[1]))

@@ -2,7 +2,8 @@
  * tests/unit/test_cuda_plan.c — the CUDA backend's host-side arithmetic on the CPU
  * (engine/backends/cuda_plan.h): the packed step metadata (parts aligned and disjoint, every
  * field where the kernels read it, only the used block-table rows uploaded) and the KV cache's
- * size from the memory left (utilization, explicit bytes or blocks, not even two blocks); the
+ * size from the memory left (utilization, explicit bytes or blocks, not even two blocks) and the
+ * weights' device bytes (the presets' published parameter counts); the
  * CUDA graphs' padded sizes (against the list written out), strides, which batches replay a
  * graph, and the padded packing (its real rows as the plain packing has them, padding inert);
  * the split-KV attention's CTAs per row; the attention work (prefill sequences cut into tensor-
@@ -17,6 +18,7 @@
 
 #include "common/error.h"
 #include "engine/backends/cuda_plan.h"
+#include "engine/model/preset.h"
 #include "kernels/cuda/gemm.h"
 #include "testutil.h"
 
@@ -306,6 +308,29 @@ static void test_attn_splits(void) {
     }
 }
 
+/* The weights' device bytes of the built-in presets against their published parameter counts
+ * (Hugging Face's: every matrix, norm and bias once), each matrix parameter 2 bytes (bf16) and
+ * each norm and bias parameter 4 (f32): 2 x params + 2 x (norm and bias params). */
+static void test_weight_bytes(void) {
+    static const struct {
+        const char *name;
+        uint64_t params, norm_bias; /* published count; the norms' and biases' share of it */
+    } want[] = {
+        {"llama-3-8b", 8030261248ull, 65ull * 4096},
+        {"llama-3.2-1b", 1235814400ull, 33ull * 2048},
+        {"qwen2.5-0.5b", 494032768ull, 49ull * 896 + 24ull * (896 + 2 * 128)},
+        {"smollm2-135m", 134515008ull, 61ull * 576},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(want); i++) {
+        pgd_model_preset p;
+        REQUIRE(pgd_model_preset_load(want[i].name, &p) == 0);
+        const uint64_t got = pgd_cuda_weight_bytes(&p.cfg);
+        if (got != 2 * want[i].params + 2 * want[i].norm_bias)
+            fprintf(stderr, "    %s: %llu bytes\n", want[i].name, (unsigned long long)got);
+        CHECK_EQ_INT(got, 2 * want[i].params + 2 * want[i].norm_bias);
+    }
+}
+
 static void test_kv_blocks(void) {
     const uint64_t G = 1ull << 30, blk = 2ull << 20; /* 2 MiB blocks (Llama-3-8B, f16) */
     /* 80 GiB card, 20 GiB used (weights etc.), 0.9 share, 256 MiB spare: 72 - 20 - 0.25 GiB */
@@ -328,6 +353,7 @@ int main(void) {
     RUN(test_graph_fits);
     RUN(test_pack_padded);
     RUN(test_attn_splits);
+    RUN(test_weight_bytes);
     RUN(test_kv_blocks);
     return test_summary();
 }
