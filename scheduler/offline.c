@@ -121,8 +121,8 @@ static uint32_t fit_prompt(const pgd_backend_caps *caps, uint32_t n_ctx, uint32_
     return p >= 2 ? p : 0;
 }
 
-/* n prompts of p ids drawn from the middle of the vocabulary (away from the control tokens a
- * small vocabulary puts at its ends), one deterministic stream. */
+/* count ids drawn from the middle of the vocabulary (away from the control tokens a small
+ * vocabulary puts at its ends), one deterministic stream. */
 static void fill_prompts(int32_t *ids, uint32_t count, int32_t n_vocab) {
     uint64_t x = 0x9E3779B97F4A7C15ull;
     const uint32_t lo = (uint32_t)n_vocab / 8, span = n_vocab >= 2 ? (uint32_t)n_vocab / 2 : 1;
