@@ -194,8 +194,10 @@ static void load_done(uv_work_t *w, int status) {
     if (srv->cfg.no_warmup)
         fprintf(stderr, "pagoda serve: no warm-up (--no-warmup)\n");
     else if (!j->warm.runs)
-        fprintf(stderr, "pagoda serve: no warm-up: the step, the context or the KV cache is too small for a "
-                        "short prompt\n");
+        fprintf(
+            stderr,
+            "pagoda serve: no warm-up: the step, the context or the KV cache is too small for a "
+            "short prompt\n");
     else
         fprintf(stderr, "pagoda serve: warm-up: %u run%s, %u steps, %llu tokens in %.3f s\n",
                 j->warm.runs, j->warm.runs == 1 ? "" : "s", j->warm.steps,
