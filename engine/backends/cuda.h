@@ -1,7 +1,7 @@
 /*
  * engine/backends/cuda.h — the CUDA backend (engine/backends/cuda.c): what only it takes. Built
- * when the CUDA toolkit is (PGD_HAVE_CUDA); scripts/gpu-check has passed on an H200
- * (bench/results/gpu-h200.md).
+ * when the CUDA toolkit is (PGD_HAVE_CUDA); scripts/gpu-check has passed on an H200 and an H100
+ * (bench/results/gpu-h200.md, gpu-h100.md).
  *
  * Threading: create and destroy on the owner's thread; the backend is used by one thread at a
  * time (backend.h).
