@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "engine/backends/factory.h"
 #include "engine/model/dummy.h"
 #include "engine/model/preset.h"
+#include "support/preset_json.h"
 
 void emu_fail_set(int kind, uint64_t nth);
 uint64_t emu_fail_calls(int kind);
@@ -65,30 +65,18 @@ static int step(pgd_backend *b, float *logits, pgd_sample_result *res) {
     return pgd_backend_forward(b, &bt, logits, res);
 }
 
-/* A preset from config.json text (a temporary file). 0 or -1. */
-static int preset_of(const char *json, pgd_model_preset *p) {
-    char path[] = "/tmp/pgd_drv_XXXXXX.json";
-    int fd = mkstemps(path, 5);
-    if (fd < 0) return -1;
-    FILE *f = fdopen(fd, "w");
-    fputs(json, f);
-    fclose(f);
-    int rc = pgd_model_preset_load(path, p);
-    remove(path);
-    return rc ? -1 : 0;
-}
-
 /* Weights larger than the device's memory (Llama-3-405B's shapes: ~810 GB in bf16, the emulated
  * GPU 80 GiB): create says so, in GiB, before it allocates anything, and leaves nothing behind. */
 static void weights_too_large(void) {
     pgd_model_preset p;
     pgd_model *m = NULL;
-    if (preset_of("{\"model_type\": \"llama\", \"hidden_size\": 16384, \"intermediate_size\": "
-                  "53248, \"num_hidden_layers\": 126, \"num_attention_heads\": 128, "
-                  "\"num_key_value_heads\": 8, \"vocab_size\": 128256, "
-                  "\"max_position_embeddings\": 8192, \"rope_theta\": 500000, "
-                  "\"tie_word_embeddings\": false}",
-                  &p) ||
+    if (pgd_test_preset_json(
+            "{\"model_type\": \"llama\", \"hidden_size\": 16384, \"intermediate_size\": "
+            "53248, \"num_hidden_layers\": 126, \"num_attention_heads\": 128, "
+            "\"num_key_value_heads\": 8, \"vocab_size\": 128256, "
+            "\"max_position_embeddings\": 8192, \"rope_theta\": 500000, "
+            "\"tie_word_embeddings\": false}",
+            &p) ||
         pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &m)) {
         fprintf(stderr, "  the 405B-shaped preset: %s\n", pgd_error_detail());
         failures++;
@@ -112,7 +100,7 @@ static void weights_too_large(void) {
 
 int main(void) {
     pgd_model_preset p;
-    if (preset_of(
+    if (pgd_test_preset_json(
             "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
             "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
             "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "

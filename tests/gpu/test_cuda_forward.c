@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "engine/backends/factory.h"
@@ -39,6 +38,7 @@
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/preset.h"
+#include "support/preset_json.h"
 #include "testutil.h"
 
 enum { V = 1500, BS = 8, N_BLOCKS = 64, MAXT = 64 };
@@ -200,29 +200,18 @@ static void run(dev *devs, int n_dev, batch *b) {
 
 /* The test's Llama (or Qwen2) shape, through a config.json as a user would give it. */
 static void load_preset(bool qwen, pgd_model_preset *p) {
-    char path[] = "/tmp/pgd_fwd_XXXXXX.json";
-    int fd = mkstemps(path, 5);
-    REQUIRE(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    REQUIRE(f);
-    if (qwen)
-        fputs("{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
-              "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
-              "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
-              "\"tie_word_embeddings\": true}",
-              f);
-    else
-        fputs("{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
-              "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-              "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
-              "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
-              "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
-              "\"original_max_position_embeddings\": 64}}",
-              f);
-    fclose(f);
-    const int rc = pgd_model_preset_load(path, p);
-    remove(path);
-    REQUIRE(rc == 0);
+    const char *json =
+        qwen ? "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
+               "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
+               "\"tie_word_embeddings\": true}"
+             : "{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
+               "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+               "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
+               "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+               "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+               "\"original_max_position_embeddings\": 64}}";
+    REQUIRE(pgd_test_preset_json(json, p) == 0);
 }
 
 static void forward_matches(bool qwen) {

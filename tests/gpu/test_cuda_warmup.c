@@ -14,12 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "engine/backends/cuda.h"
 #include "engine/load.h"
 #include "scheduler/offline.h"
+#include "support/preset_json.h"
 #include "testutil.h"
 #include "gpu_testutil.h"
 
@@ -86,16 +86,15 @@ static void test_warmup(void) {
 
 int main(void) {
     if (!gt_start()) return 77;
-    snprintf(g_preset, sizeof g_preset, "/tmp/pgd_warm_XXXXXX.json");
-    int fd = mkstemps(g_preset, 5);
-    if (fd < 0) return 1;
-    FILE *f = fdopen(fd, "w");
-    fputs("{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
-          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-          "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 10000, "
-          "\"tie_word_embeddings\": false}",
-          f);
-    fclose(f);
+    if (pgd_test_preset_file(
+            "{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
+            "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+            "\"vocab_size\": 1000, \"max_position_embeddings\": 512, \"rope_theta\": 10000, "
+            "\"tie_word_embeddings\": false}",
+            g_preset, sizeof g_preset)) {
+        fprintf(stderr, "preset: %s\n", pgd_error_detail());
+        return 1;
+    }
     RUN(test_warmup);
     remove(g_preset);
     return test_summary();

@@ -16,23 +16,18 @@
 #include "engine/backends/factory.h"
 #include "engine/model/dummy.h"
 #include "engine/model/preset.h"
+#include "support/preset_json.h"
 #include "testutil.h"
 
 static pgd_model *g_model;
 
 static int tiny_model(void) {
-    char path[] = "/tmp/pgd_tiny_XXXXXX.json";
-    int fd = mkstemps(path, 5);
-    if (fd < 0) return -1;
-    FILE *f = fdopen(fd, "w");
-    fputs("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, "
-          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-          "\"vocab_size\": 512, \"max_position_embeddings\": 256, \"rope_theta\": 10000}",
-          f);
-    fclose(f);
     pgd_model_preset p;
-    int rc = pgd_model_preset_load(path, &p);
-    remove(path);
+    int rc = pgd_test_preset_json(
+        "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 96, "
+        "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"vocab_size\": 512, \"max_position_embeddings\": 256, \"rope_theta\": 10000}",
+        &p);
     return rc ? rc : pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &g_model);
 }
 
