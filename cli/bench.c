@@ -253,8 +253,7 @@ static int run_online(pgd_runner *runner, const pgd_sched_config *sc_in, const o
         pgd_warmup_stats ws;
         int rc = pgd_warmup(runner, &ws);
         if (rc) {
-            fprintf(stderr, "pagoda bench: the warm-up failed: %s\n",
-                    rc == PGD_ENOBLOCKS ? "the KV cache is too small" : pgd_error_detail());
+            fprintf(stderr, "pagoda bench: the warm-up failed: %s\n", pgd_error_detail());
             pgd_runner_destroy(runner);
             goto out;
         }

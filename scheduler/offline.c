@@ -83,6 +83,8 @@ int pgd_offline_run(pgd_runner *r, const pgd_offline_seq *in, uint32_t n, pgd_of
     }
     rc = 0;
 out:
+    if (rc == PGD_ENOBLOCKS)
+        pgd_error_set(rc, "the KV cache is too small for these %u sequences at once", n);
     for (uint32_t i = 0; seqs && bts && i < n; i++) {
         pgd_seq_destroy(seqs[i]);
         if (bts[i].pool) pgd_block_table_destroy(&bts[i]);

@@ -41,7 +41,8 @@ typedef struct pgd_offline_stats {
 } pgd_offline_stats;
 
 /* Run seqs[0..n) to their end (see above); *st (zeroed first) says what ran. 0, PGD_ENOBLOCKS
- * when the KV cache cannot hold them all at once, PGD_ENOMEM, or the runner's error. */
+ * when the KV cache cannot hold them all at once, PGD_ENOMEM, or the runner's error; each with
+ * its detail (pgd_error_detail). */
 int pgd_offline_run(pgd_runner *r, const pgd_offline_seq *seqs, uint32_t n, pgd_offline_stats *st);
 
 typedef struct pgd_warmup_stats {

@@ -68,8 +68,7 @@ static void load_work(uv_work_t *w) {
     if (j->srv->cfg.no_warmup) return;
     j->rc = pgd_warmup(j->runner, &j->warm);
     if (j->rc) {
-        snprintf(j->err, sizeof j->err, "the warm-up failed: %s",
-                 j->rc == PGD_ENOBLOCKS ? "the KV cache is too small" : pgd_error_detail());
+        snprintf(j->err, sizeof j->err, "the warm-up failed: %s", pgd_error_detail());
         pgd_runner_destroy(j->runner);
         pgd_model_info_close(j->info);
         j->runner = NULL;
