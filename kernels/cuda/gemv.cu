@@ -221,19 +221,15 @@ __global__ void __launch_bounds__(kThreads, kGemvMinCtas<Lean>)
     if (lane == 0) store<MR, R, Silu>(acc, n0, N, Y, O);
 }
 
-/* read() (never 0) once into *known (0: not read yet); any host thread. */
-template <class F> int read_once(int *known, F read) {
+/* A switch of env_switch.h, read once into *known (0: not read yet, 1: off, 2: on); any host
+ * thread. */
+bool env_switch(const char *name, bool dflt, int *known) {
     int k = __atomic_load_n(known, __ATOMIC_RELAXED);
     if (!k) {
-        k = read();
+        k = pgd_cuda_env_switch(name, dflt) ? 2 : 1;
         __atomic_store_n(known, k, __ATOMIC_RELAXED);
     }
-    return k;
-}
-
-/* A switch of env_switch.h, read once into *known (1: off, 2: on). */
-bool env_switch(const char *name, bool dflt, int *known) {
-    return read_once(known, [&] { return pgd_cuda_env_switch(name, dflt) ? 2 : 1; }) == 2;
+    return k == 2;
 }
 
 /* Whether a one-row product's warps issue their first round of W loads before the wait for the
