@@ -141,7 +141,8 @@ static const pgd_opt k_engine_opts[] = {
      "shapes for dummy weights: a configs/models name or a config.json path"},
     {"chat-template", PGD_OPT_STR, E(chat_template), "override the model's chat template family"},
     {"device", PGD_OPT_STR, E(device),
-     "auto (a GPU when there is one and a CUDA backend, else the CPU), cpu or cuda"},
+     "auto (a GPU when there is one and a CUDA backend, else the CPU), cpu, cuda or cuda:N "
+     "(the N-th visible GPU; cuda: the first)"},
     {"gpu-memory-utilization", PGD_OPT_STR, E(gpu_memory_utilization),
      "GPU: share of its memory for weights, scratch and KV cache (default 0.90)"},
     {"enforce-eager", PGD_OPT_BOOL, E(enforce_eager),
@@ -263,7 +264,7 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
     r->device.cuda.enforce_eager = f->enforce_eager;
     r->device.cuda.batch_invariant = f->batch_invariant;
     r->device.cuda.decode_gemv = !f->no_decode_gemv;
-    if (f->device && pgd_device_parse(f->device, &r->device.device)) {
+    if (f->device && pgd_device_parse(f->device, &r->device)) {
         fprintf(stderr, "pagoda %s: --device: %s\n", cmd, pgd_error_detail());
         return -1;
     }

@@ -91,7 +91,7 @@ int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, p
      * itself) and fills dummy weights itself. */
     int device;
     const char *why = NULL;
-    int rc = pgd_device_resolve(o->device.device, &device, &why);
+    int rc = pgd_device_resolve(&o->device, &device, &why);
     if (rc) goto fail;
     if (why) snprintf(r->device_note, sizeof r->device_note, "%s", why);
     bool gpu = device == PGD_DEVICE_CUDA;

@@ -621,10 +621,20 @@ static int sample_on_host(cuda_backend *b, const pgd_batch *bt, uint32_t i,
                              b->host_sc, out);
 }
 
+/* The backend's GPU made the calling thread's current device: the runtime keeps one a host
+ * thread, and the thread that steps the backend (the scheduler's) is not the one that created it
+ * (the loading thread); with --device cuda:N, N > 0, it would otherwise launch into device 0. */
+static int on_device(const cuda_backend *b) {
+    PGD_CUDA_TRY(cudaSetDevice(b->opt.device_index));
+    return 0;
+}
+
 static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
                         pgd_sample_result *sampled) {
     cuda_backend *b = (cuda_backend *)base;
-    int rc = enqueue_graph_step(b, bt);
+    int rc = on_device(b);
+    if (rc) return rc;
+    rc = enqueue_graph_step(b, bt);
     if (rc == 0)
         rc = enqueue_step(b, bt, logits);
     else if (rc == 1)
@@ -652,6 +662,8 @@ static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
 
 static int cuda_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t *dst, uint32_t n) {
     cuda_backend *b = (cuda_backend *)base;
+    int rc = on_device(b);
+    if (rc) return rc;
     const uint64_t elems = pgd_kv_block_elems(b->geom);
     for (uint32_t i = 0; i < n; i++) { /* in order: see scheduler/plan.h */
         PGD_ASSERT(src[i] > 0 && dst[i] > 0 && (uint32_t)src[i] < b->n_blocks &&
@@ -666,6 +678,7 @@ static int cuda_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t
 static void cuda_destroy(pgd_backend *base) {
     cuda_backend *b = (cuda_backend *)base;
     if (!b) return;
+    if (cudaSetDevice(b->opt.device_index) != cudaSuccess) cudaGetLastError();
     if (b->stream) cudaStreamSynchronize(b->stream);
     pgd_cuda_gemm_plan_destroy(b->p_qkv);
     pgd_cuda_gemm_plan_destroy(b->p_o);
@@ -699,8 +712,10 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (cfg->block_size == 0) return pgd_error_set(PGD_EINVAL, "a KV block holds no tokens");
     if (cfg->kv_dtype != PGD_KV_F16)
         return pgd_error_set(PGD_EUNSUPPORTED, "the CUDA backend keeps its KV cache in f16");
-    if (pgd_cuda_devices(NULL) <= o->device_index)
-        return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d", o->device_index);
+    const int n_dev = pgd_cuda_devices(NULL);
+    if (o->device_index < 0 || o->device_index >= n_dev)
+        return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d (%d visible)", o->device_index,
+                             n_dev);
     PGD_CUDA_TRY(cudaSetDevice(o->device_index));
     int n_sm = 0;
     PGD_CUDA_TRY(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, o->device_index));

@@ -4,6 +4,7 @@
 #include "engine/backends/factory.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -14,15 +15,25 @@ void pgd_device_options_default(pgd_device_options *o) {
     o->cuda.decode_gemv = true;
 }
 
-int pgd_device_parse(const char *s, int *out) {
-    if (!strcmp(s, "auto"))
-        *out = PGD_DEVICE_AUTO;
-    else if (!strcmp(s, "cpu"))
-        *out = PGD_DEVICE_CPU;
-    else if (!strcmp(s, "cuda"))
-        *out = PGD_DEVICE_CUDA;
-    else
-        return pgd_error_set(PGD_EINVAL, "device '%s': use auto, cpu or cuda", s);
+int pgd_device_parse(const char *s, pgd_device_options *d) {
+    int device, index = 0;
+    if (!strcmp(s, "auto")) {
+        device = PGD_DEVICE_AUTO;
+    } else if (!strcmp(s, "cpu")) {
+        device = PGD_DEVICE_CPU;
+    } else if (!strcmp(s, "cuda")) {
+        device = PGD_DEVICE_CUDA;
+    } else if (!strncmp(s, "cuda:", 5)) {
+        const char *n = s + 5;
+        size_t len = strspn(n, "0123456789");
+        if (len == 0 || len > 2 || n[len] || (index = atoi(n)) > 63)
+            return pgd_error_set(PGD_EINVAL, "device '%s': cuda:N wants a device index 0 to 63", s);
+        device = PGD_DEVICE_CUDA;
+    } else {
+        return pgd_error_set(PGD_EINVAL, "device '%s': use auto, cpu, cuda or cuda:N", s);
+    }
+    d->device = device;
+    d->cuda.device_index = index;
     return 0;
 }
 
@@ -39,15 +50,23 @@ const char *pgd_device_name(int device) {
     }
 }
 
-int pgd_device_resolve(int device, int *out, const char **why) {
+int pgd_device_resolve(const pgd_device_options *d, int *out, const char **why) {
+    const int device = d->device, index = d->cuda.device_index;
     if (why) *why = NULL;
     *out = PGD_DEVICE_CPU;
     if (device == PGD_DEVICE_CPU) return 0;
 #ifdef PGD_HAVE_CUDA
     const char *cuda_why = NULL;
-    if (pgd_cuda_devices(&cuda_why) > 0) {
+    const int n = pgd_cuda_devices(&cuda_why);
+    if (n > 0 && index < n) {
         *out = PGD_DEVICE_CUDA;
         return 0;
+    }
+    if (n > 0) {
+        char range[32] = "cuda:0";
+        if (n > 1) snprintf(range, sizeof range, "cuda:0 to cuda:%d", n - 1);
+        return pgd_error_set(PGD_EUNSUPPORTED, "--device cuda:%d: %d CUDA device%s visible (%s)",
+                             index, n, n == 1 ? " is" : "s are", range);
     }
     if (device == PGD_DEVICE_CUDA)
         return pgd_error_set(PGD_EUNSUPPORTED, "--device cuda: no CUDA device is visible: %s",
@@ -70,7 +89,7 @@ int pgd_device_resolve(int device, int *out, const char **why) {
 int pgd_backend_create(const pgd_model *m, const pgd_backend_config *cfg,
                        const pgd_device_options *d, pgd_backend **out) {
     *out = NULL;
-    int dev, rc = pgd_device_resolve(d->device, &dev, NULL);
+    int dev, rc = pgd_device_resolve(d, &dev, NULL);
     if (rc) return rc;
 #ifdef PGD_HAVE_CUDA
     if (dev == PGD_DEVICE_CUDA) return pgd_backend_cuda_create(m, cfg, &d->cuda, out);

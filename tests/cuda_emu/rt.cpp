@@ -9,6 +9,12 @@
  * CTAs) run between synchronisations. Stream capture records a stream's work into a graph instead
  * of queuing it (a synchronisation or a pageable host copy while capturing is an error, as on a
  * GPU); a graph launch queues the recorded work again, with the arguments it was captured with.
+ * EMU_DEVICES=N (default 1) emulates N devices sharing one memory arena: each host thread has its
+ * current device (0 until cudaSetDevice), allocations, streams and events belong to the device
+ * current at their creation, and what the runtime refuses across devices is an error here too —
+ * a kernel (or cuBLASLt) launched into a stream of another device than the current one, an event
+ * recorded into another device's stream — as is a kernel argument in another device's memory
+ * (no peer access is enabled).
  */
 #include "emu.h"
 
@@ -112,6 +118,7 @@ struct Alloc {
     uintptr_t region; /* page-aligned pages holding it (normal mode) */
     size_t region_size;
     bool device, live;
+    int dev; /* the device current at its allocation (device memory) */
 };
 static std::map<uintptr_t, Alloc> g_allocs; /* by start; freed ones stay (normal mode) */
 static char *g_arena;
@@ -119,6 +126,16 @@ static size_t g_arena_size = 256ull << 30, g_arena_used = PAGE;
 static size_t g_dev_used, g_dev_total = 80ull << 30;
 static const size_t k_ctx_reserve = 512ull << 20;
 static int g_in_device; /* > 0 while emulated device work runs */
+
+/* ---- devices -------------------------------------------------------------------------------- */
+
+/* EMU_DEVICES (1 to 8, default 1) */
+static int n_devices() {
+    const char *e = getenv("EMU_DEVICES");
+    const int n = e ? atoi(e) : 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+static thread_local int g_dev = 0; /* the calling thread's current device, as the runtime's */
 
 static Alloc *find_alloc(const void *p, bool allow_end) {
     uintptr_t a = (uintptr_t)p;
@@ -258,7 +275,7 @@ static void *dev_alloc(size_t n) {
     void *p = nullptr;
     if (posix_memalign(&p, 256, n ? n : 1)) return nullptr;
     memset(p, 0xFF, n ? n : 1);
-    g_allocs[(uintptr_t)p] = Alloc{(uintptr_t)p, n, (uintptr_t)p, n, true, true};
+    g_allocs[(uintptr_t)p] = Alloc{(uintptr_t)p, n, (uintptr_t)p, n, true, true, g_dev};
     (void)rs;
     return p;
 #else
@@ -270,7 +287,7 @@ static void *dev_alloc(size_t n) {
     char *p = region + pages - rs;
     memset(p, 0xFF, rs);
     if (!g_in_device) mprotect(region, pages, PROT_NONE);
-    g_allocs[(uintptr_t)p] = Alloc{(uintptr_t)p, n, (uintptr_t)region, pages, true, true};
+    g_allocs[(uintptr_t)p] = Alloc{(uintptr_t)p, n, (uintptr_t)region, pages, true, true, g_dev};
     return p;
 #endif
 }
@@ -297,6 +314,7 @@ struct Op {
 struct Stream {
     bool legacy, nonblocking;
     std::deque<Op> q;
+    int dev = -1; /* its device (-1: the legacy stream, the current device's) */
     bool capturing = false, cap_invalid = false;
     std::vector<Op> cap; /* what a capture recorded */
 };
@@ -313,6 +331,7 @@ struct Event {
     Stream *s;
     uint64_t seq;
     bool recorded, timing;
+    int dev; /* the device current at its creation */
 };
 static std::set<Event *> g_events;
 
@@ -432,12 +451,11 @@ cudaError_t cudaGetDeviceCount(int *n) {
         *n = 0;
         return fail(cudaErrorNoDevice);
     }
-    *n = 1;
+    *n = n_devices();
     return cudaSuccess;
 }
-static int g_dev = 0;
 cudaError_t cudaSetDevice(int d) {
-    if (d != 0) return fail(cudaErrorInvalidDevice);
+    if (d < 0 || d >= n_devices()) return fail(cudaErrorInvalidDevice);
     g_dev = d;
     return cudaSuccess;
 }
@@ -446,7 +464,7 @@ cudaError_t cudaGetDevice(int *d) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
-    if (dev != 0) return fail(cudaErrorInvalidDevice);
+    if (dev < 0 || dev >= n_devices()) return fail(cudaErrorInvalidDevice);
     switch (attr) {
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
         *v = 232448;
@@ -475,7 +493,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
     }
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
-    if (dev != 0) return fail(cudaErrorInvalidDevice);
+    if (dev < 0 || dev >= n_devices()) return fail(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "CUDA emulation on the CPU");
     p->totalGlobalMem = g_dev_total;
@@ -656,6 +674,7 @@ cudaError_t cudaMemset(void *d, int v, size_t n) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
     Stream *st = new Stream{false, (flags & cudaStreamNonBlocking) != 0, {}};
+    st->dev = g_dev;
     g_streams.insert(st);
     *s = (cudaStream_t)st;
     return cudaSuccess;
@@ -774,7 +793,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) {
-    Event *ev = new Event{nullptr, 0, false, !(flags & cudaEventDisableTiming)};
+    Event *ev = new Event{nullptr, 0, false, !(flags & cudaEventDisableTiming), g_dev};
     g_events.insert(ev);
     *e = (cudaEvent_t)ev;
     return cudaSuccess;
@@ -794,6 +813,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     Stream *st = stream_of(s);
     if (!g_events.count(ev) || !st) {
         emu_error("cudaEventRecord: invalid event or stream");
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    if (ev->dev != (st->dev < 0 ? g_dev : st->dev)) {
+        emu_error("cudaEventRecord: an event of device %d into a stream of device %d", ev->dev,
+                  st->dev < 0 ? g_dev : st->dev);
         return fail(cudaErrorInvalidResourceHandle);
     }
     ev->s = st;
@@ -990,6 +1014,12 @@ void emu_check_bounds(unsigned max_threads) {
 void emu_check_kernel_ptr(const void *p, int idx, const char *kname) {
     if (!p) return;
     Alloc *a = find_alloc(p, true);
+    if (a && a->live && a->device && a->dev != g_dev) {
+        emu_error("kernel %s: argument %d = %p is memory of device %d, the kernel runs on device "
+                  "%d (no peer access)",
+                  kname, idx, p, a->dev, g_dev);
+        return;
+    }
     if (a && a->live) return; /* device memory, or pinned host memory (mapped) */
     emu_error("kernel %s: argument %d = %p is not device (or pinned) memory", kname, idx, p);
 }
@@ -1139,6 +1169,16 @@ static void run_kernel(const KernelRec &k) {
     g_launches++;
 }
 
+/* A launch into stream S from this thread: S must belong to the current device (the runtime
+ * fails a kernel launched into another device's stream). */
+static bool same_device(const Stream *S, const char *name) {
+    if (S->dev < 0 || S->dev == g_dev) return true;
+    emu_error("%s launched into a stream of device %d while device %d is current: the launch "
+              "fails on a GPU",
+              name, S->dev, g_dev);
+    return false;
+}
+
 cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s, const void *func,
                               const char *name, std::function<void()> body, bool pdl) {
     Stream *S = stream_of(s);
@@ -1146,6 +1186,7 @@ cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s
         emu_error("launch of %s on an invalid stream", name);
         return fail(cudaErrorInvalidResourceHandle);
     }
+    if (!same_device(S, name)) return fail(cudaErrorInvalidResourceHandle);
     if (inject(F_LAUNCH)) return fail(cudaErrorLaunchOutOfResources);
     uint64_t nt = (uint64_t)block.x * block.y * block.z;
     if (!nt || nt > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z || grid.x > 2147483647u ||
@@ -1175,7 +1216,7 @@ bool emu_dev_range_ok(const void *p, size_t bytes) {
 }
 bool emu_stream_enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
     Stream *S = stream_of(s);
-    if (!S) return false;
+    if (!S || !same_device(S, what)) return false;
     enqueue(S, what, std::move(fn));
     return true;
 }

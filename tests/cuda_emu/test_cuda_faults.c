@@ -3,8 +3,11 @@
  * failures. Every failed create must release all device and pinned memory (and, under ASan,
  * all host memory); a forward that failed must leave the backend usable: the next forward gives
  * the same logits as a clean run. Weights past the device's memory fail create with the sizes
- * said, before any allocation. */
+ * said, before any allocation. And with two emulated devices (EMU_DEVICES=2), a backend created
+ * on device 1 by one thread steps from another — as the scheduler's thread steps what the loading
+ * thread made — with the logits of device 0's. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +28,16 @@ static const char *kind_name[F_N] = {"cudaMalloc", "cudaMallocHost", "kernel lau
 enum { V = 1000, BS = 8, MAXT = 64 };
 static int failures;
 
-static int make(const pgd_model *m, pgd_backend **b) {
+static int make_on(const pgd_model *m, const char *device, pgd_backend **b) {
     pgd_backend_config bc = {
         .block_size = BS, .kv_dtype = PGD_KV_F16, .kv_blocks = 64, .max_tokens = MAXT};
     pgd_device_options o;
     pgd_device_options_default(&o);
-    o.device = PGD_DEVICE_CUDA;
+    if (pgd_device_parse(device, &o)) return PGD_EINVAL;
     return pgd_backend_create(m, &bc, &o, b);
+}
+static int make(const pgd_model *m, pgd_backend **b) {
+    return make_on(m, "cuda", b);
 }
 
 static int32_t tok[MAXT], pos[MAXT];
@@ -96,6 +102,61 @@ static void weights_too_large(void) {
     }
     if (!rc) pgd_backend_destroy(b);
     pgd_model_free(m);
+}
+
+/* a forward on a thread of its own (whose current CUDA device is the runtime's default, 0) */
+typedef struct {
+    pgd_backend *b;
+    float *logits;
+    pgd_sample_result *res;
+    int rc;
+    char why[256]; /* its error detail (the detail is the thread's own) */
+} step_job;
+static void *step_thread(void *arg) {
+    step_job *j = arg;
+    j->rc = step(j->b, j->logits, j->res);
+    snprintf(j->why, sizeof j->why, "%s", j->rc ? pgd_error_detail() : "");
+    return NULL;
+}
+
+/* --device cuda:1 with two devices: created here, stepped twice from another thread (the second
+ * step's copies and launches after the first's), destroyed here again — logits and tokens those
+ * of device 0's backend (ref, rref). Without the backend making its device current on the calling
+ * thread, the emulator refuses the step's launches into device 1's stream from device 0. */
+static void second_device(const pgd_model *m, const float *ref, const pgd_sample_result *rref,
+                          float *got) {
+    setenv("EMU_DEVICES", "2", 1);
+    pgd_backend *b = NULL;
+    pgd_backend *none = NULL;
+    if (make_on(m, "cuda:2", &none) != PGD_EUNSUPPORTED ||
+        !strstr(pgd_error_detail(), "2 CUDA devices are visible (cuda:0 to cuda:1)")) {
+        fprintf(stderr, "  cuda:2 with two devices: \"%s\"\n", pgd_error_detail());
+        failures++;
+    }
+    if (make_on(m, "cuda:1", &b)) {
+        fprintf(stderr, "  cuda:1: %s\n", pgd_error_detail());
+        failures++;
+        unsetenv("EMU_DEVICES");
+        return;
+    }
+    pgd_sample_result res[2];
+    for (int i = 0; i < 2; i++) {
+        memset(got, 0, 8 * V * sizeof(float));
+        step_job j = {b, got, res, -1, ""};
+        pthread_t t;
+        if (pthread_create(&t, NULL, step_thread, &j) || pthread_join(t, NULL)) {
+            failures++;
+            break;
+        }
+        if (j.rc || memcmp(got, ref, 8 * V * sizeof(float)) || res[0].token != rref[0].token ||
+            res[1].token != rref[1].token) {
+            fprintf(stderr, "  cuda:1 stepped from another thread: rc %d (%s), other results\n",
+                    j.rc, j.why);
+            failures++;
+        }
+    }
+    pgd_backend_destroy(b);
+    unsetenv("EMU_DEVICES");
 }
 
 int main(void) {
@@ -177,6 +238,7 @@ int main(void) {
         }
     }
     pgd_backend_destroy(b);
+    second_device(models[0], ref, rref, got);
     pgd_model_free(models[0]);
     pgd_model_free(models[1]);
     free(ref);

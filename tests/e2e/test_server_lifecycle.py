@@ -191,6 +191,8 @@ def test_kv_cache_dtype(start_server):
     ([], {}, {"port": "x"}, "port"),
     ([], {}, "{not json", "config"),
     (["--kv-cache-dtype", "fp8"], {}, None, "use auto, f16 or f32"),
+    (["--device", "cuda:x"], {}, None, "cuda:N wants a device index 0 to 63"),
+    ([], {"PAGODA_DEVICE": "gpu"}, None, "use auto, cpu, cuda or cuda:N"),
     ([], {"PAGODA_KV_CACHE_DTYPE": "int4"}, None, "kv-cache-dtype"),
     # 0 would silently mean "the default" for these: refused, whatever the source.
     (["--block-size", "0"], {}, None, "--block-size must be at least 1"),

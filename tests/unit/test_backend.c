@@ -31,12 +31,40 @@ static int tiny_model(void) {
     return rc ? rc : pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &g_model);
 }
 
+/* "cuda:N" and the rest: what pgd_device_parse accepts sets device and index, what it refuses
+ * leaves both as they were */
+static void test_device_names(void) {
+    pgd_device_options d;
+    pgd_device_options_default(&d);
+    CHECK(pgd_device_parse("cpu", &d) == 0 && d.device == PGD_DEVICE_CPU);
+    CHECK(pgd_device_parse("cuda:3", &d) == 0 && d.device == PGD_DEVICE_CUDA &&
+          d.cuda.device_index == 3);
+    CHECK(pgd_device_parse("cuda", &d) == 0 && d.device == PGD_DEVICE_CUDA &&
+          d.cuda.device_index == 0);
+    CHECK(pgd_device_parse("cuda:63", &d) == 0 && d.cuda.device_index == 63);
+    CHECK(pgd_device_parse("auto", &d) == 0 && d.device == PGD_DEVICE_AUTO &&
+          d.cuda.device_index == 0);
+    CHECK(d.cuda.decode_gemv); /* the rest of the options untouched */
+    const char *bad[] = {"tpu",      "cuda:",   "cuda:x", "cuda:-1", "cuda:64", "cuda:1x",
+                         "cuda:001", "cuda: 1", "CUDA",   "cuda1",   ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pgd_device_options_default(&d);
+        CHECK_EQ_INT(pgd_device_parse(bad[i], &d), PGD_EINVAL);
+        CHECK(d.device == PGD_DEVICE_AUTO && d.cuda.device_index == 0);
+    }
+    CHECK(strstr(pgd_error_detail(), "cuda:N") != NULL);
+    /* an index past the devices present is refused, saying how many there are (none here, or
+     * those of a GPU machine: 64 is more than any has) */
+    pgd_device_parse("cuda:63", &d);
+    int resolved = -2;
+    CHECK_EQ_INT(pgd_device_resolve(&d, &resolved, NULL), PGD_EUNSUPPORTED);
+    CHECK(resolved == PGD_DEVICE_CPU);
+#ifdef PGD_HAVE_CUDA
+    CHECK(strstr(pgd_error_detail(), "--device cuda") != NULL);
+#endif
+}
+
 static void test_devices(void) {
-    int d;
-    CHECK(pgd_device_parse("auto", &d) == 0 && d == PGD_DEVICE_AUTO);
-    CHECK(pgd_device_parse("cpu", &d) == 0 && d == PGD_DEVICE_CPU);
-    CHECK(pgd_device_parse("cuda", &d) == 0 && d == PGD_DEVICE_CUDA);
-    CHECK_EQ_INT(pgd_device_parse("tpu", &d), PGD_EINVAL);
     pgd_backend_config bc = {.block_size = 16, .kv_dtype = PGD_KV_F16, .kv_blocks = 9};
     pgd_device_options o;
     pgd_device_options_default(&o);
@@ -45,9 +73,11 @@ static void test_devices(void) {
     /* where this build has the CUDA backend and the machine a GPU, cuda and auto take it (the
      * CUDA tests, label `cuda`, check that backend); else cuda is refused, auto is the CPU */
     int resolved = -2;
-    const bool have_cuda = pgd_device_resolve(PGD_DEVICE_CUDA, &resolved, NULL) == 0;
+    pgd_device_options ask = o;
+    ask.device = PGD_DEVICE_CUDA;
+    const bool have_cuda = pgd_device_resolve(&ask, &resolved, NULL) == 0;
     const char *why = "unset";
-    CHECK_EQ_INT(pgd_device_resolve(PGD_DEVICE_AUTO, &resolved, &why), 0);
+    CHECK_EQ_INT(pgd_device_resolve(&o, &resolved, &why), 0);
     CHECK_EQ_INT(resolved, have_cuda ? PGD_DEVICE_CUDA : PGD_DEVICE_CPU);
     /* auto says why it took the CPU (the log line of serve and bench), and only then */
     if (have_cuda) {
@@ -61,7 +91,8 @@ static void test_devices(void) {
 #endif
     }
     why = "unset";
-    CHECK_EQ_INT(pgd_device_resolve(PGD_DEVICE_CPU, &resolved, &why), 0);
+    ask.device = PGD_DEVICE_CPU;
+    CHECK_EQ_INT(pgd_device_resolve(&ask, &resolved, &why), 0);
     CHECK(resolved == PGD_DEVICE_CPU && why == NULL); /* asked for: nothing to say */
     if (!have_cuda) {
         o.device = PGD_DEVICE_CUDA;
@@ -183,6 +214,7 @@ int main(void) {
         fprintf(stderr, "tiny model: %s\n", pgd_error_detail());
         return 1;
     }
+    RUN(test_device_names);
     RUN(test_devices);
     RUN(test_sampled_rows_match_reference);
     pgd_model_free(g_model);
