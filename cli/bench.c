@@ -543,6 +543,8 @@ int pgd_cli_bench(int argc, char **argv) {
     if (pgd_runner_device_note(runner)) /* a benchmark says what it measures */
         fprintf(stderr, "pagoda bench: on the CPU (--device auto: %s)\n",
                 pgd_runner_device_note(runner));
+    else if (pgd_runner_caps(runner)->device)
+        fprintf(stderr, "pagoda bench: on %s\n", pgd_runner_caps(runner)->device);
     if (L + G > info->n_ctx) {
         fprintf(stderr, "pagoda bench: prompt + generation (%llu) exceed the context (%u)\n",
                 (unsigned long long)(L + G), info->n_ctx);

@@ -204,9 +204,10 @@ static void load_done(uv_work_t *w, int status) {
     const char *note = pgd_runner_device_note(j->runner);
     fprintf(stderr,
             "pagoda serve: model '%s' ready (%u layers, context %u, %u KV blocks of %u tokens, "
-            "%s); %s backend%s%s%s, steps of up to %u tokens and %u sequences\n",
+            "%s); %s backend%s%s%s%s%s%s, steps of up to %u tokens and %u sequences\n",
             srv->served_name, srv->info->cfg.n_layer, srv->lim.n_ctx, srv->lim.usable_blocks,
             caps->block_size, pgd_kv_dtype_name(caps->kv_dtype), caps->name,
+            caps->device ? " (" : "", caps->device ? caps->device : "", caps->device ? ")" : "",
             note ? " (--device auto: " : "", note ? note : "", note ? ")" : "",
             sc->max_num_batched_tokens, sc->max_num_seqs);
     free(j);

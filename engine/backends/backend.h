@@ -95,6 +95,8 @@ typedef struct pgd_backend_config {
 typedef struct pgd_backend_caps {
     pgd_device_kind kind;
     const char *name;        /* for logs: "cpu", ... */
+    const char *device;      /* for logs: which device, e.g. "cuda:0, NVIDIA H100 80GB HBM3"
+                                (NULL: nothing to add to the name); the backend's storage */
     uint32_t n_blocks;       /* KV blocks, including the null block */
     uint32_t block_size;     /* tokens per block */
     uint32_t max_tokens;     /* largest T of one forward (the scheduler's default token budget) */

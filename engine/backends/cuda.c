@@ -137,6 +137,7 @@ typedef struct cuda_backend {
     uint32_t n_graphs, n_captured;
     uint64_t graph_replays;
     bool graphs_off;
+    char device[320]; /* caps.device: "cuda:N, <the GPU's name>" */
 } cuda_backend;
 
 int pgd_cuda_devices(const char **why) {
@@ -724,6 +725,13 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->base.ops = &k_cuda_ops;
     b->base.model = m;
     b->opt = *o;
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, o->device_index) == cudaSuccess)
+        snprintf(b->device, sizeof b->device, "cuda:%d, %.256s", o->device_index, prop.name);
+    else {
+        cudaGetLastError();
+        snprintf(b->device, sizeof b->device, "cuda:%d", o->device_index);
+    }
     b->graphs_off = o->enforce_eager;
     b->E = c->n_embd;
     b->H = c->n_head;
@@ -773,6 +781,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->base.caps = (pgd_backend_caps){
         .kind = PGD_DEVICE_CUDA,
         .name = "cuda",
+        .device = b->device,
         .n_blocks = b->n_blocks,
         .block_size = cfg->block_size,
         .max_tokens = b->max_tokens,

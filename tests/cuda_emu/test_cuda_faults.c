@@ -139,6 +139,10 @@ static void second_device(const pgd_model *m, const float *ref, const pgd_sample
         unsetenv("EMU_DEVICES");
         return;
     }
+    if (!b->caps.device || strcmp(b->caps.device, "cuda:1, CUDA emulation on the CPU")) {
+        fprintf(stderr, "  cuda:1 says it is \"%s\"\n", b->caps.device ? b->caps.device : "");
+        failures++;
+    }
     pgd_sample_result res[2];
     for (int i = 0; i < 2; i++) {
         memset(got, 0, 8 * V * sizeof(float));

@@ -32,8 +32,9 @@ def test_serve_dummy_preset(start_server):
     assert text.count("<t") == 5  # five plain tokens of the dummy vocabulary
     assert "KV blocks" in s.log() and "smollm2-135m" in s.log()
     # the backend, and why --device auto (the default) took the CPU when it did
-    assert re.search(r"; (cuda backend|cpu backend \(--device auto: (no CUDA device is visible: "
-                     r".+|this build has no CUDA backend)\)), steps of", s.log()), s.log()
+    assert re.search(r"; (cuda backend \(cuda:\d+, .+\)|cpu backend \(--device auto: "
+                     r"(no CUDA device is visible: .+|this build has no CUDA backend)\)), steps of",
+                     s.log()), s.log()
 
 
 def test_bench_dummy_preset(run_pagoda):
