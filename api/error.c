@@ -38,6 +38,7 @@ int pgd_api_status_for_code(int pgd_code) {
     case PGD_EAGAIN:
     case PGD_ESHUTDOWN:
     case PGD_ENOBLOCKS:
+    case PGD_EDEVLOST:
         return 503;
     default:
         return 500;

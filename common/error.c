@@ -14,6 +14,7 @@ static const char *const k_errstr[PGD_E__COUNT] = {
     [8] = "not ready",        [9] = "out of KV cache blocks",
     [10] = "CUDA error",      [11] = "shutting down",
     [12] = "queue full",      [13] = "canceled",
+    [14] = "device lost",
 };
 
 static _Thread_local char t_detail[512];

@@ -33,7 +33,8 @@ enum {
     PGD_ESHUTDOWN = -11,   /* component is shutting down */
     PGD_EFULL = -12,       /* queue full */
     PGD_ECANCELED = -13,   /* request aborted */
-    PGD_E__COUNT = 14
+    PGD_EDEVLOST = -14,    /* the device failed for good: nothing more can run on it */
+    PGD_E__COUNT = 15
 };
 
 /* Static description of a PGD_E* code (never NULL). */

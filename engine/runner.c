@@ -33,6 +33,7 @@ struct pgd_runner {
     float *logits;                /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
     uint64_t n_forward_tokens;
+    uint64_t n_steps, lost_at; /* steps run; PGD_FAULT_DEVICE_LOST (0: none) */
 };
 
 void pgd_runner_options_default(pgd_runner_options *o) {
@@ -44,6 +45,8 @@ void pgd_runner_options_default(pgd_runner_options *o) {
 /* The parts every runner has once its backend exists. */
 static int finish_init(pgd_runner *r) {
     const pgd_backend_caps *caps = &r->backend->caps;
+    const char *lost = getenv("PGD_FAULT_DEVICE_LOST");
+    if (lost) r->lost_at = strtoull(lost, NULL, 10);
     r->n_vocab = r->info->n_vocab;
     r->max_tokens = caps->max_tokens;
     uint32_t T = r->max_tokens;
@@ -174,6 +177,10 @@ static int ensure_logits(pgd_runner *r, uint32_t rows) {
 int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
     PGD_ASSERT(plan->n_items > 0 && plan->n_tokens > 0 && plan->n_tokens <= r->max_tokens);
     int rc;
+    if (++r->n_steps >= r->lost_at && r->lost_at) /* the test hook (runner.h) */
+        return pgd_error_set(PGD_EDEVLOST,
+                             "the device is lost (injected at step %llu: PGD_FAULT_DEVICE_LOST)",
+                             (unsigned long long)r->lost_at);
     if (plan->n_copies && (rc = r->backend->ops->copy_blocks(r->backend, plan->copy_src,
                                                              plan->copy_dst, plan->n_copies)))
         return rc;

@@ -86,7 +86,11 @@ typedef struct pgd_step_plan {
 /* Run one step: the copies, one forward pass, then every item whose sequence has all its known
  * tokens computed and is not finished samples its next token and appends it (seq->sampled,
  * seq->delta, seq->finish). Items set logits_row. 0, or the backend's error (nothing appended
- * then is undone; the caller fails the step's sequences). */
+ * then is undone; the caller fails the step's sequences); PGD_EDEVLOST when the device failed
+ * for good (a GPU's sticky error), and from then on.
+ * A test hook: with PGD_FAULT_DEVICE_LOST=N in the environment when the runner is made, its
+ * N-th step (1 = the first) and every later one fail with PGD_EDEVLOST, as a lost GPU would —
+ * so that what the server does then is tested without one (tests/e2e). */
 int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan);
 
 /* Row `row` of the latest step's logits ([n_vocab] floats), valid until the next step. */

@@ -646,6 +646,11 @@ void pgd_sched_abort_all(pgd_sched *S) {
         while (S->map[i]) pgd_sched_abort(S, S->map[i]->id);
 }
 
+void pgd_sched_fail_all(pgd_sched *S, int code, const char *msg) {
+    for (uint32_t i = 0; i <= S->map_mask; i++)
+        while (S->map[i]) fail_request(S, S->map[i], code, msg);
+}
+
 bool pgd_sched_has_work(const pgd_sched *S) {
     return S->run.n > 0 || S->n_waiting > 0;
 }

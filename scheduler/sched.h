@@ -200,6 +200,9 @@ int pgd_sched_submit(pgd_sched *s, uint64_t id, const pgd_request *r);
  * FINISH(abort) event. PGD_ENOTFOUND when no live request has this id (finished already). */
 int pgd_sched_abort(pgd_sched *s, uint64_t id);
 void pgd_sched_abort_all(pgd_sched *s);
+/* Fail every live request in any state: one ERROR event each (code, msg), blocks back now
+ * (when the device is lost, nothing queued can ever run). */
+void pgd_sched_fail_all(pgd_sched *s, int code, const char *msg);
 
 /* Whether a step would do anything (something running or waiting). */
 bool pgd_sched_has_work(const pgd_sched *s);

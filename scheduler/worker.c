@@ -42,6 +42,8 @@ struct pgd_worker {
     pthread_mutex_t stats_mu;
     pgd_sched_stats stats;      /* guarded by stats_mu */
     _Atomic uint64_t n_refused; /* submits refused on the calling thread */
+    char lost_msg[400];         /* why the device is lost: written once, before `lost` */
+    _Atomic bool lost;          /* the device failed for good (PGD_EDEVLOST) */
 };
 
 void pgd_worker_config_default(pgd_worker_config *c) {
@@ -140,12 +142,21 @@ static void *worker_main(void *arg) {
             nanosleep(&ts, NULL);
         }
         stalled = false;
-        if (work) {
+        if (atomic_load_explicit(&e->lost, memory_order_relaxed)) {
+            /* submits that were in the inbox when the device was lost: nothing can run them */
+            pgd_sched_fail_all(e->sched, PGD_EDEVLOST, e->lost_msg);
+        } else if (work) {
             pgd_sched_step_info info = {0};
             int rc = pgd_sched_step(e->sched, &info);
             if (rc) /* the step's requests got ERROR events; the log says why */
                 fprintf(stderr, "pagoda: scheduler step failed (%s): %s\n", pgd_strerror(rc),
                         pgd_error_detail());
+            if (rc == PGD_EDEVLOST) { /* nothing more can run: every request fails now */
+                snprintf(e->lost_msg, sizeof e->lost_msg, "the device failed: %s",
+                         pgd_error_detail());
+                atomic_store_explicit(&e->lost, true, memory_order_release);
+                pgd_sched_fail_all(e->sched, PGD_EDEVLOST, e->lost_msg);
+            }
             stalled = !rc && info.n_items == 0;
         }
         publish(e);
@@ -210,6 +221,11 @@ int pgd_worker_submit_n(pgd_worker *e, const pgd_request *rs, size_t n, uint64_t
     for (size_t i = 0; i < n; i++) ids[i] = 0;
     if (n == 0) {
         rc = pgd_error_set(PGD_EINVAL, "no request to submit");
+        goto fail;
+    }
+    const char *lost;
+    if (pgd_worker_lost(e, &lost)) {
+        rc = pgd_error_set(PGD_EDEVLOST, "%s", lost);
         goto fail;
     }
     if (max_waiting && n > max_waiting) {
@@ -277,6 +293,12 @@ size_t pgd_worker_drain(pgd_worker *e, pgd_event_fn fn, void *ud) {
 
 bool pgd_worker_wait(pgd_worker *e, int timeout_ms) {
     return pgd__outbox_wait(&e->outbox, timeout_ms);
+}
+
+bool pgd_worker_lost(const pgd_worker *e, const char **why) {
+    bool lost = atomic_load_explicit(&((pgd_worker *)e)->lost, memory_order_acquire);
+    if (why) *why = lost ? e->lost_msg : NULL;
+    return lost;
 }
 
 void pgd_worker_get_stats(pgd_worker *e, pgd_sched_stats *out) {

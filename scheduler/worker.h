@@ -18,8 +18,8 @@
  * Threading — which thread may call what:
  *   pgd_worker_create, pgd_worker_shutdown, pgd_worker_destroy: the owner (one thread, not the
  *       scheduler thread, not from inside an event callback or the wake callback);
- *   pgd_worker_submit, pgd_worker_abort, pgd_worker_get_stats, pgd_worker_limits,
- *       pgd_worker_caps, pgd_worker_config_of: any thread;
+ *   pgd_worker_submit, pgd_worker_abort, pgd_worker_get_stats, pgd_worker_lost,
+ *       pgd_worker_limits, pgd_worker_caps, pgd_worker_config_of: any thread;
  *   pgd_worker_drain, pgd_worker_wait: the consumer thread (one at a time);
  *   the wake callback runs on the scheduler thread with no lock held: it must be quick and must
  *       not call back into the worker except pgd_worker_submit / pgd_worker_abort.
@@ -57,7 +57,8 @@ int pgd_worker_create(pgd_runner *runner, const pgd_worker_config *c, pgd_worker
  * The request is checked here (pgd_request_check): 0; PGD_EINVAL with a detail and a param
  * (pgd_error_detail, pgd_error_param on the calling thread) for a bad request or one that can
  * never fit the KV cache; PGD_EFULL when max_waiting requests are already waiting
- * (the server answers 503); PGD_ESHUTDOWN after shutdown began; PGD_ENOMEM. Any thread. */
+ * (the server answers 503); PGD_ESHUTDOWN after shutdown began; PGD_EDEVLOST once the device
+ * is lost (pgd_worker_lost); PGD_ENOMEM. Any thread. */
 int pgd_worker_submit(pgd_worker *e, const pgd_request *r, uint64_t *id);
 
 /* Queue n requests as one unit (a legacy completion with several prompts), all or none:
@@ -81,6 +82,10 @@ size_t pgd_worker_drain(pgd_worker *e, pgd_event_fn fn, void *ud);
  * (the bench, tests); then drain. */
 bool pgd_worker_wait(pgd_worker *e, int timeout_ms);
 
+/* Whether the device failed for good (a step returned PGD_EDEVLOST): then every request it had
+ * got an ERROR event, every later submit fails with PGD_EDEVLOST, and *why (if not NULL) says
+ * what failed ("the device failed: ..."; the worker's storage, for its life). Any thread. */
+bool pgd_worker_lost(const pgd_worker *e, const char **why);
 /* A snapshot, refreshed by the scheduler thread after every step and inbox drain. Any thread. */
 void pgd_worker_get_stats(pgd_worker *e, pgd_sched_stats *out);
 

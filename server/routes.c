@@ -384,6 +384,10 @@ static void submit_all(pgd_rctx *c) {
         pgd_api_error_set(&e, 503, NULL, NULL, "the server is shutting down");
         goto refuse;
     }
+    if (rc == PGD_EDEVLOST) { /* the server is stopping: said with what failed */
+        pgd_api_error_set(&e, 503, NULL, NULL, "%s", pgd_error_detail());
+        goto refuse;
+    }
     if (rc) { /* checked by the worker: the param names what is wrong */
         const char *param = pgd_error_param();
         if (param && !strcmp(param, "prompt")) param = pparam;

@@ -8,7 +8,8 @@
  * then the worker (scheduler thread) starts and /health turns 200.
  * SIGINT/SIGTERM: stop accepting, let in-flight requests finish for up to shutdown_timeout_s
  * seconds, abort the rest (streams get an SSE error event and [DONE]), exit 0. A second signal
- * aborts at once.
+ * aborts at once. A device lost for good (a GPU's sticky error: pgd_worker_lost) fails every
+ * request (503), turns /health to 503 "failed" and stops the server the same way, exit 1.
  *
  * Threading: main thread = the libuv loop thread; the model loads on the threadpool; the worker
  * wakes the loop with uv_async_send from the scheduler thread.
@@ -49,11 +50,22 @@ typedef struct {
     char err[512];
 } load_job;
 
+static void begin_shutdown(pgd_srv *srv, int code);
+
 static void wake_cb(void *ud) {
     uv_async_send(&((pgd_srv *)ud)->wake);
 }
 static void on_wake(uv_async_t *a) {
-    pgd_srv_drain_events(a->data);
+    pgd_srv *srv = a->data;
+    pgd_srv_drain_events(srv);
+    const char *why;
+    if (srv->worker && srv->state == PGD_SRV_READY && pgd_worker_lost(srv->worker, &why)) {
+        /* every request got its error; nothing can run again in this process: stop, with a
+         * status that tells a supervisor to restart it */
+        fprintf(stderr, "pagoda serve: %s; nothing more can run: stopping (exit status 1)\n", why);
+        srv->state = PGD_SRV_FAILED;
+        begin_shutdown(srv, 1);
+    }
 }
 
 /* On the threadpool, which owns the runner until load_done hands it to the worker: the model,
@@ -75,8 +87,6 @@ static void load_work(uv_work_t *w) {
         j->info = NULL;
     }
 }
-
-static void begin_shutdown(pgd_srv *srv, int code);
 
 static double mib(uint64_t bytes) {
     return (double)bytes / (1024.0 * 1024.0);

@@ -138,6 +138,7 @@ typedef struct cuda_backend {
     uint64_t graph_replays;
     bool graphs_off;
     char device[320]; /* caps.device: "cuda:N, <the GPU's name>" */
+    char lost[128];   /* the sticky error that poisoned the context ("": none) */
 } cuda_backend;
 
 int pgd_cuda_devices(const char **why) {
@@ -626,8 +627,30 @@ static int sample_on_host(cuda_backend *b, const pgd_batch *bt, uint32_t i,
  * thread, and the thread that steps the backend (the scheduler's) is not the one that created it
  * (the loading thread); with --device cuda:N, N > 0, it would otherwise launch into device 0. */
 static int on_device(const cuda_backend *b) {
+    if (b->lost[0])
+        return pgd_error_set(PGD_EDEVLOST, "the GPU (%s) failed for good: %s", b->device, b->lost);
     PGD_CUDA_TRY(cudaSetDevice(b->opt.device_index));
     return 0;
+}
+
+/* After a failed step: an error that leaves the CUDA context poisoned (an illegal address, a
+ * device-side trap, a lost GPU — "sticky": every later call returns it, until the process
+ * ends) turns rc into PGD_EDEVLOST, for this and every later call; any other (a failed launch,
+ * an out-of-memory) leaves the backend usable. What the step enqueued is drained first, its
+ * error cleared; a synchronisation that still fails is sticky. */
+static int after_failure(cuda_backend *b, int rc) {
+    char was[256];
+    snprintf(was, sizeof was, "%s", pgd_error_detail());
+    cudaStreamSynchronize(b->stream);
+    cudaGetLastError();
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) {
+        pgd_error_set(rc, "%s", was);
+        return rc;
+    }
+    snprintf(b->lost, sizeof b->lost, "%s", cudaGetErrorString(e));
+    return pgd_error_set(PGD_EDEVLOST, "the GPU (%s) failed for good (%s) in a step: %s", b->device,
+                         b->lost, was);
 }
 
 static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
@@ -645,19 +668,15 @@ static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
                            cudaGetErrorString(cudaGetLastError()));
     if (!rc && cudaEventSynchronize(b->done) != cudaSuccess)
         rc = pgd_error_set(PGD_ECUDA, "CUDA step: %s", cudaGetErrorString(cudaGetLastError()));
-    if (rc) {
-        /* What was enqueued before the failure may still read the pinned metadata mirror (or
-         * write the results and the caller's logits): drain the stream before the next step
-         * rewrites them. Its own error, if any, is not the one reported. */
-        cudaStreamSynchronize(b->stream);
-        cudaGetLastError();
-        return rc;
-    }
+    if (rc) /* What was enqueued before the failure may still read the pinned metadata mirror
+             * (or write the results and the caller's logits): after_failure drains the stream
+             * before the next step rewrites them. Its own error is not the one reported. */
+        return after_failure(b, rc);
     if (bt->n_samples) memcpy(sampled, b->h_results, bt->n_samples * sizeof *sampled);
     for (uint32_t i = 0; i < bt->n_samples; i++)
         if (sampled[i].token == PGD_CUDA_SAMPLE_ON_HOST &&
             (rc = sample_on_host(b, bt, i, &sampled[i])))
-            return rc;
+            return after_failure(b, rc);
     return 0;
 }
 
@@ -669,9 +688,11 @@ static int cuda_copy_blocks(pgd_backend *base, const int32_t *src, const int32_t
     for (uint32_t i = 0; i < n; i++) { /* in order: see scheduler/plan.h */
         PGD_ASSERT(src[i] > 0 && dst[i] > 0 && (uint32_t)src[i] < b->n_blocks &&
                    (uint32_t)dst[i] < b->n_blocks);
-        PGD_CUDA_TRY(cudaMemcpyAsync(b->kv + (uint64_t)dst[i] * elems,
-                                     b->kv + (uint64_t)src[i] * elems, elems * 2,
-                                     cudaMemcpyDeviceToDevice, b->stream));
+        if (cudaMemcpyAsync(b->kv + (uint64_t)dst[i] * elems, b->kv + (uint64_t)src[i] * elems,
+                            elems * 2, cudaMemcpyDeviceToDevice, b->stream) != cudaSuccess)
+            return after_failure(b,
+                                 pgd_error_set(PGD_ECUDA, "copying KV block %d to %d: %s", src[i],
+                                               dst[i], cudaGetErrorString(cudaGetLastError())));
     }
     return 0;
 }

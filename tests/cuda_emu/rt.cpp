@@ -100,6 +100,26 @@ static bool inject(int kind) {
     return g_fail_at[kind] && g_fail_count[kind] == g_fail_at[kind];
 }
 
+/* A sticky error, as a kernel that faults (an illegal address) leaves on a GPU: the Nth kernel
+ * launched after emu_fail_sticky(N) runs as nothing and, when it runs, poisons the context —
+ * from then on every runtime call that launches, copies, allocates or synchronises fails with
+ * cudaErrorIllegalAddress, and cudaGetLastError reports it without clearing it. On a GPU only a
+ * new process recovers; emu_sticky_clear() lets a test go on. */
+static cudaError_t g_sticky = cudaSuccess;
+static uint64_t g_sticky_at, g_sticky_launches;
+extern "C" void emu_fail_sticky(uint64_t nth_launch) {
+    g_sticky_at = nth_launch;
+    g_sticky_launches = 0;
+}
+extern "C" void emu_sticky_clear(void) {
+    g_sticky = cudaSuccess;
+    g_sticky_at = 0;
+}
+#define STICKY()                                                                                   \
+    do {                                                                                           \
+        if (g_sticky != cudaSuccess) return fail(g_sticky);                                        \
+    } while (0)
+
 static bool env_on(const char *name, bool dflt) {
     const char *v = getenv(name);
     return v ? strcmp(v, "0") != 0 : dflt;
@@ -362,6 +382,7 @@ static void exec_front(Stream *s) {
         flush(&g_legacy, op.seq - 1);
     }
     unpin(op.pins);
+    if (g_sticky != cudaSuccess) return; /* a poisoned context runs nothing more */
     DeviceScope d(op.what.c_str());
     op.fn();
 }
@@ -412,12 +433,13 @@ static std::vector<PinRange> pins_of(const void *p, size_t n, bool device_writes
 extern "C" {
 
 cudaError_t cudaGetLastError(void) {
+    if (g_sticky != cudaSuccess) return g_sticky;
     cudaError_t e = g_last;
     g_last = cudaSuccess;
     return e;
 }
 cudaError_t cudaPeekAtLastError(void) {
-    return g_last;
+    return g_sticky != cudaSuccess ? g_sticky : g_last;
 }
 
 const char *cudaGetErrorString(cudaError_t e) {
@@ -438,6 +460,8 @@ const char *cudaGetErrorString(cudaError_t e) {
         return "invalid device ordinal (emulated)";
     case cudaErrorNoDevice:
         return "no CUDA-capable device is detected (emulated)";
+    case cudaErrorIllegalAddress:
+        return "an illegal memory access was encountered (emulated)";
     default:
         return "emulated CUDA error";
     }
@@ -512,13 +536,16 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
+    STICKY();
     flush_all();
+    STICKY();
     return cudaSuccess;
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 
 cudaError_t cudaMalloc(void **p, size_t n) {
+    STICKY();
     *p = nullptr;
     if (inject(F_MALLOC)) return fail(cudaErrorMemoryAllocation);
     if (g_dev_used + n + k_ctx_reserve > g_dev_total) return fail(cudaErrorMemoryAllocation);
@@ -543,6 +570,7 @@ cudaError_t cudaFree(void *p) {
 }
 
 cudaError_t cudaMallocHost(void **p, size_t n) {
+    STICKY();
     if (inject(F_HOSTALLOC)) {
         *p = nullptr;
         return fail(cudaErrorMemoryAllocation);
@@ -601,6 +629,7 @@ static bool check_copy(void *d, const void *s, size_t n, cudaMemcpyKind &k, cons
 }
 
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
+    STICKY();
     if (!check_copy(d, s, n, k, "cudaMemcpy")) return fail(cudaErrorInvalidValue);
     /* the runtime API's synchronisation rules for cudaMemcpy (legacy default stream):
      *   H2D from pageable memory: the legacy stream is synchronised, the source staged, the call
@@ -630,6 +659,7 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
 }
 
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st) {
+    STICKY();
     Stream *S = stream_of(st);
     if (!S) {
         emu_error("cudaMemcpyAsync on an invalid stream %p", (void *)st);
@@ -657,6 +687,7 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, 
 }
 
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) {
+    STICKY();
     Stream *S = stream_of(st);
     if (!S) return fail(cudaErrorInvalidResourceHandle);
     if (n && !live_device(d, n)) {
@@ -704,6 +735,7 @@ static void drop_queue(Stream *st, uint64_t upto) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    STICKY();
     if (inject(F_SYNC)) {
         drop_queue(stream_of(s), UINT64_MAX);
         return fail(cudaErrorLaunchFailure);
@@ -719,10 +751,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
         return fail(cudaErrorStreamCaptureUnsupported);
     }
     flush(st, UINT64_MAX);
+    STICKY(); /* a kernel that ran just now may have faulted */
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode) {
+    STICKY();
     Stream *st = stream_of(s);
     if (!st || st->legacy || st->capturing) {
         emu_error("cudaStreamBeginCapture: not a live non-legacy stream, or already capturing");
@@ -758,6 +792,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *
     return cudaSuccess;
 }
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long) {
+    STICKY();
     Graph *gr = (Graph *)g;
     if (!g_graphs.count(gr)) return fail(cudaErrorInvalidValue);
     Graph *ex = new Graph{gr->ops};
@@ -778,6 +813,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
     return cudaSuccess;
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
+    STICKY();
     Graph *ex = (Graph *)e;
     Stream *st = stream_of(s);
     if (!g_execs.count(ex) || !st) return fail(cudaErrorInvalidResourceHandle);
@@ -809,6 +845,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    STICKY();
     Event *ev = (Event *)e;
     Stream *st = stream_of(s);
     if (!g_events.count(ev) || !st) {
@@ -826,6 +863,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    STICKY();
     Event *ev = (Event *)e;
     if (inject(F_SYNC)) {
         if (g_events.count(ev) && ev->recorded && g_streams.count(ev->s))
@@ -834,6 +872,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     }
     if (!g_events.count(ev)) return fail(cudaErrorInvalidResourceHandle);
     if (ev->recorded && g_streams.count(ev->s)) flush(ev->s, ev->seq);
+    STICKY();
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
@@ -1187,6 +1226,7 @@ cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s
         return fail(cudaErrorInvalidResourceHandle);
     }
     if (!same_device(S, name)) return fail(cudaErrorInvalidResourceHandle);
+    STICKY();
     if (inject(F_LAUNCH)) return fail(cudaErrorLaunchOutOfResources);
     uint64_t nt = (uint64_t)block.x * block.y * block.z;
     if (!nt || nt > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z || grid.x > 2147483647u ||
@@ -1202,6 +1242,11 @@ cudaError_t emu_submit_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t s
                 name, smem, maxdyn);
         return fail(cudaErrorInvalidValue);
     }
+    if (g_sticky_at && ++g_sticky_launches == g_sticky_at) { /* emu_fail_sticky: it faults */
+        enqueue(S, std::string("kernel ") + name + " (faults)",
+                []() { g_sticky = cudaErrorIllegalAddress; });
+        return cudaSuccess;
+    }
     auto rec =
         std::make_shared<KernelRec>(KernelRec{grid, block, smem, func, name, std::move(body), pdl});
     enqueue(S, std::string("kernel ") + name, [rec]() { run_kernel(*rec); });
@@ -1216,7 +1261,7 @@ bool emu_dev_range_ok(const void *p, size_t bytes) {
 }
 bool emu_stream_enqueue(cudaStream_t s, const char *what, std::function<void()> fn) {
     Stream *S = stream_of(s);
-    if (!S || !same_device(S, what)) return false;
+    if (!S || !same_device(S, what) || g_sticky != cudaSuccess) return false;
     enqueue(S, what, std::move(fn));
     return true;
 }

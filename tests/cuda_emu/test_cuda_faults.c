@@ -5,7 +5,8 @@
  * the same logits as a clean run. Weights past the device's memory fail create with the sizes
  * said, before any allocation. And with two emulated devices (EMU_DEVICES=2), a backend created
  * on device 1 by one thread steps from another — as the scheduler's thread steps what the loading
- * thread made — with the logits of device 0's. */
+ * thread made — with the logits of device 0's. A kernel that faults (a sticky error: the context
+ * is poisoned for good) makes the step fail with PGD_EDEVLOST, and every later one at once. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@
 #include "support/preset_json.h"
 
 void emu_fail_set(int kind, uint64_t nth);
+void emu_fail_sticky(uint64_t nth_launch);
+void emu_sticky_clear(void);
 uint64_t emu_fail_calls(int kind);
 int emu_live_allocs(int device);
 enum { F_MALLOC, F_HOSTALLOC, F_LAUNCH, F_SYNC, F_N };
@@ -163,6 +166,39 @@ static void second_device(const pgd_model *m, const float *ref, const pgd_sample
     unsetenv("EMU_DEVICES");
 }
 
+/* The 5th kernel of a step faults: that step fails with PGD_EDEVLOST naming the error, so does
+ * the next one (without launching anything), and the backend still frees all it holds. A
+ * failure that is not sticky (a failed launch: above) leaves the backend usable instead. */
+static void device_lost(const pgd_model *m, float *got) {
+    pgd_backend *b = NULL;
+    if (make(m, &b)) {
+        failures++;
+        return;
+    }
+    pgd_sample_result res[2];
+    const int base_d = emu_live_allocs(1);
+    emu_fail_sticky(5);
+    int rc = step(b, got, res);
+    if (rc != PGD_EDEVLOST || !strstr(pgd_error_detail(), "illegal memory access") ||
+        !strstr(pgd_error_detail(), "failed for good")) {
+        fprintf(stderr, "  a faulting kernel: rc %d, \"%s\"\n", rc, pgd_error_detail());
+        failures++;
+    }
+    emu_fail_sticky(0);
+    rc = step(b, got, res);
+    if (rc != PGD_EDEVLOST || !strstr(pgd_error_detail(), "failed for good")) {
+        fprintf(stderr, "  the step after: rc %d, \"%s\"\n", rc, pgd_error_detail());
+        failures++;
+    }
+    pgd_backend_destroy(b);
+    emu_sticky_clear();
+    if (emu_live_allocs(1) >= base_d) {
+        fprintf(stderr, "  a lost backend destroyed: %d device allocations still live (of %d)\n",
+                emu_live_allocs(1), base_d);
+        failures++;
+    }
+}
+
 int main(void) {
     pgd_model_preset p;
     if (pgd_test_preset_json(
@@ -243,6 +279,7 @@ int main(void) {
     }
     pgd_backend_destroy(b);
     second_device(models[0], ref, rref, got);
+    device_lost(models[0], got);
     pgd_model_free(models[0]);
     pgd_model_free(models[1]);
     free(ref);

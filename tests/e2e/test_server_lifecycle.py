@@ -512,3 +512,36 @@ def test_sdk_sees_the_shutdown_error_event(start_server):
     assert n >= 3
     assert "shutting down" in str(ei.value)
     assert srv.proc.wait(timeout=30) == 0
+
+
+# ---- a device lost for good --------------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_device_lost_stops_the_server(start_server, stream):
+    """A device that fails for good (a GPU's sticky error; here the runner's test hook,
+    PGD_FAULT_DEVICE_LOST=4: its 4th step and every later one fail so) ends the request in
+    flight with a 503 naming it — a stream after the tokens of the first steps: an SSE error
+    event, then [DONE]; a plain request: the error body — and the server stops (it refuses
+    connections) with exit status 1, its log saying why, so that a supervisor restarts it."""
+    srv = start_server("--no-warmup", env={"PGD_FAULT_DEVICE_LOST": "4"})
+    srv.expect_exit = True
+    if stream:
+        s = Stream(srv.port, 64)
+        s.join(timeout=60)
+        assert not s.is_alive() and s.error is None and s.status == 200, (s.error, s.raw[-300:])
+        ev = s.events()
+        e = assert_error_body(ev[-1], status=503)
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in ev[:-1]
+                       if c.get("choices"))
+        assert text  # the tokens of steps 1 to 3 came first
+    else:
+        st, _, body = srv.post_json("/v1/chat/completions", {"messages": MSG, "max_tokens": 64})
+        assert st == 503, body
+        e = assert_error_body(json.dumps(body).encode(), status=503)
+    assert "the device is lost (injected at step 4" in e["message"], e
+    assert srv.proc.wait(timeout=30) == 1
+    assert_refuses_connections(srv.port)
+    log = srv.log()
+    assert re.search(r"the device failed: the device is lost \(injected at step 4: "
+                     r"PGD_FAULT_DEVICE_LOST\); nothing more can run: stopping \(exit status 1\)",
+                     log), log

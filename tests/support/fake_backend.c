@@ -103,9 +103,10 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits,
         return bad("q_start does not cover the batch", batch->q_start[batch->n_seqs],
                    batch->n_tokens);
     uint64_t stamp = ++fb->n_batches;
-    if (fb->cfg.fail_at == stamp)
-        return pgd_error_set(PGD_EIO, "fake backend: forward %llu fails",
-                             (unsigned long long)stamp);
+    if (fb->cfg.fail_at == stamp || (fb->cfg.lost && fb->cfg.fail_at && stamp > fb->cfg.fail_at))
+        return fb->cfg.lost ? pgd_error_set(PGD_EDEVLOST, "fake backend: the device is lost")
+                            : pgd_error_set(PGD_EIO, "fake backend: forward %llu fails",
+                                            (unsigned long long)stamp);
     /* which row of the batch each logits row is; -1 when none */
     for (uint32_t s = 0; s < batch->n_seqs; s++) {
         uint32_t q0 = batch->q_start[s], q1 = batch->q_start[s + 1];

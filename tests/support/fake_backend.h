@@ -54,6 +54,7 @@ typedef struct pgd_fake_config {
     bool record;         /* keep the step log */
     uint32_t delay_us;   /* sleep per forward call (benchmarks, thread tests) */
     uint64_t fail_at;    /* forward call number fail_at (1 = the first) fails with PGD_EIO */
+    bool lost;           /* ... with PGD_EDEVLOST instead, and so does every later one */
 } pgd_fake_config;
 
 typedef struct pgd_fake_batch {

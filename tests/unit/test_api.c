@@ -623,6 +623,8 @@ static void test_error_types(void) {
     CHECK_EQ_INT(pgd_api_status_for_code(PGD_ESHUTDOWN), 503);
     CHECK_EQ_INT(pgd_api_status_for_code(PGD_ENOMEM), 500);
     CHECK_EQ_INT(pgd_api_status_for_code(PGD_ECUDA), 500);
+    CHECK_EQ_INT(pgd_api_status_for_code(PGD_EDEVLOST),
+                 503); /* the server stops: not the caller's */
 }
 
 static void body_of(const pgd_api_error *e, const char *type, const char *param, const char *code) {

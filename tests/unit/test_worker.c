@@ -3,7 +3,7 @@
  * (scheduler/worker.h) over the fake backend, plus the outbox's MPSC queue on its own:
  * concurrent submitters and a concurrent consumer, aborts from another thread (running and
  * waiting requests), the waiting-queue bound (PGD_EFULL), shutdown that drains or aborts, no
- * busy polling when idle, and errors reported on the submitting thread.
+ * busy polling when idle, errors reported on the submitting thread, and a device lost for good.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,13 +29,15 @@ static void on_wake(void *ud) {
 /* The model info of the open worker (it must outlive the worker; close_worker closes it). */
 static pgd_model_info *g_info;
 
-static pgd_worker *open_worker(uint32_t n_blocks, uint32_t B, uint32_t S, uint32_t max_waiting,
-                               uint32_t delay_us) {
+static pgd_worker *open_worker_lost(uint32_t n_blocks, uint32_t B, uint32_t S, uint32_t max_waiting,
+                                    uint32_t delay_us, uint64_t lost_at) {
     pgd_fake_config fc = {.n_blocks = n_blocks,
                           .block_size = 16,
                           .max_tokens = B,
                           .verify = true,
-                          .delay_us = delay_us};
+                          .delay_us = delay_us,
+                          .fail_at = lost_at,
+                          .lost = lost_at > 0};
     pgd_runner *runner = NULL;
     if (pgd_fake_create(&fc, &g_info, &runner)) return NULL;
     pgd_worker_config c;
@@ -52,6 +54,11 @@ static pgd_worker *open_worker(uint32_t n_blocks, uint32_t B, uint32_t S, uint32
         return NULL;
     }
     return e;
+}
+
+static pgd_worker *open_worker(uint32_t n_blocks, uint32_t B, uint32_t S, uint32_t max_waiting,
+                               uint32_t delay_us) {
+    return open_worker_lost(n_blocks, B, S, max_waiting, delay_us, 0);
 }
 
 static void close_worker(pgd_worker *e) {
@@ -332,6 +339,51 @@ static void test_worker_shutdown_drains(void) {
     rec_free(&rec);
 }
 
+/* ---- a device lost for good ----------------------------------------------------------------- */
+
+/* The fake device is lost at its 4th forward (and stays lost): the requests of that step, the
+ * others running and those still waiting (2 seats for 6) each get one ERROR event with the
+ * reason, every KV block comes back, later submits are refused with PGD_EDEVLOST and that
+ * reason on the caller's thread, and the worker says it is lost. */
+static void test_worker_device_lost(void) {
+    pgd_worker *e = open_worker_lost(200, 64, 2, 64, 0, 4);
+    REQUIRE(e);
+    const char *why = "unset";
+    CHECK(!pgd_worker_lost(e, &why) && why == NULL);
+    int32_t p[6][20];
+    uint64_t ids[6];
+    for (int i = 0; i < 6; i++) {
+        make_tokens(70 + i, p[i], 20, 0, 256);
+        pgd_request r = greedy_req(p[i], 20, 50);
+        CHECK_EQ_INT(pgd_worker_submit(e, &r, &ids[i]), 0);
+    }
+    recorder rec = {0};
+    CHECK(drain_until(e, &rec, 6, 10));
+    CHECK_EQ_INT(rec.n_error, 6);
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ_INT(rec.r[ids[i]].error, PGD_EDEVLOST);
+        CHECK_EQ_INT(rec.r[ids[i]].n_error, 1);
+    }
+    CHECK(rec.r[ids[0]].ch[0].n > 0); /* the first ran a few steps before */
+    CHECK(pgd_worker_lost(e, &why));
+    CHECK(why && strstr(why, "the device failed: fake backend: the device is lost"));
+    int32_t q[4] = {1, 2, 3, 4};
+    pgd_request r = greedy_req(q, 4, 4);
+    uint64_t id = 0;
+    CHECK_EQ_INT(pgd_worker_submit(e, &r, &id), PGD_EDEVLOST);
+    CHECK(id == 0 && strstr(pgd_error_detail(), "the device is lost"));
+    pgd_sched_stats st;
+    double end = now_s() + 5;
+    do pgd_worker_get_stats(e, &st);
+    while (st.kv_blocks_used && now_s() < end);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK_EQ_INT(st.n_errors, 6);
+    CHECK_EQ_INT(rec.violations, 0);
+    pgd_worker_shutdown(e, 0);
+    close_worker(e);
+    rec_free(&rec);
+}
+
 /* ---- idle costs nothing; errors on the caller's thread ------------------------------------ */
 
 static double cpu_s(void) {
@@ -426,6 +478,7 @@ int main(void) {
     RUN(test_worker_full_queue_and_shutdown_abort);
     RUN(test_worker_submit_group);
     RUN(test_worker_shutdown_drains);
+    RUN(test_worker_device_lost);
     RUN(test_worker_idle_no_busy_poll);
     return test_summary();
 }
