@@ -9,7 +9,7 @@
  * SIGINT/SIGTERM: stop accepting, let in-flight requests finish for up to shutdown_timeout_s
  * seconds, abort the rest (streams get an SSE error event and [DONE]), exit 0. A second signal
  * aborts at once. A device lost for good (a GPU's sticky error: pgd_worker_lost) fails every
- * request (503), turns /health to 503 "failed" and stops the server the same way, exit 1.
+ * request (503) and stops the server the same way, exit 1.
  *
  * Threading: main thread = the libuv loop thread; the model loads on the threadpool; the worker
  * wakes the loop with uv_async_send from the scheduler thread.
