@@ -51,11 +51,12 @@ const char *pgd_device_name(int device) {
 }
 
 int pgd_device_resolve(const pgd_device_options *d, int *out, const char **why) {
-    const int device = d->device, index = d->cuda.device_index;
+    const int device = d->device;
     if (why) *why = NULL;
     *out = PGD_DEVICE_CPU;
     if (device == PGD_DEVICE_CPU) return 0;
 #ifdef PGD_HAVE_CUDA
+    const int index = d->cuda.device_index;
     const char *cuda_why = NULL;
     const int n = pgd_cuda_devices(&cuda_why);
     if (n > 0 && index < n) {
