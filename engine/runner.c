@@ -177,7 +177,7 @@ static int ensure_logits(pgd_runner *r, uint32_t rows) {
 int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
     PGD_ASSERT(plan->n_items > 0 && plan->n_tokens > 0 && plan->n_tokens <= r->max_tokens);
     int rc;
-    if (++r->n_steps >= r->lost_at && r->lost_at) /* the test hook (runner.h) */
+    if (r->lost_at && ++r->n_steps >= r->lost_at) /* the test hook (runner.h) */
         return pgd_error_set(PGD_EDEVLOST,
                              "the device is lost (injected at step %llu: PGD_FAULT_DEVICE_LOST)",
                              (unsigned long long)r->lost_at);

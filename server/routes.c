@@ -384,14 +384,11 @@ static void submit_all(pgd_rctx *c) {
         pgd_api_error_set(&e, 503, NULL, NULL, "the server is shutting down");
         goto refuse;
     }
-    if (rc == PGD_EDEVLOST) { /* the server is stopping: said with what failed */
-        pgd_api_error_set(&e, 503, NULL, NULL, "%s", pgd_error_detail());
-        goto refuse;
-    }
-    if (rc) { /* checked by the worker: the param names what is wrong */
+    if (rc) { /* checked by the worker: the param names what is wrong; or out of memory, or the
+               * device lost (503: the server is stopping) */
         const char *param = pgd_error_param();
         if (param && !strcmp(param, "prompt")) param = pparam;
-        pgd_api_error_set(&e, rc == PGD_ENOMEM ? 500 : 400, rc == PGD_EINVAL ? param : NULL, NULL,
+        pgd_api_error_set(&e, pgd_api_status_for_code(rc), rc == PGD_EINVAL ? param : NULL, NULL,
                           "%s", pgd_error_detail());
         goto refuse;
     }

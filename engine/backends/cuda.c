@@ -639,15 +639,12 @@ static int on_device(const cuda_backend *b) {
  * an out-of-memory) leaves the backend usable. What the step enqueued is drained first, its
  * error cleared; a synchronisation that still fails is sticky. */
 static int after_failure(cuda_backend *b, int rc) {
-    char was[256];
-    snprintf(was, sizeof was, "%s", pgd_error_detail());
     cudaStreamSynchronize(b->stream);
     cudaGetLastError();
     const cudaError_t e = cudaDeviceSynchronize();
-    if (e == cudaSuccess) {
-        pgd_error_set(rc, "%s", was);
-        return rc;
-    }
+    if (e == cudaSuccess) return rc; /* with the step's own detail */
+    char was[256];                   /* (the detail is the buffer pgd_error_set writes) */
+    snprintf(was, sizeof was, "%s", pgd_error_detail());
     snprintf(b->lost, sizeof b->lost, "%s", cudaGetErrorString(e));
     return pgd_error_set(PGD_EDEVLOST, "the GPU (%s) failed for good (%s) in a step: %s", b->device,
                          b->lost, was);

@@ -355,6 +355,11 @@ struct Event {
 };
 static std::set<Event *> g_events;
 
+/* The device a stream's work runs on: its own, or the current one for the legacy stream. */
+static int dev_of(const Stream *S) {
+    return S->dev < 0 ? g_dev : S->dev;
+}
+
 static Stream *stream_of(cudaStream_t s) {
     if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return &g_legacy;
     Stream *st = (Stream *)s;
@@ -852,9 +857,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         emu_error("cudaEventRecord: invalid event or stream");
         return fail(cudaErrorInvalidResourceHandle);
     }
-    if (ev->dev != (st->dev < 0 ? g_dev : st->dev)) {
+    if (ev->dev != dev_of(st)) {
         emu_error("cudaEventRecord: an event of device %d into a stream of device %d", ev->dev,
-                  st->dev < 0 ? g_dev : st->dev);
+                  dev_of(st));
         return fail(cudaErrorInvalidResourceHandle);
     }
     ev->s = st;
@@ -1211,7 +1216,7 @@ static void run_kernel(const KernelRec &k) {
 /* A launch into stream S from this thread: S must belong to the current device (the runtime
  * fails a kernel launched into another device's stream). */
 static bool same_device(const Stream *S, const char *name) {
-    if (S->dev < 0 || S->dev == g_dev) return true;
+    if (dev_of(S) == g_dev) return true;
     emu_error("%s launched into a stream of device %d while device %d is current: the launch "
               "fails on a GPU",
               name, S->dev, g_dev);
