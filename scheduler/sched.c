@@ -59,13 +59,17 @@ typedef struct tenant {
     uint64_t id;
     double vtime;      /* service charged / weight, raised when it becomes backlogged */
     double pending;    /* estimated service of its items planned in this step (0 between) */
+    uint32_t chunked;  /* prompt tokens (every planned token but decodes) of its items planned in
+                          this step (0 between): chunk_cap's allowance is per step */
     uint32_t n_active; /* its sequences waiting or running */
     uint32_t n_seats;  /* seats its running sequences hold (as pgd_sched.n_seats counts) */
     float weight;      /* of its latest request (> 0) */
     bool yielded;      /* not admitted again in this step: it gave a seat to another tenant
-                          (make_room) or stood aside over its share (skip_over_share) */
-    bool defer;        /* FAIR, this step: beyond its seat share while a tenant within its share,
-                          served no more than it, waits: its prompt chunks wait (plan_chunks) */
+                          (make_room), stood aside over its share (skip_over_share), made way
+                          for a light tenant (defer_admission) or spent its chunk allowance */
+    bool defer;        /* FAIR, this step: its prompts wait (chunks and admissions): it makes
+                          way for a light tenant (mark_light) or spent its chunk allowance */
+    bool hold;         /* FAIR, this step: its decodes wait too, all but the running head's */
     slist wait;
     uint64_t prompt_tokens, generation_tokens, computed_tokens; /* as pgd_sched_stats */
 } tenant;
@@ -106,6 +110,13 @@ struct pgd_sched {
     uint32_t budget;
     bool preempted;
     bool head_planned; /* the running head got tokens in phases 2-3 (see "Progress") */
+    /* FAIR, this step (see mark_light): the lowest counter of the tenants within their seat
+     * share that wait (INFINITY: none); whether another tenant's prompt or decode waits for one
+     * of them beyond what their shares ask (made_way); whether one of them had a sequence
+     * admitted. light_missed: the last step made way and admitted none (this one makes no such
+     * way) */
+    double light_low;
+    bool made_way, light_admitted, light_missed;
     uint32_t n_admitted_step, n_preempted_step, n_forked_step;
     uint64_t now_ns;
     pgd_sched_item_info *info; /* [cap_info] the latest step's log */
@@ -287,7 +298,10 @@ static tenant *pick_tenant(const pgd_sched *S) {
 static void clear_pending(pgd_sched *S) {
     for (uint32_t i = 0; i < S->n_tenants; i++) {
         S->tenants[i]->pending = 0;
+        S->tenants[i]->chunked = 0;
         S->tenants[i]->yielded = false;
+        S->tenants[i]->defer = false;
+        S->tenants[i]->hold = false;
     }
 }
 
@@ -680,6 +694,11 @@ static uint32_t pending_limit(const sseq *q) {
     return (uint32_t)s->tokens.n - done;
 }
 
+/* Of n tokens of q planned from start, those that are not a decode (its one last token). */
+static uint32_t chunk_part(const sseq *q, uint32_t start, uint32_t n) {
+    return n == 1 && start + 1 == q->seq->tokens.n ? 0 : n;
+}
+
 /* Plan n tokens of q: its table grows now. The caller made sure they fit (pgd_block_table_fit,
  * or an attach that reserved them), so only a lack of memory can fail; that fails q's request.
  * false then. */
@@ -698,13 +717,16 @@ static bool plan_item(pgd_sched *S, sseq *q, uint32_t start, uint32_t n) {
      * tokens are computed */
     q->charge = service(S, q->req, fresh_prompt(q->req, start, n), start + n == q->seq->tokens.n);
     q->req->t->pending += q->charge;
+    q->req->t->chunked += chunk_part(q, start, n);
     return true;
 }
 
 static void unplan(pgd_sched *S, sseq *q) {
     if (q->item < 0) return;
     uint32_t k = (uint32_t)q->item;
-    S->budget += pgd_plan_item(S->plan, k)->n_tokens;
+    const pgd_step_item *it = pgd_plan_item(S->plan, k);
+    S->budget += it->n_tokens;
+    q->req->t->chunked -= chunk_part(q, it->start, it->n_tokens);
     pgd_plan_drop(S->plan, k);
     q->item = -1;
     q->req->t->pending -= q->charge;
@@ -761,19 +783,74 @@ static double share_of(const pgd_sched *S, const tenant *t, double wsum) {
 
 static double seat_share(const pgd_sched *S, const tenant *t);
 
-/* FAIR: prompt tokens a sequence of tenant t may compute in one step, out of want (seats: those
- * the sequence adds, when it is being admitted). A tenant holding more seats than its share (so
- * another tenant with work holds fewer than its own) gets chunks of at most max(16,
- * max_num_batched_tokens / 32) tokens: on a device whose step time grows with its tokens (a CPU), a
- * busy tenant's long chunks would otherwise fill the steps that the other tenant's next prompt has
- * to wait for and then share. Its throughput hardly changes (its decodes and chunks still run every
- * step); the other's first token comes sooner. */
+/* FAIR: prompt tokens a sequence of tenant t may compute in this step, out of want (seats: those
+ * the sequence adds, when it is being admitted); 0 when none. A tenant holding more seats than
+ * its share (so another tenant with work holds fewer than its own) computes at most max(16,
+ * max_num_batched_tokens / 32) prompt tokens per step, all its sequences together: on a device
+ * whose step time grows with its tokens (a CPU), a busy tenant's prompts would otherwise fill the
+ * steps that the other tenant's next prompt has to wait for (the step running when it arrives)
+ * and then share; the other's first token comes sooner. */
 static uint32_t chunk_cap(const pgd_sched *S, const tenant *t, uint32_t seats, uint32_t want) {
     if (S->cfg.policy != PGD_SCHED_FAIR || (double)(t->n_seats + seats) <= seat_share(S, t) + 1e-9)
         return want;
     uint32_t cap = S->cfg.max_num_batched_tokens / 32;
     if (cap < 16) cap = 16;
+    cap = cap > t->chunked ? cap - t->chunked : 0;
     return want < cap ? want : cap;
+}
+
+/* Whether lt's waiting head can take a seat in this step (phase 4 then admits it, unless the
+ * blocks fall short): a seat is free, or make_room would take one for it (lt has the lowest
+ * counter of the waiting tenants and stays within its share; some tenant served at least as
+ * much keeps its share without one of its seats). */
+static bool light_fits(const pgd_sched *S, const tenant *lt, double low, double wsum) {
+    uint32_t seats = seats_of(lt->wait.head);
+    if (S->n_seats + seats <= S->cfg.max_num_seqs) return true;
+    if ((double)(lt->n_seats + seats) > share_of(S, lt, wsum) + 1e-9) return false;
+    bool victim = false;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        const tenant *o = S->tenants[i];
+        if (o->wait.n && key(o) < low - 1e-9) return false;
+        if (o != lt && o->n_seats && key(o) >= low - 1e-9 &&
+            (double)o->n_seats - 1 >= share_of(S, o, wsum) - 1e-9)
+            victim = true;
+    }
+    return victim;
+}
+
+/* FAIR, as a step begins (the counters as the last step left them): light_low, the lowest
+ * counter among the tenants within their seat share that wait, L the tenant that has it, and
+ * who makes way for L in this step, among the tenants served at least as much: a tenant beyond
+ * its share defers its prompts (chunks, admissions). And when L has one request waiting (a
+ * light request, not a backlog) that can take a seat now (light_fits), unless the last step
+ * made way and admitted none of L's (light_missed): every tenant being served (holding a seat)
+ * defers its prompts, and a tenant beyond its share holds its decodes back too, all but the
+ * running head's. So L's first chunk has its step to itself but for decodes within the shares:
+ * on a CPU a step's time grows with its tokens, and L's first token would wait for all of them.
+ * One pass each (one sum of the active weights). */
+static void mark_light(pgd_sched *S) {
+    if (S->cfg.policy != PGD_SCHED_FAIR) return;
+    double wsum = active_weight(S), low = INFINITY;
+    const tenant *lt = NULL;
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        const tenant *u = S->tenants[i];
+        if (!u->wait.n || (double)u->n_seats >= share_of(S, u, wsum) - 1e-9) continue;
+        /* ties (a tenant that wakes up starts level with the lowest backlogged counter): the
+         * one with the least waiting */
+        if (!lt || key(u) < low - 1e-9 || (key(u) <= low + 1e-9 && u->wait.n < lt->wait.n))
+            low = key(u), lt = u;
+    }
+    if (!lt) return;
+    bool light = !S->light_missed && lt->wait.n == 1 && light_fits(S, lt, low, wsum);
+    for (uint32_t i = 0; i < S->n_tenants; i++) {
+        tenant *t = S->tenants[i];
+        if (t == lt || low > key(t) + 1e-9) continue;
+        bool beyond = (double)t->n_seats > share_of(S, t, wsum) + 1e-9;
+        if (beyond || (light && t->n_seats)) t->defer = true;
+        if (beyond && light) t->hold = true;
+        if (light && t->n_seats) S->made_way = true;
+    }
+    S->light_low = low;
 }
 
 /* Step phase 3: chunks of pending prompts (and recomputes). FCFS: in rank order. FAIR: by the
@@ -791,18 +868,6 @@ static void plan_chunks(pgd_sched *S) {
         }
         return;
     }
-    /* the lowest counter among the tenants within their share that wait; one pass each (the
-     * shares use one sum of the active weights) */
-    double wsum = active_weight(S), low = INFINITY;
-    for (uint32_t i = 0; i < S->n_tenants; i++) {
-        const tenant *u = S->tenants[i];
-        if (u->wait.n && (double)u->n_seats < share_of(S, u, wsum) - 1e-9 && key(u) < low)
-            low = key(u);
-    }
-    for (uint32_t i = 0; i < S->n_tenants; i++) {
-        tenant *t = S->tenants[i];
-        t->defer = (double)t->n_seats > share_of(S, t, wsum) + 1e-9 && low <= key(t) + 1e-9;
-    }
     sseq *h = S->run.head;
     bool held = h && h->item < 0 && pending_limit(h) >= 2 && S->budget > 0 &&
                 pgd_plan_n_items(S->plan) < S_max;
@@ -818,6 +883,10 @@ static void plan_chunks(pgd_sched *S) {
                 best = q;
         if (!best) break;
         uint32_t lim = chunk_cap(S, best->req->t, 0, pending_limit(best));
+        if (!lim) { /* its tenant's allowance of this step is spent */
+            best->req->t->defer = true;
+            continue;
+        }
         plan_running(S, best, lim < S->budget ? lim : S->budget); /* planned or gone */
     }
     if (!held) return;
@@ -826,6 +895,7 @@ static void plan_chunks(pgd_sched *S) {
     h = S->run.head;
     if (h && h->item < 0 && pending_limit(h) >= 2) {
         uint32_t lim = chunk_cap(S, h->req->t, 0, pending_limit(h));
+        if (!lim) lim = 1; /* the head progresses every step, allowance or not */
         plan_running(S, h, lim < S->budget ? lim : S->budget);
     }
 }
@@ -916,6 +986,18 @@ static bool skip_over_share(pgd_sched *S, tenant *t, const sseq *q) {
     return true;
 }
 
+/* FAIR: waiting q of tenant t waits out this step: t defers its prompts (mark_light, or its
+ * chunk allowance is spent), or t holds at least its seat share and q would take it beyond, in
+ * a step where a tenant within its share, served no more than t, waits (and is admitted first:
+ * the lowest counter goes first, and admission stops at a tenant that does not fit). So that
+ * tenant's first chunk does not share its step with q's. */
+static bool defer_admission(const pgd_sched *S, const tenant *t, const sseq *q) {
+    if (t->defer) return true;
+    if (S->cfg.policy != PGD_SCHED_FAIR || S->light_low > key(t) + 1e-9) return false;
+    double share = seat_share(S, t);
+    return (double)t->n_seats >= share - 1e-9 && (double)(t->n_seats + seats_of(q)) > share + 1e-9;
+}
+
 /* Step phase 4: admissions in tenant-fair order while budget, seats and blocks allow. */
 static void admit(pgd_sched *S) {
     if (S->preempted) return;
@@ -926,6 +1008,10 @@ static void admit(pgd_sched *S) {
         if (!t) break;
         sseq *q = t->wait.head;
         sreq *r = q->req;
+        if (defer_admission(S, t, q)) {
+            t->yielded = true;
+            continue;
+        }
         if (S->n_seats + seats_of(q) > S_max) {
             if (make_room(S, t, q) || skip_over_share(S, t, q)) continue;
             break;
@@ -943,6 +1029,10 @@ static void admit(pgd_sched *S) {
         uint32_t hit = pgd_block_table_find_prefix(&q->bt, s->tokens.ids, n_tok);
         uint32_t limit = q->index == 0 && r->fork_pending ? s->n_prompt - 1 - hit : n_tok - hit;
         uint32_t take = chunk_cap(S, t, seats_of(q), limit < S->budget ? limit : S->budget);
+        if (!take && limit) { /* over its share, its allowance of this step spent: next step */
+            t->yielded = true;
+            continue;
+        }
         uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0, attached;
         /* The cached prefix and the first chunk's blocks, all or nothing. */
         int rc = pgd_block_table_attach_prefix(&q->bt, s->tokens.ids, n_tok, take, wm, &attached);
@@ -955,6 +1045,7 @@ static void admit(pgd_sched *S) {
             continue;
         }
         PGD_ASSERT(attached == hit);
+        if ((double)t->n_seats < seat_share(S, t) - 1e-9) S->light_admitted = true;
         wait_remove(S, q);
         run_insert(S, q);
         q->admitted_in = S->st.n_steps + 1;
@@ -1050,6 +1141,8 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
     S->n_admitted_step = S->n_preempted_step = S->n_forked_step = 0;
     S->n_info = S->last_tokens = S->last_items = 0;
     S->now_ns = 0;
+    S->light_low = INFINITY;
+    S->made_way = false;
     clear_pending(S);
 
     /* 1. forks whose shared prompt is ready */
@@ -1057,16 +1150,22 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         next = q->next;
         if (fork_ready(q)) fork_choices(S, q->req);
     }
+    mark_light(S);
     /* 2. decodes, in rank order (a preemption only removes sequences after q, or q itself,
-     * which ends the loop) */
+     * which ends the loop); FAIR: but those a tenant holds back for a light one (mark_light) */
     for (sseq *q = S->run.head; q && S->budget > 0 && pgd_plan_n_items(S->plan) < S_max;
-         q = q->next)
-        if (q->item < 0 && pending_limit(q) == 1 && !plan_running(S, q, 1)) break;
+         q = q->next) {
+        if (q->item >= 0 || pending_limit(q) != 1) continue;
+        if (q->req->t->hold && q != S->run.head) continue;
+        if (!plan_running(S, q, 1)) break;
+    }
     /* 3. chunks of pending prompts (and recomputes) */
     plan_chunks(S);
     S->head_planned = !S->run.head || S->run.head->item >= 0;
     /* 4. admissions */
+    S->light_admitted = false;
     admit(S);
+    S->light_missed = S->made_way && !S->light_admitted;
 
     /* 5. run: the plan is allocated, the runner only computes */
     int rc = 0;

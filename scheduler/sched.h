@@ -22,7 +22,8 @@
  *      every block; each computes the last prompt token itself, so the shared partial block is
  *      copied on write when that token is planned and each samples from its own logits and seed;
  *   2. every running sequence that decodes (one pending token) gets it, in rank order (priority,
- *      then arrival): decodes are cheap and never wait on fairness;
+ *      then arrival) — except, FAIR, that a tenant beyond its seat share holds its decodes back,
+ *      all but the rank head's, in a step that admits a light request (see phase 4);
  *   3. running sequences with a pending prompt (or a recompute) get chunks of what is left —
  *      FAIR: the tenant with the lowest counter first (then rank), except that the rank head of
  *      the running list is sure of one token (see "Progress"); FCFS: in rank order;
@@ -36,11 +37,18 @@
  *      seat from the tenant furthest above its share (which keeps at least its share and
  *      cannot take it back in that step; a sequence admitted in the step is not taken): a
  *      light tenant's first token does not wait for a busy tenant's sequences to finish. A
- *      tenant beyond its seat share gets prompt chunks of at most max(16, budget / 32) tokens
- *      in phases 3 and 4, and none in phase 3 while a tenant within its share (and served no
- *      more) waits, so its chunks neither fill the step before nor share the step of that
- *      tenant's first chunk. Seat shares are max_num_seqs x weight / the weights of the tenants
- *      with work;
+ *      tenant beyond its seat share computes at most max(16, budget / 32) prompt tokens per
+ *      step in phases 3 and 4, all its sequences together, and none while a tenant within its
+ *      share (and served no more) waits; nor is a tenant at its share admitted beyond it then.
+ *      When that tenant has just one request waiting (a light request) and it can take a seat
+ *      in the step, no tenant holding a seat computes prompt tokens in the step, and those
+ *      beyond their share hold their decodes back. So a busy tenant's prompts do not fill the
+ *      step a light request arrives in, and the step of its first chunk carries the light
+ *      tenant's work, the decodes of tenants within their share and the head's token (on a
+ *      device whose step time grows with its tokens, the CPU, that is the light tenant's first
+ *      token sooner; the others' work waits one step). Should a step that made way admit none of
+ *      the light tenant's (its blocks fell short), the next one makes no such way. Seat shares
+ *      are max_num_seqs x weight / the weights of the tenants with work;
  *   5. the runner computes the plan (engine/runner.h); the full blocks it computed enter the
  *      prefix cache; then TOKEN / FINISH events, counters charged, finished sequences retired
  *      (their full blocks stay in the prefix cache, evictable).

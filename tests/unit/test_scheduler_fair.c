@@ -57,6 +57,7 @@ typedef struct sim {
     uint32_t empty_submits; /* submits (after the first step) that found the tenant not
                                backlogged */
     uint32_t chunk[MAX_T];  /* prompt positions computed in the last step, per tenant */
+    uint32_t items[MAX_T];  /* items (sequences) of the last step, per tenant */
 } sim;
 
 static uint32_t sim_rnd(sim *m, uint32_t lo, uint32_t hi) {
@@ -151,10 +152,12 @@ static void sim_step(sim *m) {
     }
     m->n_preempted += info.n_preempted;
     memset(m->chunk, 0, sizeof m->chunk);
+    memset(m->items, 0, sizeof m->items);
     for (uint32_t k = 0; k < info.n_items; k++) {
         const pgd_sched_item_info *it = &info.items[k];
         uint64_t id = it->id;
         uint32_t ti = m->t_of[id], end = it->n_computed + it->n_tokens;
+        m->items[ti]++;
         if (it->n_computed < it->n_prompt) {
             m->chunk[ti] += (end < it->n_prompt ? end : it->n_prompt) - it->n_computed;
         }
@@ -361,39 +364,117 @@ static void test_fair_light_tenant_gets_a_seat_at_once(void) {
     CHECK_EQ_INT(after_fcfs, 0);
 }
 
-/* A busy tenant's long prompts beside a light tenant's request: the step that carries the
- * light tenant's first chunk carries at most max(16, budget / 32) of the busy tenant's prompt
- * tokens (on a CPU, a step's time grows with its tokens: the light tenant's first token would
- * wait for them). FCFS, for contrast, fills that step with the busy tenant's prompts. */
-static uint32_t busy_tokens_beside_light(pgd_sched_policy policy) {
+/* A busy tenant's long prompts beside a light tenant's requests, one at a time, arriving at
+ * varied moments of the busy tenant's work: the step that carries a light request's first chunk
+ * carries none of the busy tenant's prompt tokens, neither chunks nor admissions (on a CPU, a
+ * step's time grows with its tokens: the light tenant's first token would wait for them); and
+ * when it leaves the busy tenant beyond its seat share (2 of the 4 seats), none of its decodes
+ * but the running head's. FCFS, for contrast, fills those steps with the busy tenant's prompts.
+ * Out: the most of the busy tenant's prompt tokens in such a step over 24 light requests, the
+ * most of its items in one that left it beyond its share (*items), *n of those. */
+static uint32_t busy_tokens_beside_light(pgd_sched_policy policy, uint32_t *items, uint32_t *n) {
     sim m;
-    uint32_t beside = UINT32_MAX;
-    if (sim_open(&m, policy, 1024, 512, 4, false) != 0) return beside;
+    uint32_t most = UINT32_MAX;
+    *items = *n = 0;
+    if (sim_open(&m, policy, 1024, 512, 4, false) != 0) return most;
     m.n_t = 2;
     m.tc[0] = tenant(1, 1, 8, 200, 256, 4, 8); /* A: backlogged, long prompts, short outputs */
-    m.tc[1] = tenant(2, 1, 0, 64, 64, 4, 4);   /* B: one request, by hand */
+    m.tc[1] = tenant(2, 1, 0, 64, 64, 4, 4);   /* B: one request at a time, by hand */
+    sim_run(&m, 20);
+    most = 0;
+    for (uint32_t trial = 0; trial < 24; trial++) {
+        sim_run(&m, 1 + trial % 7);
+        pgd_sched_stats st;
+        pgd_sched_get_stats(m.S, &st);
+        sim_submit(&m, 1, &st);
+        uint64_t b = m.next_id, done = m.generated[1] + 4;
+        bool first = true;
+        for (uint32_t k = 1; k <= 400 && m.generated[1] < done; k++) {
+            sim_topup(&m);
+            sim_step(&m);
+            if (!m.chunk[1] || !first) continue;
+            first = false;
+            if (m.chunk[0] > most) most = m.chunk[0];
+            pgd_sched_get_stats(m.S, &st);
+            const pgd_sched_tenant_stats *a = tenant_stats(&st, 1);
+            if (!a || a->n_running <= 2) continue; /* A within its share: its decodes run */
+            ++*n;
+            if (m.items[0] > *items) *items = m.items[0];
+        }
+        CHECK(m.seen[b] && m.generated[1] == done);
+    }
+    fprintf(stderr,
+            "    %s: the busy tenant's prompt tokens in a light request's first step: at most %u, "
+            "its items at most %u (%u steps)\n",
+            policy == PGD_SCHED_FAIR ? "FAIR" : "FCFS", most, *items, *n);
+    check_stats(&m, false);
+    sim_close(&m);
+    return most;
+}
+
+static void test_fair_busy_chunks_make_way(void) {
+    uint32_t fair_items, fair_n, fcfs_items, fcfs_n;
+    uint32_t fair = busy_tokens_beside_light(PGD_SCHED_FAIR, &fair_items, &fair_n);
+    uint32_t fcfs = busy_tokens_beside_light(PGD_SCHED_FCFS, &fcfs_items, &fcfs_n);
+    CHECK(fair_n >= 8 && fcfs_n >= 8);
+    CHECK_EQ_INT(fair, 0);
+    CHECK_EQ_INT(fair_items, 1); /* the running head's token */
+    CHECK(fcfs > 64 && fcfs != UINT32_MAX);
+    CHECK(fcfs_items >= 2);
+}
+
+/* While a light tenant has a request running, a busy tenant holding more than its seat share
+ * computes at most max(16, budget / 32) prompt tokens per step, all its sequences together: the
+ * step running when the light tenant's next request arrives is then short, and that request does
+ * not wait for a step full of the busy tenant's prompts. FCFS, for contrast, fills such steps
+ * with the busy tenant's prompts. Out: the most of the busy tenant's prompt tokens in one step
+ * that left it beyond its share (2 of the 4 seats), *n such steps of the 60 the light tenant's
+ * request runs, *total the busy tenant's prompt tokens in those 60 steps. */
+static uint32_t busy_tokens_while_light_runs(pgd_sched_policy policy, uint32_t *n,
+                                             uint64_t *total) {
+    sim m;
+    uint32_t most = UINT32_MAX;
+    *n = 0;
+    *total = 0;
+    if (sim_open(&m, policy, 1024, 512, 4, false) != 0) return most;
+    m.n_t = 2;
+    m.tc[0] = tenant(1, 1, 8, 200, 256, 30, 60); /* A: backlogged, long prompts */
+    m.tc[1] = tenant(2, 1, 0, 16, 16, 60, 60);   /* B: one long-running request, by hand */
     sim_run(&m, 20);
     pgd_sched_stats st;
     pgd_sched_get_stats(m.S, &st);
     sim_submit(&m, 1, &st);
-    uint64_t b = m.next_id;
-    for (uint32_t k = 1; k <= 400 && !m.generated[1]; k++) {
+    most = 0;
+    for (uint32_t k = 1; k <= 400 && m.generated[1] < 60; k++) {
         sim_topup(&m);
+        uint64_t b_before = m.generated[1];
         sim_step(&m);
-        if (m.chunk[1] && beside == UINT32_MAX) beside = m.chunk[0];
+        if (b_before == 0) continue; /* from B's first token on: B is running */
+        *total += m.chunk[0];
+        pgd_sched_get_stats(m.S, &st);
+        const pgd_sched_tenant_stats *a = tenant_stats(&st, 1);
+        if (!a || a->n_running <= 2) continue;
+        ++*n;
+        if (m.chunk[0] > most) most = m.chunk[0];
     }
-    CHECK(m.seen[b]);
-    fprintf(stderr, "    %s: the busy tenant's prompt tokens in the light one's first step: %u\n",
-            policy == PGD_SCHED_FAIR ? "FAIR" : "FCFS", beside);
+    CHECK_EQ_INT(m.generated[1], 60);
+    fprintf(stderr,
+            "    %s: the busy tenant's prompt tokens in a step that left it beyond its share "
+            "while the light one runs: at most %u (%u steps); %llu in all\n",
+            policy == PGD_SCHED_FAIR ? "FAIR" : "FCFS", most, *n, (unsigned long long)*total);
     check_stats(&m, false);
     sim_close(&m);
-    return beside;
+    return most;
 }
 
-static void test_fair_busy_chunks_make_way(void) {
-    uint32_t fair = busy_tokens_beside_light(PGD_SCHED_FAIR);
-    uint32_t fcfs = busy_tokens_beside_light(PGD_SCHED_FCFS);
+static void test_fair_busy_prompts_short_beside_light(void) {
+    uint32_t fair_n, fcfs_n;
+    uint64_t fair_total, fcfs_total;
+    uint32_t fair = busy_tokens_while_light_runs(PGD_SCHED_FAIR, &fair_n, &fair_total);
+    uint32_t fcfs = busy_tokens_while_light_runs(PGD_SCHED_FCFS, &fcfs_n, &fcfs_total);
+    CHECK(fair_n >= 20 && fcfs_n >= 20); /* the busy tenant was beyond its share often */
     CHECK(fair <= 16);
+    CHECK(fair_total >= 16 * 59 / 2); /* and it still progressed */
     CHECK(fcfs > 64 && fcfs != UINT32_MAX);
 }
 
@@ -701,6 +782,7 @@ int main(void) {
     RUN(test_fair_late_joiner_no_burst);
     RUN(test_fair_light_tenant_gets_a_seat_at_once);
     RUN(test_fair_busy_chunks_make_way);
+    RUN(test_fair_busy_prompts_short_beside_light);
     RUN(test_fair_priority_within_tenant);
     RUN(test_fair_preemption_picks_over_share_tenant);
     RUN(test_fair_stats_match);
