@@ -799,30 +799,37 @@ static uint32_t chunk_cap(const pgd_sched *S, const tenant *t, uint32_t seats, u
     return want < cap ? want : cap;
 }
 
-/* Whether lt's waiting head can take a seat in this step (phase 4 then admits it, unless the
- * blocks fall short): a seat is free, or make_room would take one for it (lt has the lowest
- * counter of the waiting tenants and stays within its share; some tenant served at least as
- * much keeps its share without one of its seats). */
-static bool light_fits(const pgd_sched *S, const tenant *lt, double low, double wsum) {
-    uint32_t seats = seats_of(lt->wait.head);
-    if (S->n_seats + seats <= S->cfg.max_num_seqs) return true;
-    if ((double)(lt->n_seats + seats) > share_of(S, lt, wsum) + 1e-9) return false;
-    bool victim = false;
+/* FAIR: the tenant make_room takes a seat from for waiting q of tenant t, or NULL (wsum: the
+ * weights of the tenants with work). Only when t has the lowest counter of the backlogged
+ * tenants and stays within its share of the seats with q (a light tenant: q is all it has
+ * waiting; with more waiting, a backlog, within half its share); then the tenant furthest above
+ * its seat share among those served at least as much as t that keeps its share without one
+ * seat. */
+static tenant *room_victim(const pgd_sched *S, const tenant *t, const sseq *q, double wsum) {
+    double share = share_of(S, t, wsum), lim = t->wait.n > 1 ? ceil(share / 2) : share;
+    if ((double)(t->n_seats + seats_of(q)) > lim + 1e-9) return NULL;
+    /* only for the tenant furthest behind in service */
+    for (uint32_t i = 0; i < S->n_tenants; i++)
+        if (S->tenants[i]->wait.n && key(S->tenants[i]) < key(t) - 1e-9) return NULL;
+    tenant *v = NULL;
+    double v_over = 0;
     for (uint32_t i = 0; i < S->n_tenants; i++) {
-        const tenant *o = S->tenants[i];
-        if (o->wait.n && key(o) < low - 1e-9) return false;
-        if (o != lt && o->n_seats && key(o) >= low - 1e-9 &&
-            (double)o->n_seats - 1 >= share_of(S, o, wsum) - 1e-9)
-            victim = true;
+        tenant *o = S->tenants[i];
+        double o_share = share_of(S, o, wsum);
+        if (o == t || !o->n_seats || (double)o->n_seats - 1 < o_share - 1e-9 ||
+            key(o) < key(t) - 1e-9)
+            continue;
+        double over = (double)o->n_seats / (o_share > 0 ? o_share : 1e-9);
+        if (!v || over > v_over) v = o, v_over = over;
     }
-    return victim;
+    return v;
 }
 
 /* FAIR, as a step begins (the counters as the last step left them): light_low, the lowest
  * counter among the tenants within their seat share that wait, L the tenant that has it, and
  * who makes way for L in this step, among the tenants served at least as much: a tenant beyond
  * its share defers its prompts (chunks, admissions). And when L has one request waiting (a
- * light request, not a backlog) that can take a seat now (light_fits), unless the last step
+ * light request, not a backlog) that can take a seat now, unless the last step
  * made way and admitted none of L's (light_missed): every tenant being served (holding a seat)
  * defers its prompts, and a tenant beyond its share holds its decodes back too, all but the
  * running head's. So L's first chunk has its step to itself but for decodes within the shares:
@@ -841,7 +848,10 @@ static void mark_light(pgd_sched *S) {
             low = key(u), lt = u;
     }
     if (!lt) return;
-    bool light = !S->light_missed && lt->wait.n == 1 && light_fits(S, lt, low, wsum);
+    /* a light request that can take a seat now: one is free, or make_room takes one for it */
+    const sseq *q = lt->wait.head;
+    bool light = !S->light_missed && lt->wait.n == 1 &&
+                 (S->n_seats + seats_of(q) <= S->cfg.max_num_seqs || room_victim(S, lt, q, wsum));
     for (uint32_t i = 0; i < S->n_tenants; i++) {
         tenant *t = S->tenants[i];
         if (t == lt || low > key(t) + 1e-9) continue;
@@ -933,38 +943,22 @@ static double seat_share(const pgd_sched *S, const tenant *t) {
     return share_of(S, t, active_weight(S));
 }
 
-/* FAIR, when waiting q of tenant t does not fit (seats or blocks): if t has the lowest counter
- * of the backlogged tenants and stays within its share of the seats with q (a light tenant: q
- * is all it has waiting; with more waiting, a backlog, within half its share), preempt the
- * lowest-ranked running sequence (never the head, nor one admitted in this step) of the tenant
- * furthest above its seat share among those served at least as much as t, provided that tenant
- * stays at or above its share without it. A light tenant then gets a
+/* FAIR, when waiting q of tenant t does not fit (seats or blocks): preempt the lowest-ranked
+ * running sequence (never the head, nor one admitted in this step) of room_victim's tenant,
+ * provided that tenant stays at or above its share without it. A light tenant then gets a
  * seat at once instead of waiting for one to come free, and neither side can take it back: the
  * one that preempted is within its share, the one that lost a sequence still holds at least its
  * share; tenants that are both busy settle by the counters alone (seats are not service: a seat
  * of long prompts serves more than a seat of decodes). true when something was preempted. */
 static bool make_room(pgd_sched *S, const tenant *t, const sseq *q) {
     if (S->cfg.policy != PGD_SCHED_FAIR) return false;
-    double share = seat_share(S, t), lim = t->wait.n > 1 ? ceil(share / 2) : share;
-    if ((double)(t->n_seats + seats_of(q)) > lim + 1e-9) return false;
-    /* only for the tenant furthest behind in service */
-    for (uint32_t i = 0; i < S->n_tenants; i++)
-        if (S->tenants[i]->wait.n && key(S->tenants[i]) < key(t) - 1e-9) return false;
-    tenant *v = NULL;
-    double v_over = 0;
-    for (uint32_t i = 0; i < S->n_tenants; i++) {
-        tenant *o = S->tenants[i];
-        double share = seat_share(S, o);
-        if (o == t || !o->n_seats || (double)o->n_seats - 1 < share - 1e-9 ||
-            key(o) < key(t) - 1e-9)
-            continue;
-        double over = (double)o->n_seats / (share > 0 ? share : 1e-9);
-        if (!v || over > v_over) v = o, v_over = over;
-    }
+    double wsum = active_weight(S);
+    tenant *v = room_victim(S, t, q, wsum);
     if (!v) return false;
+    double v_share = share_of(S, v, wsum);
     for (sseq *p = S->run.tail; p && p != S->run.head; p = p->prev) {
         if (p->req->t != v || p->admitted_in == S->st.n_steps + 1 ||
-            (double)(v->n_seats - seats_of(p)) < seat_share(S, v) - 1e-9)
+            (double)(v->n_seats - seats_of(p)) < v_share - 1e-9)
             continue;
         bool was = S->preempted; /* a deliberate preemption: admission goes on */
         preempt(S, p);
