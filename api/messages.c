@@ -3,6 +3,7 @@
  */
 #include "api/messages.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,27 @@ static int bad(char *param, size_t cap, const char *fmt_param, size_t i, size_t 
                const char *msg) {
     snprintf(param, cap, fmt_param, i, p);
     return pgd_error_set(PGD_EINVAL, "%s: %s", param, msg);
+}
+
+/* Whether v asks for calls: present, not null and not an empty list. */
+static bool calls(const json_t *v) {
+    return v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0);
+}
+
+/* 0, or PGD_EINVAL when message i (an object) is part of tool calling: a "tool" or "function"
+ * message, or an assistant message with tool calls (an empty tool_calls list counts as none). */
+static int tool_free(const json_t *m, size_t i, char *param, size_t cap) {
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (!strcmp(role, "tool") || !strcmp(role, "function"))
+        return bad(param, cap, "messages[%zu].role", i, 0,
+                   "tool and function messages are not supported: this server does not call "
+                   "tools");
+    static const char *const what = "tool calls are not supported: this server does not call tools";
+    if (calls(json_object_get(m, "tool_calls")))
+        return bad(param, cap, "messages[%zu].tool_calls", i, 0, what);
+    if (calls(json_object_get(m, "function_call")))
+        return bad(param, cap, "messages[%zu].function_call", i, 0, what);
+    return 0;
 }
 
 int pgd_messages_parse(const json_t *arr, pgd_messages *out, char *param, size_t param_cap) {
@@ -54,6 +76,8 @@ int pgd_messages_parse(const json_t *arr, pgd_messages *out, char *param, size_t
             goto fail;
         }
         out->msgs[i].role = json_string_value(role);
+        if ((rc = tool_free(m, i, param, param_cap))) goto fail;
+        if (!strcmp(out->msgs[i].role, "developer")) out->msgs[i].role = "system";
         out->msgs[i].parts = out->parts + k;
         if (json_is_string(content)) {
             out->parts[k].ptr = json_string_value(content);

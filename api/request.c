@@ -388,6 +388,67 @@ static int parse_logprobs(const json_t *root, pgd_api_request *r, pgd_api_error 
     return 0;
 }
 
+/* OpenAI fields asking for what this server does not do — call tools, constrain the output to
+ * JSON, insert before a suffix, return the best of several completions — are refused by name
+ * instead of ignored: ignoring them would answer a different question than the one asked. Their
+ * "off" values pass (clients send them by default): no or an empty tools / functions list,
+ * tool_choice and function_call "none" or "auto", response_format {"type": "text"}, an empty
+ * suffix, best_of equal to n. Runs after n is parsed. */
+static int refuse_unsupported(const json_t *root, const pgd_api_request *r, pgd_api_error *e) {
+    static const char *const lists[] = {"tools", "functions"};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(lists); i++) {
+        json_t *v = field(root, lists[i]);
+        if (v && !json_is_array(v)) return type_err(e, lists[i], "an array", v);
+        if (v && json_array_size(v))
+            return bad(e, lists[i],
+                       "'%s' is not supported: this server does not call tools (send no tools, "
+                       "or an empty list)",
+                       lists[i]);
+    }
+    static const char *const choices[] = {"tool_choice", "function_call"};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(choices); i++) {
+        json_t *v = field(root, choices[i]);
+        if (v && !json_is_string(v) && !json_is_object(v))
+            return type_err(e, choices[i], "a string or an object", v);
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        if (v && !(s && (!strcmp(s, "none") || !strcmp(s, "auto"))))
+            return bad(e, choices[i],
+                       "'%s' %s%s%s is not supported: this server does not call tools (only "
+                       "\"none\" or \"auto\")",
+                       choices[i], s ? "\"" : "", s ? s : "naming a function", s ? "\"" : "");
+    }
+    json_t *rf = field(root, "response_format");
+    if (rf) {
+        if (!json_is_object(rf)) return type_err(e, "response_format", "an object", rf);
+        json_t *t = json_object_get(rf, "type");
+        if (!t) return bad(e, "response_format.type", "'response_format.type' is required");
+        if (!json_is_string(t)) return type_err(e, "response_format.type", "a string", t);
+        if (strcmp(json_string_value(t), "text") != 0)
+            return bad(e, "response_format",
+                       "response_format of type '%.64s' is not supported: this server does not "
+                       "constrain its output (only \"text\")",
+                       json_string_value(t));
+    }
+    pgd_str suffix = {0};
+    int rc = get_str(root, "suffix", &suffix, e);
+    if (rc) return rc;
+    if (suffix.len)
+        return bad(e, "suffix",
+                   "'suffix' is not supported: this server does not insert text "
+                   "(send none, or an empty string)");
+    bool present;
+    int64_t best_of = 0;
+    if ((rc = get_int(root, "best_of", 1, PGD_API_MAX_N, "an integer from 1 to 16", &present,
+                      &best_of, e)))
+        return rc;
+    if (present && best_of != r->n)
+        return bad(e, "best_of",
+                   "'best_of' %" PRId64 " is not supported: this server returns every completion "
+                   "it generates (best_of must equal n, %d)",
+                   best_of, r->n);
+    return 0;
+}
+
 static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     int rc;
     bool present;
@@ -460,6 +521,8 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     if ((rc = get_int(root, "n", 1, PGD_API_MAX_N, "an integer from 1 to 16", &present, &x, e)))
         return rc;
     if (present) r->n = (int)x;
+
+    if ((rc = refuse_unsupported(root, r, e))) return rc;
 
     if ((rc = parse_logprobs(root, r, e))) return rc;
     if ((rc = parse_logit_bias(root, r, e))) return rc;

@@ -1,5 +1,6 @@
 """`pagoda serve` through the official `openai` Python SDK: chat and completions, streamed and not,
-n=2, logprobs, stop strings, seeds, stream_options.include_usage; greedy text equal to
+n=2, logprobs, stop strings, seeds, stream_options.include_usage, developer messages, the
+refusal of tools / JSON output / suffix; greedy text equal to
 `pagoda generate`'s for the same request; /v1/models with --served-model-name; /tokenize and
 /detokenize round trips.
 
@@ -123,6 +124,40 @@ def test_chat_greedy_equals_generate(client, generate):
     assert r.usage.prompt_tokens == want["usage"]["prompt_tokens"]
     assert r.usage.completion_tokens == want["usage"]["completion_tokens"]
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_developer_message_is_a_system_message(client, generate):
+    want = generate(chat=CHAT, max_tokens=N)
+    dev = [{"role": "developer", "content": CHAT[0]["content"]}, CHAT[1]]
+    r = client.chat.completions.create(model=NAME, messages=dev, max_tokens=N, temperature=0)
+    assert r.choices[0].message.content == want["text"]
+    assert r.usage.prompt_tokens == want["usage"]["prompt_tokens"]
+
+
+def test_tools_json_output_and_suffix_are_refused_by_name(client, generate):
+    """Not ignored: a 400 naming the field, through the SDK; the fields' "off" values pass and
+    change nothing."""
+    import openai
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
+    refused = [(dict(tools=tools), "tools"), (dict(tool_choice="required"), "tool_choice"),
+               (dict(response_format={"type": "json_object"}), "response_format"),
+               (dict(messages=[*CHAT, {"role": "tool", "tool_call_id": "c1", "content": "20C"}]),
+                "messages[2].role")]
+    for kw, param in refused:
+        kw = {"messages": CHAT, **kw}
+        with pytest.raises(openai.BadRequestError) as ei:
+            client.chat.completions.create(model=NAME, max_tokens=1, **kw)
+        assert ei.value.body["param"] == param
+        assert "not supported" in ei.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as ei:
+        client.completions.create(model=NAME, prompt=PROMPT, suffix="The end.", max_tokens=1)
+    assert ei.value.body["param"] == "suffix"
+    want = generate(chat=CHAT, max_tokens=N)
+    r = client.chat.completions.create(model=NAME, messages=CHAT, max_tokens=N, temperature=0,
+                                       tools=[], tool_choice="none",
+                                       response_format={"type": "text"})
+    assert r.choices[0].message.content == want["text"]
 
 
 def test_chat_stream_greedy_equals_generate(client, generate):

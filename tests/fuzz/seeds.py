@@ -49,6 +49,10 @@ SAMPLING = [
     {"temperature": None, "top_p": None}, {"unknown_field": [1, {"x": 2}]},
     {"top_p": 1e-50}, {"repetition_penalty": 1e-60}, {"repetition_penalty": 1e300},
     {"min_p": 1e-50}, {"logit_bias": {"5": 1e-50}},
+    {"tools": [], "tool_choice": "none", "response_format": {"type": "text"}, "suffix": ""},
+    {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"},
+    {"function_call": {"name": "f"}}, {"response_format": {"type": "json_object"}},
+    {"response_format": {}}, {"suffix": "end"}, {"n": 2, "best_of": 2}, {"best_of": 3},
 ]
 BAD = [
     "", "{", "[]", "null", "{\"a\":1}", "\xff\xfe", "{\"messages\": \"x\"}",
@@ -71,6 +75,11 @@ def chat_seeds():
                         {"role": "user", "content": "中文 \u00e9\u2581 <|im_end|>"}],
            "logprobs": True, "top_logprobs": 5, "model": "m"}),
         j({"messages": [{"role": "tool", "content": "x", "name": "n"}]}),
+        j({"messages": [{"role": "developer", "content": "Be brief."}, *MSG]}),
+        j({"messages": [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            *MSG]}),
+        j({"messages": [{"role": "assistant", "content": "b", "tool_calls": []}, *MSG]}),
         j({"messages": []}),
         j({"messages": [{"role": "user"}]}),
         j({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}),

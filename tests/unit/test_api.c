@@ -190,6 +190,43 @@ static const bad_case k_bad[] = {
     {C, "{\"ignore_eos\":1," CHAT_MSGS "}", "ignore_eos"},
     {C, "{\"priority\":1.5," CHAT_MSGS "}", "priority"},
     {C, "{\"priority\":3000000000," CHAT_MSGS "}", "priority"},
+    /* what the server does not do: tools, JSON output, suffix, best_of (not ignored) */
+    {C, "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]," CHAT_MSGS "}",
+     "tools"},
+    {C, "{\"tools\":{}," CHAT_MSGS "}", "tools"},
+    {C, "{\"functions\":[{\"name\":\"f\"}]," CHAT_MSGS "}", "functions"},
+    {C, "{\"tool_choice\":\"required\"," CHAT_MSGS "}", "tool_choice"},
+    {C, "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}," CHAT_MSGS "}",
+     "tool_choice"},
+    {C, "{\"tool_choice\":3," CHAT_MSGS "}", "tool_choice"},
+    {C, "{\"function_call\":{\"name\":\"f\"}," CHAT_MSGS "}", "function_call"},
+    {C, "{\"response_format\":{\"type\":\"json_object\"}," CHAT_MSGS "}", "response_format"},
+    {C, "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}," CHAT_MSGS "}",
+     "response_format"},
+    {C, "{\"response_format\":\"json\"," CHAT_MSGS "}", "response_format"},
+    {C, "{\"response_format\":{}," CHAT_MSGS "}", "response_format.type"},
+    {C, "{\"response_format\":{\"type\":1}," CHAT_MSGS "}", "response_format.type"},
+    {C, "{\"messages\":[{\"role\":\"tool\",\"content\":\"4\",\"tool_call_id\":\"a\"}]}",
+     "messages[0].role"},
+    {C,
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"function\","
+     "\"name\":\"f\",\"content\":\"4\"}]}",
+     "messages[1].role"},
+    {C,
+     "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+     "\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+     "{\"role\":\"user\",\"content\":\"x\"}]}",
+     "messages[0].tool_calls"},
+    {C,
+     "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"function_call\":{\"name\":"
+     "\"f\"}},{\"role\":\"user\",\"content\":\"x\"}]}",
+     "messages[0].function_call"},
+    {P, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix"},
+    {P, "{\"prompt\":\"x\",\"suffix\":5}", "suffix"},
+    {P, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
+    {P, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", "best_of"},
+    {P, "{\"prompt\":\"x\",\"best_of\":0}", "best_of"},
+    {P, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
     /* completions: prompt */
     {P, "{}", "prompt"},
     {P, "{\"prompt\":null}", "prompt"},
@@ -280,7 +317,7 @@ static void test_chat_all_fields(void) {
         "\"repetition_penalty\":1.1,\"seed\":-9223372036854775808,\"stop\":[\"\\n\\n\",\"END\"],"
         "\"n\":3,\"logprobs\":true,\"top_logprobs\":5,\"logit_bias\":{\"50256\":-100,\"7\":2.5,"
         "\"0\":100},\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
-        "\"ignore_eos\":true,\"priority\":-7,\"echo\":\"ignored for chat\",\"tools\":[1],"
+        "\"ignore_eos\":true,\"priority\":-7,\"echo\":\"ignored for chat\",\"tools\":[],"
         "\"unknown\":{\"deep\":[1,2]}}";
     pgd_api_request r;
     REQUIRE(parse_ok(C, body, &r) == 0);
@@ -402,6 +439,49 @@ static void test_chat_defaults_and_nulls(void) {
         CHECK_EQ_INT(pgd_sampling_params_validate(&sp.sampling, 100, NULL), 0);
         pgd_api_request_free(&r);
     }
+}
+
+/* The "off" values of the fields the server refuses (refuse_unsupported): accepted, as clients
+ * send them by default; "developer" messages are system messages. */
+static void test_unsupported_fields_off(void) {
+    const char *bodies[] = {
+        "{" CHAT_MSGS ",\"tools\":[],\"functions\":[],\"tool_choice\":\"none\","
+        "\"function_call\":\"none\",\"response_format\":{\"type\":\"text\"},"
+        "\"parallel_tool_calls\":false}",
+        "{" CHAT_MSGS ",\"tools\":null,\"tool_choice\":\"auto\",\"function_call\":\"auto\","
+        "\"response_format\":null}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+        "\"content\":\"b\",\"tool_calls\":[],\"function_call\":null},{\"role\":\"user\","
+        "\"content\":\"c\"}]}",
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(bodies); i++) {
+        pgd_api_request r;
+        REQUIRE(parse_ok(C, bodies[i], &r) == 0);
+        CHECK(r.messages.n >= 1);
+        pgd_api_request_free(&r);
+    }
+    const char *comp[] = {
+        "{\"prompt\":\"x\",\"suffix\":\"\",\"best_of\":1}",
+        "{\"prompt\":\"x\",\"suffix\":null,\"n\":3,\"best_of\":3}",
+        "{\"prompt\":\"x\",\"best_of\":null}",
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(comp); i++) {
+        pgd_api_request r;
+        REQUIRE(parse_ok(P, comp[i], &r) == 0);
+        pgd_api_request_free(&r);
+    }
+    pgd_api_request r;
+    REQUIRE(parse_ok(C,
+                     "{\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+                     "{\"role\":\"user\",\"content\":\"hi\"}]}",
+                     &r) == 0);
+    REQUIRE(r.messages.n == 2);
+    CHECK_EQ_STR(r.messages.msgs[0].role, "system");
+    CHECK_EQ_STR(r.messages.msgs[1].role, "user");
+    CHECK_EQ_INT(r.messages.msgs[0].n_parts, 1);
+    CHECK(r.messages.msgs[0].parts[0].len == 8 &&
+          !memcmp(r.messages.msgs[0].parts[0].ptr, "be brief", 8));
+    pgd_api_request_free(&r);
 }
 
 static void test_chat_edge_values(void) {
@@ -700,6 +780,7 @@ int main(void) {
     RUN(test_bad_special);
     RUN(test_chat_all_fields);
     RUN(test_chat_defaults_and_nulls);
+    RUN(test_unsupported_fields_off);
     RUN(test_chat_edge_values);
     RUN(test_completion_prompts);
     RUN(test_tokenize_requests);
