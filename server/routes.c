@@ -3,8 +3,8 @@
  *
  *   POST /v1/chat/completions, POST /v1/completions   -> tokenize on the threadpool, submit to
  *        the engine, answer from engine events (one JSON body, or an SSE stream)
- *   GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize, GET /,
- *   GET /admin/tenants
+ *   GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, POST /tokenize,
+ *   POST /detokenize, GET /, GET /admin/tenants
  *
  * Every request is identified first (server/access.h: its key, before the route table, so a
  * caller without a valid key learns nothing about routes), then routed, then checked against
@@ -873,13 +873,21 @@ static void start_tokenize(pgd_srv *srv, pgd_http_request *req, bool detok) {
     }
 }
 
-static void serve_models(pgd_srv *srv, pgd_http_request *req) {
+/* GET /v1/models (id NULL: the list) or GET /v1/models/{id} (the served model's object, or 404
+ * model_not_found for any other id, as OpenAI answers). */
+static void serve_models(pgd_srv *srv, pgd_http_request *req, const char *id) {
     pgd_api_model_info mi = {.id = srv->served_name,
                              .created = srv->created,
                              .owned_by = "pagoda",
                              .max_model_len = srv->info ? srv->lim.n_ctx : 0};
+    if (id && strcmp(id, srv->served_name) != 0) {
+        pgd_api_error e;
+        pgd_api_error_model_not_found(&e, id, strlen(id));
+        respond_error(req, &e);
+        return;
+    }
     pgd_buf b = PGD_BUF_INIT;
-    if (pgd_api_models_list(&mi, 1, &b))
+    if (id ? pgd_api_model_object(&mi, &b) : pgd_api_models_list(&mi, 1, &b))
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
     else
         respond_json(req, 200, &b, NULL, 0);
@@ -932,6 +940,7 @@ typedef enum {
     R_CHAT,
     R_COMPLETIONS,
     R_MODELS,
+    R_MODEL,
     R_HEALTH,
     R_METRICS,
     R_TOKENIZE,
@@ -940,22 +949,32 @@ typedef enum {
     R_ADMIN_TENANTS
 } route_id;
 
+/* A route's path is matched whole, or, when it ends in '/', as a prefix followed by at least one
+ * character (the rest: the route's argument). Access rules (server/access.h) see `acl`. */
 static const struct {
     const char *path;
     const char *method;
     route_id id;
     bool needs_model;
+    const char *acl; /* the path access is checked for; NULL: the route's own */
 } k_routes[] = {
-    {"/v1/chat/completions", "POST", R_CHAT, true},
-    {"/v1/completions", "POST", R_COMPLETIONS, true},
-    {"/v1/models", "GET", R_MODELS, false},
-    {"/health", "GET", R_HEALTH, false},
-    {"/metrics", "GET", R_METRICS, false},
-    {"/tokenize", "POST", R_TOKENIZE, true},
-    {"/detokenize", "POST", R_DETOKENIZE, true},
-    {"/", "GET", R_WEB, false},
-    {"/admin/tenants", "GET", R_ADMIN_TENANTS, false},
+    {"/v1/chat/completions", "POST", R_CHAT, true, NULL},
+    {"/v1/completions", "POST", R_COMPLETIONS, true, NULL},
+    {"/v1/models", "GET", R_MODELS, false, NULL},
+    {"/v1/models/", "GET", R_MODEL, false, "/v1/models"}, /* whoever may list may retrieve */
+    {"/health", "GET", R_HEALTH, false, NULL},
+    {"/metrics", "GET", R_METRICS, false, NULL},
+    {"/tokenize", "POST", R_TOKENIZE, true, NULL},
+    {"/detokenize", "POST", R_DETOKENIZE, true, NULL},
+    {"/", "GET", R_WEB, false, NULL},
+    {"/admin/tenants", "GET", R_ADMIN_TENANTS, false, NULL},
 };
+
+static bool route_matches(const char *route, const char *path) {
+    size_t n = strlen(route);
+    if (n > 1 && route[n - 1] == '/') return !strncmp(route, path, n) && path[n] != '\0';
+    return !strcmp(route, path);
+}
 
 /* 401 before anything else; the web page's 401 also offers Basic, so a browser asks for the
  * key (as the password). */
@@ -980,7 +999,7 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         return;
     }
     size_t i = 0;
-    while (i < PGD_ARRAY_LEN(k_routes) && strcmp(k_routes[i].path, path)) i++;
+    while (i < PGD_ARRAY_LEN(k_routes) && !route_matches(k_routes[i].path, path)) i++;
     pgd_api_error e;
     if (i == PGD_ARRAY_LEN(k_routes)) {
         pgd_api_error_route_not_found(&e, method, path);
@@ -997,7 +1016,7 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         pgd_buf_free(&b);
         return;
     }
-    if (!pgd_access_permits(srv->access, &who, path, &e)) {
+    if (!pgd_access_permits(srv->access, &who, k_routes[i].acl ? k_routes[i].acl : path, &e)) {
         respond_error(req, &e);
         return;
     }
@@ -1018,7 +1037,10 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         start_completion(srv, req, PGD_API_COMPLETION, &who);
         break;
     case R_MODELS:
-        serve_models(srv, req);
+        serve_models(srv, req, NULL);
+        break;
+    case R_MODEL:
+        serve_models(srv, req, path + strlen(k_routes[i].path));
         break;
     case R_HEALTH:
         serve_health(srv, req);

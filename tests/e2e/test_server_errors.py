@@ -174,6 +174,10 @@ CASES = [
     ("route-case", "POST", "/V1/CHAT/COMPLETIONS", chat(), 404, None, None, "Unknown"),
     ("wrong-method-chat", "GET", C, None, 405, None, None, "GET"),
     ("wrong-method-models", "POST", "/v1/models", {}, 405, None, None, "POST"),
+    ("wrong-method-model", "DELETE", "/v1/models/x", None, 405, None, None, "DELETE"),
+    ("model-retrieve-unknown", "GET", "/v1/models/gpt-4o", None, 404, "model", "model_not_found",
+     "gpt-4o"),
+    ("model-retrieve-empty-id", "GET", "/v1/models/", None, 404, None, None, "Unknown"),
     ("wrong-method-health", "DELETE", "/health", None, 405, None, None, "DELETE"),
     ("wrong-method-tokenize", "PUT", T, {"prompt": "x"}, 405, None, None, "PUT"),
 ]
@@ -195,7 +199,8 @@ def test_bad_input(srv, case):
     assert headers["content-type"].startswith("application/json")
     assert_error_body(raw, status=status, param=param, code=code, contains=contains)
     if status == 405:
-        allow = {C: "POST", T: "POST", "/v1/models": "GET", "/health": "GET"}[path]
+        allow = {C: "POST", T: "POST", "/v1/models": "GET", "/v1/models/x": "GET",
+                 "/health": "GET"}[path]
         assert headers.get("allow") == allow
 
 

@@ -1,8 +1,8 @@
 """`pagoda serve` through the official `openai` Python SDK: chat and completions, streamed and not,
 n=2, logprobs, stop strings, seeds, stream_options.include_usage, developer messages, the
-refusal of tools / JSON output / suffix; greedy text equal to
-`pagoda generate`'s for the same request; /v1/models with --served-model-name; /tokenize and
-/detokenize round trips.
+refusal of tools / JSON output / suffix; greedy text equal to `pagoda generate`'s for the same
+request; /v1/models and /v1/models/{id} with --served-model-name; /tokenize and /detokenize
+round trips.
 
 One server for the module (served as "smol-e2e").
 """
@@ -84,6 +84,19 @@ def test_models_lists_served_name(client, srv):
         client.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", max_tokens=1,
                                        messages=[{"role": "user", "content": "hi"}])
     assert ei.value.body["code"] == "model_not_found"
+
+
+def test_models_retrieve(client, srv):
+    """GET /v1/models/{id}: the list's own object for the served name, 404 model_not_found for
+    any other (the SDK's models.retrieve)."""
+    import openai
+    m = client.models.retrieve(NAME)
+    assert m.model_dump() == client.models.list().data[0].model_dump()
+    with pytest.raises(openai.NotFoundError) as ei:
+        client.models.retrieve("SmolLM2-135M-Instruct.Q4_1")
+    assert ei.value.body["code"] == "model_not_found" and ei.value.body["param"] == "model"
+    st, _, raw = srv.request("HEAD", "/v1/models/" + NAME)
+    assert st == 200
 
 
 def test_tokenize_detokenize_round_trip(srv, run_pagoda, model_path):

@@ -20,6 +20,7 @@ import pytest
 from pagoda_e2e import assert_error_body, metric, parse_metrics, poll
 
 C, P, M = "/v1/chat/completions", "/v1/completions", "/v1/models"
+SERVED = "acme-corp/smol"  # the served name of srv: a model retrieved by /v1/models/{id}
 MSG = [{"role": "user", "content": "Hi"}]
 KEYS = {"acme": "sk-acme-1", "beta": "sk-beta-1", "gamma": "sk-gamma-1", "delta": "sk-delta-1",
         "rate": "sk-rate-1", "conc": "sk-conc-1", "tok": "sk-tok-1",
@@ -63,7 +64,7 @@ def tfile(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def srv(start_server, tfile):
-    return start_server("--tenants", str(tfile))
+    return start_server("--tenants", str(tfile), "--served-model-name", SERVED)
 
 
 def bearer(key, scheme="Bearer"):
@@ -97,6 +98,7 @@ ROUTES = [  # method, path, body, kind: api (tenant keys), admin (admin keys), p
     ("POST", C, chat(), "api"),
     ("POST", P, {"prompt": "Hi", "max_tokens": 2}, "api"),
     ("GET", M, None, "read"),
+    ("GET", M + "/" + SERVED, None, "read"),
     ("POST", "/tokenize", {"prompt": "Hi"}, "api"),
     ("POST", "/detokenize", {"tokens": [1, 2]}, "api"),
     ("GET", "/metrics", None, "admin"),
