@@ -29,6 +29,9 @@ static const pgd_opt k_server_opts[] = {
     {"tenants", PGD_OPT_STR, O(tenants),
      "tenants file: keys (sha256), weights, limits (see configs/tenants.example.json); "
      "SIGHUP reloads it"},
+    {"allowed-origins", PGD_OPT_STR, O(allowed_origins),
+     "origins of browser pages on other sites that may call the API (CORS), comma-separated, "
+     "e.g. http://localhost:3000; * for any (default: none)"},
     {"metrics-prefix", PGD_OPT_STR, O(metrics_prefix), "metric name prefix (default pagoda_)"},
     {"max-body-mb", PGD_OPT_U64, O(max_body_mb), "largest request body in MiB (4; 413 beyond)"},
     {"max-connections", PGD_OPT_U64, O(max_connections), "concurrent connections (1024)"},

@@ -6,12 +6,14 @@
  *   GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, POST /tokenize,
  *   POST /detokenize, GET /, GET /admin/tenants
  *
- * Every request is identified first (server/access.h: its key, before the route table, so a
- * caller without a valid key learns nothing about routes), then routed, then checked against
- * what its caller may use. A completion request of a tenant then meets the tenant's quotas:
- * max_tokens when parsed; concurrency and requests per minute before tokenization; max_context
- * and tokens per minute after it. It carries its tenant, weight, priority and prefix-cache salt
- * into the scheduler, and gives its quota back (rctx_free) whichever way it ends.
+ * With --allowed-origins, a browser's preflight is answered before anything else and answers
+ * to an allowed origin say so (cors(); server/cors.h). Every request is identified first
+ * (server/access.h: its key, before the route table, so a caller without a valid key learns
+ * nothing about routes), then routed, then checked against what its caller may use. A completion
+ * request of a tenant then meets the tenant's quotas: max_tokens when parsed; concurrency and
+ * requests per minute before tokenization; max_context and tokens per minute after it. It carries
+ * its tenant, weight, priority and prefix-cache salt into the scheduler, and gives its quota back
+ * (rctx_free) whichever way it ends.
  *
  * An in-flight request (pgd_rctx) is owned jointly by the HTTP side and the engine side: it is
  * freed when both are done — the HTTP request closed (on_close) and every engine request it
@@ -976,6 +978,52 @@ static bool route_matches(const char *route, const char *path) {
     return !strcmp(route, path);
 }
 
+/* What a page on another origin may read of an answer besides its body (Retry-After on a 429
+ * or a 503, a tenant's x-ratelimit-*: server/access.c). */
+static const char k_cors_expose[] =
+    "Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
+    "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, "
+    "x-ratelimit-reset-tokens";
+
+/* CORS (server/cors.h; only with --allowed-origins), before the key is checked — a browser's
+ * preflight carries none. A preflight (OPTIONS with Access-Control-Request-Method) is answered
+ * here, for any path: 204 when its origin is allowed (the request that follows meets keys,
+ * routes and methods like any other, so a preflight tells nothing of them), 403 when not. Every
+ * other answer to an allowed origin says so (Access-Control-Allow-Origin), whatever it is: a
+ * page reads its errors too. With "*" every answer carries "*"; with a list, answers vary with
+ * Origin and say so. True when the request was answered here. */
+static bool cors(pgd_srv *srv, pgd_http_request *req, const char *method) {
+    const char *origin = pgd_http_request_header(req, "Origin");
+    bool ok = pgd_cors_allows(srv->cors, origin);
+    const char *allow = pgd_cors_allow_origin(srv->cors, origin);
+    if (allow && !strcmp(allow, "*")) ok = true;
+    if (strcmp(allow ? allow : "", "*")) pgd_http_request_set_header(req, "Vary", "Origin");
+    bool preflight = origin && !strcmp(method, "OPTIONS") &&
+                     pgd_http_request_header(req, "Access-Control-Request-Method");
+    if (ok) {
+        pgd_http_request_set_header(req, "Access-Control-Allow-Origin", allow);
+        if (!preflight)
+            pgd_http_request_set_header(req, "Access-Control-Expose-Headers", k_cors_expose);
+    }
+    if (!preflight) return false;
+    pgd_api_error e;
+    if (!ok) {
+        pgd_api_error_set(&e, 403, NULL, NULL,
+                          "a page of %.200s may not call this server (--allowed-origins does not "
+                          "list its origin)",
+                          origin);
+        respond_error(req, &e);
+        return true;
+    }
+    const char *want = pgd_http_request_header(req, "Access-Control-Request-Headers");
+    pgd_http_header h[3] = {{"Access-Control-Allow-Methods", "GET, HEAD, POST"},
+                            {"Access-Control-Max-Age", "600"},
+                            {"Access-Control-Allow-Headers", want}};
+    size_t nh = want && *want && pgd_cors_header_list_ok(want) ? 3 : 2;
+    pgd_http_respond(req, 204, NULL, "", 0, h, nh);
+    return true;
+}
+
 /* 401 before anything else; the web page's 401 also offers Basic, so a browser asks for the
  * key (as the password). */
 static void respond_unauthorized(pgd_http_request *req, const char *path) {
@@ -992,6 +1040,7 @@ static void respond_unauthorized(pgd_http_request *req, const char *path) {
 void pgd_srv_handle(void *arg, pgd_http_request *req) {
     pgd_srv *srv = arg;
     const char *path = pgd_http_request_path(req), *method = pgd_http_request_method(req);
+    if (srv->cors && cors(srv, req, method)) return;
     pgd_caller who;
     pgd_access_identify(srv->access, req, &who);
     if (who.kind == PGD_CALLER_NONE) {

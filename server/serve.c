@@ -305,8 +305,10 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     else
         model_name_of(cfg->load.model_path ? cfg->load.model_path : cfg->load.model_preset,
                       srv->served_name, sizeof srv->served_name);
-    if (pgd_access_create(cfg->tenants, cfg->api_key, &srv->access)) {
+    if (pgd_access_create(cfg->tenants, cfg->api_key, &srv->access) ||
+        pgd_cors_create(cfg->allowed_origins, &srv->cors)) {
         fprintf(stderr, "pagoda serve: %s\n", pgd_error_detail());
+        pgd_access_destroy(srv->access);
         return 2;
     }
     srv->loop = uv_default_loop();
@@ -366,6 +368,7 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     pgd_model_info_close(srv->info);
     pgd_metrics_destroy(srv->registry);
     pgd_access_destroy(srv->access);
+    pgd_cors_destroy(srv->cors);
     uv_loop_close(srv->loop);
     fprintf(stderr, "pagoda serve: stopped\n");
     return srv->exit_code;

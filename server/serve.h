@@ -20,6 +20,8 @@ typedef struct pgd_serve_config {
     const char *served_model_name; /* default: the model file's name without .gguf */
     const char *api_key;           /* one key, one tenant; NULL: no authentication */
     const char *tenants;           /* tenants file (server/tenants.h); overrides api_key */
+    const char *allowed_origins;   /* CORS: origins of browser pages that may call, comma-
+                                      separated, or "*" (server/cors.h); NULL: none */
     const char *metrics_prefix;    /* "pagoda_" */
     uint64_t shutdown_timeout_s;   /* in-flight requests may finish for this long */
     uint64_t max_body_mb;

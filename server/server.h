@@ -18,6 +18,7 @@
 #include "engine/info.h"
 #include "scheduler/worker.h"
 #include "server/access.h"
+#include "server/cors.h"
 #include "server/serve.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -41,6 +42,7 @@ typedef struct pgd_srv {
     pgd_metrics *registry;
     pgd_pagoda_metrics pm;
     pgd_access *access; /* keys, tenants, quotas (server/access.h) */
+    pgd_cors *cors;     /* origins of browser pages allowed to call (server/cors.h); NULL: none */
     bool metrics_ready;
     pgd_srv_state state;
     int64_t created; /* unix seconds at start (for /v1/models) */

@@ -200,6 +200,9 @@ def test_kv_cache_dtype(start_server):
     ([], {"PAGODA_MAX_WAITING": "0"}, None, "--max-waiting must be at least 1"),
     ([], {}, {"kv_cache_mb": 0}, "--kv-cache-mb must be at least 1"),
     (["--max-num-batched-tokens=0"], {}, None, "--max-num-batched-tokens must be at least 1"),
+    (["--allowed-origins", "http://localhost:3000/"], {}, None,
+     "'http://localhost:3000/' is not an origin"),
+    ([], {"PAGODA_ALLOWED_ORIGINS": "localhost:3000"}, None, "'localhost:3000' is not an origin"),
 ])
 def test_bad_settings_exit_2(pagoda_bin, model_path, tmp_path, args, env, config, msg):
     argv = [pagoda_bin, "serve", "--model", model_path, *args]
