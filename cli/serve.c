@@ -40,6 +40,8 @@ static const pgd_opt k_server_opts[] = {
      "seconds to receive a whole request (60)"},
     {"shutdown-timeout", PGD_OPT_U64, O(shutdown_timeout_s),
      "seconds in-flight requests may finish after SIGTERM (30)"},
+    {"no-access-log", PGD_OPT_BOOL, O(no_access_log),
+     "no line on stderr per request (its time, client, route, status, duration, tokens)"},
     {"no-warmup", PGD_OPT_BOOL, O(no_warmup),
      "ready without running a few short sequences first (the first request then pays each "
      "kernel's first use)"},

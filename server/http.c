@@ -94,7 +94,8 @@ struct pgd_http_request {
     int abort_reason; /* -1, or the pgd_http_close_reason to report */
     pgd_buf out;      /* stream: bytes written, [out_off, out.len) not yet given to MHD */
     size_t out_off;
-    uint64_t t_handled, t_last_write; /* uv_now ms */
+    uint64_t t_start, t_handled, t_last_write; /* uv_now ms */
+    char *note;                                /* pgd_http_request_set_note, or NULL */
     pgd_http_close_fn on_close;
     void *on_close_arg;
     uv_poll_t *watch; /* disconnect watch, or NULL */
@@ -629,6 +630,14 @@ const char *pgd_http_request_remote(pgd_http_request *req) {
     return req->remote;
 }
 
+int pgd_http_request_set_note(pgd_http_request *req, const char *note) {
+    char *copy = strdup(note ? note : "");
+    if (!copy) return PGD_ENOMEM;
+    free(req->note);
+    req->note = copy;
+    return 0;
+}
+
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req) {
     return req->srv;
 }
@@ -687,6 +696,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *mc) {
     req->abort_reason = -1;
     req->conn = conn_of(mc);
     if (req->conn) req->conn->req = req;
+    req->t_start = now_ms(srv);
+    if (srv->cfg.on_done) pgd_http_request_remote(req); /* kept for the access log */
     LIST_PUSH(srv->reqs, req);
     return req;
 }
@@ -698,6 +709,7 @@ static void req_free(pgd_http_request *req) {
     pgd_buf_free(&req->extra);
     free(req->method);
     free(req->uri);
+    free(req->note);
     free(req);
 }
 
@@ -710,6 +722,17 @@ static void req_finish(pgd_http_server *srv, pgd_http_request *req, pgd_http_clo
     req->suspended = false;
     if (req->abort_reason < 0) req->abort_reason = (int)why; /* writes now fail: ECANCELED */
     if (req->on_close) req->on_close(req, why, req->on_close_arg);
+    if (srv->cfg.on_done) {
+        pgd_http_done d = {.method = req->method ? req->method : "",
+                           .path = req->path ? req->path : "",
+                           .remote = req->remote,
+                           .status =
+                               req->answer == ANS_QUEUED || req->raw_answered ? req->status : 0,
+                           .reason = why,
+                           .ms = now_ms(srv) - req->t_start,
+                           .note = req->note ? req->note : ""};
+        srv->cfg.on_done(srv->cfg.on_done_arg, &d);
+    }
     req_free(req);
 }
 
@@ -783,6 +806,7 @@ static enum MHD_Result queue_error(pgd_http_request *req, int status, const char
 static int raw_answer(pgd_http_request *req, int status, const char *message) {
     if (req->raw_answered || !req->conn || req->conn->fd < 0) return -1;
     req->raw_answered = true;
+    req->status = (unsigned)status;
     pgd_buf body = PGD_BUF_INIT, out = PGD_BUF_INIT;
     const char *reason = MHD_get_reason_phrase_for((unsigned)status);
     int rc = error_body(req->srv, status, message, &body);
@@ -857,6 +881,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         req->path = req->method + ml + 1;
         memcpy(req->path, url, ul + 1);
         req->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
+        if (srv->cfg.on_head) srv->cfg.on_head(srv->cfg.on_head_arg, req);
         /* Our own head limits, below what fits in MHD's connection memory, so that the answer
          * is JSON (MHD's own, past its memory, is HTML). */
         if (srv->cfg.max_url_bytes && strlen(req->uri) > srv->cfg.max_url_bytes) {

@@ -124,6 +124,21 @@ typedef void (*pgd_http_close_fn)(pgd_http_request *req, pgd_http_close_reason r
  * the default body {"error":{"message","type","param","code"}}. */
 typedef int (*pgd_http_error_body_fn)(void *arg, int status, const char *message, pgd_buf *out);
 
+/* What an ended request asked and got, for an access log (pgd_http_config.on_done). Strings
+ * live until the callback returns. */
+typedef struct pgd_http_done {
+    const char *method, *path; /* "" when the request's head never arrived; path decoded */
+    const char *remote;        /* "ip:port" ("[ip6]:port"), "" if unknown */
+    unsigned status;           /* the status of the answer sent (or begun); 0: none */
+    pgd_http_close_reason reason;
+    uint64_t ms;      /* from the request's line arriving to its end */
+    const char *note; /* pgd_http_request_set_note's text, or "" */
+} pgd_http_done;
+
+/* Called once per request as it ends, after its close callback (which may still set the note),
+ * whatever ended it: answered by a route or by the transport, the client gone, shutdown. */
+typedef void (*pgd_http_done_fn)(void *arg, const pgd_http_done *done);
+
 typedef struct pgd_http_config {
     const char *host;             /* numeric address or name; "127.0.0.1" by default */
     uint16_t port;                /* 0: any free port (see pgd_http_server_port) */
@@ -148,6 +163,14 @@ typedef struct pgd_http_config {
     void *handler_arg;
     pgd_http_error_body_fn error_body; /* NULL: the default body */
     void *error_body_arg;
+    /* Called once when a request's head (line and headers) has arrived, before the transport's
+     * own checks of it and before its body: it may read the request's headers and set response
+     * headers (pgd_http_request_set_header) that every answer then carries, the transport's own
+     * errors (413, 414, 431, ...) included; it must not answer. NULL: none. */
+    pgd_http_handler_fn on_head;
+    void *on_head_arg;
+    pgd_http_done_fn on_done; /* NULL: none */
+    void *on_done_arg;
 } pgd_http_config;
 
 /* The defaults above; handler stays NULL. */
@@ -196,6 +219,9 @@ pgd_str pgd_http_request_body(const pgd_http_request *req);
 /* The client's address as "ip:port" ("[ip6]:port"); "" if unknown. Not inside the close
  * callback unless called before (the result is kept). */
 const char *pgd_http_request_remote(pgd_http_request *req);
+/* A line of text about the request for pgd_http_config.on_done (copied; replaces an earlier
+ * one); may be called up to and inside the close callback. 0 or PGD_ENOMEM. */
+int pgd_http_request_set_note(pgd_http_request *req, const char *note);
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req);
 
 /* Register the close callback (replaces any earlier one). */

@@ -88,6 +88,7 @@ struct pgd_rctx {
     const char *end_reason; /* "stop", "length", "abort"; NULL if it failed or never ran */
     double queue_s, ttft_s, e2e_s;
     int finished_reason; /* of choice 0 */
+    int64_t tokens_out;  /* token events so far, all choices */
 };
 
 /* ---- small helpers --------------------------------------------------------------------- */
@@ -168,9 +169,38 @@ static void abort_engine(pgd_rctx *c) {
     for (size_t i = 0; i < c->n_submitted; i++) pgd_worker_abort(c->srv->worker, c->eids[i]);
 }
 
+/* The access log's note on a completion request (pgd_http_request_set_note), as its HTTP side
+ * ends: its id (once submitted), tenant, tokens — the engine's count once it has finished, else the
+ * prompt tokens as tokenized and the tokens generated so far (a request whose client left is
+ * aborted after this) — time to the first token and how it ended. */
+static void access_note(const pgd_rctx *c, pgd_http_request *req) {
+    pgd_buf b = PGD_BUF_INIT;
+    int rc = pgd_buf_puts(&b, "");
+    if (!rc && c->n_submitted) rc = pgd_buf_printf(&b, " id=%s", c->id);
+    if (!rc && c->who.kind == PGD_CALLER_TENANT && c->who.t)
+        rc = pgd_buf_printf(&b, " tenant=%s", c->who.t->name);
+    bool done = c->n_submitted && !engine_open(c);
+    int64_t prompt = done ? c->usage.prompt_tokens : 0;
+    for (size_t i = 0; !done && c->prompts && !c->working && i < c->n_prompts; i++)
+        prompt += (int64_t)c->prompts[i].n * c->n_per_prompt;
+    if (!rc && c->n_submitted)
+        rc = pgd_buf_printf(&b, " prompt_tokens=%lld completion_tokens=%lld", (long long)prompt,
+                            (long long)(done ? c->usage.completion_tokens : c->tokens_out));
+    if (!rc && done)
+        rc = pgd_buf_printf(&b, " cached_tokens=%lld", (long long)c->usage.cached_tokens);
+    if (!rc && c->ttft_s >= 0) rc = pgd_buf_printf(&b, " ttft_ms=%.0f", c->ttft_s * 1e3);
+    const char *end = c->errored       ? "error"
+                      : c->end_reason  ? c->end_reason
+                      : c->n_submitted ? "abort"
+                                       : NULL;
+    if (!rc && end) rc = pgd_buf_printf(&b, " finish=%s", end);
+    if (!rc) pgd_http_request_set_note(req, b.data + (b.len > 0)); /* without the first ' ' */
+    pgd_buf_free(&b);
+}
+
 static void on_http_close(pgd_http_request *req, pgd_http_close_reason reason, void *arg) {
     pgd_rctx *c = arg;
-    (void)req;
+    access_note(c, req);
     c->http = NULL;
     c->stream = NULL;
     if (engine_open(c)) abort_engine(c); /* client gone (or timeout / shutdown) */
@@ -571,6 +601,7 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     uint32_t g;
     choice_out *co = choice_of(c, ev, &g);
     if (!co) return;
+    c->tokens_out++;
     pgd_pagoda_metrics *pm = &c->srv->pm;
     if (!c->t_first_ns) {
         c->t_first_ns = ev->t_ns;
@@ -985,29 +1016,35 @@ static const char k_cors_expose[] =
     "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, "
     "x-ratelimit-reset-tokens";
 
-/* CORS (server/cors.h; only with --allowed-origins), before the key is checked — a browser's
- * preflight carries none. A preflight (OPTIONS with Access-Control-Request-Method) is answered
- * here, for any path: 204 when its origin is allowed (the request that follows meets keys,
- * routes and methods like any other, so a preflight tells nothing of them), 403 when not. Every
- * other answer to an allowed origin says so (Access-Control-Allow-Origin), whatever it is: a
- * page reads its errors too. With "*" every answer carries "*"; with a list, answers vary with
- * Origin and say so. True when the request was answered here. */
-static bool cors(pgd_srv *srv, pgd_http_request *req, const char *method) {
+/* CORS (server/cors.h; only with --allowed-origins). As a request's head arrives (the
+ * transport's on_head, so that its own errors carry them too): an answer to an allowed origin
+ * says so (Access-Control-Allow-Origin) whatever it is — a page reads its errors too — and names
+ * the headers the page may read; with "*" every answer carries "*", with a list answers vary
+ * with Origin and say so. */
+void pgd_srv_head(void *arg, pgd_http_request *req) {
+    pgd_srv *srv = arg;
+    if (!srv->cors) return;
     const char *origin = pgd_http_request_header(req, "Origin");
-    bool ok = pgd_cors_allows(srv->cors, origin);
     const char *allow = pgd_cors_allow_origin(srv->cors, origin);
-    if (allow && !strcmp(allow, "*")) ok = true;
-    if (strcmp(allow ? allow : "", "*")) pgd_http_request_set_header(req, "Vary", "Origin");
-    bool preflight = origin && !strcmp(method, "OPTIONS") &&
-                     pgd_http_request_header(req, "Access-Control-Request-Method");
-    if (ok) {
+    bool any = allow && !strcmp(allow, "*");
+    if (!any) pgd_http_request_set_header(req, "Vary", "Origin");
+    if (any || pgd_cors_allows(srv->cors, origin)) {
         pgd_http_request_set_header(req, "Access-Control-Allow-Origin", allow);
-        if (!preflight)
-            pgd_http_request_set_header(req, "Access-Control-Expose-Headers", k_cors_expose);
+        pgd_http_request_set_header(req, "Access-Control-Expose-Headers", k_cors_expose);
     }
-    if (!preflight) return false;
-    pgd_api_error e;
-    if (!ok) {
+}
+
+/* A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered
+ * before the key is checked — it carries none — for any path: 204 when its origin is allowed
+ * (the request that follows meets keys, routes and methods like any other, so a preflight tells
+ * nothing of them), 403 when not. True when `req` was one (and is answered). */
+static bool cors_preflight(pgd_srv *srv, pgd_http_request *req, const char *method) {
+    const char *origin = pgd_http_request_header(req, "Origin");
+    if (!origin || strcmp(method, "OPTIONS") ||
+        !pgd_http_request_header(req, "Access-Control-Request-Method"))
+        return false;
+    if (!pgd_cors_allows(srv->cors, origin)) {
+        pgd_api_error e;
         pgd_api_error_set(&e, 403, NULL, NULL,
                           "a page of %.200s may not call this server (--allowed-origins does not "
                           "list its origin)",
@@ -1040,7 +1077,7 @@ static void respond_unauthorized(pgd_http_request *req, const char *path) {
 void pgd_srv_handle(void *arg, pgd_http_request *req) {
     pgd_srv *srv = arg;
     const char *path = pgd_http_request_path(req), *method = pgd_http_request_method(req);
-    if (srv->cors && cors(srv, req, method)) return;
+    if (srv->cors && cors_preflight(srv, req, method)) return;
     pgd_caller who;
     pgd_access_identify(srv->access, req, &who);
     if (who.kind == PGD_CALLER_NONE) {

@@ -293,6 +293,38 @@ static void model_name_of(const char *path, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)n, base);
 }
 
+/* The access log: one line on stderr per request as it ends (server/http.h's on_done), logfmt —
+ * key=value pairs, the path's bytes outside printable ASCII, '%', '"' and '\\' percent-encoded
+ * so that a line is always one line of words:
+ *   pagoda serve: access ts=2026-11-28T11:31:02.123Z remote=127.0.0.1:40312 method=POST
+ *   path=/v1/chat/completions status=200 ms=412 end=completed id=chatcmpl-... prompt_tokens=31
+ *   completion_tokens=12 cached_tokens=16 ttft_ms=40 finish=stop
+ * status=0: no answer was sent (the client left first); end: completed, client_gone, timeout,
+ * shutdown or error; what follows comes from the route (routes.c: access_note). */
+static void access_log(void *arg, const pgd_http_done *d) {
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32], path[512];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)d->path; *p && n + 4 < sizeof path; p++) {
+        if (*p > ' ' && *p < 0x7f && *p != '%' && *p != '"' && *p != '\\')
+            path[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(path + n, sizeof path - n, "%%%02X", *p);
+    }
+    path[n] = '\0';
+    fprintf(stderr,
+            "pagoda serve: access ts=%s.%03ldZ remote=%s method=%s path=%s status=%u ms=%llu "
+            "end=%s%s%s\n",
+            when, ts.tv_nsec / 1000000, *d->remote ? d->remote : "-", *d->method ? d->method : "-",
+            n ? path : "-", d->status, (unsigned long long)d->ms,
+            pgd_http_close_reason_name(d->reason), *d->note ? " " : "", d->note);
+}
+
 int pgd_serve_run(const pgd_serve_config *cfg_in) {
     static pgd_srv srv_storage;
     pgd_srv *srv = &srv_storage;
@@ -341,6 +373,9 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     hc.handler_arg = srv;
     hc.error_body = pgd_srv_error_body;
     hc.error_body_arg = srv;
+    hc.on_head = pgd_srv_head;
+    hc.on_head_arg = srv;
+    if (!cfg->no_access_log) hc.on_done = access_log;
     if (pgd_http_server_create(srv->loop, &hc, &srv->http)) {
         fprintf(stderr, "pagoda serve: cannot listen on %s:%llu: %s\n", cfg->host,
                 (unsigned long long)cfg->port, pgd_error_detail());

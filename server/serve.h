@@ -29,6 +29,7 @@ typedef struct pgd_serve_config {
     uint64_t idle_timeout_s;
     uint64_t request_timeout_s; /* whole request (headers + body) must arrive within it */
     bool no_warmup;             /* skip the warm-up before ready (scheduler/offline.h) */
+    bool no_access_log;         /* no line on stderr per request */
     pgd_load_options load;      /* the model and its runner */
     pgd_sched_config sched;     /* budgets, max_waiting, prefix caching */
 } pgd_serve_config;

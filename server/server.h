@@ -58,6 +58,7 @@ typedef struct pgd_srv {
 
 /* routes.c */
 void pgd_srv_handle(void *arg, pgd_http_request *req); /* the HTTP handler */
+void pgd_srv_head(void *arg, pgd_http_request *req);   /* on_head: CORS headers */
 void pgd_srv_drain_events(pgd_srv *srv);               /* engine events -> responses */
 void pgd_srv_abort_all(pgd_srv *srv);                  /* abort every in-flight request */
 int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out);

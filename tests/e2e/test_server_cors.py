@@ -7,6 +7,7 @@ The browser part needs chromium, chromedriver and selenium (skipped without them
 """
 import http.server
 import json
+import socket
 import threading
 
 import pytest
@@ -131,6 +132,23 @@ def test_answers_to_a_listed_origin_say_so(listed):
     assert st == 200 and h["access-control-allow-origin"] == APP
     assert h["content-type"].startswith("text/event-stream")
     assert sse_events(body)[0][-1] == "[DONE]"
+
+
+def test_transport_errors_carry_it_too(listed):
+    """The transport's own answers (here a 413 for a Content-Length over the limit, sent before
+    any route runs) carry the header as well: the page can read why."""
+    with socket.create_connection(("127.0.0.1", listed.port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: " + APP.encode() +
+                  b"\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\n\r\n")
+        raw = b""
+        while b"\r\n\r\n" not in raw:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    head = raw.split(b"\r\n\r\n")[0].decode().lower()
+    assert head.startswith("http/1.1 413"), head
+    assert f"access-control-allow-origin: {APP}" in head.split("\r\n"), head
 
 
 def test_other_origins_are_answered_without_it(listed):

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -167,6 +168,13 @@ def test_requests_are_attributed_to_the_key_holder(srv):
     after = admin_view(srv)
     assert after["acme"]["usage"]["requests"] - before["acme"]["usage"]["requests"] == 2
     assert after["beta"]["usage"]["requests"] - before["beta"]["usage"]["requests"] == 3
+    # The access log names the tenant of each (test_access_log.py checks the rest of a line).
+    st, _, body = post(srv, C, chat(), KEYS["beta"])
+    assert st == 200, body
+    rid = body["id"]
+    poll(lambda: re.search(rf"access .* id={rid} tenant=beta ",
+                           pathlib.Path(srv.log_path).read_text()),
+         msg="no access log line naming the tenant")
 
 
 def test_unauthenticated_list(start_server, tmp_path):
