@@ -6,14 +6,16 @@
  *   GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, POST /tokenize,
  *   POST /detokenize, GET /, GET /admin/tenants
  *
- * With --allowed-origins, a browser's preflight is answered before anything else and answers
- * to an allowed origin say so (cors(); server/cors.h). Every request is identified first
- * (server/access.h: its key, before the route table, so a caller without a valid key learns
- * nothing about routes), then routed, then checked against what its caller may use. A completion
- * request of a tenant then meets the tenant's quotas: max_tokens when parsed; concurrency and
- * requests per minute before tokenization; max_context and tokens per minute after it. It carries
- * its tenant, weight, priority and prefix-cache salt into the scheduler, and gives its quota back
- * (rctx_free) whichever way it ends.
+ * With --allowed-origins, answers to an allowed origin say so (pgd_srv_head, as the head
+ * arrives) and a browser's preflight is answered before anything else (cors_preflight;
+ * server/cors.h). Every request is identified first (server/access.h: its key, before the
+ * route table, so a caller without a valid key learns nothing about routes), then routed, then
+ * checked against what its caller may use. A completion request of a tenant then meets the
+ * tenant's quotas: max_tokens when parsed; concurrency and requests per minute before
+ * tokenization; max_context and tokens per minute after it. It carries its tenant, weight,
+ * priority and prefix-cache salt into the scheduler, and gives its quota back (rctx_free)
+ * whichever way it ends. As its HTTP side ends it leaves the access log its numbers
+ * (access_note).
  *
  * An in-flight request (pgd_rctx) is owned jointly by the HTTP side and the engine side: it is
  * freed when both are done — the HTTP request closed (on_close) and every engine request it
