@@ -32,11 +32,13 @@ static bool calls(const json_t *v) {
  * message, or an assistant message with tool calls (an empty tool_calls list counts as none). */
 static int tool_free(const json_t *m, size_t i, char *param, size_t cap) {
     const char *role = json_string_value(json_object_get(m, "role"));
-    if (!strcmp(role, "tool") || !strcmp(role, "function"))
-        return bad(param, cap, "messages[%zu].role", i, 0,
-                   "tool and function messages are not supported: this server does not call "
-                   "tools");
-    static const char *const what = "tool calls are not supported: this server does not call tools";
+    if (!strcmp(role, "tool") || !strcmp(role, "function")) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "'%s' messages are not supported: pagoda does not call tools",
+                 role);
+        return bad(param, cap, "messages[%zu].role", i, 0, msg);
+    }
+    static const char *const what = "tool calls are not supported: pagoda does not call tools";
     if (calls(json_object_get(m, "tool_calls")))
         return bad(param, cap, "messages[%zu].tool_calls", i, 0, what);
     if (calls(json_object_get(m, "function_call")))
