@@ -58,6 +58,9 @@
 #define STREAM_BLOCK  (16 * 1024)
 #define MAX_TIMER_MS  (3600u * 1000u)
 #define DRAIN_POLL_MS 50
+/* A connection whose body went past the limit (413 sent, the rest read on): how often the
+ * server looks for the client's end of file that libmicrohttpd may not see (tick_cb). */
+#define TOO_BIG_POLL_MS 200
 
 enum { ANS_NONE, ANS_PENDING, ANS_QUEUED };
 
@@ -938,6 +941,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                 snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
                          srv->cfg.max_body_bytes);
                 if (raw_answer(req, 413, msg) != 0) return MHD_NO;
+                tick_schedule(srv, now_ms(srv) + TOO_BIG_POLL_MS);
             } else if (pgd_buf_append(&req->body, upload_data, *upload_size) != 0) {
                 req->oom = true;
                 pgd_buf_free(&req->body);
@@ -1029,6 +1033,22 @@ static void tick_cb(uv_timer_t *t) {
         }
     }
     for (pgd_http_request *req = srv->reqs; req; req = req->next) {
+        if (req->too_big && req->conn && !req->conn->killed && req->conn->fd >= 0) {
+            /* The 413 is out and the body is read on. A client that sent its last bytes and
+             * then its FIN before libmicrohttpd read them all is never noticed: the read that
+             * empties the socket comes back short, libmicrohttpd waits for the next edge of
+             * its edge-triggered epoll, and the end of file makes none. Seen here, with
+             * nothing unread before it: the client is done. */
+            char b;
+            ssize_t n = recv(req->conn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                req->abort_reason = PGD_HTTP_CLOSE_CLIENT_GONE;
+                conn_kill(req->conn);
+            } else if (now + TOO_BIG_POLL_MS < next) {
+                next = now + TOO_BIG_POLL_MS;
+            }
+            continue;
+        }
         if (!req->handled || req->abort_reason >= 0) continue;
         if (cfg->response_timeout_ms) {
             uint64_t due = req->t_handled + cfg->response_timeout_ms;

@@ -54,7 +54,8 @@
  * says so; a body without one (chunked) gets the same 413, with "Connection: close", as soon as
  * it passes the limit — written on the socket, since libmicrohttpd cannot queue an answer in
  * the middle of a body — then the server reads on up to the limit again, so that closing does
- * not reset the connection under the unread answer, and closes), concurrent connections
+ * not reset the connection under the unread answer, and closes, or closes as soon as the client
+ * has ended its side), concurrent connections
  * (MHD_OPTION_CONNECTION_LIMIT: beyond it new connections wait unaccepted in the listen backlog
  * or are closed), idle timeout of non-suspended connections (MHD_OPTION_CONNECTION_TIMEOUT),
  * a deadline for receiving a whole request (a client trickling its header or body byte by byte

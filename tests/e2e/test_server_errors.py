@@ -317,6 +317,33 @@ def test_oversized_body_sent_whole(small):
     assert st == 200
 
 
+def test_oversized_chunked_body_then_the_client_leaves(srv):
+    """A client that sends a chunked body past the limit (4 MiB here), reads its 413 and closes
+    its sending side at once: the server closes the connection within a moment (it had waited
+    for its idle timeout, 30 s, when the end of file came in behind the last bytes it read)."""
+    payload = b"x" * (5 << 20)
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            try:
+                for i in range(0, len(payload), 65536):
+                    s.sendall(b"%x\r\n%s\r\n" % (65536, payload[i:i + 65536]))
+            except OSError:
+                pass  # past twice the limit the server stops reading
+            st, _, body = read_response(s)
+            assert st == 413, body
+            s.shutdown(socket.SHUT_WR)
+            t0 = time.monotonic()
+            s.settimeout(10)
+            try:
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass  # a reset is an end too
+            assert time.monotonic() - t0 < 5
+
+
 @pytest.mark.parametrize("mib", [3, 16])
 def test_oversized_chunked_body_far_over_the_limit(small, mib):
     """A chunked body of several times --max-body-mb (1 MiB) gets the same 413 JSON as one
