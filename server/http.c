@@ -58,9 +58,9 @@
 #define STREAM_BLOCK  (16 * 1024)
 #define MAX_TIMER_MS  (3600u * 1000u)
 #define DRAIN_POLL_MS 50
-/* A connection whose body went past the limit (413 sent, the rest read on): how often the
- * server looks for the client's end of file that libmicrohttpd may not see (tick_cb). */
-#define TOO_BIG_POLL_MS 200
+/* While a request's body is being received (or read on past the limit, its 413 sent): how often
+ * the server looks for the client's end of file, which libmicrohttpd may not see (tick_cb). */
+#define EOF_POLL_MS 200
 
 enum { ANS_NONE, ANS_PENDING, ANS_QUEUED };
 
@@ -920,6 +920,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                      srv->cfg.max_body_bytes);
             return queue_error(req, 413, msg, true);
         }
+        tick_schedule(srv, now_ms(srv) + EOF_POLL_MS); /* a body may follow: see tick_cb */
         return MHD_YES;
     }
 
@@ -941,7 +942,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                 snprintf(msg, sizeof msg, "request body too large (limit %zu bytes)",
                          srv->cfg.max_body_bytes);
                 if (raw_answer(req, 413, msg) != 0) return MHD_NO;
-                tick_schedule(srv, now_ms(srv) + TOO_BIG_POLL_MS);
             } else if (pgd_buf_append(&req->body, upload_data, *upload_size) != 0) {
                 req->oom = true;
                 pgd_buf_free(&req->body);
@@ -1033,19 +1033,21 @@ static void tick_cb(uv_timer_t *t) {
         }
     }
     for (pgd_http_request *req = srv->reqs; req; req = req->next) {
-        if (req->too_big && req->conn && !req->conn->killed && req->conn->fd >= 0) {
-            /* The 413 is out and the body is read on. A client that sent its last bytes and
-             * then its FIN before libmicrohttpd read them all is never noticed: the read that
-             * empties the socket comes back short, libmicrohttpd waits for the next edge of
-             * its edge-triggered epoll, and the end of file makes none. Seen here, with
-             * nothing unread before it: the client is done. */
+        if (req->headers_seen && (!req->handled || req->too_big) && req->conn &&
+            !req->conn->killed && req->conn->fd >= 0) {
+            /* A body is being received, or read on past the limit (its 413 out). A client
+             * that sent its last bytes and then its FIN before libmicrohttpd read them all is
+             * never noticed: the read that empties the socket comes back short,
+             * libmicrohttpd waits for the next edge of its edge-triggered epoll, and the end
+             * of file makes none. Seen here, with nothing unread before it, the client is
+             * gone (its request can never be whole) or done (the 413 went out before). */
             char b;
             ssize_t n = recv(req->conn->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
                 req->abort_reason = PGD_HTTP_CLOSE_CLIENT_GONE;
                 conn_kill(req->conn);
-            } else if (now + TOO_BIG_POLL_MS < next) {
-                next = now + TOO_BIG_POLL_MS;
+            } else if (now + EOF_POLL_MS < next) {
+                next = now + EOF_POLL_MS;
             }
             continue;
         }

@@ -991,24 +991,33 @@ static const struct {
     const char *method;
     route_id id;
     bool needs_model;
-    const char *acl; /* the path access is checked for; NULL: the route's own */
+    const char *acl;   /* the path access is checked for; NULL: the route's own */
+    const char *label; /* in metrics (pgd_srv_route_label); NULL: the path */
 } k_routes[] = {
-    {"/v1/chat/completions", "POST", R_CHAT, true, NULL},
-    {"/v1/completions", "POST", R_COMPLETIONS, true, NULL},
-    {"/v1/models", "GET", R_MODELS, false, NULL},
-    {"/v1/models/", "GET", R_MODEL, false, "/v1/models"}, /* whoever may list may retrieve */
-    {"/health", "GET", R_HEALTH, false, NULL},
-    {"/metrics", "GET", R_METRICS, false, NULL},
-    {"/tokenize", "POST", R_TOKENIZE, true, NULL},
-    {"/detokenize", "POST", R_DETOKENIZE, true, NULL},
-    {"/", "GET", R_WEB, false, NULL},
-    {"/admin/tenants", "GET", R_ADMIN_TENANTS, false, NULL},
+    {"/v1/chat/completions", "POST", R_CHAT, true, NULL, NULL},
+    {"/v1/completions", "POST", R_COMPLETIONS, true, NULL, NULL},
+    {"/v1/models", "GET", R_MODELS, false, NULL, NULL},
+    {"/v1/models/", "GET", R_MODEL, false, "/v1/models",
+     "/v1/models/{id}"}, /* whoever may list may retrieve */
+    {"/health", "GET", R_HEALTH, false, NULL, NULL},
+    {"/metrics", "GET", R_METRICS, false, NULL, NULL},
+    {"/tokenize", "POST", R_TOKENIZE, true, NULL, NULL},
+    {"/detokenize", "POST", R_DETOKENIZE, true, NULL, NULL},
+    {"/", "GET", R_WEB, false, NULL, NULL},
+    {"/admin/tenants", "GET", R_ADMIN_TENANTS, false, NULL, NULL},
 };
 
 static bool route_matches(const char *route, const char *path) {
     size_t n = strlen(route);
     if (n > 1 && route[n - 1] == '/') return !strncmp(route, path, n) && path[n] != '\0';
     return !strcmp(route, path);
+}
+
+const char *pgd_srv_route_label(const char *path) {
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_routes); i++)
+        if (route_matches(k_routes[i].path, path))
+            return k_routes[i].label ? k_routes[i].label : k_routes[i].path;
+    return "other";
 }
 
 /* What a page on another origin may read of an answer besides its body (Retry-After on a 429

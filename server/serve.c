@@ -301,8 +301,7 @@ static void model_name_of(const char *path, char *out, size_t cap) {
  *   completion_tokens=12 cached_tokens=16 ttft_ms=40 finish=stop
  * status=0: no answer was sent (the client left first); end: completed, client_gone, timeout,
  * shutdown or error; what follows comes from the route (routes.c: access_note). */
-static void access_log(void *arg, const pgd_http_done *d) {
-    (void)arg;
+static void access_log(const pgd_http_done *d) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -323,6 +322,36 @@ static void access_log(void *arg, const pgd_http_done *d) {
             when, ts.tv_nsec / 1000000, *d->remote ? d->remote : "-", *d->method ? d->method : "-",
             n ? path : "-", d->status, (unsigned long long)d->ms,
             pgd_http_close_reason_name(d->reason), *d->note ? " " : "", d->note);
+}
+
+/* Every request as it ends (server/http.h's on_done): counted in http_requests_total by method
+ * (the common ones, else "other"), route (pgd_srv_route_label) and status ("none": no answer
+ * was sent), then the access log's line unless --no-access-log. */
+static void http_done(void *arg, const pgd_http_done *d) {
+    pgd_srv *srv = arg;
+    static const char *const methods[] = {"GET", "POST",   "HEAD", "OPTIONS",
+                                          "PUT", "DELETE", "PATCH"};
+    const char *method = "other";
+    for (size_t i = 0; i < PGD_ARRAY_LEN(methods); i++)
+        if (!strcmp(d->method, methods[i])) method = methods[i];
+    char status[16] = "none";
+    if (d->status) snprintf(status, sizeof status, "%u", d->status);
+    const char *v[] = {srv->served_name, method, pgd_srv_route_label(d->path), status};
+    if (srv->http_requests) pgd_metric_add(srv->http_requests, v, 1);
+    if (!srv->cfg.no_access_log) access_log(d);
+}
+
+/* http_requests_total, before the server listens (the other families wait for the model). */
+static int register_http_metrics(pgd_srv *srv) {
+    static const char *const labels[] = {"model_name", "method", "route", "status"};
+    char name[256];
+    if ((size_t)snprintf(name, sizeof name, "%shttp_requests_total", srv->cfg.metrics_prefix) >=
+        sizeof name)
+        return pgd_error_set(PGD_EINVAL, "metrics: prefix too long");
+    return pgd_metrics_add_counter(srv->registry, name,
+                                   "HTTP requests as they end, by method, route and status "
+                                   "(\"none\": no answer was sent).",
+                                   labels, 4, &srv->http_requests);
 }
 
 int pgd_serve_run(const pgd_serve_config *cfg_in) {
@@ -349,6 +378,8 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
         fprintf(stderr, "pagoda serve: out of memory\n");
         return 1;
     }
+    if (register_http_metrics(srv)) /* a bad prefix: /metrics will say so (metrics_ready) */
+        srv->http_requests = NULL;
     uv_async_init(srv->loop, &srv->wake, on_wake);
     srv->wake.data = srv;
     uv_timer_init(srv->loop, &srv->drain_timer);
@@ -375,7 +406,8 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     hc.error_body_arg = srv;
     hc.on_head = pgd_srv_head;
     hc.on_head_arg = srv;
-    if (!cfg->no_access_log) hc.on_done = access_log;
+    hc.on_done = http_done;
+    hc.on_done_arg = srv;
     if (pgd_http_server_create(srv->loop, &hc, &srv->http)) {
         fprintf(stderr, "pagoda serve: cannot listen on %s:%llu: %s\n", cfg->host,
                 (unsigned long long)cfg->port, pgd_error_detail());

@@ -40,6 +40,7 @@ typedef struct pgd_srv {
     pgd_model_info *info; /* NULL until loaded; closed after the worker */
     pgd_req_limits lim;   /* the worker's (valid once loaded) */
     pgd_metrics *registry;
+    pgd_metric *http_requests; /* http_requests_total{model_name,method,route,status} */
     pgd_pagoda_metrics pm;
     pgd_access *access; /* keys, tenants, quotas (server/access.h) */
     pgd_cors *cors;     /* origins of browser pages allowed to call (server/cors.h); NULL: none */
@@ -59,8 +60,11 @@ typedef struct pgd_srv {
 /* routes.c */
 void pgd_srv_handle(void *arg, pgd_http_request *req); /* the HTTP handler */
 void pgd_srv_head(void *arg, pgd_http_request *req);   /* on_head: CORS headers */
-void pgd_srv_drain_events(pgd_srv *srv);               /* engine events -> responses */
-void pgd_srv_abort_all(pgd_srv *srv);                  /* abort every in-flight request */
+/* The route a path reaches, as metrics name it ("/v1/models/{id}"), or "other": a label of
+ * bounded cardinality. */
+const char *pgd_srv_route_label(const char *path);
+void pgd_srv_drain_events(pgd_srv *srv); /* engine events -> responses */
+void pgd_srv_abort_all(pgd_srv *srv);    /* abort every in-flight request */
 int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out);
 
 #endif

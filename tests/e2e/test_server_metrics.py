@@ -9,6 +9,7 @@ metric names (colons are meant for recording rules): with --metrics-prefix "pago
 import json
 import re
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -23,7 +24,7 @@ HISTOGRAMS = ["time_to_first_token_seconds", "inter_token_latency_seconds",
               "request_prompt_tokens", "request_generation_tokens"]
 COUNTERS = ["prompt_tokens_total", "generation_tokens_total", "request_success_total",
             "num_preemptions_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
-            "requests_aborted_total"]
+            "requests_aborted_total", "http_requests_total"]
 GAUGES = ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "build_info"]
 
 
@@ -167,6 +168,48 @@ def test_counters_follow_requests(srv):
     assert metric(m, "pagoda_num_requests_running") == 0
     assert metric(m, "pagoda_num_requests_waiting") == 0
     assert metric(m, "pagoda_kv_cache_usage_perc") == 0
+
+
+def test_http_requests_by_route_and_status(srv):
+    """http_requests_total counts every request as it ends, by method, route (the route's own
+    name, "{id}" for a model's; "other" for any unknown path: bounded labels) and status —
+    those the server answers before any route too (a 413), and "none" when the client left
+    before an answer."""
+    before = srv.metrics()
+    sends = [("GET", "/v1/models", None, 200), ("GET", "/v1/models/" + NAME, None, 200),
+             ("GET", "/v1/models/nope", None, 404), ("GET", "/no/such/" + "x" * 40, None, 404),
+             ("GET", "/another/unknown", None, 404), ("PUT", "/v1/models", None, 405),
+             ("POST", "/v1/chat/completions", b"{", 400), ("HEAD", "/health", None, 200)]
+    for method, path, body, status in sends:
+        h = {"Content-Type": "application/json"} if body else {}
+        assert srv.request(method, path, body, h)[0] == status, (method, path)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n"
+                  b"\r\n")
+        assert s.recv(1024).startswith(b"HTTP/1.1 413")
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:  # leaves unanswered
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+
+    def count(samples, method, route, status):
+        want = {("method", method), ("route", route), ("status", status)}
+        return sum(v for (n, ls), v in samples.items()
+                   if n == "pagoda_http_requests_total" and want <= ls)
+
+    def delta(method, route, status):
+        return count(srv.metrics(), method, route, status) - count(before, method, route, status)
+
+    poll(lambda: delta("POST", "/v1/completions", "none") == 1, timeout=15,
+         msg="the unanswered request was not counted")
+    assert delta("GET", "/v1/models", "200") == 1
+    assert delta("GET", "/v1/models/{id}", "200") == 1
+    assert delta("GET", "/v1/models/{id}", "404") == 1
+    assert delta("GET", "other", "404") == 2
+    assert delta("PUT", "/v1/models", "405") == 1
+    assert delta("POST", "/v1/chat/completions", "400") == 1
+    assert delta("HEAD", "/health", "200") == 1
+    assert delta("POST", "/v1/completions", "413") == 1
+    routes = {dict(ls)["route"] for (n, ls) in srv.metrics() if n == "pagoda_http_requests_total"}
+    assert not any("x" * 40 in r or "unknown" in r for r in routes), routes
 
 
 def test_gauges_while_running(srv):
