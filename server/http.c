@@ -641,6 +641,10 @@ int pgd_http_request_set_note(pgd_http_request *req, const char *note) {
     return 0;
 }
 
+const char *pgd_http_request_note(const pgd_http_request *req) {
+    return req->note ? req->note : "";
+}
+
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req) {
     return req->srv;
 }

@@ -223,6 +223,8 @@ const char *pgd_http_request_remote(pgd_http_request *req);
 /* A line of text about the request for pgd_http_config.on_done (copied; replaces an earlier
  * one); may be called up to and inside the close callback. 0 or PGD_ENOMEM. */
 int pgd_http_request_set_note(pgd_http_request *req, const char *note);
+/* The note set so far, or "". */
+const char *pgd_http_request_note(const pgd_http_request *req);
 pgd_http_server *pgd_http_request_server(const pgd_http_request *req);
 
 /* Register the close callback (replaces any earlier one). */

@@ -177,7 +177,8 @@ static void abort_engine(pgd_rctx *c) {
  * aborted after this) — time to the first token and how it ended. */
 static void access_note(const pgd_rctx *c, pgd_http_request *req) {
     pgd_buf b = PGD_BUF_INIT;
-    int rc = pgd_buf_puts(&b, "");
+    const char *before = pgd_http_request_note(req); /* request_id=..., from the head */
+    int rc = pgd_buf_printf(&b, "%s%s", *before ? " " : "", before);
     if (!rc && c->n_submitted) rc = pgd_buf_printf(&b, " id=%s", c->id);
     if (!rc && c->who.kind == PGD_CALLER_TENANT && c->who.t)
         rc = pgd_buf_printf(&b, " tenant=%s", c->who.t->name);
@@ -1021,11 +1022,26 @@ const char *pgd_srv_route_label(const char *path) {
 }
 
 /* What a page on another origin may read of an answer besides its body (Retry-After on a 429
- * or a 503, a tenant's x-ratelimit-*: server/access.c). */
+ * or a 503, a tenant's x-ratelimit-*: server/access.c; its own X-Request-Id). */
 static const char k_cors_expose[] =
     "Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
     "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, "
-    "x-ratelimit-reset-tokens";
+    "x-ratelimit-reset-tokens, X-Request-Id";
+
+/* A client's X-Request-Id (a proxy's or its own trace id: up to 128 printable ASCII characters,
+ * no spaces) comes back on the answer, whatever it is, and goes into the access log
+ * (request_id=...); any other value is ignored. */
+static void request_id(pgd_http_request *req) {
+    const char *id = pgd_http_request_header(req, "X-Request-Id");
+    size_t n = id ? strlen(id) : 0;
+    if (!n || n > 128) return;
+    for (size_t i = 0; i < n; i++)
+        if (id[i] <= ' ' || id[i] >= 0x7f || id[i] == '"' || id[i] == '\\') return;
+    pgd_http_request_set_header(req, "X-Request-Id", id);
+    char note[160];
+    snprintf(note, sizeof note, "request_id=%s", id);
+    pgd_http_request_set_note(req, note);
+}
 
 /* CORS (server/cors.h; only with --allowed-origins). As a request's head arrives (the
  * transport's on_head, so that its own errors carry them too): an answer to an allowed origin
@@ -1034,6 +1050,7 @@ static const char k_cors_expose[] =
  * with Origin and say so. */
 void pgd_srv_head(void *arg, pgd_http_request *req) {
     pgd_srv *srv = arg;
+    request_id(req);
     if (!srv->cors) return;
     const char *origin = pgd_http_request_header(req, "Origin");
     const char *allow = pgd_cors_allow_origin(srv->cors, origin);

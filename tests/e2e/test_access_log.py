@@ -2,7 +2,7 @@
 answered, and for a completion its id, tokens, time to the first token and how it ended, the
 same numbers the response's usage gives (through the openai SDK) — also for answers the transport
 gives itself (413), for a stream whose client left, and for a path with control bytes (still one
-line); none with --no-access-log.
+line); a client's X-Request-Id echoed and logged; none with --no-access-log.
 """
 import json
 import pathlib
@@ -124,6 +124,32 @@ def test_transport_answers_and_odd_paths_are_one_line(srv):
     wait_line(srv, lambda x: x["path"] == "/odd%0Apath%20with%22quote", "no line for the path")
     text = pathlib.Path(srv.log_path).read_text(errors="replace")
     assert "\npath with" not in text
+
+
+def test_request_id_comes_back_and_is_logged(srv):
+    """A client's X-Request-Id (a proxy's trace id) is echoed on whatever answer it gets — a
+    route's, an error, a stream, the transport's own 413 — and logged; one that is not a
+    printable word is ignored."""
+    for method, path, body, status in (("GET", "/v1/models", None, 200),
+                                       ("GET", "/nope", None, 404)):
+        st, h, _ = srv.request(method, path, body, {"X-Request-Id": f"trace-{status}"})
+        assert st == status and h["x-request-id"] == f"trace-{status}"
+        wait_line(srv, lambda x: x.get("request_id") == f"trace-{status}",
+                  f"no line with request_id=trace-{status}")
+    body = json.dumps({"messages": MSG, "max_tokens": 3, "stream": True}).encode()
+    st, h, raw = srv.request("POST", "/v1/chat/completions", body,
+                             {"Content-Type": "application/json", "X-Request-Id": "req.7_a-Z"})
+    assert st == 200 and h["x-request-id"] == "req.7_a-Z"
+    line = wait_line(srv, lambda x: x.get("request_id") == "req.7_a-Z", "no stream line")
+    assert line["id"].startswith("chatcmpl-") and line["finish"] == "length"
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: big-1\r\n"
+                  b"Content-Length: 99999999\r\n\r\n")
+        head = s.recv(65536).split(b"\r\n\r\n")[0].decode().lower()
+    assert head.startswith("http/1.1 413") and "x-request-id: big-1" in head.split("\r\n")
+    for bad in ("two words", "x" * 129):
+        st, h, _ = srv.request("GET", "/v1/models", None, {"X-Request-Id": bad})
+        assert st == 200 and "x-request-id" not in h
 
 
 def test_no_access_log(start_server):
