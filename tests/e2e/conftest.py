@@ -232,6 +232,44 @@ def http(port, method, path, body=None, headers=None, timeout=60, host="127.0.0.
         conn.close()
 
 
+def read_response(s, timeout=30):
+    """Read one HTTP response from a raw socket: (status, headers, body)."""
+    s.settimeout(timeout)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", "0"))
+    while len(rest) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        rest += d
+    return status, headers, rest[:n]
+
+
+def send_chunked(s, payload, chunk=65536, end=True):
+    """Send `payload` on a raw socket as chunked transfer coding (then the last chunk when
+    `end`); a server that answers and closes part way (a 413) ends it quietly."""
+    try:
+        for i in range(0, len(payload), chunk):
+            part = payload[i:i + chunk]
+            s.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+        if end:
+            s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass
+
+
 def openai_client(srv, api_key="none", **kw):
     import openai
     return openai.OpenAI(base_url=srv.url + "/v1", api_key=api_key, timeout=120, max_retries=0,

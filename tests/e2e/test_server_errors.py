@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pagoda_e2e import assert_error_body, metric, poll
+from pagoda_e2e import assert_error_body, metric, poll, read_response, send_chunked
 
 MSG = [{"role": "user", "content": "Hi"}]
 API_KEY = "sk-e2e-secret"
@@ -248,31 +248,6 @@ def test_ctx_prompt_exactly_full(small):
     assert "64" in e["message"]
 
 
-def read_response(s, timeout=30):
-    """Read one HTTP response from a raw socket: (status, headers, body)."""
-    s.settimeout(timeout)
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        headers[k.strip().lower()] = v.strip()
-    n = int(headers.get("content-length", "0"))
-    while len(rest) < n:
-        d = s.recv(65536)
-        if not d:
-            break
-        rest += d
-    return status, headers, rest[:n]
-
-
 def test_oversized_body_content_length(srv, small):
     """A Content-Length over the limit is refused with 413 before the body is read."""
     for server, limit in ((srv, 4 << 20), (small, 1 << 20)):
@@ -326,11 +301,7 @@ def test_oversized_chunked_body_then_the_client_leaves(srv):
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                       b"application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-            try:
-                for i in range(0, len(payload), 65536):
-                    s.sendall(b"%x\r\n%s\r\n" % (65536, payload[i:i + 65536]))
-            except OSError:
-                pass  # past twice the limit the server stops reading
+            send_chunked(s, payload, end=False)  # past twice the limit the server stops reading
             st, _, body = read_response(s)
             assert st == 413, body
             s.shutdown(socket.SHUT_WR)
