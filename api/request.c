@@ -388,13 +388,14 @@ static int parse_logprobs(const json_t *root, pgd_api_request *r, pgd_api_error 
     return 0;
 }
 
-/* OpenAI fields asking for what this server does not do — call tools, constrain the output to
- * JSON, insert before a suffix, return the best of several completions — are refused by name
- * instead of ignored: ignoring them would answer a different question than the one asked. Their
- * "off" values pass (clients send them by default): no or an empty tools / functions list,
+/* OpenAI fields asking for what this server does not do — call tools, follow a JSON schema,
+ * insert before a suffix, return the best of several completions — are refused by name instead
+ * of ignored: ignoring them would answer a different question than the one asked. Their "off"
+ * values pass (clients send them by default): no or an empty tools / functions list,
  * tool_choice and function_call "none" or "auto", response_format {"type": "text"}, an empty
- * suffix, best_of equal to n. Runs after n is parsed. */
-static int refuse_unsupported(const json_t *root, const pgd_api_request *r, pgd_api_error *e) {
+ * suffix, best_of equal to n. response_format {"type": "json_object"} (JSON mode) is done: it
+ * sets r->json_object. Runs after n is parsed. */
+static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     static const char *const lists[] = {"tools", "functions"};
     for (size_t i = 0; i < PGD_ARRAY_LEN(lists); i++) {
         json_t *v = field(root, lists[i]);
@@ -423,11 +424,14 @@ static int refuse_unsupported(const json_t *root, const pgd_api_request *r, pgd_
         json_t *t = json_object_get(rf, "type");
         if (!t) return bad(e, "response_format.type", "'response_format.type' is required");
         if (!json_is_string(t)) return type_err(e, "response_format.type", "a string", t);
-        if (strcmp(json_string_value(t), "text") != 0)
+        const char *type = json_string_value(t);
+        if (!strcmp(type, "json_object"))
+            r->json_object = true;
+        else if (strcmp(type, "text") != 0)
             return bad(e, "response_format",
                        "response_format of type '%.64s' is not supported: this server does not "
-                       "constrain its output (only \"text\")",
-                       json_string_value(t));
+                       "follow schemas (\"text\" or \"json_object\")",
+                       type);
     }
     pgd_str suffix = {0};
     int rc = get_str(root, "suffix", &suffix, e);
@@ -532,6 +536,8 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     if (r->cache_salt.ptr && r->cache_salt.len == 0)
         return pgd_api_error_set(e, 400, "cache_salt", NULL, "cache_salt must not be empty");
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e))) return rc;
+    if (r->ignore_eos && r->json_object) /* once the object closes, only the end may follow */
+        return bad(e, "ignore_eos", "'ignore_eos' cannot go with a json_object response_format");
     if ((rc = get_int(root, "priority", INT32_MIN, INT32_MAX, "a 32-bit signed integer", &present,
                       &x, e)))
         return rc;
@@ -594,6 +600,7 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
     s->top_logprobs = r->logprobs ? r->top_logprobs : 0;
     out->max_tokens = r->max_tokens;
     out->ignore_eos = r->ignore_eos;
+    out->json_object = r->json_object;
     out->stop = r->n_stop ? r->stop : NULL;
     out->n_stop = r->n_stop;
 }

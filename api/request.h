@@ -99,6 +99,7 @@ typedef struct pgd_api_request {
     pgd_logit_bias *logit_bias; /* [n_logit_bias], owned, in the body's order */
     size_t n_logit_bias;
     bool ignore_eos;
+    bool json_object; /* response_format {"type": "json_object"}: the output is one JSON object */
     int32_t priority; /* default 0 */
 
     /* output */

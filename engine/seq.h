@@ -37,6 +37,7 @@ typedef struct pgd_seq_params {
     const int32_t *stop_ids; /* extra end ids [n_stop_ids] */
     int n_stop_ids;
     uint64_t cache_salt; /* prefix-cache salt (e.g. the tenant) */
+    bool json_object;    /* output constrained to one JSON object (pgd_sampler_constrain_json) */
 } pgd_seq_params;
 
 void pgd_seq_params_default(pgd_seq_params *p);

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "engine/sampling/json_fsm.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -77,6 +78,8 @@ struct pgd_sampler {
     int64_t n_output;
     pgd_sampler_scratch *sc;
     bool own_sc;
+    const pgd_vocab_bytes *json_v; /* pgd_sampler_constrain_json; NULL: unconstrained */
+    pgd_json_fsm json;             /* the output so far, as JSON */
 };
 
 /* ---- parameters --------------------------------------------------------------------------- */
@@ -669,10 +672,33 @@ int pgd_sampler_accept_prompt(pgd_sampler *s, const int32_t *ids, size_t n) {
     return 0;
 }
 
+void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v) {
+    s->json_v = v;
+    pgd_json_fsm_init(&s->json);
+}
+
+/* Whether token t may follow the output so far (pgd_sampler_constrain_json). */
+static bool json_allows(const pgd_sampler *s, int32_t t) {
+    const pgd_vocab_bytes *v = s->json_v;
+    uint32_t a = v->off[t], b = v->off[t + 1];
+    if (a == b) {
+        if (!pgd_json_fsm_done(&s->json)) return false;
+        for (size_t i = 0; i < v->n_eog; i++)
+            if (v->eog[i] == t) return true;
+        return false;
+    }
+    pgd_json_fsm f = s->json;
+    return pgd_json_fsm_feed(&f, v->bytes + a, b - a);
+}
+
 int pgd_sampler_accept(pgd_sampler *s, int32_t id) {
     if (id < 0 || id >= s->n_vocab)
         return pgd_error_set(PGD_EINVAL, "sampler: token %d outside [0, %d)", (int)id,
                              (int)s->n_vocab);
+    if (s->json_v && id < s->json_v->n_vocab) {
+        uint32_t a = s->json_v->off[id], b = s->json_v->off[id + 1];
+        pgd_json_fsm_feed(&s->json, s->json_v->bytes + a, b - a); /* sampled under the mask */
+    }
     tok_entry *e;
     int rc = tab_get(s, id, &e);
     if (rc) return rc;
@@ -699,6 +725,9 @@ uint32_t pgd_sampler_output_count(const pgd_sampler *s, int32_t id) {
 
 void pgd_sampler_process_logits(const pgd_sampler *s, const float *logits, float *out) {
     memcpy(out, logits, (size_t)s->n_vocab * sizeof *out);
+    if (s->json_v)
+        for (int32_t t = 0; t < s->n_vocab; t++)
+            if (t >= s->json_v->n_vocab || !json_allows(s, t)) out[t] = -INFINITY;
     for (size_t i = 0; i < s->p.n_logit_bias; i++) out[s->bias[i].token] += s->bias[i].bias;
     if (!s->rep && !s->freq_pres) return;
     float r = s->p.repetition_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
@@ -973,7 +1002,7 @@ void pgd_sampler_spec(const pgd_sampler *s, pgd_sample_spec *out) {
 }
 
 bool pgd_sampler_on_device(const pgd_sampler *s) {
-    return s->p.n_logit_bias == 0 && !s->rep && !s->freq_pres;
+    return s->p.n_logit_bias == 0 && !s->rep && !s->freq_pres && !s->json_v;
 }
 
 uint64_t pgd_sampler_draw(pgd_sampler *s) {
@@ -1006,7 +1035,8 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits, pgd_sample_result *o
     int rc = prepare(s, logits, &sp, &f);
     if (rc) return rc;
     /* the processed row is the sanitised raw one unless a bias or penalty touched it */
-    bool same = s->p.n_logit_bias == 0 && (!(s->rep || s->freq_pres) || s->tab_len == 0);
+    bool same =
+        s->p.n_logit_bias == 0 && !s->json_v && (!(s->rep || s->freq_pres) || s->tab_len == 0);
     pick(&sp, s->n_vocab, s->sc, &f, logits, same, pgd_sampler_draw(s), out);
     return 0;
 }

@@ -8,6 +8,8 @@
  * buffers one sample call works in (pgd_sampler_scratch, [n_vocab]-sized, allocated once).
  *
  * Order of operations in pgd_sampler_sample, over one row of raw logits l[n_vocab]:
+ *   0. JSON constraint:     l[id] = -inf for every id that cannot continue one JSON object
+ *                           (only with pgd_sampler_constrain_json)
  *   1. logit_bias:          l[id] += bias                 (raw logits, each listed id)
  *   2. repetition_penalty:  over ids seen in prompt + output (CTRL / HF / vLLM):
  *                           l > 0 ? l / r : l * r
@@ -107,6 +109,24 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_
 
 /* Records an output token (penalties). PGD_EINVAL out of range; PGD_ENOMEM. */
 int pgd_sampler_accept(pgd_sampler *s, int32_t id);
+
+/* ---- output constrained to one JSON object --------------------------------------------------
+ * (response_format {"type": "json_object"}) The vocabulary as bytes: token t's are
+ * bytes[off[t] .. off[t + 1]); a token with none (a control token) is allowed only when it ends
+ * generation (eog) and the object is whole. */
+typedef struct pgd_vocab_bytes {
+    const uint8_t *bytes;
+    const uint32_t *off; /* [n_vocab + 1] */
+    int32_t n_vocab;
+    const int32_t *eog; /* [n_eog] end-of-generation ids */
+    size_t n_eog;
+} pgd_vocab_bytes;
+
+/* From now on, before step 1, every token whose bytes would make the output so far no prefix of
+ * one JSON object (engine/sampling/json_fsm.h) gets -inf, an ending token too until the object
+ * is whole; pgd_sampler_accept advances the recognizer by the token's bytes. Such a sampler
+ * runs on the host (pgd_sampler_on_device is false). `v` is borrowed: it must outlive s. */
+void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v);
 
 /* ---- sampling on the device ---------------------------------------------------------------
  * A sequence whose sampler needs no logit bias and no penalty (pgd_sampler_on_device) can be

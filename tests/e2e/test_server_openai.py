@@ -1,6 +1,6 @@
 """`pagoda serve` through the official `openai` Python SDK: chat and completions, streamed and not,
-n=2, logprobs, stop strings, seeds, stream_options.include_usage, developer messages, the
-refusal of tools / JSON output / suffix; greedy text equal to `pagoda generate`'s for the same
+n=2, logprobs, stop strings, seeds, stream_options.include_usage, developer messages, JSON mode,
+the refusal of tools / JSON schemas / suffix; greedy text equal to `pagoda generate`'s for the same
 request; /v1/models and /v1/models/{id} with --served-model-name; /tokenize and /detokenize
 round trips.
 
@@ -154,7 +154,8 @@ def test_tools_json_output_and_suffix_are_refused_by_name(client, generate):
     tools = [{"type": "function", "function": {
         "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
     refused = [(dict(tools=tools), "tools"), (dict(tool_choice="required"), "tool_choice"),
-               (dict(response_format={"type": "json_object"}), "response_format"),
+               (dict(response_format={"type": "json_schema", "json_schema": {
+                   "name": "w", "schema": {"type": "object"}}}), "response_format"),
                (dict(messages=[*CHAT, {"role": "tool", "tool_call_id": "c1", "content": "20C"}]),
                 "messages[2].role")]
     for kw, param in refused:
@@ -171,6 +172,38 @@ def test_tools_json_output_and_suffix_are_refused_by_name(client, generate):
                                        tools=[], tool_choice="none",
                                        response_format={"type": "text"})
     assert r.choices[0].message.content == want["text"]
+
+
+def test_json_mode(client):
+    """response_format {"type": "json_object"}: every answer that ends is one JSON object —
+    Python's json module parses it — sampled (temperature 0.7) or greedy, streamed or not (the
+    same text for the same seed), and on /v1/completions too; most end within 160 tokens."""
+    msgs = [{"role": "user", "content": "Describe a cat as a JSON object with a name and an age."}]
+    fmt = {"type": "json_object"}
+    stopped = 0
+    for seed in range(8):
+        kw = dict(model=NAME, messages=msgs, max_tokens=160, temperature=0.7, seed=seed,
+                  response_format=fmt)
+        c = client.chat.completions.create(**kw).choices[0]
+        assert c.finish_reason in ("stop", "length")
+        assert c.message.content.lstrip().startswith("{")
+        if c.finish_reason == "stop":
+            assert isinstance(json.loads(c.message.content), dict), c.message.content
+            stopped += 1
+        if seed < 2:
+            (text,), (finish,), _, _ = collect_chat_stream(
+                client.chat.completions.create(stream=True, **kw))
+            assert (text, finish) == (c.message.content, c.finish_reason)
+    assert stopped >= 6
+    c = client.chat.completions.create(model=NAME, messages=msgs, max_tokens=160, temperature=0,
+                                       response_format=fmt).choices[0]
+    assert c.finish_reason == "stop" and isinstance(json.loads(c.message.content), dict)
+    r = client.completions.create(model=NAME, prompt='A cat as JSON: ', max_tokens=160,
+                                  temperature=0, extra_body={"response_format": fmt})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].text), dict)
+    else:
+        assert r.choices[0].text.lstrip().startswith("{")
 
 
 def test_chat_stream_greedy_equals_generate(client, generate):

@@ -200,7 +200,7 @@ static const bad_case k_bad[] = {
      "tool_choice"},
     {C, "{\"tool_choice\":3," CHAT_MSGS "}", "tool_choice"},
     {C, "{\"function_call\":{\"name\":\"f\"}," CHAT_MSGS "}", "function_call"},
-    {C, "{\"response_format\":{\"type\":\"json_object\"}," CHAT_MSGS "}", "response_format"},
+    {C, "{\"response_format\":{\"type\":\"xml\"}," CHAT_MSGS "}", "response_format"},
     {C, "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}," CHAT_MSGS "}",
      "response_format"},
     {C, "{\"response_format\":\"json\"," CHAT_MSGS "}", "response_format"},
@@ -221,12 +221,14 @@ static const bad_case k_bad[] = {
      "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"function_call\":{\"name\":"
      "\"f\"}},{\"role\":\"user\",\"content\":\"x\"}]}",
      "messages[0].function_call"},
+    {C, "{\"response_format\":{\"type\":\"json_object\"},\"ignore_eos\":true," CHAT_MSGS "}",
+     "ignore_eos"},
     {P, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix"},
     {P, "{\"prompt\":\"x\",\"suffix\":5}", "suffix"},
     {P, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
     {P, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", "best_of"},
     {P, "{\"prompt\":\"x\",\"best_of\":0}", "best_of"},
-    {P, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+    {P, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", "response_format"},
     /* completions: prompt */
     {P, "{}", "prompt"},
     {P, "{\"prompt\":null}", "prompt"},
@@ -458,8 +460,17 @@ static void test_unsupported_fields_off(void) {
         pgd_api_request r;
         REQUIRE(parse_ok(C, bodies[i], &r) == 0);
         CHECK(r.messages.n >= 1);
+        CHECK(!r.json_object);
         pgd_api_request_free(&r);
     }
+    /* JSON mode: the request and the sequence say so */
+    pgd_api_request r;
+    REQUIRE(parse_ok(C, "{" CHAT_MSGS ",\"response_format\":{\"type\":\"json_object\"}}", &r) == 0);
+    CHECK(r.json_object);
+    pgd_seq_params sp;
+    pgd_api_request_seq_params(&r, 0, 1, &sp);
+    CHECK(sp.json_object);
+    pgd_api_request_free(&r);
     const char *comp[] = {
         "{\"prompt\":\"x\",\"suffix\":\"\",\"best_of\":1}",
         "{\"prompt\":\"x\",\"suffix\":null,\"n\":3,\"best_of\":3}",
@@ -470,7 +481,6 @@ static void test_unsupported_fields_off(void) {
         REQUIRE(parse_ok(P, comp[i], &r) == 0);
         pgd_api_request_free(&r);
     }
-    pgd_api_request r;
     REQUIRE(parse_ok(C,
                      "{\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
                      "{\"role\":\"user\",\"content\":\"hi\"}]}",

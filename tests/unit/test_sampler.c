@@ -13,7 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "common/error.h"
+#include "common/text.h"
 #include "engine/sampling/sampler.h"
 #include "testutil.h"
 
@@ -998,8 +1001,88 @@ static void test_device_rows_match_host(void) {
     free(l);
 }
 
+/* JSON-constrained sampling (pgd_sampler_constrain_json) over a vocabulary made here: the ASCII
+ * bytes, tokens of several bytes (structure, a literal, whitespace, a two-byte UTF-8 character
+ * whole and split in two), an end-of-generation token and another control token (no bytes).
+ * Random walks under random logits, nudged towards closing brackets as they grow: each one
+ * that ends has written what jansson parses as an object, no walk ends early, the other
+ * control token never comes, and the sampler is a host one. */
+static void test_json_constraint(void) {
+    static const char *const multi[] = {"{\"",      "\":",  "true", "  ",
+                                        "\xc3\xa9", "\xc3", "\xa9", "}\n"};
+    enum {
+        N_ASCII = 128,
+        N_MULTI = 8,
+        EOG = N_ASCII + N_MULTI,
+        CONTROL = EOG + 1,
+        V = CONTROL + 1
+    };
+    pgd_buf bytes = PGD_BUF_INIT;
+    uint32_t off[V + 1];
+    off[0] = 0;
+    for (int t = 0; t < V; t++) {
+        if (t < N_ASCII) {
+            char c = (char)t;
+            pgd_buf_append(&bytes, &c, 1);
+        } else if (t < EOG) {
+            pgd_buf_puts(&bytes, multi[t - N_ASCII]);
+        }
+        off[t + 1] = (uint32_t)bytes.len;
+    }
+    int32_t eog = EOG;
+    pgd_vocab_bytes vb = {(const uint8_t *)bytes.data, off, V, &eog, 1};
+    pgd_sampling_params p;
+    pgd_sampling_params_default(&p);
+    float logits[V];
+    int ended = 0, control = 0, beyond = 0;
+    for (int walk = 0; walk < 200; walk++) {
+        p.seed = (uint64_t)walk;
+        pgd_sampler *s;
+        REQUIRE(pgd_sampler_create(&p, V, NULL, &s) == 0);
+        pgd_sampler_constrain_json(s, &vb);
+        CHECK(!pgd_sampler_on_device(s));
+        pgd_buf out = PGD_BUF_INIT;
+        bool done = false;
+        for (int step = 0; step < 3000 && !done; step++) {
+            for (int t = 0; t < V; t++) logits[t] = (float)(4.0 * urand());
+            float push = (float)step / 40.0f; /* towards an end */
+            logits['}'] += push, logits[']'] += push, logits['"'] += push, logits[EOG] += push;
+            logits[CONTROL] += 50.0f; /* most likely of all, were it allowed */
+            pgd_sample_result r;
+            REQUIRE(pgd_sampler_sample(s, logits, &r) == 0);
+            control += r.token == CONTROL;
+            if (r.token == EOG) {
+                done = true;
+            } else {
+                pgd_buf_append(&out, bytes.data + off[r.token], off[r.token + 1] - off[r.token]);
+            }
+            REQUIRE(pgd_sampler_accept(s, r.token) == 0);
+        }
+        if (done) {
+            ended++;
+            json_error_t e;
+            json_t *v = json_loadb(out.data ? out.data : "", out.len, JSON_ALLOW_NUL, &e);
+            bool limit = !v && (strstr(e.text, "overflow") || strstr(e.text, "too big"));
+            beyond += limit; /* a number past a double: JSON, but past jansson's limits */
+            CHECK(limit || (v != NULL && json_is_object(v)));
+            if (!limit && (!v || !json_is_object(v)))
+                fprintf(stderr, "    walk %d: %s: %.*s\n", walk, v ? "not an object" : e.text,
+                        (int)out.len, out.data);
+            json_decref(v);
+        }
+        pgd_buf_free(&out);
+        pgd_sampler_destroy(s);
+    }
+    fprintf(stderr, "    %d of 200 walks ended, %d with a number past jansson's limits\n", ended,
+            beyond);
+    CHECK(ended >= 150 && beyond < 20);
+    CHECK_EQ_INT(control, 0);
+    pgd_buf_free(&bytes);
+}
+
 int main(void) {
     RUN(test_gamma_q);
+    RUN(test_json_constraint);
     RUN(test_temperature);
     RUN(test_top_k);
     RUN(test_top_p);
