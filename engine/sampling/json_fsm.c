@@ -178,12 +178,12 @@ static bool step(pgd_json_fsm *f, uint8_t c) {
         if (v < 0) return false;
         if (f->st == ST_LOW_HEX && ((f->n == 4 && v != 0xD) || (f->n == 3 && v < 0xC)))
             return false; /* a low surrogate: DC00..DFFF */
+        if (f->st == ST_HEX && f->n == 3 && f->code == 0xD && v >= 0xC)
+            return false; /* DCxx..DFxx would be a low surrogate alone: no way on */
         f->code = (uint16_t)(f->code << 4 | v);
         if (--f->n) return true;
         if (f->st == ST_HEX && f->code >= 0xD800 && f->code <= 0xDBFF)
             f->st = ST_LOW_BS;
-        else if (f->st == ST_HEX && f->code >= 0xDC00 && f->code <= 0xDFFF)
-            return false; /* a low surrogate alone */
         else
             f->st = ST_STR;
         return true;

@@ -677,16 +677,20 @@ void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v) {
     pgd_json_fsm_init(&s->json);
 }
 
-/* Whether token t may follow the output so far (pgd_sampler_constrain_json). */
+static bool is_eog(const pgd_vocab_bytes *v, int32_t t) {
+    for (size_t i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == t) return true;
+    return false;
+}
+
+/* Whether token t may follow the output so far (pgd_sampler_constrain_json): an ending token
+ * once the object is whole, whatever its bytes (a user-defined end token has some); another
+ * token if it has bytes and they keep the output a prefix of one object. */
 static bool json_allows(const pgd_sampler *s, int32_t t) {
     const pgd_vocab_bytes *v = s->json_v;
+    if (is_eog(v, t)) return pgd_json_fsm_done(&s->json);
     uint32_t a = v->off[t], b = v->off[t + 1];
-    if (a == b) {
-        if (!pgd_json_fsm_done(&s->json)) return false;
-        for (size_t i = 0; i < v->n_eog; i++)
-            if (v->eog[i] == t) return true;
-        return false;
-    }
+    if (a == b) return false;
     pgd_json_fsm f = s->json;
     return pgd_json_fsm_feed(&f, v->bytes + a, b - a);
 }
@@ -695,7 +699,7 @@ int pgd_sampler_accept(pgd_sampler *s, int32_t id) {
     if (id < 0 || id >= s->n_vocab)
         return pgd_error_set(PGD_EINVAL, "sampler: token %d outside [0, %d)", (int)id,
                              (int)s->n_vocab);
-    if (s->json_v && id < s->json_v->n_vocab) {
+    if (s->json_v && id < s->json_v->n_vocab && !is_eog(s->json_v, id)) {
         uint32_t a = s->json_v->off[id], b = s->json_v->off[id + 1];
         pgd_json_fsm_feed(&s->json, s->json_v->bytes + a, b - a); /* sampled under the mask */
     }

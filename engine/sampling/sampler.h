@@ -112,8 +112,8 @@ int pgd_sampler_accept(pgd_sampler *s, int32_t id);
 
 /* ---- output constrained to one JSON object --------------------------------------------------
  * (response_format {"type": "json_object"}) The vocabulary as bytes: token t's are
- * bytes[off[t] .. off[t + 1]); a token with none (a control token) is allowed only when it ends
- * generation (eog) and the object is whole. */
+ * bytes[off[t] .. off[t + 1]). A token that ends generation (eog) is allowed only once the object
+ * is whole, whatever its bytes; any other token without bytes (a control token) never. */
 typedef struct pgd_vocab_bytes {
     const uint8_t *bytes;
     const uint32_t *off; /* [n_vocab + 1] */

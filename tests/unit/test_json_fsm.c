@@ -67,6 +67,7 @@ static void test_hand_written(void) {
         "{\"a\":\"\\x\"}",              /* a bad escape */
         "{\"a\":\"\\ud83d\"}",          /* a high surrogate alone */
         "{\"a\":\"\\ude00\"}",          /* a low surrogate alone */
+        "{\"a\":\"\\uDD",               /* refused here already: no escape goes on from it */
         "{\"a\":\"\xc0\xaf\"}",         /* an overlong form */
         "{\"a\":\"\xed\xa0\x80\"}",     /* an encoded surrogate */
         "{\"a\":\"\xf4\x90\x80\x80\"}", /* past U+10FFFF */

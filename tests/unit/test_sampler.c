@@ -1003,20 +1003,17 @@ static void test_device_rows_match_host(void) {
 
 /* JSON-constrained sampling (pgd_sampler_constrain_json) over a vocabulary made here: the ASCII
  * bytes, tokens of several bytes (structure, a literal, whitespace, a two-byte UTF-8 character
- * whole and split in two), an end-of-generation token and another control token (no bytes).
+ * whole and split in two), an end-of-generation token, another control token (no bytes) and an
+ * end-of-generation token with bytes.
  * Random walks under random logits, nudged towards closing brackets as they grow: each one
  * that ends has written what jansson parses as an object, no walk ends early, the other
  * control token never comes, and the sampler is a host one. */
 static void test_json_constraint(void) {
     static const char *const multi[] = {"{\"",      "\":",  "true", "  ",
                                         "\xc3\xa9", "\xc3", "\xa9", "}\n"};
-    enum {
-        N_ASCII = 128,
-        N_MULTI = 8,
-        EOG = N_ASCII + N_MULTI,
-        CONTROL = EOG + 1,
-        V = CONTROL + 1
-    };
+    /* EOG2: an ending token with bytes ("x", a user-defined end token's text), which inside a
+     * string would be text: it too must wait for the whole object */
+    enum { N_ASCII = 128, N_MULTI = 8, EOG = N_ASCII + N_MULTI, CONTROL, EOG2, V };
     pgd_buf bytes = PGD_BUF_INIT;
     uint32_t off[V + 1];
     off[0] = 0;
@@ -1026,15 +1023,17 @@ static void test_json_constraint(void) {
             pgd_buf_append(&bytes, &c, 1);
         } else if (t < EOG) {
             pgd_buf_puts(&bytes, multi[t - N_ASCII]);
+        } else if (t == EOG2) {
+            pgd_buf_puts(&bytes, "x");
         }
         off[t + 1] = (uint32_t)bytes.len;
     }
-    int32_t eog = EOG;
-    pgd_vocab_bytes vb = {(const uint8_t *)bytes.data, off, V, &eog, 1};
+    int32_t eog[2] = {EOG, EOG2};
+    pgd_vocab_bytes vb = {(const uint8_t *)bytes.data, off, V, eog, 2};
     pgd_sampling_params p;
     pgd_sampling_params_default(&p);
     float logits[V];
-    int ended = 0, control = 0, beyond = 0;
+    int ended = 0, ended2 = 0, control = 0, beyond = 0;
     for (int walk = 0; walk < 200; walk++) {
         p.seed = (uint64_t)walk;
         pgd_sampler *s;
@@ -1047,12 +1046,22 @@ static void test_json_constraint(void) {
             for (int t = 0; t < V; t++) logits[t] = (float)(4.0 * urand());
             float push = (float)step / 40.0f; /* towards an end */
             logits['}'] += push, logits[']'] += push, logits['"'] += push, logits[EOG] += push;
+            logits[EOG2] += 3.0f;     /* likely whenever allowed: inside strings, were it text */
             logits[CONTROL] += 50.0f; /* most likely of all, were it allowed */
             pgd_sample_result r;
-            REQUIRE(pgd_sampler_sample(s, logits, &r) == 0);
+            int src = pgd_sampler_sample(s, logits, &r);
+            if (src) {
+                fprintf(stderr, "    walk %d step %d: %s after %zu bytes:", walk, step,
+                        pgd_error_detail(), out.len);
+                for (size_t q = 0; q < out.len; q++)
+                    fprintf(stderr, " %02x", (unsigned char)out.data[q]);
+                fprintf(stderr, "\n");
+            }
+            REQUIRE(src == 0);
             control += r.token == CONTROL;
-            if (r.token == EOG) {
+            if (r.token == EOG || r.token == EOG2) {
                 done = true;
+                ended2 += r.token == EOG2;
             } else {
                 pgd_buf_append(&out, bytes.data + off[r.token], off[r.token + 1] - off[r.token]);
             }
@@ -1075,7 +1084,7 @@ static void test_json_constraint(void) {
     }
     fprintf(stderr, "    %d of 200 walks ended, %d with a number past jansson's limits\n", ended,
             beyond);
-    CHECK(ended >= 150 && beyond < 20);
+    CHECK(ended >= 150 && beyond < 20 && ended2 > 0);
     CHECK_EQ_INT(control, 0);
     pgd_buf_free(&bytes);
 }
