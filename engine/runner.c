@@ -20,9 +20,7 @@ struct pgd_runner {
     pgd_model *model;           /* owned when the runner loaded it; NULL when wrapped */
     pgd_backend *backend;
     pgd_sampler_scratch *sscratch;
-    pgd_vocab_bytes vocab; /* the vocabulary's bytes, built on first use (pgd_runner_vocab_bytes) */
-    pgd_buf vocab_buf;
-    uint32_t *vocab_off;
+    pgd_vocab_bytes vocab; /* the tokenizer's pieces, for JSON output (pgd_runner_vocab_bytes) */
     uint32_t n_vocab, max_tokens;
     char device_note[192]; /* why --device auto chose the CPU ("": it did not) */
     /* the flat batch (T = max_tokens) */
@@ -125,8 +123,6 @@ void pgd_runner_destroy(pgd_runner *r) {
     pgd_backend_destroy(r->backend);
     pgd_model_free(r->model);
     pgd_sampler_scratch_destroy(r->sscratch);
-    pgd_buf_free(&r->vocab_buf);
-    free(r->vocab_off);
     free(r->b_tokens);
     free(r->b_pos);
     free(r->b_qstart);
@@ -159,30 +155,20 @@ pgd_sampler_scratch *pgd_runner_sampler_scratch(pgd_runner *r) {
     return r->sscratch;
 }
 
+static const char *text_piece(const void *tk, int32_t t, size_t *len) {
+    return pgd_token_piece_view(tk, t, false, len);
+}
+
 const pgd_vocab_bytes *pgd_runner_vocab_bytes(pgd_runner *r) {
-    if (r->vocab_off) return &r->vocab;
-    const pgd_tokenizer *tk = r->info->tok;
-    uint32_t *off = malloc(((size_t)r->n_vocab + 1) * sizeof *off);
-    if (!off) return NULL;
-    off[0] = 0;
-    for (uint32_t t = 0; t < r->n_vocab; t++) {
-        if (pgd_token_piece(tk, (int32_t)t, false, &r->vocab_buf) ||
-            r->vocab_buf.len > UINT32_MAX) {
-            free(off);
-            pgd_buf_free(&r->vocab_buf);
-            return NULL;
-        }
-        off[t + 1] = (uint32_t)r->vocab_buf.len;
+    if (!r->vocab.piece) {
+        const int32_t *eog;
+        size_t n_eog = pgd_tokenizer_eog_ids(r->info->tok, &eog);
+        r->vocab = (pgd_vocab_bytes){.piece = text_piece,
+                                     .ctx = r->info->tok,
+                                     .n_vocab = (int32_t)r->n_vocab,
+                                     .eog = eog,
+                                     .n_eog = n_eog};
     }
-    const int32_t *eog;
-    size_t n_eog = pgd_tokenizer_eog_ids(tk, &eog);
-    r->vocab =
-        (pgd_vocab_bytes){.bytes = (const uint8_t *)(r->vocab_buf.data ? r->vocab_buf.data : ""),
-                          .off = off,
-                          .n_vocab = (int32_t)r->n_vocab,
-                          .eog = eog,
-                          .n_eog = n_eog};
-    r->vocab_off = off;
     return &r->vocab;
 }
 

@@ -60,9 +60,9 @@ const pgd_backend_caps *pgd_runner_caps(const pgd_runner *r);
 const char *pgd_runner_device_note(const pgd_runner *r);
 pgd_backend *pgd_runner_backend(pgd_runner *r); /* tests */
 pgd_sampler_scratch *pgd_runner_sampler_scratch(pgd_runner *r);
-/* The vocabulary as bytes (a token's bytes as decoding gives them; none for control tokens),
- * for JSON-constrained sampling; built on the first call (scheduler thread), owned by the
- * runner. NULL: out of memory. */
+/* The vocabulary as bytes (a token's bytes as decoding gives them, read in the tokenizer's own
+ * piece table; none for control tokens), for JSON-constrained sampling; owned by the runner,
+ * filled on the first call (scheduler thread). */
 const pgd_vocab_bytes *pgd_runner_vocab_bytes(pgd_runner *r);
 
 /* One item of a plan: compute tokens [start, start + n_tokens) of seq. */

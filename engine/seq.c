@@ -50,15 +50,7 @@ int pgd_seq_create(pgd_runner *r, const int32_t *prompt, uint32_t n_prompt, cons
         pgd_stop_free(&s->stop);
         goto fail;
     }
-    if (p->json_object) {
-        const pgd_vocab_bytes *v = pgd_runner_vocab_bytes(r);
-        if (!v) {
-            rc = pgd_error_set(PGD_ENOMEM, "the vocabulary's bytes (JSON output)");
-            pgd_stop_free(&s->stop);
-            goto fail;
-        }
-        pgd_sampler_constrain_json(s->sampler, v);
-    }
+    if (p->json_object) pgd_sampler_constrain_json(s->sampler, pgd_runner_vocab_bytes(r));
     pgd_detok_init(&s->detok, info->tok, false);
     *out = s;
     return 0;

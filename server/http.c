@@ -916,7 +916,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         const char *cl =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         bool ok = true;
-        if (cl && parse_ull(cl, &ok) > srv->cfg.max_body_bytes && ok) {
+        unsigned long long body = cl ? parse_ull(cl, &ok) : 0;
+        if (cl && body > srv->cfg.max_body_bytes && ok) {
             /* Early answer: MHD does not read the body and closes after the response. */
             if (req->conn) req->conn->receiving = false;
             char msg[128];
@@ -924,7 +925,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                      srv->cfg.max_body_bytes);
             return queue_error(req, 413, msg, true);
         }
-        tick_schedule(srv, now_ms(srv) + EOF_POLL_MS); /* a body may follow: see tick_cb */
+        if (body ||
+            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+            tick_schedule(srv, now_ms(srv) + EOF_POLL_MS); /* a body follows: see tick_cb */
         return MHD_YES;
     }
 

@@ -1014,11 +1014,17 @@ static bool route_matches(const char *route, const char *path) {
     return !strcmp(route, path);
 }
 
+/* The index of the route `path` reaches, or PGD_ARRAY_LEN(k_routes). */
+static size_t route_of(const char *path) {
+    size_t i = 0;
+    while (i < PGD_ARRAY_LEN(k_routes) && !route_matches(k_routes[i].path, path)) i++;
+    return i;
+}
+
 const char *pgd_srv_route_label(const char *path) {
-    for (size_t i = 0; i < PGD_ARRAY_LEN(k_routes); i++)
-        if (route_matches(k_routes[i].path, path))
-            return k_routes[i].label ? k_routes[i].label : k_routes[i].path;
-    return "other";
+    size_t i = route_of(path);
+    if (i == PGD_ARRAY_LEN(k_routes)) return "other";
+    return k_routes[i].label ? k_routes[i].label : k_routes[i].path;
 }
 
 /* What a page on another origin may read of an answer besides its body (Retry-After on a 429
@@ -1112,8 +1118,7 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         respond_unauthorized(req, path);
         return;
     }
-    size_t i = 0;
-    while (i < PGD_ARRAY_LEN(k_routes) && !route_matches(k_routes[i].path, path)) i++;
+    size_t i = route_of(path);
     pgd_api_error e;
     if (i == PGD_ARRAY_LEN(k_routes)) {
         pgd_api_error_route_not_found(&e, method, path);

@@ -103,12 +103,10 @@ static bool begin_value(pgd_json_fsm *f, uint8_t c) {
     }
 }
 
-/* A closing bracket in ST_OBJ_FIRST / ST_ARR_FIRST / ST_AFTER. */
+/* A closing bracket in ST_OBJ_FIRST / ST_ARR_FIRST / ST_AFTER: it must match the open
+ * container. */
 static bool close(pgd_json_fsm *f, uint8_t c) {
-    bool object = top_is_object(f);
-    if (!f->depth || (c == '}') != object) return false;
-    if (f->st == ST_OBJ_FIRST && !object) return false;
-    if (f->st == ST_ARR_FIRST && object) return false;
+    if (!f->depth || (c == '}') != top_is_object(f)) return false;
     f->depth--;
     end_value(f);
     return true;

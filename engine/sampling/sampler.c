@@ -689,10 +689,11 @@ static bool is_eog(const pgd_vocab_bytes *v, int32_t t) {
 static bool json_allows(const pgd_sampler *s, int32_t t) {
     const pgd_vocab_bytes *v = s->json_v;
     if (is_eog(v, t)) return pgd_json_fsm_done(&s->json);
-    uint32_t a = v->off[t], b = v->off[t + 1];
-    if (a == b) return false;
+    size_t n;
+    const char *p = v->piece(v->ctx, t, &n);
+    if (!n) return false;
     pgd_json_fsm f = s->json;
-    return pgd_json_fsm_feed(&f, v->bytes + a, b - a);
+    return pgd_json_fsm_feed(&f, (const uint8_t *)p, n);
 }
 
 int pgd_sampler_accept(pgd_sampler *s, int32_t id) {
@@ -700,8 +701,9 @@ int pgd_sampler_accept(pgd_sampler *s, int32_t id) {
         return pgd_error_set(PGD_EINVAL, "sampler: token %d outside [0, %d)", (int)id,
                              (int)s->n_vocab);
     if (s->json_v && id < s->json_v->n_vocab && !is_eog(s->json_v, id)) {
-        uint32_t a = s->json_v->off[id], b = s->json_v->off[id + 1];
-        pgd_json_fsm_feed(&s->json, s->json_v->bytes + a, b - a); /* sampled under the mask */
+        size_t n;
+        const char *p = s->json_v->piece(s->json_v->ctx, id, &n);
+        pgd_json_fsm_feed(&s->json, (const uint8_t *)p, n); /* sampled under the mask */
     }
     tok_entry *e;
     int rc = tab_get(s, id, &e);

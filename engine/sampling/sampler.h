@@ -111,12 +111,13 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_
 int pgd_sampler_accept(pgd_sampler *s, int32_t id);
 
 /* ---- output constrained to one JSON object --------------------------------------------------
- * (response_format {"type": "json_object"}) The vocabulary as bytes: token t's are
- * bytes[off[t] .. off[t + 1]). A token that ends generation (eog) is allowed only once the object
- * is whole, whatever its bytes; any other token without bytes (a control token) never. */
+ * (response_format {"type": "json_object"}) The vocabulary as bytes: piece(ctx, t, &len) gives
+ * token t's (none for a control token), valid as long as the vocabulary. A token that ends
+ * generation (eog) is allowed only once the object is whole, whatever its bytes; any other token
+ * without bytes never. */
 typedef struct pgd_vocab_bytes {
-    const uint8_t *bytes;
-    const uint32_t *off; /* [n_vocab + 1] */
+    const char *(*piece)(const void *ctx, int32_t t, size_t *len);
+    const void *ctx;
     int32_t n_vocab;
     const int32_t *eog; /* [n_eog] end-of-generation ids */
     size_t n_eog;

@@ -652,6 +652,10 @@ int pgd_token_piece(const pgd_tokenizer *tk, int32_t id, bool special, pgd_buf *
     return pgd__detok_piece(&tk->detok, &tk->vocab, id, special, out);
 }
 
+const char *pgd_token_piece_view(const pgd_tokenizer *tk, int32_t id, bool special, size_t *len) {
+    return pgd__detok_view(&tk->detok, &tk->vocab, id, special, len);
+}
+
 int pgd_detokenize(const pgd_tokenizer *tk, const int32_t *ids, size_t n, bool special,
                    pgd_buf *out) {
     return pgd__detok_ids(&tk->detok, &tk->vocab, ids, n, special, out);

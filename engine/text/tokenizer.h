@@ -155,6 +155,9 @@ int pgd_tokenize(const pgd_tokenizer *tk, const char *text, size_t len, const pg
  * give their text. The bytes may be part of a UTF-8 character. PGD_EINVAL for an id out of
  * range; PGD_ENOMEM. */
 int pgd_token_piece(const pgd_tokenizer *tk, int32_t id, bool special, pgd_buf *out);
+/* The same bytes without a copy: a pointer into the tokenizer's piece table (valid while tk
+ * lives) and their count in *len; NULL (and 0) for an id out of range. */
+const char *pgd_token_piece_view(const pgd_tokenizer *tk, int32_t id, bool special, size_t *len);
 
 /* Append the raw bytes of ids[0..n) (no UTF-8 repair). For SPM with add_space_prefix, one
  * leading space of the first piece that yields any bytes is dropped (what encoding prefixed).

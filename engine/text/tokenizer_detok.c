@@ -139,6 +139,15 @@ static int bad_id(const pgd__vocab *v, int32_t id) {
     return pgd_error_set(PGD_EINVAL, "token id %d out of range [0, %zu)", (int)id, v->n);
 }
 
+const char *pgd__detok_view(const pgd__detok_table *t, const pgd__vocab *v, int32_t id,
+                            bool special, size_t *len) {
+    if (id < 0 || (size_t)id >= v->n) {
+        *len = 0;
+        return NULL;
+    }
+    return piece_of(t, v, id, special, len);
+}
+
 int pgd__detok_piece(const pgd__detok_table *t, const pgd__vocab *v, int32_t id, bool special,
                      pgd_buf *out) {
     if (id < 0 || (size_t)id >= v->n) return bad_id(v, id);

@@ -42,6 +42,8 @@ void pgd__detok_free(pgd__detok_table *t);
  * the table and vocabulary of the tokenizer they were called with. */
 int pgd__detok_piece(const pgd__detok_table *t, const pgd__vocab *v, int32_t id, bool special,
                      pgd_buf *out);
+const char *pgd__detok_view(const pgd__detok_table *t, const pgd__vocab *v, int32_t id,
+                            bool special, size_t *len);
 int pgd__detok_ids(const pgd__detok_table *t, const pgd__vocab *v, const int32_t *ids, size_t n,
                    bool special, pgd_buf *out);
 void pgd__detok_init(pgd_detok *d, const pgd__detok_table *t, bool special);

@@ -1001,6 +1001,17 @@ static void test_device_rows_match_host(void) {
     free(l);
 }
 
+typedef struct made_vocab {
+    const char *bytes;
+    const uint32_t *off;
+} made_vocab;
+
+static const char *made_piece(const void *ctx, int32_t t, size_t *len) {
+    const made_vocab *m = ctx;
+    *len = m->off[t + 1] - m->off[t];
+    return m->bytes + m->off[t];
+}
+
 /* JSON-constrained sampling (pgd_sampler_constrain_json) over a vocabulary made here: the ASCII
  * bytes, tokens of several bytes (structure, a literal, whitespace, a two-byte UTF-8 character
  * whole and split in two), an end-of-generation token, another control token (no bytes) and an
@@ -1029,7 +1040,8 @@ static void test_json_constraint(void) {
         off[t + 1] = (uint32_t)bytes.len;
     }
     int32_t eog[2] = {EOG, EOG2};
-    pgd_vocab_bytes vb = {(const uint8_t *)bytes.data, off, V, eog, 2};
+    made_vocab mv = {bytes.data, off};
+    pgd_vocab_bytes vb = {made_piece, &mv, V, eog, 2};
     pgd_sampling_params p;
     pgd_sampling_params_default(&p);
     float logits[V];
