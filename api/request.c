@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/json_schema.h"
 #include "api/jsonutil.h"
 #include "common/error.h"
 
@@ -388,13 +389,37 @@ static int parse_logprobs(const json_t *root, pgd_api_request *r, pgd_api_error 
     return 0;
 }
 
-/* OpenAI fields asking for what this server does not do — call tools, follow a JSON schema,
- * insert before a suffix, return the best of several completions — are refused by name instead
- * of ignored: ignoring them would answer a different question than the one asked. Their "off"
- * values pass (clients send them by default): no or an empty tools / functions list,
- * tool_choice and function_call "none" or "auto", response_format {"type": "text"}, an empty
- * suffix, best_of equal to n. response_format {"type": "json_object"} (JSON mode) is done: it
- * sets r->json_object. Runs after n is parsed. */
+/* response_format {"type": "json_schema", "json_schema": {"name", "schema", "strict",
+ * "description"}}: the schema compiled (api/json_schema.h) into r->json. The output follows it
+ * whether or not "strict" is set. */
+static int response_schema(const json_t *rf, pgd_api_request *r, pgd_api_error *e) {
+    const json_t *js = json_object_get(rf, "json_schema");
+    if (!js)
+        return bad(e, "response_format.json_schema", "'response_format.json_schema' is required");
+    if (!json_is_object(js)) return type_err(e, "response_format.json_schema", "an object", js);
+    const json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+    if (name && !json_is_string(name))
+        return type_err(e, "response_format.json_schema.name", "a string", name);
+    if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+        return type_err(e, "response_format.json_schema.strict", "a boolean", strict);
+    const json_t *schema = json_object_get(js, "schema");
+    if (!schema)
+        return bad(e, "response_format.json_schema.schema",
+                   "'response_format.json_schema.schema' is required");
+    char msg[448];
+    int rc = pgd_api_json_schema_compile(schema, &r->json, msg, sizeof msg);
+    if (rc == PGD_ENOMEM) return pgd_api_error_set(e, 500, NULL, NULL, "%s", msg);
+    if (rc) return bad(e, "response_format.json_schema.schema", "response_format schema: %s", msg);
+    return 0;
+}
+
+/* OpenAI fields asking for what this server does not do — call tools, insert before a suffix,
+ * return the best of several completions — are refused by name instead of ignored: ignoring
+ * them would answer a different question than the one asked. Their "off" values pass (clients
+ * send them by default): no or an empty tools / functions list, tool_choice and function_call
+ * "none" or "auto", response_format {"type": "text"}, an empty suffix, best_of equal to n.
+ * response_format json_object (JSON mode) and json_schema (structured output) set r->json.
+ * Runs after n is parsed. */
 static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     static const char *const lists[] = {"tools", "functions"};
     for (size_t i = 0; i < PGD_ARRAY_LEN(lists); i++) {
@@ -418,6 +443,7 @@ static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_er
                        "\"none\" or \"auto\")",
                        choices[i], s ? "\"" : "", s ? s : "naming a function", s ? "\"" : "");
     }
+    int rc = 0;
     json_t *rf = field(root, "response_format");
     if (rf) {
         if (!json_is_object(rf)) return type_err(e, "response_format", "an object", rf);
@@ -426,16 +452,18 @@ static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_er
         if (!json_is_string(t)) return type_err(e, "response_format.type", "a string", t);
         const char *type = json_string_value(t);
         if (!strcmp(type, "json_object"))
-            r->json_object = true;
+            r->json = pgd_json_schema_object();
+        else if (!strcmp(type, "json_schema"))
+            rc = response_schema(rf, r, e);
         else if (strcmp(type, "text") != 0)
             return bad(e, "response_format",
-                       "response_format of type '%.64s' is not supported: this server does not "
-                       "follow schemas (\"text\" or \"json_object\")",
+                       "response_format of type '%.64s' is not supported (\"text\", "
+                       "\"json_object\" or \"json_schema\")",
                        type);
+        if (rc) return rc;
     }
     pgd_str suffix = {0};
-    int rc = get_str(root, "suffix", &suffix, e);
-    if (rc) return rc;
+    if ((rc = get_str(root, "suffix", &suffix, e))) return rc;
     if (suffix.len)
         return bad(e, "suffix",
                    "'suffix' is not supported: this server does not insert text "
@@ -536,8 +564,8 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     if (r->cache_salt.ptr && r->cache_salt.len == 0)
         return pgd_api_error_set(e, 400, "cache_salt", NULL, "cache_salt must not be empty");
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e))) return rc;
-    if (r->ignore_eos && r->json_object) /* once the object closes, only the end may follow */
-        return bad(e, "ignore_eos", "'ignore_eos' cannot go with a json_object response_format");
+    if (r->ignore_eos && r->json) /* once the document closes, only the end may follow */
+        return bad(e, "ignore_eos", "'ignore_eos' cannot go with a JSON response_format");
     if ((rc = get_int(root, "priority", INT32_MIN, INT32_MAX, "a 32-bit signed integer", &present,
                       &x, e)))
         return rc;
@@ -552,6 +580,7 @@ void pgd_api_request_free(pgd_api_request *r) {
     free(r->prompts);
     free(r->prompt_ids);
     free(r->logit_bias);
+    pgd_json_schema_unref(r->json);
     json_decref(r->root);
     memset(r, 0, sizeof *r);
 }
@@ -600,7 +629,7 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
     s->top_logprobs = r->logprobs ? r->top_logprobs : 0;
     out->max_tokens = r->max_tokens;
     out->ignore_eos = r->ignore_eos;
-    out->json_object = r->json_object;
+    out->json = r->json;
     out->stop = r->n_stop ? r->stop : NULL;
     out->n_stop = r->n_stop;
 }

@@ -47,6 +47,7 @@
 #include "common/text.h"
 #include "engine/seq.h"
 #include "engine/sampling/sampler.h"
+#include "engine/sampling/json_schema.h"
 #include "engine/text/stop.h"
 
 #define PGD_API_MAX_N        16 /* choices per prompt */
@@ -99,8 +100,10 @@ typedef struct pgd_api_request {
     pgd_logit_bias *logit_bias; /* [n_logit_bias], owned, in the body's order */
     size_t n_logit_bias;
     bool ignore_eos;
-    bool json_object; /* response_format {"type": "json_object"}: the output is one JSON object */
-    int32_t priority; /* default 0 */
+    const pgd_json_schema *json; /* response_format: json_object (pgd_json_schema_object()) or
+                                    json_schema (compiled, a reference owned): the output is
+                                    one JSON document it allows; NULL: text */
+    int32_t priority;            /* default 0 */
 
     /* output */
     bool stream;
@@ -124,9 +127,9 @@ size_t pgd_api_request_n_choices(const pgd_api_request *r);
 /* The engine parameters of one choice. `choice` is the choice's rank among the n choices of
  * its prompt (0..n-1). With a seed, the sampling seed is seed + choice (so n > 1 gives distinct
  * yet reproducible samples); without one it is `random_seed` (pass pgd_sampler_random_seed(),
- * a fresh one per choice). *out borrows the request's stop strings and logit_bias: the request
- * must outlive it (pgd_seq_create copies them). cache_salt is left 0 and stop_ids empty for the
- * caller to fill. Logit bias ids are not checked against the vocabulary here: validate *out
+ * a fresh one per choice). *out borrows the request's stop strings, logit_bias and JSON schema: the
+ * request must outlive it (pgd_seq_create copies them). cache_salt is left 0 and stop_ids empty for
+ * the caller to fill. Logit bias ids are not checked against the vocabulary here: validate *out
  * with pgd_sampling_params_validate(&out->sampling, n_vocab, &param) for that. */
 void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint64_t random_seed,
                                 pgd_seq_params *out);

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "engine/model/dummy.h"
+#include "engine/sampling/json_fsm.h"
 
 struct pgd_runner {
     const pgd_model_info *info; /* borrowed */
@@ -132,6 +133,7 @@ void pgd_runner_destroy(pgd_runner *r) {
     free(r->b_sampled);
     free(r->b_sample_of);
     free(r->logits);
+    free((void *)r->vocab.plain);
     free(r);
 }
 
@@ -163,11 +165,20 @@ const pgd_vocab_bytes *pgd_runner_vocab_bytes(pgd_runner *r) {
     if (!r->vocab.piece) {
         const int32_t *eog;
         size_t n_eog = pgd_tokenizer_eog_ids(r->info->tok, &eog);
+        /* each token's code points as plain string text: without the table (no memory),
+         * every token is tried */
+        uint32_t *plain = malloc((size_t)r->n_vocab * sizeof *plain);
+        for (uint32_t t = 0; plain && t < r->n_vocab; t++) {
+            size_t n;
+            const char *p = text_piece(r->info->tok, (int32_t)t, &n);
+            plain[t] = pgd_json_plain_chars((const uint8_t *)p, n);
+        }
         r->vocab = (pgd_vocab_bytes){.piece = text_piece,
                                      .ctx = r->info->tok,
                                      .n_vocab = (int32_t)r->n_vocab,
                                      .eog = eog,
-                                     .n_eog = n_eog};
+                                     .n_eog = n_eog,
+                                     .plain = plain};
     }
     return &r->vocab;
 }

@@ -50,7 +50,7 @@ int pgd_seq_create(pgd_runner *r, const int32_t *prompt, uint32_t n_prompt, cons
         pgd_stop_free(&s->stop);
         goto fail;
     }
-    if (p->json_object) pgd_sampler_constrain_json(s->sampler, pgd_runner_vocab_bytes(r));
+    if (p->json) pgd_sampler_constrain_json(s->sampler, pgd_runner_vocab_bytes(r), p->json);
     pgd_detok_init(&s->detok, info->tok, false);
     *out = s;
     return 0;

@@ -36,8 +36,9 @@ typedef struct pgd_seq_params {
     int n_stop;
     const int32_t *stop_ids; /* extra end ids [n_stop_ids] */
     int n_stop_ids;
-    uint64_t cache_salt; /* prefix-cache salt (e.g. the tenant) */
-    bool json_object;    /* output constrained to one JSON object (pgd_sampler_constrain_json) */
+    uint64_t cache_salt;         /* prefix-cache salt (e.g. the tenant) */
+    const pgd_json_schema *json; /* output constrained to JSON this schema allows
+                                    (pgd_sampler_constrain_json); NULL: free text */
 } pgd_seq_params;
 
 void pgd_seq_params_default(pgd_seq_params *p);

@@ -127,6 +127,7 @@ void pgd__request_free(pgd__req_spec *s) {
     free(s->stop_bytes);
     free(s->stop_ids);
     free(s->biases);
+    pgd_json_schema_unref(s->params.json);
     free(s);
 }
 
@@ -144,6 +145,7 @@ int pgd__request_dup(const pgd_request *r, const pgd_req_limits *lim, pgd__req_s
     s->params.stop = NULL;
     s->params.stop_ids = NULL;
     s->params.sampling.logit_bias = NULL;
+    s->params.json = pgd_json_schema_ref(r->params.json);
     if (!(s->prompt = malloc((size_t)r->n_prompt * sizeof *s->prompt))) goto fail;
     memcpy(s->prompt, r->prompt, (size_t)r->n_prompt * sizeof *s->prompt);
     if (r->params.n_stop > 0) {

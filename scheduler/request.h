@@ -33,7 +33,8 @@
 typedef struct pgd_request {
     const int32_t *prompt; /* [n_prompt] token ids (copied at submit) */
     uint32_t n_prompt;
-    pgd_seq_params params; /* copied deep at submit (stop strings, stop ids, logit bias); the
+    pgd_seq_params params; /* copied deep at submit (stop strings, stop ids, logit bias; the JSON
+                              schema is referenced, pgd_json_schema_ref); the
                               sampling seed of choice i is params.sampling.seed + i */
     uint32_t n;            /* choices sharing the prompt's KV blocks; 0 means 1 */
     uint64_t tenant;       /* fair-share group (admission), e.g. the API key's tenant */

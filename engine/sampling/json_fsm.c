@@ -1,11 +1,12 @@
 /*
- * engine/sampling/json_fsm.c — the byte-level JSON object recognizer (json_fsm.h).
+ * engine/sampling/json_fsm.c — the byte-level recognizer of JSON a schema allows (json_fsm.h).
  */
 #include "engine/sampling/json_fsm.h"
 
+#include <string.h>
+
 enum {
-    ST_START,     /* nothing yet: '{' */
-    ST_VALUE,     /* a value (after ':' or an array's ',') */
+    ST_VALUE,     /* a value of node `node` (the document's, an item, after ':') */
     ST_OBJ_FIRST, /* after '{': a key or '}' */
     ST_OBJ_KEY,   /* after an object's ',': a key */
     ST_COLON,     /* after a key: ':' */
@@ -26,19 +27,15 @@ enum {
     ST_N_E,       /* 'e' */
     ST_N_ESIGN,   /* the exponent's sign */
     ST_N_EXP,     /* exponent digits */
-    ST_LIT,       /* in true / false / null */
-    ST_DONE,      /* the object closed */
+    ST_LIT,       /* in a literal: an enum's value, a declared key, true / false / null */
+    ST_DONE,      /* the document is whole */
 };
 
-static const char *const k_lits[3] = {"true", "false", "null"};
-static const uint8_t k_lit_len[3] = {4, 5, 4};
-
-void pgd_json_fsm_init(pgd_json_fsm *f) {
-    *f = (pgd_json_fsm){.st = ST_START};
-}
-
-bool pgd_json_fsm_done(const pgd_json_fsm *f) {
-    return f->st == ST_DONE;
+void pgd_json_fsm_init(pgd_json_fsm *f, const pgd_json_schema *sc) {
+    memset(f, 0, offsetof(pgd_json_fsm, f));
+    f->sc = sc;
+    f->st = ST_VALUE;
+    f->node = sc->root;
 }
 
 static bool is_ws(uint8_t c) {
@@ -52,80 +49,239 @@ static int hex(uint8_t c) {
     return -1;
 }
 
-static bool top_is_object(const pgd_json_fsm *f) {
-    return f->depth && (f->objects >> (f->depth - 1) & 1);
+static const pgd_jnode *node_of(const pgd_json_fsm *f, uint16_t i) {
+    return &f->sc->nodes[i];
 }
+
+static pgd_json_frame *top(pgd_json_fsm *f) {
+    return &f->f[f->depth - 1];
+}
+
+/* ---- literals: enum values, declared keys, the words ------------------------------------- */
+
+/* Whether a value of node n fits under the depth limit from where the recognizer is. */
+static bool fits(const pgd_json_fsm *f, uint16_t n) {
+    return f->depth + f->sc->nodes[n].need <= PGD_JSON_MAX_DEPTH;
+}
+
+/* The property of key tag `tag` of the open object. */
+static const pgd_jprop *prop_of(const pgd_json_fsm *f, uint32_t tag) {
+    return &f->sc->props[f->sc->nodes[f->f[f->depth - 1].node].prop0 + tag];
+}
+
+/* A candidate allowed: its tag in the window and, for a key, its value fits. */
+static bool lit_allowed(const pgd_json_fsm *f, const pgd_jlit *l) {
+    if (l->tag < f->win_lo || l->tag > f->win_hi) return false;
+    return !f->key || fits(f, prop_of(f, l->tag)->node);
+}
+
+/* The byte at pos of literal l, or -1 where it ends. */
+static int lit_byte(const pgd_jlit *l, uint32_t pos) {
+    return pos < l->len ? (uint8_t)l->text[pos] : -1;
+}
+
+/* Narrows the candidates to those going on with c; false if none allowed does. The candidates
+ * share their first lit_pos bytes and are sorted: those going on with c are one range, found by
+ * bisection (an enum of thousands of values costs a token a few steps). */
+static bool lit_advance(pgd_json_fsm *f, uint8_t c) {
+    const pgd_jlit *lits = f->sc->lits;
+    uint32_t pos = f->lit_pos, lo = f->lit_lo, hi = f->lit_hi;
+    while (lo < hi) { /* first with byte >= c */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (lit_byte(&lits[mid], pos) < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t first = lo;
+    hi = f->lit_hi;
+    while (lo < hi) { /* first with byte > c */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (lit_byte(&lits[mid], pos) <= c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t end = lo;
+    uint32_t i = first;
+    while (i < end && !lit_allowed(f, &lits[i])) i++;
+    if (i == end) return false;
+    f->lit_lo = first, f->lit_hi = end, f->lit_pos = pos + 1;
+    return true;
+}
+
+/* The allowed candidate read whole, or NULL: the first of the range, if any (it sorts before
+ * those that go on). */
+static const pgd_jlit *lit_whole(const pgd_json_fsm *f) {
+    if (f->lit_lo >= f->lit_hi) return NULL;
+    const pgd_jlit *l = &f->sc->lits[f->lit_lo];
+    return l->len == f->lit_pos && lit_allowed(f, l) ? l : NULL;
+}
+
+/* Starts matching literals [lo, hi) with tags in [win_lo, win_hi] at their first byte c. */
+static bool lit_begin(pgd_json_fsm *f, uint32_t lo, uint32_t hi, uint32_t win_lo, uint32_t win_hi,
+                      bool key, uint8_t c) {
+    f->lit_lo = lo, f->lit_hi = hi, f->lit_pos = 0;
+    f->win_lo = win_lo, f->win_hi = win_hi;
+    f->key = key;
+    f->st = ST_LIT;
+    return lit_advance(f, c);
+}
+
+/* ---- containers and values ----------------------------------------------------------------- */
 
 /* A value just ended. */
 static void end_value(pgd_json_fsm *f) {
     f->st = f->depth ? ST_AFTER : ST_DONE;
 }
 
-static bool push(pgd_json_fsm *f, bool object) {
-    if (f->depth >= PGD_JSON_MAX_DEPTH) return false;
-    uint64_t bit = 1ull << f->depth;
-    f->objects = object ? f->objects | bit : f->objects & ~bit;
-    f->depth++;
+static bool push(pgd_json_fsm *f, uint16_t node, bool object) {
+    const pgd_jnode *n = node_of(f, node);
+    if (f->depth + (object ? n->need_obj : n->need_arr) > PGD_JSON_MAX_DEPTH) return false;
+    f->f[f->depth++] = (pgd_json_frame){.node = node, .object = object};
     f->st = object ? ST_OBJ_FIRST : ST_ARR_FIRST;
     return true;
 }
 
-/* The first byte of a value. */
-static bool begin_value(pgd_json_fsm *f, uint8_t c) {
+static int class_of(uint8_t c) {
     switch (c) {
     case '{':
-        return push(f, true);
+        return PGD_JC_OBJECT;
     case '[':
-        return push(f, false);
+        return PGD_JC_ARRAY;
     case '"':
-        f->key = false;
-        f->st = ST_STR;
-        return true;
-    case '-':
-        f->st = ST_N_MINUS;
-        return true;
-    case '0':
-        f->st = ST_N_ZERO;
-        return true;
+        return PGD_JC_STRING;
     case 't':
+        return PGD_JC_TRUE;
     case 'f':
+        return PGD_JC_FALSE;
     case 'n':
-        f->lit = c == 't' ? 0 : c == 'f' ? 1 : 2;
-        f->n = 1;
-        f->st = ST_LIT;
-        return true;
+        return PGD_JC_NULL;
     default:
-        if (c >= '1' && c <= '9') {
-            f->st = ST_N_INT;
-            return true;
-        }
-        return false;
+        return c == '-' || (c >= '0' && c <= '9') ? PGD_JC_NUMBER : -1;
     }
 }
 
-/* A closing bracket in ST_OBJ_FIRST / ST_ARR_FIRST / ST_AFTER: it must match the open
- * container. */
+/* The first byte of a value of node f->node. */
+static bool begin_value(pgd_json_fsm *f, uint8_t c) {
+    int cls = class_of(c);
+    if (cls < 0) return false;
+    uint16_t h = node_of(f, f->node)->cls[cls];
+    if (h == PGD_JNODE_NONE) return false;
+    const pgd_jnode *n = node_of(f, h);
+    if (n->n_lits) return lit_begin(f, n->lit0, n->lit0 + n->n_lits, 0, 0, false, c);
+    f->node = h;
+    switch (cls) {
+    case PGD_JC_OBJECT:
+        return push(f, h, true);
+    case PGD_JC_ARRAY:
+        return push(f, h, false);
+    case PGD_JC_STRING:
+        f->key = false;
+        f->len = 0;
+        f->st = ST_STR;
+        return true;
+    case PGD_JC_NUMBER:
+        f->st = c == '-' ? ST_N_MINUS : c == '0' ? ST_N_ZERO : ST_N_INT;
+        return true;
+    default:
+        return lit_begin(f, 0, PGD_JLIT_WORDS, 0, 0, false, c);
+    }
+}
+
+/* The first byte of a key (after '{' or an object's ','). */
+static bool begin_key(pgd_json_fsm *f, uint8_t c) {
+    pgd_json_frame *fr = top(f);
+    const pgd_jnode *n = node_of(f, fr->node);
+    if (!n->props) {
+        if (c != '"' || !fits(f, n->extra)) return false;
+        f->key = true;
+        f->node = PGD_JNODE_ANY;
+        f->len = 0;
+        f->st = ST_STR;
+        return true;
+    }
+    if (fr->prop >= n->n_props) return false;
+    uint32_t last = f->sc->props[n->prop0 + fr->prop].next_req;
+    if (last >= n->n_props) last = n->n_props - 1;
+    return lit_begin(f, n->key0, n->key0 + n->n_props, fr->prop, last, true, c);
+}
+
+/* Whether a key may come next in the open object (after its ','): a declared one not yet
+ * passed whose value fits, or any key of a map whose values fit. */
+static bool key_may_follow(const pgd_json_fsm *f) {
+    const pgd_json_frame *fr = &f->f[f->depth - 1];
+    const pgd_jnode *n = node_of(f, fr->node);
+    if (!n->props) return fits(f, n->extra);
+    if (fr->prop >= n->n_props) return false;
+    uint32_t last = f->sc->props[n->prop0 + fr->prop].next_req;
+    if (last >= n->n_props) last = n->n_props - 1;
+    for (uint32_t t = fr->prop; t <= last; t++)
+        if (fits(f, f->sc->props[n->prop0 + t].node)) return true;
+    return false;
+}
+
+/* A key was read whole: the value's node follows ':'. */
+static void key_read(pgd_json_fsm *f, const pgd_jlit *l) {
+    pgd_json_frame *fr = top(f);
+    const pgd_jnode *n = node_of(f, fr->node);
+    if (l) {
+        fr->vnode = f->sc->props[n->prop0 + l->tag].node;
+        fr->prop = l->tag + 1;
+    } else {
+        fr->vnode = n->extra;
+    }
+    f->st = ST_COLON;
+}
+
+/* Whether the open object may close: no required property left. */
+static bool may_close_object(const pgd_json_fsm *f, const pgd_json_frame *fr) {
+    const pgd_jnode *n = node_of(f, fr->node);
+    return !n->props || fr->prop >= n->n_props ||
+           f->sc->props[n->prop0 + fr->prop].next_req >= n->n_props;
+}
+
+/* A closing bracket in ST_OBJ_FIRST / ST_ARR_FIRST / ST_AFTER. */
 static bool close(pgd_json_fsm *f, uint8_t c) {
-    if (!f->depth || (c == '}') != top_is_object(f)) return false;
+    pgd_json_frame *fr = top(f);
+    if ((c == '}') != fr->object) return false;
+    if (fr->object ? !may_close_object(f, fr) : fr->count < node_of(f, fr->node)->min_items)
+        return false;
     f->depth--;
     end_value(f);
     return true;
 }
 
+/* The next item of the open array: false past max_items. */
+static bool next_item(pgd_json_fsm *f) {
+    pgd_json_frame *fr = top(f);
+    const pgd_jnode *n = node_of(f, fr->node);
+    if (fr->count >= n->max_items || !fits(f, n->items)) return false;
+    fr->count++;
+    f->node = n->items;
+    return true;
+}
+
+/* ---- strings -------------------------------------------------------------------------------- */
+
 /* A string's byte (not inside an escape or a UTF-8 sequence). */
 static bool str_byte(pgd_json_fsm *f, uint8_t c) {
+    const pgd_jnode *n = node_of(f, f->node);
     if (c == '"') {
+        if (f->len < n->min_len) return false;
         if (f->key)
-            f->st = ST_COLON;
+            key_read(f, NULL);
         else
             end_value(f);
         return true;
     }
+    if (c < 0x20) return false;
+    if (f->len >= n->max_len) return false; /* a code point more */
+    f->len++;
     if (c == '\\') {
         f->st = ST_ESC;
         return true;
     }
-    if (c < 0x20) return false;
     if (c < 0x80) return true;
     f->lo = 0x80, f->hi = 0xBF;
     if (c >= 0xC2 && c <= 0xDF) {
@@ -145,13 +301,9 @@ static bool str_byte(pgd_json_fsm *f, uint8_t c) {
     return true;
 }
 
-/* A number's state when c is no part of it: the number ended, c is read after it. */
-static bool number_ends(uint8_t st) {
-    return st == ST_N_ZERO || st == ST_N_INT || st == ST_N_FRAC || st == ST_N_EXP;
-}
-
-static bool step(pgd_json_fsm *f, uint8_t c) {
-    bool digit = c >= '0' && c <= '9';
+/* Inside a string past its first byte: escapes, \u digits, UTF-8 continuations. -1: not such a
+ * state. */
+static int str_inner(pgd_json_fsm *f, uint8_t c) {
     switch (f->st) {
     case ST_STR:
         return str_byte(f, c);
@@ -194,72 +346,100 @@ static bool step(pgd_json_fsm *f, uint8_t c) {
         if (c != 'u') return false;
         f->st = ST_LOW_HEX, f->n = 4, f->code = 0;
         return true;
-    case ST_LIT:
-        if (c != (uint8_t)k_lits[f->lit][f->n]) return false;
-        if (++f->n == k_lit_len[f->lit]) end_value(f);
-        return true;
+    default:
+        return -1;
+    }
+}
+
+/* ---- numbers ------------------------------------------------------------------------------ */
+
+/* A number's state that may end it: the byte after is then read as the next structural one. */
+static bool number_ends(uint8_t st) {
+    return st == ST_N_ZERO || st == ST_N_INT || st == ST_N_FRAC || st == ST_N_EXP;
+}
+
+/* In a number: 1 taken, 0 refused, -1 the number ended before c (or not a number state). */
+static int number_byte(pgd_json_fsm *f, uint8_t c) {
+    bool digit = c >= '0' && c <= '9';
+    switch (f->st) {
     case ST_N_MINUS:
-        if (!digit) return false;
+        if (!digit) return 0;
         f->st = c == '0' ? ST_N_ZERO : ST_N_INT;
-        return true;
+        return 1;
     case ST_N_DOT:
-        if (!digit) return false;
+        if (!digit) return 0;
         f->st = ST_N_FRAC;
-        return true;
+        return 1;
     case ST_N_E:
         if (c == '+' || c == '-') {
             f->st = ST_N_ESIGN;
-            return true;
+            return 1;
         }
         /* fall through */
     case ST_N_ESIGN:
-        if (!digit) return false;
+        if (!digit) return 0;
         f->st = ST_N_EXP;
-        return true;
+        return 1;
     default:
         break;
     }
-    if (number_ends(f->st)) {
-        if (digit && f->st != ST_N_ZERO) return true;
-        if (c == '.' && (f->st == ST_N_ZERO || f->st == ST_N_INT)) {
-            f->st = ST_N_DOT;
-            return true;
-        }
-        if ((c == 'e' || c == 'E') && f->st != ST_N_EXP) {
-            f->st = ST_N_E;
-            return true;
-        }
-        if (digit) return false; /* a leading zero */
-        end_value(f);            /* then c as the next structural byte */
+    if (!number_ends(f->st)) return -1;
+    if (digit) return f->st != ST_N_ZERO; /* no leading zero */
+    bool frac = !node_of(f, f->node)->int_only;
+    if (c == '.' && frac && (f->st == ST_N_ZERO || f->st == ST_N_INT)) {
+        f->st = ST_N_DOT;
+        return 1;
     }
-    /* structural states */
-    if (is_ws(c)) {
-        if (++f->ws > PGD_JSON_MAX_WS) return false;
-        return true;
+    if ((c == 'e' || c == 'E') && frac && f->st != ST_N_EXP) {
+        f->st = ST_N_E;
+        return 1;
     }
+    end_value(f);
+    return -1;
+}
+
+/* ---- one byte ------------------------------------------------------------------------------- */
+
+static bool step(pgd_json_fsm *f, uint8_t c) {
+    int r = str_inner(f, c);
+    if (r >= 0) return r;
+    if ((r = number_byte(f, c)) >= 0) return r;
+    if (f->st == ST_LIT) {
+        if (lit_advance(f, c)) return true;
+        const pgd_jlit *l = lit_whole(f);
+        if (!l) return false;
+        if (f->key)
+            key_read(f, l);
+        else
+            end_value(f);
+        /* then c as the next structural byte */
+    }
+    if (is_ws(c)) return ++f->ws <= PGD_JSON_MAX_WS;
     f->ws = 0;
     switch (f->st) {
-    case ST_START:
-        return c == '{' && push(f, true);
     case ST_VALUE:
         return begin_value(f, c);
     case ST_ARR_FIRST:
-        return c == ']' ? close(f, c) : begin_value(f, c);
+        if (c == ']') return close(f, c);
+        return next_item(f) && begin_value(f, c);
     case ST_OBJ_FIRST:
         if (c == '}') return close(f, c);
         /* fall through */
     case ST_OBJ_KEY:
-        if (c != '"') return false;
-        f->key = true;
-        f->st = ST_STR;
-        return true;
+        return begin_key(f, c);
     case ST_COLON:
         if (c != ':') return false;
+        f->node = top(f)->vnode;
         f->st = ST_VALUE;
         return true;
     case ST_AFTER:
         if (c == ',') {
-            f->st = top_is_object(f) ? ST_OBJ_KEY : ST_VALUE;
+            if (!top(f)->object) {
+                f->st = ST_VALUE;
+                return next_item(f);
+            }
+            if (!key_may_follow(f)) return false;
+            f->st = ST_OBJ_KEY;
             return true;
         }
         return (c == '}' || c == ']') && close(f, c);
@@ -272,4 +452,30 @@ bool pgd_json_fsm_feed(pgd_json_fsm *f, const uint8_t *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!step(f, b[i])) return false;
     return true;
+}
+
+bool pgd_json_fsm_try(const pgd_json_fsm *f, const uint8_t *b, size_t n) {
+    pgd_json_fsm t;
+    memcpy(&t, f, offsetof(pgd_json_fsm, f) + f->depth * sizeof f->f[0]);
+    return pgd_json_fsm_feed(&t, b, n);
+}
+
+bool pgd_json_fsm_done(const pgd_json_fsm *f) {
+    if (f->st == ST_DONE) return true;
+    if (f->depth) return false;
+    return number_ends(f->st) || (f->st == ST_LIT && !f->key && lit_whole(f));
+}
+
+bool pgd_json_fsm_in_string(const pgd_json_fsm *f, uint32_t *room) {
+    if (f->st != ST_STR) return false;
+    *room = node_of(f, f->node)->max_len - f->len;
+    return true;
+}
+
+uint32_t pgd_json_plain_chars(const uint8_t *b, size_t n) {
+    if (!n) return UINT32_MAX;
+    pgd_json_fsm f = {.st = ST_STR, .sc = pgd_json_schema_object(), .node = PGD_JNODE_ANY};
+    for (size_t i = 0; i < n; i++)
+        if (b[i] == '"' || b[i] == '\\' || !step(&f, b[i])) return UINT32_MAX;
+    return f.st == ST_STR ? f.len : UINT32_MAX;
 }

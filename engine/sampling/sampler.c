@@ -79,7 +79,8 @@ struct pgd_sampler {
     pgd_sampler_scratch *sc;
     bool own_sc;
     const pgd_vocab_bytes *json_v; /* pgd_sampler_constrain_json; NULL: unconstrained */
-    pgd_json_fsm json;             /* the output so far, as JSON */
+    const pgd_json_schema *schema; /* counted reference */
+    pgd_json_fsm json;             /* the output so far, as JSON the schema allows */
 };
 
 /* ---- parameters --------------------------------------------------------------------------- */
@@ -612,6 +613,7 @@ fail:
 void pgd_sampler_destroy(pgd_sampler *s) {
     if (!s) return;
     if (s->own_sc) pgd_sampler_scratch_destroy(s->sc);
+    pgd_json_schema_unref(s->schema);
     free(s->bias);
     free(s->tab);
     free(s);
@@ -672,9 +674,12 @@ int pgd_sampler_accept_prompt(pgd_sampler *s, const int32_t *ids, size_t n) {
     return 0;
 }
 
-void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v) {
+void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v,
+                                const pgd_json_schema *schema) {
+    pgd_json_schema_unref(s->schema);
+    s->schema = pgd_json_schema_ref(schema);
     s->json_v = v;
-    pgd_json_fsm_init(&s->json);
+    pgd_json_fsm_init(&s->json, schema);
 }
 
 static bool is_eog(const pgd_vocab_bytes *v, int32_t t) {
@@ -683,17 +688,27 @@ static bool is_eog(const pgd_vocab_bytes *v, int32_t t) {
     return false;
 }
 
+/* What the recognizer takes next, worked out once per step: each first byte's verdict (which
+ * spares most tokens a copy of the state) and, in a string's text, its room in code points
+ * (plain text tokens then need no trying at all). */
+typedef struct json_next {
+    bool first[256];
+    bool in_string;
+    uint32_t room;
+} json_next;
+
 /* Whether token t may follow the output so far (pgd_sampler_constrain_json): an ending token
- * once the object is whole, whatever its bytes (a user-defined end token has some); another
- * token if it has bytes and they keep the output a prefix of one object. */
-static bool json_allows(const pgd_sampler *s, int32_t t) {
+ * once the document is whole, whatever its bytes (a user-defined end token has some); plain
+ * string text while in a string with room for it; another token if it has bytes, its first is
+ * taken, and they keep the output a prefix of a document. */
+static bool json_allows(const pgd_sampler *s, const json_next *nx, int32_t t) {
     const pgd_vocab_bytes *v = s->json_v;
     if (is_eog(v, t)) return pgd_json_fsm_done(&s->json);
+    if (nx->in_string && v->plain[t] != UINT32_MAX) return v->plain[t] <= nx->room;
     size_t n;
-    const char *p = v->piece(v->ctx, t, &n);
-    if (!n) return false;
-    pgd_json_fsm f = s->json;
-    return pgd_json_fsm_feed(&f, (const uint8_t *)p, n);
+    const uint8_t *p = (const uint8_t *)v->piece(v->ctx, t, &n);
+    if (!n || !nx->first[p[0]]) return false;
+    return n == 1 || pgd_json_fsm_try(&s->json, p, n);
 }
 
 int pgd_sampler_accept(pgd_sampler *s, int32_t id) {
@@ -731,9 +746,14 @@ uint32_t pgd_sampler_output_count(const pgd_sampler *s, int32_t id) {
 
 void pgd_sampler_process_logits(const pgd_sampler *s, const float *logits, float *out) {
     memcpy(out, logits, (size_t)s->n_vocab * sizeof *out);
-    if (s->json_v)
+    if (s->json_v) {
+        json_next nx;
+        for (int c = 0; c < 256; c++)
+            nx.first[c] = pgd_json_fsm_try(&s->json, &(uint8_t){(uint8_t)c}, 1);
+        nx.in_string = s->json_v->plain && pgd_json_fsm_in_string(&s->json, &nx.room);
         for (int32_t t = 0; t < s->n_vocab; t++)
-            if (t >= s->json_v->n_vocab || !json_allows(s, t)) out[t] = -INFINITY;
+            if (t >= s->json_v->n_vocab || !json_allows(s, &nx, t)) out[t] = -INFINITY;
+    }
     for (size_t i = 0; i < s->p.n_logit_bias; i++) out[s->bias[i].token] += s->bias[i].bias;
     if (!s->rep && !s->freq_pres) return;
     float r = s->p.repetition_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;

@@ -8,8 +8,8 @@
  * buffers one sample call works in (pgd_sampler_scratch, [n_vocab]-sized, allocated once).
  *
  * Order of operations in pgd_sampler_sample, over one row of raw logits l[n_vocab]:
- *   0. JSON constraint:     l[id] = -inf for every id that cannot continue one JSON object
- *                           (only with pgd_sampler_constrain_json)
+ *   0. JSON constraint:     l[id] = -inf for every id that cannot continue JSON the schema
+ *                           allows (only with pgd_sampler_constrain_json)
  *   1. logit_bias:          l[id] += bias                 (raw logits, each listed id)
  *   2. repetition_penalty:  over ids seen in prompt + output (CTRL / HF / vLLM):
  *                           l > 0 ? l / r : l * r
@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "common/sample_types.h" /* pgd_sample_result, pgd_sample_spec and their limits */
+#include "engine/sampling/json_schema.h"
 
 /* the largest temperature pgd_sampling_params_validate accepts */
 #define PGD_SAMPLER_MAX_TEMPERATURE 100.0f
@@ -110,8 +111,8 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_
 /* Records an output token (penalties). PGD_EINVAL out of range; PGD_ENOMEM. */
 int pgd_sampler_accept(pgd_sampler *s, int32_t id);
 
-/* ---- output constrained to one JSON object --------------------------------------------------
- * (response_format {"type": "json_object"}) The vocabulary as bytes: piece(ctx, t, &len) gives
+/* ---- output constrained to JSON a schema allows ---------------------------------------------
+ * (response_format json_object and json_schema) The vocabulary as bytes: piece(ctx, t, &len) gives
  * token t's (none for a control token), valid as long as the vocabulary. A token that ends
  * generation (eog) is allowed only once the object is whole, whatever its bytes; any other token
  * without bytes never. */
@@ -121,13 +122,18 @@ typedef struct pgd_vocab_bytes {
     int32_t n_vocab;
     const int32_t *eog; /* [n_eog] end-of-generation ids */
     size_t n_eog;
+    const uint32_t *plain; /* [n_vocab] pgd_json_plain_chars of each token's bytes (a token
+                              taken whole inside a string's text), or NULL */
 } pgd_vocab_bytes;
 
 /* From now on, before step 1, every token whose bytes would make the output so far no prefix of
- * one JSON object (engine/sampling/json_fsm.h) gets -inf, an ending token too until the object
- * is whole; pgd_sampler_accept advances the recognizer by the token's bytes. Such a sampler
- * runs on the host (pgd_sampler_on_device is false). `v` is borrowed: it must outlive s. */
-void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v);
+ * a JSON document `schema` allows (engine/sampling/json_fsm.h; pgd_json_schema_object(): one
+ * object) gets -inf, an ending token too until the document is whole; pgd_sampler_accept
+ * advances the recognizer by the token's bytes. Such a sampler runs on the host
+ * (pgd_sampler_on_device is false). `v` is borrowed: it must outlive s; the sampler holds a
+ * reference to `schema` (pgd_json_schema_ref). */
+void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v,
+                                const pgd_json_schema *schema);
 
 /* ---- sampling on the device ---------------------------------------------------------------
  * A sequence whose sampler needs no logit bias and no penalty (pgd_sampler_on_device) can be

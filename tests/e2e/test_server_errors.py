@@ -81,11 +81,14 @@ CASES = [
      "tools", None, "does not call tools"),
     ("tool-choice-required", "POST", C, chat(tool_choice="required"), 400, "tool_choice", None,
      "required"),
-    ("response-format-schema-chat", "POST", C,
-     chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
-     400, "response_format", None, "json_object"),
-    ("response-format-schema", "POST", P, comp(response_format={"type": "json_schema"}), 400,
+    ("response-format-xml", "POST", C, chat(response_format={"type": "xml"}), 400,
      "response_format", None, "json_schema"),
+    ("response-format-schema-unsupported", "POST", C,
+     chat(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+         "type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}}),
+     400, "response_format.json_schema.schema", None, "'minimum' is not supported"),
+    ("response-format-schema-missing", "POST", P, comp(response_format={"type": "json_schema"}),
+     400, "response_format.json_schema", None, "json_schema"),
     ("suffix", "POST", P, comp(suffix="end"), 400, "suffix", None, "suffix"),
     ("best-of", "POST", P, comp(best_of=4), 400, "best_of", None, "best_of"),
     # Sampling and output parameters: types and ranges.

@@ -1,12 +1,15 @@
 """`pagoda serve` through the official `openai` Python SDK: chat and completions, streamed and not,
 n=2, logprobs, stop strings, seeds, stream_options.include_usage, developer messages, JSON mode,
-the refusal of tools / JSON schemas / suffix; greedy text equal to `pagoda generate`'s for the same
+structured output (a pydantic model through the SDK's parse()), the refusal of tools / suffix /
+schema keywords not followed; greedy text equal to `pagoda generate`'s for the same
 request; /v1/models and /v1/models/{id} with --served-model-name; /tokenize and /detokenize
 round trips.
 
 One server for the module (served as "smol-e2e").
 """
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -155,7 +158,8 @@ def test_tools_json_output_and_suffix_are_refused_by_name(client, generate):
         "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
     refused = [(dict(tools=tools), "tools"), (dict(tool_choice="required"), "tool_choice"),
                (dict(response_format={"type": "json_schema", "json_schema": {
-                   "name": "w", "schema": {"type": "object"}}}), "response_format"),
+                   "name": "w", "schema": {"type": "string", "pattern": "^a"}}}),
+                "response_format.json_schema.schema"),
                (dict(messages=[*CHAT, {"role": "tool", "tool_call_id": "c1", "content": "20C"}]),
                 "messages[2].role")]
     for kw, param in refused:
@@ -204,6 +208,83 @@ def test_json_mode(client):
         assert isinstance(json.loads(r.choices[0].text), dict)
     else:
         assert r.choices[0].text.lstrip().startswith("{")
+
+
+def check_schema(pagoda_bin, tmp_path, schema, doc):
+    """The recognizer's verdict on doc: whole, prefix or refused."""
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    tool = os.path.join(os.path.dirname(pagoda_bin), "json_schema_tool")
+    p = subprocess.run([tool, "check", str(path)], input=json.dumps(doc) + "\n",
+                       capture_output=True, text=True, check=True)
+    return p.stdout.strip()
+
+
+def test_structured_output(client, pagoda_bin, tmp_path):
+    """response_format {"type": "json_schema"} through the SDK's parse(): a pydantic model in,
+    an instance of it out — the SDK sends the model's strict schema and validates the answer
+    with pydantic. Sampled (8 seeds, streamed too); a recursive model; a schema on
+    /v1/completions, checked by the jsonschema package."""
+    import enum
+    from typing import Optional
+
+    import jsonschema
+    from pydantic import BaseModel, Field
+
+    class Mood(str, enum.Enum):
+        happy = "happy"
+        grumpy = "grumpy"
+
+    class Cat(BaseModel):
+        name: str = Field(max_length=12)
+        age: int
+        mood: Mood
+        indoor: bool
+        toys: list[str] = Field(max_length=2)
+        owner: Optional[str] = None
+
+    msgs = [{"role": "user", "content": "Describe a cat as JSON."}]
+    for seed in range(8):
+        kw = dict(model=NAME, messages=msgs, max_tokens=200, temperature=0.7, seed=seed,
+                  response_format=Cat)
+        c = client.chat.completions.parse(**kw).choices[0]
+        assert c.finish_reason == "stop"
+        assert isinstance(c.message.parsed, Cat), c.message.content
+        assert len(c.message.parsed.name) <= 12 and len(c.message.parsed.toys) <= 2
+        # keys in the model's order, all of them (strict)
+        assert list(json.loads(c.message.content)) == list(Cat.model_fields)
+        if seed < 2:
+            with client.chat.completions.stream(**kw) as s:
+                final = s.get_final_completion().choices[0]
+            assert final.message.content == c.message.content
+            assert final.message.parsed == c.message.parsed
+
+    class Tree(BaseModel):
+        label: str = Field(max_length=8)
+        kids: list["Tree"] = Field(max_length=2)
+
+    # this small model nests trees without end: the answer cut at max_tokens is a prefix of a
+    # document the schema allows (the recognizer's verdict, tests/tools/json_schema_tool)
+    from openai.lib._pydantic import to_strict_json_schema
+    fmt = {"type": "json_schema", "json_schema": {"name": "t", "strict": True,
+                                                  "schema": to_strict_json_schema(Tree)}}
+    c = client.chat.completions.create(model=NAME, messages=msgs, max_tokens=120, temperature=0,
+                                       response_format=fmt).choices[0]
+    verdict = check_schema(pagoda_bin, tmp_path, fmt["json_schema"]["schema"], c.message.content)
+    assert (c.finish_reason, verdict) in (("length", "prefix"), ("stop", "whole")), verdict
+
+    schema = {"type": "object", "properties": {
+        "colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]},
+                   "minItems": 1, "maxItems": 3},
+        "count": {"type": ["integer", "null"]}}, "required": ["colors", "count"],
+        "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema, "strict": True}}
+    for seed in range(3):
+        r = client.completions.create(model=NAME, prompt="Colors as JSON: ", max_tokens=120,
+                                      temperature=1.0, seed=seed,
+                                      extra_body={"response_format": fmt})
+        assert r.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(r.choices[0].text), schema)
 
 
 def test_chat_stream_greedy_equals_generate(client, generate):

@@ -53,6 +53,9 @@ SAMPLING = [
     {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"},
     {"function_call": {"name": "f"}}, {"response_format": {"type": "json_object"}},
     {"response_format": {}}, {"suffix": "end"}, {"n": 2, "best_of": 2}, {"best_of": 3},
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": True,
+     "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}},
+    {"response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#/x"}}}},
 ]
 BAD = [
     "", "{", "[]", "null", "{\"a\":1}", "\xff\xfe", "{\"messages\": \"x\"}",
@@ -309,6 +312,39 @@ def http_seeds():
     return out
 
 
+# ---- JSON schemas and documents -----------------------------------------------------------------
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                      "age": {"type": "integer"}},
+     "required": ["name", "age"], "additionalProperties": False},
+    {"$defs": {"Node": {"type": "object", "properties": {
+        "v": {"type": "integer"},
+        "next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}}, "required": ["v"]}},
+     "$ref": "#/$defs/Node"},
+    {"type": "array", "minItems": 1, "maxItems": 3, "items": {"enum": ["a", "ab", 1, 10, None]}},
+    {"anyOf": [{"type": "string", "minLength": 1}, {"type": "number"},
+               {"type": "object", "additionalProperties": {"type": ["boolean", "null"]}}]},
+    {"type": "object", "properties": {k: {"type": "array", "items": {"$ref": "#"}} for k in "abc"},
+     "required": ["b"]},
+    {"type": "object"}, {}, True, {"const": "x"}, {"allOf": [{"type": "integer"}]},
+    {"type": "object", "properties": {"a~b/c": {"type": "boolean"}}, "required": ["a~b/c"]},
+]
+SCHEMA_DOCS = ['{"name":"Ann","age":31}', '{"v":1,"next":{"v":2,"next":null}}', '["ab",10]',
+               '{"x":true,"y":null}', '{"b":[{"b":[]}]}', '{"k":[1,{"q":"\\u00e9"}]}',
+               '[1,"2",null]', '"x"', '-12', '{"a~b/c":false}']
+
+
+def schema_seeds():
+    out = []
+    for i, sc in enumerate(SCHEMAS):
+        out.append(j(sc).encode() + b"\0" + SCHEMA_DOCS[i % len(SCHEMA_DOCS)].encode())
+        out.append(j(sc).encode())
+    out.append(b'{"type":"integer","minimum":0}\x0012')
+    out.append(b'{"$ref":"#"}')
+    return out
+
+
 if __name__ == "__main__":
     write("fuzz_api_chat", chat_seeds())
     write("fuzz_api_completions", completion_seeds())
@@ -317,3 +353,4 @@ if __name__ == "__main__":
     write("fuzz_chat_template", template_seeds())
     write("fuzz_stop_detok", stop_seeds())
     write("fuzz_http", http_seeds())
+    write("fuzz_json_schema", schema_seeds())

@@ -202,7 +202,25 @@ static const bad_case k_bad[] = {
     {C, "{\"function_call\":{\"name\":\"f\"}," CHAT_MSGS "}", "function_call"},
     {C, "{\"response_format\":{\"type\":\"xml\"}," CHAT_MSGS "}", "response_format"},
     {C, "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}," CHAT_MSGS "}",
-     "response_format"},
+     "response_format.json_schema.schema"},
+    {C, "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":[]}," CHAT_MSGS "}",
+     "response_format.json_schema"},
+    {C,
+     "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":1,"
+     "\"schema\":{}}}," CHAT_MSGS "}",
+     "response_format.json_schema.name"},
+    {C,
+     "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"strict\":\"y\","
+     "\"schema\":{}}}," CHAT_MSGS "}",
+     "response_format.json_schema.strict"},
+    {C,
+     "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+     "{\"type\":\"integer\",\"minimum\":0}}}," CHAT_MSGS "}",
+     "response_format.json_schema.schema"},
+    {C,
+     "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+     "{\"type\":\"object\"}}},\"ignore_eos\":true," CHAT_MSGS "}",
+     "ignore_eos"},
     {C, "{\"response_format\":\"json\"," CHAT_MSGS "}", "response_format"},
     {C, "{\"response_format\":{}," CHAT_MSGS "}", "response_format.type"},
     {C, "{\"response_format\":{\"type\":1}," CHAT_MSGS "}", "response_format.type"},
@@ -228,7 +246,8 @@ static const bad_case k_bad[] = {
     {P, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
     {P, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", "best_of"},
     {P, "{\"prompt\":\"x\",\"best_of\":0}", "best_of"},
-    {P, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}", "response_format"},
+    {P, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}",
+     "response_format.json_schema"},
     /* completions: prompt */
     {P, "{}", "prompt"},
     {P, "{\"prompt\":null}", "prompt"},
@@ -460,16 +479,28 @@ static void test_unsupported_fields_off(void) {
         pgd_api_request r;
         REQUIRE(parse_ok(C, bodies[i], &r) == 0);
         CHECK(r.messages.n >= 1);
-        CHECK(!r.json_object);
+        CHECK(!r.json);
         pgd_api_request_free(&r);
     }
     /* JSON mode: the request and the sequence say so */
     pgd_api_request r;
     REQUIRE(parse_ok(C, "{" CHAT_MSGS ",\"response_format\":{\"type\":\"json_object\"}}", &r) == 0);
-    CHECK(r.json_object);
+    CHECK(r.json == pgd_json_schema_object());
     pgd_seq_params sp;
     pgd_api_request_seq_params(&r, 0, 1, &sp);
-    CHECK(sp.json_object);
+    CHECK(sp.json == pgd_json_schema_object());
+    pgd_api_request_free(&r);
+    /* structured output: the request holds the compiled schema, its sequences borrow it */
+    REQUIRE(
+        parse_ok(C,
+                 "{" CHAT_MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                 "{\"name\":\"w\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":"
+                 "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}",
+                 &r) == 0);
+    REQUIRE(r.json && r.json != pgd_json_schema_object());
+    CHECK(r.json->nodes[r.json->root].props && r.json->nodes[r.json->root].n_props == 1);
+    pgd_api_request_seq_params(&r, 0, 1, &sp);
+    CHECK(sp.json == r.json);
     pgd_api_request_free(&r);
     const char *comp[] = {
         "{\"prompt\":\"x\",\"suffix\":\"\",\"best_of\":1}",

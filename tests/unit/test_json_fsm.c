@@ -21,7 +21,7 @@
  * whole document. Every prefix accepted is checked too. */
 static int verdict(const char *s, size_t n) {
     pgd_json_fsm f;
-    pgd_json_fsm_init(&f);
+    pgd_json_fsm_init(&f, pgd_json_schema_object());
     for (size_t i = 0; i < n; i++)
         if (!pgd_json_fsm_feed(&f, (const uint8_t *)s + i, 1)) return -1;
     return pgd_json_fsm_done(&f) ? 1 : 0;
@@ -234,7 +234,7 @@ static void test_limits(void) {
     pgd_buf_puts(&b, "{\"a\":");
     for (int i = 1; i < PGD_JSON_MAX_DEPTH; i++) pgd_buf_puts(&b, "[");
     pgd_json_fsm f;
-    pgd_json_fsm_init(&f);
+    pgd_json_fsm_init(&f, pgd_json_schema_object());
     CHECK(pgd_json_fsm_feed(&f, (const uint8_t *)b.data, b.len)); /* 64 deep */
     pgd_json_fsm g = f;
     CHECK(!pgd_json_fsm_feed(&g, (const uint8_t *)"[", 1)); /* 65 */
@@ -243,7 +243,7 @@ static void test_limits(void) {
     pgd_buf_free(&b);
     char spaces[PGD_JSON_MAX_WS + 1];
     memset(spaces, ' ', sizeof spaces);
-    pgd_json_fsm_init(&f);
+    pgd_json_fsm_init(&f, pgd_json_schema_object());
     CHECK(pgd_json_fsm_feed(&f, (const uint8_t *)"{", 1));
     g = f;
     CHECK(pgd_json_fsm_feed(&g, (const uint8_t *)spaces, PGD_JSON_MAX_WS));

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "engine/sampling/json_fsm.h"
 #include "engine/sampling/sampler.h"
 #include "testutil.h"
 
@@ -1041,16 +1042,28 @@ static void test_json_constraint(void) {
     }
     int32_t eog[2] = {EOG, EOG2};
     made_vocab mv = {bytes.data, off};
-    pgd_vocab_bytes vb = {made_piece, &mv, V, eog, 2};
+    uint32_t plain[V];
+    for (int t = 0; t < V; t++)
+        plain[t] = pgd_json_plain_chars((const uint8_t *)bytes.data + off[t], off[t + 1] - off[t]);
+    CHECK_EQ_INT((int)plain['a'], 1);
+    CHECK_EQ_INT((int)plain[N_ASCII + 4], 1); /* é whole */
+    CHECK(plain[N_ASCII + 5] == UINT32_MAX);  /* half of it */
+    CHECK(plain['"'] == UINT32_MAX && plain[CONTROL] == UINT32_MAX);
+    /* with the table (plain text taken without trying) and without: the same masks */
+    pgd_vocab_bytes vb = {made_piece, &mv, V, eog, 2, plain};
+    pgd_vocab_bytes slow = {made_piece, &mv, V, eog, 2, NULL};
     pgd_sampling_params p;
     pgd_sampling_params_default(&p);
-    float logits[V];
+    float logits[V], masked[V], masked_slow[V];
+    int diff = 0;
     int ended = 0, ended2 = 0, control = 0, beyond = 0;
     for (int walk = 0; walk < 200; walk++) {
         p.seed = (uint64_t)walk;
-        pgd_sampler *s;
+        pgd_sampler *s, *s2;
         REQUIRE(pgd_sampler_create(&p, V, NULL, &s) == 0);
-        pgd_sampler_constrain_json(s, &vb);
+        REQUIRE(pgd_sampler_create(&p, V, NULL, &s2) == 0);
+        pgd_sampler_constrain_json(s, &vb, pgd_json_schema_object());
+        pgd_sampler_constrain_json(s2, &slow, pgd_json_schema_object());
         CHECK(!pgd_sampler_on_device(s));
         pgd_buf out = PGD_BUF_INIT;
         bool done = false;
@@ -1060,6 +1073,9 @@ static void test_json_constraint(void) {
             logits['}'] += push, logits[']'] += push, logits['"'] += push, logits[EOG] += push;
             logits[EOG2] += 3.0f;     /* likely whenever allowed: inside strings, were it text */
             logits[CONTROL] += 50.0f; /* most likely of all, were it allowed */
+            pgd_sampler_process_logits(s, logits, masked);
+            pgd_sampler_process_logits(s2, logits, masked_slow);
+            for (int t = 0; t < V; t++) diff += isinf(masked[t]) != isinf(masked_slow[t]);
             pgd_sample_result r;
             int src = pgd_sampler_sample(s, logits, &r);
             if (src) {
@@ -1078,6 +1094,7 @@ static void test_json_constraint(void) {
                 pgd_buf_append(&out, bytes.data + off[r.token], off[r.token + 1] - off[r.token]);
             }
             REQUIRE(pgd_sampler_accept(s, r.token) == 0);
+            REQUIRE(pgd_sampler_accept(s2, r.token) == 0);
         }
         if (done) {
             ended++;
@@ -1093,7 +1110,9 @@ static void test_json_constraint(void) {
         }
         pgd_buf_free(&out);
         pgd_sampler_destroy(s);
+        pgd_sampler_destroy(s2);
     }
+    CHECK_EQ_INT(diff, 0);
     fprintf(stderr, "    %d of 200 walks ended, %d with a number past jansson's limits\n", ended,
             beyond);
     CHECK(ended >= 150 && beyond < 20 && ended2 > 0);

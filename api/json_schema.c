@@ -1,0 +1,707 @@
+/*
+ * api/json_schema.c — JSON Schema -> constrained-output tables (json_schema.h).
+ *
+ * One pass over the schema builds a node per subschema (memoised by the subschema's address,
+ * so a $ref met twice, or a recursive one, is one node), each object's properties and keys as
+ * contiguous ranges reserved before its children are compiled, and every literal's text in one
+ * arena; then a fixpoint finds the nodes some finite value satisfies, and the tables are packed
+ * into one block.
+ */
+#include "api/json_schema.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampling/json_fsm.h"
+#include "common/error.h"
+
+#define MAX_DEPTH    64 /* subschemas nested in the schema's text */
+#define MAX_REF_HOPS 32 /* $ref to $ref to ... */
+#define MAX_PATH     512
+#define MAX_TEXT     (1u << 20) /* bytes of literal text (keys, enum values) */
+
+typedef struct lit {
+    size_t off; /* into text */
+    uint32_t len, tag;
+} lit;
+
+typedef struct builder {
+    const json_t *root;
+    pgd_jnode *nodes;
+    bool *ready;  /* [node] its classes are known (anyOf may merge it) */
+    char **paths; /* [node] where it is, for messages */
+    size_t n_nodes, cap_nodes;
+    pgd_jprop *props;
+    size_t n_props, cap_props;
+    lit *lits;
+    size_t n_lits, cap_lits;
+    char *text;
+    size_t n_text, cap_text;
+    const json_t **memo_key; /* [n_memo] subschema -> node */
+    uint16_t *memo_node;
+    size_t n_memo, cap_memo;
+    char *msg;
+    size_t msg_cap;
+} builder;
+
+static int fail(builder *b, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(builder *b, const char *path, const char *fmt, ...) {
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(b->msg, b->msg_cap, "%s (at %s)", what, *path ? path : "the schema's root");
+    return PGD_EINVAL;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return PGD_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* ---- tables ---------------------------------------------------------------------------------- */
+
+static int new_node(builder *b, const char *path, uint16_t *out) {
+    if (b->n_nodes >= PGD_API_SCHEMA_MAX_NODES)
+        return fail(b, path, "the schema has more than %d subschemas", PGD_API_SCHEMA_MAX_NODES);
+    if (b->n_nodes == b->cap_nodes) {
+        size_t c = b->cap_nodes ? b->cap_nodes * 2 : 16;
+        pgd_jnode *nodes = realloc(b->nodes, c * sizeof *nodes);
+        if (nodes) b->nodes = nodes;
+        bool *ready = realloc(b->ready, c * sizeof *ready);
+        if (ready) b->ready = ready;
+        char **paths = realloc(b->paths, c * sizeof *paths);
+        if (paths) b->paths = paths;
+        if (!nodes || !ready || !paths) return PGD_ENOMEM;
+        b->cap_nodes = c;
+    }
+    if (!(b->paths[b->n_nodes] = strdup(path))) return PGD_ENOMEM;
+    pgd_jnode base[2];
+    pgd_json_schema_base_nodes(base);
+    b->nodes[b->n_nodes] = base[PGD_JNODE_OBJ];
+    b->nodes[b->n_nodes].cls[PGD_JC_OBJECT] = PGD_JNODE_NONE;
+    b->ready[b->n_nodes] = false;
+    *out = (uint16_t)b->n_nodes++;
+    return 0;
+}
+
+static int memo_put(builder *b, const json_t *s, uint16_t node) {
+    size_t cap = b->cap_memo;
+    if (grow((void **)&b->memo_key, &cap, b->n_memo + 1, sizeof *b->memo_key) ||
+        grow((void **)&b->memo_node, &b->cap_memo, b->n_memo + 1, sizeof *b->memo_node))
+        return PGD_ENOMEM;
+    b->memo_key[b->n_memo] = s;
+    b->memo_node[b->n_memo++] = node;
+    return 0;
+}
+
+static bool memo_get(const builder *b, const json_t *s, uint16_t *node) {
+    for (size_t i = 0; i < b->n_memo; i++)
+        if (b->memo_key[i] == s) {
+            *node = b->memo_node[i];
+            return true;
+        }
+    return false;
+}
+
+/* Appends a literal: its text p[n]. */
+static int add_lit(builder *b, const char *path, const char *p, size_t n, uint32_t tag) {
+    if (b->n_text + n > MAX_TEXT)
+        return fail(b, path, "the schema's keys and enum values exceed %u bytes", MAX_TEXT);
+    if (grow((void **)&b->text, &b->cap_text, b->n_text + n + 1, 1) ||
+        grow((void **)&b->lits, &b->cap_lits, b->n_lits + 1, sizeof *b->lits))
+        return PGD_ENOMEM;
+    memcpy(b->text + b->n_text, p, n);
+    b->lits[b->n_lits++] = (lit){b->n_text, (uint32_t)n, tag};
+    b->n_text += n;
+    return 0;
+}
+
+/* Literal (a JSON value's compact text) of v. */
+static int add_value_lit(builder *b, const char *path, const json_t *v, uint32_t tag) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!s) return PGD_ENOMEM;
+    int rc = add_lit(b, path, s, strlen(s), tag);
+    free(s);
+    return rc;
+}
+
+static const char *g_text; /* the arena while sorting (qsort has no context argument) */
+
+static int lit_cmp(const void *x, const void *y) {
+    const lit *a = x, *c = y;
+    size_t n = a->len < c->len ? a->len : c->len;
+    int r = memcmp(g_text + a->off, g_text + c->off, n);
+    if (r) return r;
+    return (a->len > c->len) - (a->len < c->len);
+}
+
+/* Sorts literals [from, n_lits) bytewise and drops repeats. */
+static void sort_lits(builder *b, size_t from) {
+    g_text = b->text;
+    qsort(b->lits + from, b->n_lits - from, sizeof *b->lits, lit_cmp);
+    size_t w = from;
+    for (size_t i = from; i < b->n_lits; i++)
+        if (w == from || lit_cmp(&b->lits[w - 1], &b->lits[i])) b->lits[w++] = b->lits[i];
+    b->n_lits = w;
+}
+
+/* ---- keywords ----------------------------------------------------------------------------------
+ */
+
+/* Keywords that constrain values in ways this does not follow. */
+static const char *const k_refused[] = {
+    "not",
+    "if",
+    "then",
+    "else",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "pattern",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "contains",
+    "minContains",
+    "maxContains",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "$dynamicRef",
+    "$recursiveRef",
+};
+
+/* Keywords this follows (besides $ref, anyOf, oneOf, allOf). */
+static const char *const k_followed[] = {
+    "type",  "enum",     "const",    "properties", "required",  "additionalProperties",
+    "items", "minItems", "maxItems", "minLength",  "maxLength",
+};
+
+static int check_refused(builder *b, const json_t *s, const char *path) {
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_refused); i++)
+        if (json_object_get(s, k_refused[i]))
+            return fail(b, path, "'%s' is not supported in a response_format schema", k_refused[i]);
+    json_t *u = json_object_get(s, "uniqueItems");
+    if (u && !json_is_false(u))
+        return fail(b, path, "'uniqueItems' is not supported in a response_format schema");
+    return 0;
+}
+
+/* The first keyword of s that constrains values, other than `but` (NULL if none). */
+static const char *constraint_besides(const json_t *s, const char *but) {
+    static const char *const comb[] = {"$ref", "anyOf", "oneOf", "allOf"};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_followed); i++)
+        if (json_object_get(s, k_followed[i])) return k_followed[i];
+    for (size_t i = 0; i < PGD_ARRAY_LEN(comb); i++)
+        if (strcmp(comb[i], but) != 0 && json_object_get(s, comb[i])) return comb[i];
+    return NULL;
+}
+
+/* path + "/" + seg (the segment escaped as a JSON pointer has it). */
+static void path_join(char *out, const char *path, const char *seg) {
+    size_t n = (size_t)snprintf(out, MAX_PATH, "%s/", path);
+    for (const char *p = seg; *p && n + 3 < MAX_PATH; p++) {
+        if (*p == '~' || *p == '/') {
+            out[n++] = '~';
+            out[n++] = *p == '~' ? '0' : '1';
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n < MAX_PATH ? n : MAX_PATH - 1] = 0;
+}
+
+/* A non-negative integer keyword (absent: dflt). */
+static int get_count(builder *b, const json_t *s, const char *key, const char *path, uint32_t dflt,
+                     uint32_t *out) {
+    json_t *v = json_object_get(s, key);
+    *out = dflt;
+    if (!v) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return fail(b, path, "'%s' must be a non-negative integer", key);
+    json_int_t x = json_integer_value(v);
+    *out = x >= (json_int_t)PGD_JSON_NO_MAX ? PGD_JSON_NO_MAX - 1 : (uint32_t)x;
+    return 0;
+}
+
+/* ---- $ref -------------------------------------------------------------------------------------
+ */
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* The subschema a local $ref points to ("#" or "#/a/b~1c/0", percent-escapes decoded). */
+static int resolve(builder *b, const char *ref, const char *path, const json_t **out) {
+    if (ref[0] != '#')
+        return fail(b, path,
+                    "$ref '%.128s' is not supported: only a reference into the schema "
+                    "itself (\"#/...\")",
+                    ref);
+    const json_t *cur = b->root;
+    const char *p = ref + 1;
+    if (*p && *p != '/') return fail(b, path, "$ref '%.128s' is not a JSON pointer", ref);
+    while (*p == '/') {
+        char seg[256];
+        size_t n = 0;
+        for (p++; *p && *p != '/'; p++) {
+            char c = *p;
+            if (c == '~' && (p[1] == '0' || p[1] == '1')) {
+                c = *++p == '0' ? '~' : '/';
+            } else if (c == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
+                c = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+                p += 2;
+            }
+            if (n + 1 >= sizeof seg) return fail(b, path, "$ref '%.128s' is too long", ref);
+            seg[n++] = c;
+        }
+        seg[n] = 0;
+        const json_t *next = NULL;
+        if (json_is_object(cur)) {
+            next = json_object_get(cur, seg);
+        } else if (json_is_array(cur)) {
+            char *end;
+            unsigned long i = strtoul(seg, &end, 10);
+            if (n && !*end) next = json_array_get(cur, i);
+        }
+        if (!next) return fail(b, path, "$ref '%.128s' points to nothing in the schema", ref);
+        cur = next;
+    }
+    *out = cur;
+    return 0;
+}
+
+/* ---- compiling ----------------------------------------------------------------------------------
+ */
+
+static int compile(builder *b, const json_t *s, const char *path, int depth, uint16_t *out);
+
+/* anyOf / oneOf: the branches' classes merged into node `me`; two branches may not both take
+ * one class. */
+static int compile_union(builder *b, const json_t *arr, const char *key, const char *path,
+                         int depth, uint16_t me) {
+    if (!json_is_array(arr) || !json_array_size(arr))
+        return fail(b, path, "'%s' must be a non-empty array of schemas", key);
+    static const char *const names[PGD_JC_COUNT] = {"an object", "an array", "a string", "a number",
+                                                    "true",      "false",    "null"};
+    size_t from[PGD_JC_COUNT] = {0};
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        char sub[MAX_PATH], idx[24];
+        snprintf(idx, sizeof idx, "%s/%zu", key, i);
+        snprintf(sub, sizeof sub, "%s/%s", path, idx);
+        uint16_t br;
+        int rc = compile(b, json_array_get(arr, i), sub, depth + 1, &br);
+        if (rc) return rc;
+        if (!b->ready[br])
+            return fail(b, sub, "a '%s' branch that refers back to its own union", key);
+        for (int c = 0; c < PGD_JC_COUNT; c++) {
+            uint16_t h = b->nodes[br].cls[c];
+            if (h == PGD_JNODE_NONE) continue;
+            if (b->nodes[me].cls[c] != PGD_JNODE_NONE && b->nodes[me].cls[c] != h)
+                return fail(b, path,
+                            "'%s' branches %zu and %zu both accept %s: branches must begin "
+                            "differently (differ in JSON type)",
+                            key, from[c], i, names[c]);
+            b->nodes[me].cls[c] = h;
+            from[c] = i;
+        }
+    }
+    return 0;
+}
+
+enum { T_OBJ = 1, T_ARR = 2, T_STR = 4, T_NUM = 8, T_INT = 16, T_BOOL = 32, T_NULL = 64 };
+
+static int type_bits(builder *b, const json_t *t, const char *path, unsigned *out) {
+    static const char *const names[] = {"object",  "array",   "string", "number",
+                                        "integer", "boolean", "null"};
+    *out = 0;
+    if (!t) {
+        *out = 127;
+        return 0;
+    }
+    size_t n = json_is_array(t) ? json_array_size(t) : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_is_array(t) ? json_array_get(t, i) : t;
+        const char *name = json_string_value(v);
+        size_t k = 0;
+        while (name && k < PGD_ARRAY_LEN(names) && strcmp(names[k], name)) k++;
+        if (!name || k == PGD_ARRAY_LEN(names))
+            return fail(b, path,
+                        "'type' must be one of object, array, string, number, integer, "
+                        "boolean, null (or a list of them)");
+        *out |= 1u << k;
+    }
+    if (!*out) return fail(b, path, "'type' must not be an empty list");
+    return 0;
+}
+
+static bool of_type(const json_t *v, unsigned types) {
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return types & T_STR;
+    case JSON_INTEGER:
+        return types & (T_NUM | T_INT);
+    case JSON_REAL: {
+        double x = json_real_value(v);
+        return (types & T_NUM) || ((types & T_INT) && fabs(x) < 9e15 && x == (double)(long long)x);
+    }
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return types & T_BOOL;
+    case JSON_NULL:
+        return types & T_NULL;
+    default:
+        return false;
+    }
+}
+
+/* enum / const: the literals of node `me`, filtered by the type. */
+static int compile_enum(builder *b, const json_t *s, const char *path, unsigned types,
+                        uint16_t me) {
+    const json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
+    if (en && !json_is_array(en)) return fail(b, path, "'enum' must be an array");
+    size_t from = b->n_lits, n = en ? json_array_size(en) : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = en ? json_array_get(en, i) : cn;
+        if (json_is_object(v) || json_is_array(v))
+            return fail(b, path, "an '%s' value that is an object or an array is not supported",
+                        en ? "enum" : "const");
+        if (!of_type(v, types) || (en && cn && !json_equal(v, cn))) continue;
+        int rc = add_value_lit(b, path, v, 0);
+        if (rc) return rc;
+    }
+    if (b->n_lits == from)
+        return fail(b, path, "no value of '%s' is allowed by the rest of the schema",
+                    en ? "enum" : "const");
+    sort_lits(b, from);
+    pgd_jnode *n0 = &b->nodes[me];
+    n0->lit0 = (uint32_t)from;
+    n0->n_lits = (uint32_t)(b->n_lits - from);
+    for (size_t i = from; i < b->n_lits; i++) {
+        char c = b->text[b->lits[i].off];
+        int cls = c == '"'   ? PGD_JC_STRING
+                  : c == 't' ? PGD_JC_TRUE
+                  : c == 'f' ? PGD_JC_FALSE
+                  : c == 'n' ? PGD_JC_NULL
+                             : PGD_JC_NUMBER;
+        n0->cls[cls] = me;
+    }
+    return 0;
+}
+
+static int compile_object(builder *b, const json_t *s, const char *path, int depth, uint16_t me) {
+    const json_t *props = json_object_get(s, "properties");
+    const json_t *req = json_object_get(s, "required");
+    const json_t *add = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props))
+        return fail(b, path, "'properties' must be an object of schemas");
+    if (req && !json_is_array(req)) return fail(b, path, "'required' must be an array");
+    size_t np = props ? json_object_size(props) : 0;
+    for (size_t i = 0; req && i < json_array_size(req); i++) {
+        const char *k = json_string_value(json_array_get(req, i));
+        if (!k) return fail(b, path, "'required' must be an array of strings");
+        if (!props || !json_object_get(props, k))
+            return fail(b, path,
+                        "required key '%.64s' is not among 'properties' (this server writes "
+                        "only declared keys)",
+                        k);
+    }
+    if (!np) {
+        if (json_is_false(add)) { /* only {} */
+            b->nodes[me].props = true;
+            return 0;
+        }
+        if (!add || json_is_true(add)) return 0; /* extra: any */
+        char sub[MAX_PATH];
+        snprintf(sub, sizeof sub, "%s/additionalProperties", path);
+        uint16_t x;
+        int rc = compile(b, add, sub, depth + 1, &x);
+        if (rc) return rc;
+        b->nodes[me].extra = x;
+        return 0;
+    }
+    if (np > UINT16_MAX) return fail(b, path, "too many properties");
+    /* reserve the properties and their keys, then compile the values */
+    size_t p0 = b->n_props, k0 = b->n_lits;
+    if (grow((void **)&b->props, &b->cap_props, p0 + np, sizeof *b->props)) return PGD_ENOMEM;
+    b->n_props += np;
+    const char *key;
+    const json_t *v;
+    size_t i = 0;
+    json_object_foreach((json_t *)props, key, v) {
+        json_t *k = json_string(key);
+        if (!k) return PGD_ENOMEM;
+        int rc = add_value_lit(b, path, k, (uint32_t)i);
+        json_decref(k);
+        if (rc) return rc;
+        i++;
+    }
+    sort_lits(b, k0);
+    b->nodes[me].props = true;
+    b->nodes[me].prop0 = (uint32_t)p0;
+    b->nodes[me].n_props = (uint32_t)np;
+    b->nodes[me].key0 = (uint32_t)k0;
+    i = 0;
+    json_object_foreach((json_t *)props, key, v) {
+        char sub[MAX_PATH], pp[MAX_PATH];
+        path_join(pp, path, "properties");
+        path_join(sub, pp, key);
+        uint16_t x;
+        int rc = compile(b, v, sub, depth + 1, &x);
+        if (rc) return rc;
+        bool r = false;
+        for (size_t j = 0; req && j < json_array_size(req); j++)
+            r = r || !strcmp(json_string_value(json_array_get(req, j)), key);
+        b->props[p0 + i] = (pgd_jprop){.node = x, .required = r};
+        i++;
+    }
+    uint32_t next = (uint32_t)np;
+    for (size_t j = np; j-- > 0;) {
+        if (b->props[p0 + j].required) next = (uint32_t)j;
+        b->props[p0 + j].next_req = next;
+    }
+    return 0;
+}
+
+static int compile_array(builder *b, const json_t *s, const char *path, int depth, uint16_t me) {
+    const json_t *items = json_object_get(s, "items");
+    if (json_is_array(items))
+        return fail(b, path, "'items' as an array (a tuple) is not supported");
+    uint32_t lo, hi;
+    int rc;
+    if ((rc = get_count(b, s, "minItems", path, 0, &lo)) ||
+        (rc = get_count(b, s, "maxItems", path, PGD_JSON_NO_MAX, &hi)))
+        return rc;
+    if (lo > hi) return fail(b, path, "'minItems' is above 'maxItems'");
+    uint16_t x = PGD_JNODE_ANY;
+    if (items) {
+        char sub[MAX_PATH];
+        snprintf(sub, sizeof sub, "%s/items", path);
+        if ((rc = compile(b, items, sub, depth + 1, &x))) return rc;
+    }
+    pgd_jnode *n = &b->nodes[me];
+    n->items = x;
+    n->min_items = lo;
+    n->max_items = hi;
+    return 0;
+}
+
+/* A schema with type / enum / properties / ...: node `me`. Its classes are set first, so a
+ * union inside it may refer back to it. */
+static int compile_plain(builder *b, const json_t *s, const char *path, int depth, uint16_t me) {
+    unsigned types;
+    int rc = type_bits(b, json_object_get(s, "type"), path, &types);
+    if (rc) return rc;
+    if (json_object_get(s, "enum") || json_object_get(s, "const"))
+        return compile_enum(b, s, path, types, me);
+    pgd_jnode *n = &b->nodes[me];
+    if (types & T_OBJ) n->cls[PGD_JC_OBJECT] = me;
+    if (types & T_ARR) n->cls[PGD_JC_ARRAY] = me;
+    if (types & T_STR) n->cls[PGD_JC_STRING] = me;
+    if (types & (T_NUM | T_INT)) n->cls[PGD_JC_NUMBER] = me;
+    n->int_only = !(types & T_NUM);
+    if (types & T_BOOL) n->cls[PGD_JC_TRUE] = n->cls[PGD_JC_FALSE] = me;
+    if (types & T_NULL) n->cls[PGD_JC_NULL] = me;
+    if (types & T_STR) {
+        uint32_t lo, hi;
+        if ((rc = get_count(b, s, "minLength", path, 0, &lo)) ||
+            (rc = get_count(b, s, "maxLength", path, PGD_JSON_NO_MAX, &hi)))
+            return rc;
+        if (lo > hi) return fail(b, path, "'minLength' is above 'maxLength'");
+        n->min_len = lo;
+        n->max_len = hi;
+    }
+    b->ready[me] = true;
+    if (types & T_OBJ && (rc = compile_object(b, s, path, depth, me))) return rc;
+    if (types & T_ARR && (rc = compile_array(b, s, path, depth, me))) return rc;
+    return 0;
+}
+
+static int compile(builder *b, const json_t *s, const char *path, int depth, uint16_t *out) {
+    if (depth > MAX_DEPTH) return fail(b, path, "the schema nests deeper than %d", MAX_DEPTH);
+    for (int hops = 0;; hops++) {
+        if (json_is_true(s)) {
+            *out = PGD_JNODE_ANY;
+            return 0;
+        }
+        if (json_is_false(s)) return fail(b, path, "the schema 'false' admits no value");
+        if (!json_is_object(s)) return fail(b, path, "a schema must be an object or a boolean");
+        if (memo_get(b, s, out)) return 0;
+        int rc = check_refused(b, s, path);
+        if (rc) return rc;
+        const json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
+        const char *but = ref ? "$ref" : "allOf";
+        if (!ref && !all) break;
+        const char *other = constraint_besides(s, but);
+        if (other)
+            return fail(b, path, "'%s' next to '%s' is not supported", other,
+                        ref ? "$ref" : "allOf");
+        if (hops >= MAX_REF_HOPS) return fail(b, path, "a $ref loop");
+        if (ref) {
+            if (!json_is_string(ref)) return fail(b, path, "'$ref' must be a string");
+            if ((rc = resolve(b, json_string_value(ref), path, &s))) return rc;
+        } else {
+            if (!json_is_array(all) || json_array_size(all) != 1)
+                return fail(b, path, "'allOf' of other than one schema is not supported");
+            s = json_array_get(all, 0);
+        }
+    }
+    uint16_t me;
+    int rc;
+    if ((rc = new_node(b, path, &me)) || (rc = memo_put(b, s, me))) return rc;
+    const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    if (any || one) {
+        const char *key = any ? "anyOf" : "oneOf";
+        const char *other = constraint_besides(s, key);
+        if (other) return fail(b, path, "'%s' next to '%s' is not supported", other, key);
+        rc = compile_union(b, any ? any : one, key, path, depth, me);
+    } else {
+        rc = compile_plain(b, s, path, depth, me);
+    }
+    if (rc) return rc;
+    b->ready[me] = true;
+    *out = me;
+    return 0;
+}
+
+/* ---- how deep the smallest values nest ---------------------------------------------------- */
+
+static uint8_t add1(uint8_t x) {
+    return x >= PGD_JNEED_INF - 1 ? PGD_JNEED_INF : (uint8_t)(x + 1);
+}
+
+/* The levels the smallest value of node h read as class c opens, given need[] so far. */
+static uint8_t class_need(const builder *b, const uint8_t *need, uint16_t h, int c) {
+    const pgd_jnode *n = &b->nodes[h];
+    if (n->n_lits || (c != PGD_JC_OBJECT && c != PGD_JC_ARRAY)) return 0;
+    if (c == PGD_JC_ARRAY) return n->min_items ? add1(need[n->items]) : 1;
+    uint8_t m = 0;
+    for (uint32_t i = 0; n->props && i < n->n_props; i++) {
+        const pgd_jprop *p = &b->props[n->prop0 + i];
+        if (p->required && need[p->node] > m) m = need[p->node];
+    }
+    return add1(m);
+}
+
+/* Every node's need (a fixpoint from "none": they only fall); a node no finite value
+ * satisfies is refused, and a root that nests deeper than the recognizer goes. */
+static int compute_need(builder *b, uint16_t root) {
+    uint8_t *need = malloc(b->n_nodes);
+    if (!need) return PGD_ENOMEM;
+    memset(need, PGD_JNEED_INF, b->n_nodes);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < b->n_nodes; i++)
+            for (int c = 0; c < PGD_JC_COUNT; c++) {
+                uint16_t h = b->nodes[i].cls[c];
+                if (h == PGD_JNODE_NONE) continue;
+                uint8_t x = class_need(b, need, h, c);
+                if (x < need[i]) need[i] = x, changed = true;
+            }
+    }
+    int rc = 0;
+    for (size_t i = 0; i < b->n_nodes && !rc; i++)
+        if (need[i] == PGD_JNEED_INF)
+            rc = fail(b, b->paths[i], "no finite JSON value satisfies this schema");
+    if (!rc && need[root] > PGD_JSON_MAX_DEPTH)
+        rc = fail(b, "", "every value of the schema nests deeper than %d levels",
+                  PGD_JSON_MAX_DEPTH);
+    for (size_t i = 0; i < b->n_nodes && !rc; i++) {
+        b->nodes[i].need = need[i];
+        b->nodes[i].need_obj = class_need(b, need, (uint16_t)i, PGD_JC_OBJECT);
+        b->nodes[i].need_arr = class_need(b, need, (uint16_t)i, PGD_JC_ARRAY);
+    }
+    free(need);
+    return rc;
+}
+
+/* ---- packing
+ * ------------------------------------------------------------------------------------- */
+
+static int pack(builder *b, uint16_t root, const pgd_json_schema **out) {
+    size_t nb = b->n_nodes * sizeof(pgd_jnode), pb = b->n_props * sizeof(pgd_jprop),
+           lb = b->n_lits * sizeof(pgd_jlit);
+    pgd_json_schema *sc = calloc(1, sizeof *sc);
+    char *mem = malloc(nb + pb + lb + b->n_text + 1);
+    if (!sc || !mem) {
+        free(sc);
+        free(mem);
+        return PGD_ENOMEM;
+    }
+    pgd_jnode *nodes = (pgd_jnode *)mem;
+    pgd_jprop *props = (pgd_jprop *)(mem + nb);
+    pgd_jlit *lits = (pgd_jlit *)(mem + nb + pb);
+    char *text = mem + nb + pb + lb;
+    memcpy(nodes, b->nodes, nb);
+    if (pb) memcpy(props, b->props, pb);
+    if (b->n_text) memcpy(text, b->text, b->n_text);
+    for (size_t i = 0; i < b->n_lits; i++)
+        lits[i] = (pgd_jlit){text + b->lits[i].off, b->lits[i].len, b->lits[i].tag};
+    sc->nodes = nodes;
+    sc->props = props;
+    sc->lits = lits;
+    sc->n_nodes = (uint32_t)b->n_nodes;
+    sc->n_props = (uint32_t)b->n_props;
+    sc->n_lits = (uint32_t)b->n_lits;
+    sc->root = root;
+    atomic_init(&sc->refs, 1);
+    sc->mem = mem;
+    *out = sc;
+    return 0;
+}
+
+int pgd_api_json_schema_compile(const json_t *schema, const pgd_json_schema **out, char *msg,
+                                size_t cap) {
+    *out = NULL;
+    if (cap) msg[0] = 0;
+    builder b = {.root = schema, .msg = msg, .msg_cap = cap};
+    /* node 0 (any value), node 1 (any object) and the words, as in every schema */
+    pgd_jnode base[2];
+    pgd_json_schema_base_nodes(base);
+    uint16_t id;
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++)
+        if (!(rc = new_node(&b, "", &id))) b.nodes[id] = base[i];
+    for (int i = 0; i < PGD_JLIT_WORDS && !rc; i++)
+        rc = add_lit(&b, "", pgd_json_schema_words[i].text, pgd_json_schema_words[i].len, 0);
+    uint16_t root = 0;
+    if (!rc) {
+        b.ready[0] = b.ready[1] = true;
+        rc = compile(&b, schema, "", 0, &root);
+    }
+    if (!rc) rc = compute_need(&b, root);
+    if (!rc) rc = pack(&b, root, out);
+    for (size_t i = 0; i < b.n_nodes; i++) free(b.paths[i]);
+    free(b.paths);
+    free(b.nodes);
+    free(b.ready);
+    free(b.props);
+    free(b.lits);
+    free(b.text);
+    free(b.memo_key);
+    free(b.memo_node);
+    if (rc == PGD_ENOMEM && cap) snprintf(msg, cap, "out of memory compiling the schema");
+    return rc;
+}

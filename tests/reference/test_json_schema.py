@@ -1,0 +1,183 @@
+"""JSON-schema-constrained output against an independent validator: the `jsonschema` package
+(Draft 2020-12) checks every document a random walk through pagoda's recognizer writes
+(build/json_schema_tool walk: each byte drawn among those the recognizer takes, as a sampler
+with random logits would), and every mutation of them the recognizer calls whole. Documents
+pydantic writes for its own models (compact and indented) are whole to the recognizer. Schemas:
+pydantic's models as pydantic writes them and as the openai SDK sends them (strict), and
+hand-written ones."""
+import enum
+import json
+import pathlib
+import random
+import subprocess
+from typing import Literal, Optional
+
+import jsonschema
+import pytest
+from openai.lib._pydantic import to_strict_json_schema
+from pydantic import BaseModel, Field
+
+
+class Color(str, enum.Enum):
+    red = "red"
+    green = "green"
+    blue = "blue"
+
+
+class Address(BaseModel):
+    street: str = Field(max_length=24)
+    zip: Optional[str] = None
+
+
+class Person(BaseModel):
+    name: str = Field(min_length=1, max_length=16)
+    age: int
+    height: float
+    ok: bool
+    color: Color
+    kind: Literal["a", "b", 3]
+    tags: list[str] = Field(max_length=3)
+    address: Optional[Address] = None
+    scores: dict[str, int] = {}
+
+
+class Tree(BaseModel):
+    v: int
+    children: list["Tree"] = Field(default=[], max_length=3)
+
+
+HAND = {
+    "nested-arrays": {"type": "array", "maxItems": 4,
+                      "items": {"type": "array", "items": {"type": ["integer", "null"]}}},
+    "any": {},
+    "free-object": {"type": "object"},
+    "enum-mixed": {"type": "object", "properties": {"e": {"enum": ["x", 1, 2.5, True, None]}},
+                   "required": ["e"]},
+    "unions": {"type": "object", "properties": {
+        "u": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "number"},
+                        {"type": "object", "properties": {"k": {"const": "v"}},
+                         "required": ["k"], "additionalProperties": False},
+                        {"type": "array", "items": {"type": "boolean"}}, {"type": "null"}]}},
+        "required": ["u"]},
+    "optional-keys": {"type": "object", "properties": {
+        k: {"type": "integer"} for k in "abcdef"}, "required": ["c", "f"]},
+}
+
+
+def schemas():
+    out = dict(HAND)
+    for m in (Person, Tree, Address):
+        out[m.__name__] = m.model_json_schema()
+        out[m.__name__ + "-strict"] = to_strict_json_schema(m)
+    return out
+
+
+SCHEMAS = schemas()
+
+
+@pytest.fixture(scope="module")
+def tool(pagoda_bin):
+    path = pathlib.Path(pagoda_bin).parent / "json_schema_tool"
+    if not path.exists():
+        pytest.fail(f"{path} not built; run `make build`")
+    return str(path)
+
+
+def schema_file(tmp_path, schema):
+    p = tmp_path / "schema.json"
+    p.write_text(json.dumps(schema))
+    return str(p)
+
+
+def walk(tool, path, seed, n):
+    p = subprocess.run([tool, "walk", path, str(seed), str(n)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def check(tool, path, docs):
+    p = subprocess.run([tool, "check", path], capture_output=True, text=True,
+                       input="".join(json.dumps(d) + "\n" for d in docs))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.split()
+    assert len(out) == len(docs)
+    return out
+
+
+def mutations(doc, rng, k):
+    """k one-edit mutations of doc: a byte deleted, inserted or replaced."""
+    alphabet = '{}[],:"0123456789-.eEtruefalsn \\ax'
+    out = []
+    for _ in range(k):
+        i = rng.randrange(len(doc) + 1)
+        op = rng.randrange(3)
+        c = rng.choice(alphabet)
+        if op == 0 and i < len(doc):
+            out.append(doc[:i] + doc[i + 1:])
+        elif op == 1:
+            out.append(doc[:i] + c + doc[i:])
+        else:
+            out.append(doc[:i] + c + doc[i + 1:])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_walks_are_valid(tool, tmp_path, name):
+    schema = SCHEMAS[name]
+    validator = jsonschema.Draft202012Validator(schema)
+    path = schema_file(tmp_path, schema)
+    docs = walk(tool, path, seed=len(name), n=150)
+    whole = [d for d in docs if d is not None]
+    assert len(whole) >= 0.8 * len(docs), f"{len(docs) - len(whole)} of {len(docs)} walks cut"
+    for d in whole:
+        errors = list(validator.iter_errors(json.loads(d)))
+        assert not errors, f"{d!r}: {errors[0].message}"
+    # near misses: whatever the recognizer calls whole is valid
+    rng = random.Random(name)
+    near = [m for d in whole for m in mutations(d, rng, 6)]
+    verdicts = check(tool, path, near)
+    for m, v in zip(near, verdicts):
+        if v == "whole":
+            inst = json.loads(m)  # must parse
+            errors = list(validator.iter_errors(inst))
+            assert not errors, f"{m!r}: {errors[0].message}"
+    assert verdicts.count("refused") > len(near) // 4  # the mutations do get refused
+
+
+def people():
+    rng = random.Random(7)
+    for i in range(40):
+        yield Person(name="N" * rng.randint(1, 16), age=rng.randint(-5, 120),
+                     height=rng.uniform(0.5, 2.5), ok=bool(i % 2), color=rng.choice(list(Color)),
+                     kind=rng.choice(["a", "b", 3]), tags=["t"] * rng.randint(0, 3),
+                     address=None if i % 3 == 0 else Address(street="Main St é",
+                                                             zip=None if i % 2 else "12345"),
+                     scores={"x": i, "y": -i} if i % 4 else {})
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_pydantic_documents_are_whole(tool, tmp_path, strict):
+    schema = to_strict_json_schema(Person) if strict else Person.model_json_schema()
+    path = schema_file(tmp_path, schema)
+    docs = []
+    for p in people():
+        # pydantic writes keys in their declared order, compact; keep every key when strict
+        d = p.model_dump(mode="json", exclude_none=not strict)
+        docs.append(json.dumps(d, separators=(",", ":"), ensure_ascii=False))
+        docs.append(json.dumps(d, indent=2, ensure_ascii=False))
+        docs.append(p.model_dump_json(exclude_none=not strict))
+    assert check(tool, path, docs) == ["whole"] * len(docs)
+    # a key out of its declared order, or one more: refused (the recognizer writes the
+    # declared keys in order only)
+    d = next(people()).model_dump(mode="json")
+    swapped = {"age": d["age"], "name": d["name"], **d}
+    extra = {**d, "nickname": "x"}
+    assert check(tool, path, [json.dumps(swapped), json.dumps(extra)]) == ["refused"] * 2
+
+
+def test_refused_schema_says_why(tool, tmp_path):
+    path = schema_file(tmp_path, {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 1}}})
+    p = subprocess.run([tool, "walk", path, "1", "1"], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "'minimum' is not supported" in p.stderr and "/properties/n" in p.stderr
