@@ -166,10 +166,6 @@ static const char *const k_refused[] = {
     "if",
     "then",
     "else",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
     "multipleOf",
     "pattern",
     "patternProperties",
@@ -377,9 +373,86 @@ static bool of_type(const json_t *v, unsigned types) {
     }
 }
 
+/* ---- numeric bounds ---------------------------------------------------------------------------
+ */
+
+typedef struct bounds {
+    bool has_lo, has_hi, lo_excl, hi_excl;
+    double lo, hi;
+    const json_t *lo_v, *hi_v; /* the values they come from (an integer is exact) */
+} bounds;
+
+/* minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers; exclusive* as booleans, the
+ * draft-4 way, too). */
+static int get_bounds(builder *b, const json_t *s, const char *path, bounds *out) {
+    *out = (bounds){0};
+    static const char *const keys[4] = {"minimum", "maximum", "exclusiveMinimum",
+                                        "exclusiveMaximum"};
+    const json_t *v[4];
+    for (int i = 0; i < 4; i++) {
+        v[i] = json_object_get(s, keys[i]);
+        if (v[i] && !json_is_number(v[i]) && !(i >= 2 && json_is_boolean(v[i])))
+            return fail(b, path, "'%s' must be a number", keys[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        const json_t *ex = v[i + 2];
+        bool *has = i ? &out->has_hi : &out->has_lo, *excl = i ? &out->hi_excl : &out->lo_excl;
+        double *x = i ? &out->hi : &out->lo;
+        const json_t **src = i ? &out->hi_v : &out->lo_v;
+        if (v[i]) *has = true, *x = json_number_value(v[i]), *excl = json_is_true(ex), *src = v[i];
+        if (json_is_number(ex)) {
+            double e = json_number_value(ex);
+            if (!*has || (i ? e <= *x : e >= *x)) *has = true, *x = e, *excl = true, *src = ex;
+        }
+    }
+    return 0;
+}
+
+static bool within(const bounds *bd, double x) {
+    if (bd->has_lo && (bd->lo_excl ? x <= bd->lo : x < bd->lo)) return false;
+    if (bd->has_hi && (bd->hi_excl ? x >= bd->hi : x > bd->hi)) return false;
+    return true;
+}
+
+/* One integer bound from v (exact for a JSON integer); `up`: an upper bound. 0: none (beyond
+ * int64: nothing to follow), 1: *out, -1: no integer can meet it. */
+static int int_bound(const json_t *v, double x, bool excl, bool up, int64_t *out) {
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        if (excl && n == (up ? INT64_MIN : INT64_MAX)) return -1;
+        *out = excl ? (up ? n - 1 : n + 1) : n;
+        return 1;
+    }
+    const double lim = 9.2e18; /* about INT64_MAX: a real beyond bounds nothing followed here */
+    double b = up ? (excl ? ceil(x) - 1 : floor(x)) : (excl ? floor(x) + 1 : ceil(x));
+    if (up ? b >= lim : b <= -lim) return 0;
+    if (up ? b <= -lim : b >= lim) return -1;
+    *out = (int64_t)b;
+    return 1;
+}
+
+/* The integer bounds of node `me`. */
+static int int_bounds(builder *b, const bounds *bd, const char *path, uint16_t me) {
+    pgd_jnode *n = &b->nodes[me];
+    int r;
+    if (bd->has_lo) {
+        if ((r = int_bound(bd->lo_v, bd->lo, bd->lo_excl, false, &n->lo)) < 0)
+            return fail(b, path, "no integer is within the bounds");
+        n->has_lo = r > 0;
+    }
+    if (bd->has_hi) {
+        if ((r = int_bound(bd->hi_v, bd->hi, bd->hi_excl, true, &n->hi)) < 0)
+            return fail(b, path, "no integer is within the bounds");
+        n->has_hi = r > 0;
+    }
+    if (n->has_lo && n->has_hi && n->lo > n->hi)
+        return fail(b, path, "no integer is within the bounds");
+    return 0;
+}
+
 /* enum / const: the literals of node `me`, filtered by the type. */
 static int compile_enum(builder *b, const json_t *s, const char *path, unsigned types,
-                        uint16_t me) {
+                        const bounds *bd, uint16_t me) {
     const json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
     if (en && !json_is_array(en)) return fail(b, path, "'enum' must be an array");
     size_t from = b->n_lits, n = en ? json_array_size(en) : 1;
@@ -389,6 +462,7 @@ static int compile_enum(builder *b, const json_t *s, const char *path, unsigned 
             return fail(b, path, "an '%s' value that is an object or an array is not supported",
                         en ? "enum" : "const");
         if (!of_type(v, types) || (en && cn && !json_equal(v, cn))) continue;
+        if (json_is_number(v) && !within(bd, json_number_value(v))) continue;
         int rc = add_value_lit(b, path, v, 0);
         if (rc) return rc;
     }
@@ -514,8 +588,17 @@ static int compile_plain(builder *b, const json_t *s, const char *path, int dept
     unsigned types;
     int rc = type_bits(b, json_object_get(s, "type"), path, &types);
     if (rc) return rc;
+    bounds bd;
+    if ((rc = get_bounds(b, s, path, &bd))) return rc;
     if (json_object_get(s, "enum") || json_object_get(s, "const"))
-        return compile_enum(b, s, path, types, me);
+        return compile_enum(b, s, path, types, &bd, me);
+    if ((bd.has_lo || bd.has_hi) && (types & T_NUM))
+        return fail(b, path,
+                    "'%s' is supported on integers only (\"type\": \"integer\"), not on "
+                    "other numbers",
+                    bd.has_lo ? (json_object_get(s, "minimum") ? "minimum" : "exclusiveMinimum")
+                              : (json_object_get(s, "maximum") ? "maximum" : "exclusiveMaximum"));
+    if ((types & T_INT) && (rc = int_bounds(b, &bd, path, me))) return rc;
     pgd_jnode *n = &b->nodes[me];
     if (types & T_OBJ) n->cls[PGD_JC_OBJECT] = me;
     if (types & T_ARR) n->cls[PGD_JC_ARRAY] = me;

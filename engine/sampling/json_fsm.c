@@ -128,6 +128,35 @@ static bool lit_begin(pgd_json_fsm *f, uint32_t lo, uint32_t hi, uint32_t win_lo
     return lit_advance(f, c);
 }
 
+/* ---- integers ---------------------------------------------------------------------------- */
+
+#define BIG ((__int128)1 << 100) /* past any magnitude or bound here */
+
+/* Whether the integer being read (f->neg, f->mag; `digits`: any digit read yet) can still
+ * become, or is (`whole`), one within its node's bounds. The magnitudes that digits m can still
+ * become are m and [m * 10^k, (m + 1) * 10^k - 1] for every k >= 1 (none past a lone 0). */
+static bool int_ok(const pgd_json_fsm *f, bool digits, bool whole) {
+    const pgd_jnode *n = node_of(f, f->node);
+    if (!n->int_only || (!n->has_lo && !n->has_hi)) return true;
+    __int128 lo = n->has_lo ? n->lo : -BIG, hi = n->has_hi ? n->hi : BIG;
+    if (!digits) return lo <= -1 || (lo <= 0 && 0 <= hi); /* a '-': negative, or -0 */
+    __int128 m = f->mag;
+    if (whole || m == 0) {
+        __int128 x = f->neg ? -m : m;
+        return lo <= x && x <= hi;
+    }
+    __int128 ylo = f->neg ? -hi : lo, yhi = f->neg ? -lo : hi; /* bounds on the magnitude */
+    for (__int128 a = m, b = m; a <= yhi; a *= 10, b = b * 10 + 9)
+        if (b >= ylo) return true;
+    return false;
+}
+
+/* A digit of the integer part: its value so far, saturating past every bound. */
+static void add_digit(pgd_json_fsm *f, uint8_t c) {
+    uint64_t d = (uint64_t)(c - '0');
+    f->mag = f->mag > (UINT64_MAX - 9) / 10 ? UINT64_MAX : f->mag * 10 + d;
+}
+
 /* ---- containers and values ----------------------------------------------------------------- */
 
 /* A value just ended. */
@@ -183,7 +212,11 @@ static bool begin_value(pgd_json_fsm *f, uint8_t c) {
         return true;
     case PGD_JC_NUMBER:
         f->st = c == '-' ? ST_N_MINUS : c == '0' ? ST_N_ZERO : ST_N_INT;
-        return true;
+        f->neg = c == '-';
+        f->mag = 0;
+        if (c == '-') return int_ok(f, false, false);
+        add_digit(f, c);
+        return int_ok(f, true, false);
     default:
         return lit_begin(f, 0, PGD_JLIT_WORDS, 0, 0, false, c);
     }
@@ -365,7 +398,8 @@ static int number_byte(pgd_json_fsm *f, uint8_t c) {
     case ST_N_MINUS:
         if (!digit) return 0;
         f->st = c == '0' ? ST_N_ZERO : ST_N_INT;
-        return 1;
+        add_digit(f, c);
+        return int_ok(f, true, false);
     case ST_N_DOT:
         if (!digit) return 0;
         f->st = ST_N_FRAC;
@@ -384,7 +418,14 @@ static int number_byte(pgd_json_fsm *f, uint8_t c) {
         break;
     }
     if (!number_ends(f->st)) return -1;
-    if (digit) return f->st != ST_N_ZERO; /* no leading zero */
+    if (digit) {
+        if (f->st == ST_N_ZERO) return 0; /* no leading zero */
+        if (f->st == ST_N_INT) {
+            add_digit(f, c);
+            return int_ok(f, true, false);
+        }
+        return 1;
+    }
     bool frac = !node_of(f, f->node)->int_only;
     if (c == '.' && frac && (f->st == ST_N_ZERO || f->st == ST_N_INT)) {
         f->st = ST_N_DOT;
@@ -394,6 +435,7 @@ static int number_byte(pgd_json_fsm *f, uint8_t c) {
         f->st = ST_N_E;
         return 1;
     }
+    if (!int_ok(f, true, true)) return 0; /* out of the bounds: the integer may not end */
     end_value(f);
     return -1;
 }
@@ -463,7 +505,8 @@ bool pgd_json_fsm_try(const pgd_json_fsm *f, const uint8_t *b, size_t n) {
 bool pgd_json_fsm_done(const pgd_json_fsm *f) {
     if (f->st == ST_DONE) return true;
     if (f->depth) return false;
-    return number_ends(f->st) || (f->st == ST_LIT && !f->key && lit_whole(f));
+    if (number_ends(f->st)) return int_ok(f, true, true);
+    return f->st == ST_LIT && !f->key && lit_whole(f);
 }
 
 bool pgd_json_fsm_in_string(const pgd_json_fsm *f, uint32_t *room) {

@@ -31,6 +31,7 @@
 
 #define PGD_JSON_MAX_DEPTH 64
 #define PGD_JSON_MAX_WS    64
+#define PGD_JSON_MAG_SAT   (UINT64_C(1) << 63) /* past every int64 bound */
 
 typedef struct pgd_json_frame {
     uint16_t node;  /* the container's node */
@@ -51,6 +52,8 @@ typedef struct pgd_json_fsm {
     uint16_t code;  /* a \u escape's code unit so far */
     uint16_t node;  /* the value expected, or the string / number being read: its node */
     uint32_t len;   /* the string's code points so far */
+    bool neg;       /* the integer being read has a '-' */
+    uint64_t mag;   /* ... its digits' value so far (saturating at PGD_JSON_MAG_SAT) */
     uint32_t lit_lo, lit_hi, lit_pos;     /* a literal: the candidates sharing the bytes read */
     uint32_t win_lo, win_hi;              /* ... and the tags allowed among them (keys) */
     pgd_json_frame f[PGD_JSON_MAX_DEPTH]; /* [depth] the open containers, outermost first */

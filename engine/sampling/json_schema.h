@@ -9,7 +9,8 @@
  *   - an enum (or const): the value is one of the node's literals, byte for byte in their
  *     compact JSON text (sorted, so the literals sharing a prefix are one range);
  *   - a string: its length in code points within [min_len, max_len];
- *   - a number: int_only refuses a fraction or an exponent;
+ *   - a number: int_only refuses a fraction or an exponent; an integer may be bounded, and a
+ *     digit is taken only while some integer within the bounds begins so;
  *   - an array: each item read by `items`, their count within [min_items, max_items];
  *   - an object with properties: only those keys, in their declared order, each at most once,
  *     every required one present; keys are literals (their JSON text, quotes included, tagged
@@ -56,6 +57,8 @@ typedef struct pgd_jnode {
     uint16_t cls[PGD_JC_COUNT]; /* the node reading a value of each class; PGD_JNODE_NONE */
     uint32_t lit0, n_lits;      /* enum: literals [lit0, lit0 + n_lits); n_lits 0: no enum */
     bool int_only;              /* number: an integer (no '.', no exponent) */
+    bool has_lo, has_hi;        /* integer: bounded below / above */
+    int64_t lo, hi;             /* integer: within [lo, hi] (each where has_*) */
     uint32_t min_len, max_len;  /* string: code points */
     uint16_t items;             /* array: the items' node */
     uint32_t min_items, max_items;

@@ -237,7 +237,7 @@ def test_structured_output(client, pagoda_bin, tmp_path):
 
     class Cat(BaseModel):
         name: str = Field(max_length=12)
-        age: int
+        age: int = Field(ge=0, le=30)
         mood: Mood
         indoor: bool
         toys: list[str] = Field(max_length=2)

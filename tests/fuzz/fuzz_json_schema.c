@@ -19,15 +19,8 @@
 #include "api/json_schema.h"
 #include "common/error.h"
 #include "engine/sampling/json_fsm.h"
+#include "fuzz_util.h"
 #include "support/json_walk.h"
-
-#define FUZZ_CHECK(c)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: fuzz check failed: %s\n", __FILE__, __LINE__, #c);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* No byte taken and not whole: the walk's dead end. */
 static bool dead_end(const pgd_json_fsm *f) {

@@ -31,7 +31,8 @@ class Address(BaseModel):
 
 class Person(BaseModel):
     name: str = Field(min_length=1, max_length=16)
-    age: int
+    age: int = Field(ge=0, le=150)
+    rank: int = Field(gt=-1000, lt=-10)
     height: float
     ok: bool
     color: Color
@@ -59,6 +60,13 @@ HAND = {
                          "required": ["k"], "additionalProperties": False},
                         {"type": "array", "items": {"type": "boolean"}}, {"type": "null"}]}},
         "required": ["u"]},
+    "integers": {"type": "array", "items": {"anyOf": [
+        {"type": "integer", "minimum": -12, "maximum": 345},
+        {"type": "string", "maxLength": 2}]}},
+    "big-integers": {"type": "object", "properties": {
+        "a": {"type": "integer", "minimum": 9007199254740993},
+        "b": {"type": "integer", "exclusiveMaximum": -77.5},
+        "c": {"type": "integer", "minimum": 1000, "maximum": 1005}}, "required": ["a", "b", "c"]},
     "optional-keys": {"type": "object", "properties": {
         k: {"type": "integer"} for k in "abcdef"}, "required": ["c", "f"]},
 }
@@ -147,7 +155,8 @@ def test_walks_are_valid(tool, tmp_path, name):
 def people():
     rng = random.Random(7)
     for i in range(40):
-        yield Person(name="N" * rng.randint(1, 16), age=rng.randint(-5, 120),
+        yield Person(name="N" * rng.randint(1, 16), age=rng.randint(0, 150),
+                     rank=rng.randint(-999, -11),
                      height=rng.uniform(0.5, 2.5), ok=bool(i % 2), color=rng.choice(list(Color)),
                      kind=rng.choice(["a", "b", 3]), tags=["t"] * rng.randint(0, 3),
                      address=None if i % 3 == 0 else Address(street="Main St é",
@@ -177,7 +186,7 @@ def test_pydantic_documents_are_whole(tool, tmp_path, strict):
 
 def test_refused_schema_says_why(tool, tmp_path):
     path = schema_file(tmp_path, {"type": "object", "properties": {
-        "n": {"type": "integer", "minimum": 1}}})
+        "n": {"type": "number", "multipleOf": 2}}})
     p = subprocess.run([tool, "walk", path, "1", "1"], capture_output=True, text=True)
     assert p.returncode == 2
-    assert "'minimum' is not supported" in p.stderr and "/properties/n" in p.stderr
+    assert "'multipleOf' is not supported" in p.stderr and "/properties/n" in p.stderr

@@ -215,7 +215,7 @@ static const bad_case k_bad[] = {
      "response_format.json_schema.strict"},
     {C,
      "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
-     "{\"type\":\"integer\",\"minimum\":0}}}," CHAT_MSGS "}",
+     "{\"type\":\"integer\",\"multipleOf\":2}}}," CHAT_MSGS "}",
      "response_format.json_schema.schema"},
     {C,
      "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"

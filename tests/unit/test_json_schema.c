@@ -58,7 +58,7 @@ typedef struct doc_case {
 
 typedef struct schema_case {
     const char *schema;
-    doc_case docs[12];
+    doc_case docs[16];
 } schema_case;
 
 static const schema_case k_cases[] = {
@@ -131,6 +131,36 @@ static const schema_case k_cases[] = {
       {"{\"s\":[1]", REFUSED},
       {"{\"any\":-", PREFIX},
       {NULL, 0}}},
+    /* integer bounds: a digit only while some integer within them begins so */
+    {"{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":18,"
+     "\"maximum\":120},\"t\":{\"type\":\"integer\",\"exclusiveMinimum\":-5.5,"
+     "\"exclusiveMaximum\":0}},\"required\":[\"age\"]}",
+     {{"{\"age\":18}", WHOLE},
+      {"{\"age\":120,\"t\":-5}", WHOLE},
+      {"{\"age\":1", PREFIX},   /* 1x, 1xx */
+      {"{\"age\":1}", REFUSED}, /* 1 itself is not */
+      {"{\"age\":12", PREFIX},  /* 12x */
+      {"{\"age\":121", REFUSED},
+      {"{\"age\":0", REFUSED},
+      {"{\"age\":-", REFUSED},
+      {"{\"age\":9", PREFIX},
+      {"{\"age\":99,\"t\":-0", REFUSED}, /* t < 0 */
+      {"{\"age\":99,\"t\":-6", REFUSED},
+      {"{\"age\":99,\"t\":-1}", WHOLE}}},
+    {"{\"type\":\"integer\",\"minimum\":-30,\"maximum\":0}",
+     {{"-30", WHOLE},
+      {"-0", WHOLE},
+      {"0", WHOLE},
+      {"-31", REFUSED},
+      {"-3", WHOLE},
+      {"-", PREFIX},
+      {"1", REFUSED},
+      {NULL, 0}}},
+    {"{\"type\":\"integer\",\"minimum\":-9223372036854775807}",
+     {{"9223372036854775807999", WHOLE},
+      {"-9223372036854775807", WHOLE},
+      {"-9223372036854775808", REFUSED},
+      {NULL, 0}}},
     {"{\"type\":\"integer\"}",
      {{"12", WHOLE},
       {"-7 ", WHOLE},
@@ -196,8 +226,17 @@ typedef struct refused_case {
 } refused_case;
 
 static const refused_case k_refused[] = {
-    {"{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0}}}",
-     {"'minimum' is not supported", "/properties/age"}},
+    {"{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"number\",\"minimum\":0}}}",
+     {"'minimum' is supported on integers only", "/properties/age"}},
+    {"{\"type\":[\"integer\",\"number\"],\"exclusiveMaximum\":1}", {"'exclusiveMaximum'", ""}},
+    {"{\"type\":\"integer\",\"minimum\":3,\"exclusiveMaximum\":3}", {"no integer is within", ""}},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":9223372036854775807}",
+     {"no integer is within", ""}},
+    {"{\"type\":\"integer\",\"maximum\":-1e19}", {"no integer is within", ""}},
+    {"{\"type\":\"integer\",\"minimum\":\"1\"}", {"'minimum' must be a number", ""}},
+    {"{\"type\":\"integer\",\"multipleOf\":2}", {"'multipleOf' is not supported", ""}},
+    {"{\"type\":\"integer\",\"minimum\":1e19}", {"no integer is within", ""}},
+    {"{\"enum\":[1,2],\"minimum\":5}", {"no value of 'enum'", ""}},
     {"{\"type\":\"string\",\"pattern\":\"^a\"}", {"'pattern'", "root"}},
     {"{\"type\":\"array\",\"uniqueItems\":true}", {"'uniqueItems'", "root"}},
     {"{\"not\":{}}", {"'not'", "root"}},
@@ -225,8 +264,8 @@ static const refused_case k_refused[] = {
     {"{\"type\":\"object\",\"properties\":{\"a\":false}}", {"'false' admits no value", "/a"}},
     {"{\"anyOf\":[{\"$ref\":\"#\"}]}", {"refers back to its own union", "/anyOf/0"}},
     {"[1]", {"must be an object or a boolean", ""}},
-    {"{\"type\":\"object\",\"properties\":{\"a~b/c\":{\"type\":\"integer\",\"maximum\":1}}}",
-     {"'maximum'", "/properties/a~0b~1c"}},
+    {"{\"type\":\"object\",\"properties\":{\"a~b/c\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
+     {"'pattern'", "/properties/a~0b~1c"}},
 };
 
 static void test_refused(void) {
