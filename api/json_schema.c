@@ -450,6 +450,81 @@ static int int_bounds(builder *b, const bounds *bd, const char *path, uint16_t m
     return 0;
 }
 
+/* A bound in units of 10^-15 (the grid a bounded decimal's digits write on), rounded inward
+ * (`up`: an upper bound, rounded down), exclusive made inclusive on the grid. A real is read
+ * through its shortest round-trip decimal, which is what a double comparison of a number of at
+ * most PGD_JSON_DEC_DIGITS digits agrees with. 1: *out; 0: past any such number on the open
+ * side (no bound); -1: past it on the other (nothing is within). */
+static int dec_bound(const json_t *v, double x, bool excl, bool up, __int128 *out) {
+    const __int128 lim = (__int128)1000000000000000LL * 1000000000000000LL; /* 10^30 */
+    __int128 digits = 0;
+    int exp10 = 0; /* the bound is digits * 10^exp10 */
+    if (json_is_integer(v)) {
+        digits = json_integer_value(v);
+    } else {
+        char buf[40];
+        int p = 1;
+        for (; p <= 17; p++) {
+            snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+            if (strtod(buf, NULL) == x) break;
+        }
+        bool neg = buf[0] == '-';
+        const char *q = buf + neg;
+        int nd = 0;
+        for (; *q && *q != 'e'; q++)
+            if (*q >= '0' && *q <= '9') digits = digits * 10 + (*q - '0'), nd++;
+        exp10 = atoi(q + 1) - (nd - 1);
+        if (neg) digits = -digits;
+    }
+    exp10 += 15; /* into units */
+    __int128 u = digits;
+    bool exact = true;
+    for (; exp10 > 0; exp10--) {
+        if (u > lim || u < -lim) break;
+        u *= 10;
+    }
+    for (; exp10 < 0; exp10++) {
+        __int128 q = u / 10, r = u % 10; /* toward zero */
+        if (r) {
+            exact = false;
+            if (!up && r > 0) q += 1; /* a lower bound rounds up */
+            if (up && r < 0) q -= 1;  /* an upper bound rounds down */
+        }
+        u = q;
+    }
+    if (excl && exact) u += up ? -1 : 1;
+    if (up ? u >= lim : u <= -lim) return 0;
+    if (up ? u <= -lim : u >= lim) return -1;
+    *out = u;
+    return 1;
+}
+
+/* The decimal bounds of node `me` (a number that need not be an integer). */
+static int dec_bounds(builder *b, const bounds *bd, const char *path, uint16_t me) {
+    const __int128 units = 1000000000000000LL;
+    pgd_jnode *n = &b->nodes[me];
+    __int128 lo = 0, hi = 0;
+    int r;
+    if (bd->has_lo) {
+        if ((r = dec_bound(bd->lo_v, bd->lo, bd->lo_excl, false, &lo)) < 0)
+            return fail(b, path, "no number of at most %d digits is within the bounds",
+                        PGD_JSON_DEC_DIGITS);
+        n->has_lo = r > 0;
+    }
+    if (bd->has_hi) {
+        if ((r = dec_bound(bd->hi_v, bd->hi, bd->hi_excl, true, &hi)) < 0)
+            return fail(b, path, "no number of at most %d digits is within the bounds",
+                        PGD_JSON_DEC_DIGITS);
+        n->has_hi = r > 0;
+    }
+    if (n->has_lo && n->has_hi && lo > hi) return fail(b, path, "no number is within the bounds");
+    n->dec = n->has_lo || n->has_hi;
+    __int128 ql = lo / units - (lo % units < 0), qh = hi / units - (hi % units < 0); /* floor */
+    n->lo = (int64_t)ql, n->lo_frac = (int64_t)(lo - ql * units);
+    n->hi = (int64_t)qh, n->hi_frac = (int64_t)(hi - qh * units);
+    return 0;
+}
+
 /* enum / const: the literals of node `me`, filtered by the type. */
 static int compile_enum(builder *b, const json_t *s, const char *path, unsigned types,
                         const bounds *bd, uint16_t me) {
@@ -592,13 +667,11 @@ static int compile_plain(builder *b, const json_t *s, const char *path, int dept
     if ((rc = get_bounds(b, s, path, &bd))) return rc;
     if (json_object_get(s, "enum") || json_object_get(s, "const"))
         return compile_enum(b, s, path, types, &bd, me);
-    if ((bd.has_lo || bd.has_hi) && (types & T_NUM))
-        return fail(b, path,
-                    "'%s' is supported on integers only (\"type\": \"integer\"), not on "
-                    "other numbers",
-                    bd.has_lo ? (json_object_get(s, "minimum") ? "minimum" : "exclusiveMinimum")
-                              : (json_object_get(s, "maximum") ? "maximum" : "exclusiveMaximum"));
-    if ((types & T_INT) && (rc = int_bounds(b, &bd, path, me))) return rc;
+    if (types & T_NUM)
+        rc = dec_bounds(b, &bd, path, me);
+    else if (types & T_INT)
+        rc = int_bounds(b, &bd, path, me);
+    if (rc) return rc;
     pgd_jnode *n = &b->nodes[me];
     if (types & T_OBJ) n->cls[PGD_JC_OBJECT] = me;
     if (types & T_ARR) n->cls[PGD_JC_ARRAY] = me;

@@ -6,7 +6,8 @@
  * declared order, only those), required, additionalProperties (false, true or a schema; with
  * properties only the declared keys are written, which every value of it allows), items,
  * minItems, maxItems, minLength, maxLength (code points), minimum / maximum / exclusiveMinimum /
- * exclusiveMaximum on integers (and on enum values), anyOf and oneOf whose branches begin
+ * exclusiveMaximum (on integers; on other numbers, which are then written without exponent in
+ * at most PGD_JSON_DEC_DIGITS digits; on enum values), anyOf and oneOf whose branches begin
  * in different JSON types (a string, a number, an object, ...: the first byte of a value then
  * picks its branch), allOf of one schema, local $ref ("#", "#/$defs/Name", any JSON pointer
  * into the document; recursion allowed), boolean schemas. Annotations (title, description,
@@ -15,12 +16,12 @@
  * prints them).
  *
  * Refused, by name and with where in the schema (a JSON pointer): keywords constraining what
- * this does not follow (pattern, bounds on numbers that need not be integers, multipleOf,
- * uniqueItems: true, not, if, prefixItems, patternProperties, min/maxProperties, ...), anyOf
- * branches that begin alike, allOf of several schemas, $ref next to constraints, remote $ref,
- * an enum of objects or arrays, bounds the wrong way round, required keys that are not
- * properties, and any subschema no finite value satisfies (so that a constrained walk never
- * meets a dead end).
+ * this does not follow (pattern, multipleOf, uniqueItems: true, not, if, prefixItems,
+ * patternProperties, min/maxProperties, ...), anyOf branches that begin alike, allOf of several
+ * schemas, $ref next to constraints, remote $ref, an enum of objects or arrays, bounds the
+ * wrong way round or that no number of at most PGD_JSON_DEC_DIGITS digits meets, required keys
+ * that are not properties, and any subschema no finite value satisfies (so that a constrained
+ * walk never meets a dead end).
  * Limits: PGD_API_SCHEMA_MAX_NODES subschemas, 64 levels of nesting.
  *
  * Threading: pure functions; the result is read-only and counted (pgd_json_schema_unref).

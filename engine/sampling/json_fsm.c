@@ -128,17 +128,21 @@ static bool lit_begin(pgd_json_fsm *f, uint32_t lo, uint32_t hi, uint32_t win_lo
     return lit_advance(f, c);
 }
 
-/* ---- integers ---------------------------------------------------------------------------- */
+/* ---- bounded numbers ------------------------------------------------------------------------ */
 
-#define BIG ((__int128)1 << 100) /* past any magnitude or bound here */
+#define BIG   ((__int128)1 << 100)           /* past any magnitude or bound here */
+#define UNITS ((__int128)1000000000000000LL) /* a decimal's units: 10^-15 */
 
-/* Whether the integer being read (f->neg, f->mag; `digits`: any digit read yet) can still
- * become, or is (`whole`), one within its node's bounds. The magnitudes that digits m can still
- * become are m and [m * 10^k, (m + 1) * 10^k - 1] for every k >= 1 (none past a lone 0). */
-static bool int_ok(const pgd_json_fsm *f, bool digits, bool whole) {
-    const pgd_jnode *n = node_of(f, f->node);
-    if (!n->int_only || (!n->has_lo && !n->has_hi)) return true;
-    __int128 lo = n->has_lo ? n->lo : -BIG, hi = n->has_hi ? n->hi : BIG;
+static __int128 pow10_128(int e) {
+    __int128 p = 1;
+    while (e-- > 0) p *= 10;
+    return p;
+}
+
+/* Whether the integer read so far (f->neg, f->mag; `digits`: any digit yet) can still become,
+ * or is (`whole`), one within [lo, hi]. The magnitudes digits m can still become are m and
+ * [m * 10^k, (m + 1) * 10^k - 1] for every k >= 1 (none past a lone 0). */
+static bool int_ok(const pgd_json_fsm *f, __int128 lo, __int128 hi, bool digits, bool whole) {
     if (!digits) return lo <= -1 || (lo <= 0 && 0 <= hi); /* a '-': negative, or -0 */
     __int128 m = f->mag;
     if (whole || m == 0) {
@@ -151,10 +155,77 @@ static bool int_ok(const pgd_json_fsm *f, bool digits, bool whole) {
     return false;
 }
 
+/* Whether [lo, hi] holds one of s, s + g, ..., e (units). */
+static bool grid_meets(__int128 s, __int128 e, __int128 g, __int128 lo, __int128 hi) {
+    __int128 a = lo > s ? lo : s;
+    __int128 x = s + (a - s + g - 1) / g * g;
+    return x <= e && x <= hi;
+}
+
+/* The same for a bounded decimal (at most PGD_JSON_DEC_DIGITS digits, no exponent; in units of
+ * 10^-15): the digits still to come extend the integer part (j more digits: [m * 10^j,
+ * (m + 1) * 10^j) on the grid the digits left for the fraction allow) or, after the '.', the
+ * fraction ([x, x + 10^-k) on such a grid). */
+static bool dec_ok(const pgd_json_fsm *f, __int128 lo, __int128 hi, bool whole) {
+    if (f->neg) {
+        __int128 t = lo;
+        lo = -hi, hi = -t;
+    }
+    int k = f->frac, left = PGD_JSON_DEC_DIGITS - f->ndig;
+    __int128 x = (__int128)f->mag * UNITS + (k > 0 ? f->fval * pow10_128(15 - k) : 0);
+    if (whole) return lo <= x && x <= hi;
+    if (k >= 0 || f->mag == 0) { /* the fraction: after the '.', or after a lone 0 */
+        int kk = k > 0 ? k : 0, r = left < 15 - kk ? left : 15 - kk;
+        if (k >= 0 && r == 0 && k == 0) return false; /* a '.' with no digit left */
+        __int128 g = pow10_128(15 - kk - r);
+        return grid_meets(x, x + pow10_128(15 - kk) - g, g, lo, hi);
+    }
+    for (int j = 0; j <= left; j++) {
+        int r = left - j < 15 ? left - j : 15;
+        __int128 g = pow10_128(15 - r), s = (__int128)f->mag * pow10_128(j) * UNITS;
+        if (grid_meets(s, s + pow10_128(j) * UNITS - g, g, lo, hi)) return true;
+    }
+    return false;
+}
+
+/* Whether the number read so far can still become, or is (`whole`), one its node allows:
+ * always when unbounded. `digits`: any digit read yet (a lone '-' has none). */
+static bool num_ok(const pgd_json_fsm *f, bool digits, bool whole) {
+    const pgd_jnode *n = node_of(f, f->node);
+    if (!n->has_lo && !n->has_hi) return true;
+    if (!n->dec) {
+        __int128 lo = n->has_lo ? n->lo : -BIG, hi = n->has_hi ? n->hi : BIG;
+        return int_ok(f, lo, hi, digits, whole);
+    }
+    __int128 lo = n->has_lo ? (__int128)n->lo * UNITS + n->lo_frac : -BIG;
+    __int128 hi = n->has_hi ? (__int128)n->hi * UNITS + n->hi_frac : BIG;
+    if (digits) return dec_ok(f, lo, hi, whole);
+    for (uint64_t d = 0; d < 10; d++) { /* a '-': some first digit goes on */
+        pgd_json_fsm t = *f;
+        t.mag = d, t.ndig = d != 0;
+        if (dec_ok(&t, lo, hi, false)) return true;
+    }
+    return false;
+}
+
 /* A digit of the integer part: its value so far, saturating past every bound. */
 static void add_digit(pgd_json_fsm *f, uint8_t c) {
     uint64_t d = (uint64_t)(c - '0');
+    if (f->mag || d) f->ndig++;
     f->mag = f->mag > (UINT64_MAX - 9) / 10 ? UINT64_MAX : f->mag * 10 + d;
+}
+
+/* A fraction digit (counted: a bounded decimal's value kept). */
+static void add_frac(pgd_json_fsm *f, uint8_t c) {
+    f->ndig++;
+    if (f->frac < 18) f->fval = f->fval * 10 + (uint64_t)(c - '0');
+    if (f->frac < INT8_MAX) f->frac++;
+}
+
+/* Whether a bounded decimal has room for another digit. */
+static bool digit_room(const pgd_json_fsm *f) {
+    const pgd_jnode *n = node_of(f, f->node);
+    return !n->dec || f->ndig < PGD_JSON_DEC_DIGITS;
 }
 
 /* ---- containers and values ----------------------------------------------------------------- */
@@ -213,10 +284,12 @@ static bool begin_value(pgd_json_fsm *f, uint8_t c) {
     case PGD_JC_NUMBER:
         f->st = c == '-' ? ST_N_MINUS : c == '0' ? ST_N_ZERO : ST_N_INT;
         f->neg = c == '-';
-        f->mag = 0;
-        if (c == '-') return int_ok(f, false, false);
+        f->mag = f->fval = 0;
+        f->frac = -1;
+        f->ndig = 0;
+        if (c == '-') return num_ok(f, false, false);
         add_digit(f, c);
-        return int_ok(f, true, false);
+        return num_ok(f, true, false);
     default:
         return lit_begin(f, 0, PGD_JLIT_WORDS, 0, 0, false, c);
     }
@@ -394,16 +467,18 @@ static bool number_ends(uint8_t st) {
 /* In a number: 1 taken, 0 refused, -1 the number ended before c (or not a number state). */
 static int number_byte(pgd_json_fsm *f, uint8_t c) {
     bool digit = c >= '0' && c <= '9';
+    bool dec = node_of(f, f->node)->dec;
     switch (f->st) {
     case ST_N_MINUS:
         if (!digit) return 0;
         f->st = c == '0' ? ST_N_ZERO : ST_N_INT;
         add_digit(f, c);
-        return int_ok(f, true, false);
+        return num_ok(f, true, false);
     case ST_N_DOT:
         if (!digit) return 0;
         f->st = ST_N_FRAC;
-        return 1;
+        add_frac(f, c);
+        return num_ok(f, true, false);
     case ST_N_E:
         if (c == '+' || c == '-') {
             f->st = ST_N_ESIGN;
@@ -419,23 +494,25 @@ static int number_byte(pgd_json_fsm *f, uint8_t c) {
     }
     if (!number_ends(f->st)) return -1;
     if (digit) {
-        if (f->st == ST_N_ZERO) return 0; /* no leading zero */
-        if (f->st == ST_N_INT) {
+        if (f->st == ST_N_ZERO || !digit_room(f)) return 0; /* no leading zero */
+        if (f->st == ST_N_EXP) return 1;
+        if (f->st == ST_N_INT)
             add_digit(f, c);
-            return int_ok(f, true, false);
-        }
-        return 1;
+        else
+            add_frac(f, c);
+        return num_ok(f, true, false);
     }
     bool frac = !node_of(f, f->node)->int_only;
     if (c == '.' && frac && (f->st == ST_N_ZERO || f->st == ST_N_INT)) {
         f->st = ST_N_DOT;
-        return 1;
+        f->frac = 0;
+        return num_ok(f, true, false);
     }
-    if ((c == 'e' || c == 'E') && frac && f->st != ST_N_EXP) {
+    if ((c == 'e' || c == 'E') && frac && !dec && f->st != ST_N_EXP) {
         f->st = ST_N_E;
         return 1;
     }
-    if (!int_ok(f, true, true)) return 0; /* out of the bounds: the integer may not end */
+    if (!num_ok(f, true, true)) return 0; /* out of the bounds: the number may not end */
     end_value(f);
     return -1;
 }
@@ -505,7 +582,7 @@ bool pgd_json_fsm_try(const pgd_json_fsm *f, const uint8_t *b, size_t n) {
 bool pgd_json_fsm_done(const pgd_json_fsm *f) {
     if (f->st == ST_DONE) return true;
     if (f->depth) return false;
-    if (number_ends(f->st)) return int_ok(f, true, true);
+    if (number_ends(f->st)) return num_ok(f, true, true);
     return f->st == ST_LIT && !f->key && lit_whole(f);
 }
 

@@ -31,7 +31,6 @@
 
 #define PGD_JSON_MAX_DEPTH 64
 #define PGD_JSON_MAX_WS    64
-#define PGD_JSON_MAG_SAT   (UINT64_C(1) << 63) /* past every int64 bound */
 
 typedef struct pgd_json_frame {
     uint16_t node;  /* the container's node */
@@ -52,8 +51,11 @@ typedef struct pgd_json_fsm {
     uint16_t code;  /* a \u escape's code unit so far */
     uint16_t node;  /* the value expected, or the string / number being read: its node */
     uint32_t len;   /* the string's code points so far */
-    bool neg;       /* the integer being read has a '-' */
-    uint64_t mag;   /* ... its digits' value so far (saturating at PGD_JSON_MAG_SAT) */
+    bool neg;       /* the number being read has a '-' */
+    uint64_t mag;   /* ... its integer digits' value so far (saturating) */
+    int8_t frac;    /* ... its fraction digits so far (-1: no '.' yet) */
+    uint8_t ndig;   /* ... its digits but a lone leading 0 */
+    uint64_t fval;  /* ... its fraction digits' value (a bounded decimal's) */
     uint32_t lit_lo, lit_hi, lit_pos;     /* a literal: the candidates sharing the bytes read */
     uint32_t win_lo, win_hi;              /* ... and the tags allowed among them (keys) */
     pgd_json_frame f[PGD_JSON_MAX_DEPTH]; /* [depth] the open containers, outermost first */

@@ -9,8 +9,10 @@
  *   - an enum (or const): the value is one of the node's literals, byte for byte in their
  *     compact JSON text (sorted, so the literals sharing a prefix are one range);
  *   - a string: its length in code points within [min_len, max_len];
- *   - a number: int_only refuses a fraction or an exponent; an integer may be bounded, and a
- *     digit is taken only while some integer within the bounds begins so;
+ *   - a number: int_only refuses a fraction or an exponent; a number may be bounded, and a
+ *     digit is taken only while some number within the bounds begins so (a bounded number that
+ *     need not be an integer is written without exponent, in at most PGD_JSON_DEC_DIGITS
+ *     digits);
  *   - an array: each item read by `items`, their count within [min_items, max_items];
  *   - an object with properties: only those keys, in their declared order, each at most once,
  *     every required one present; keys are literals (their JSON text, quotes included, tagged
@@ -52,13 +54,21 @@ enum {
 #define PGD_JNODE_OBJ   1          /* any JSON object */
 #define PGD_JLIT_WORDS  3          /* literals 0..2: false, null, true */
 #define PGD_JNEED_INF   UINT8_MAX  /* pgd_jnode.need of a node no finite value satisfies */
+#define PGD_JSON_DEC_DIGITS                                                                        \
+    15 /* digits of a bounded decimal: each such number a double                                   \
+          tells apart, so exact and double comparisons agree */
 
 typedef struct pgd_jnode {
     uint16_t cls[PGD_JC_COUNT]; /* the node reading a value of each class; PGD_JNODE_NONE */
     uint32_t lit0, n_lits;      /* enum: literals [lit0, lit0 + n_lits); n_lits 0: no enum */
     bool int_only;              /* number: an integer (no '.', no exponent) */
-    bool has_lo, has_hi;        /* integer: bounded below / above */
-    int64_t lo, hi;             /* integer: within [lo, hi] (each where has_*) */
+    bool has_lo, has_hi;        /* number: bounded below / above */
+    int64_t lo, hi;             /* ... within [lo, hi] (each where has_*): an integer's bounds,
+                                   or the integer parts of a decimal's (below) */
+    bool dec;                   /* a number that need not be an integer, bounded: written without
+                                   an exponent in at most PGD_JSON_DEC_DIGITS digits */
+    int64_t lo_frac, hi_frac;   /* dec: the bounds' fractions in units of 10^-15, [0, 10^15):
+                                   the bound is lo + lo_frac * 10^-15 (so -0.5 is -1 + 5e14) */
     uint32_t min_len, max_len;  /* string: code points */
     uint16_t items;             /* array: the items' node */
     uint32_t min_items, max_items;

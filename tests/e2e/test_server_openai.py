@@ -226,7 +226,7 @@ def test_structured_output(client, pagoda_bin, tmp_path):
     with pydantic. Sampled (8 seeds, streamed too); a recursive model; a schema on
     /v1/completions, checked by the jsonschema package."""
     import enum
-    from typing import Optional
+    from typing import Annotated, Optional
 
     import jsonschema
     from pydantic import BaseModel, Field
@@ -238,10 +238,11 @@ def test_structured_output(client, pagoda_bin, tmp_path):
     class Cat(BaseModel):
         name: str = Field(max_length=12)
         age: int = Field(ge=0, le=30)
+        weight_kg: float = Field(gt=0, le=12.5)
         mood: Mood
         indoor: bool
-        toys: list[str] = Field(max_length=2)
-        owner: Optional[str] = None
+        toys: list[Annotated[str, Field(max_length=16)]] = Field(max_length=2)
+        owner: Optional[Annotated[str, Field(max_length=16)]] = None
 
     msgs = [{"role": "user", "content": "Describe a cat as JSON."}]
     for seed in range(8):

@@ -33,6 +33,7 @@ class Person(BaseModel):
     name: str = Field(min_length=1, max_length=16)
     age: int = Field(ge=0, le=150)
     rank: int = Field(gt=-1000, lt=-10)
+    score: float = Field(ge=0, le=1)
     height: float
     ok: bool
     color: Color
@@ -67,6 +68,13 @@ HAND = {
         "a": {"type": "integer", "minimum": 9007199254740993},
         "b": {"type": "integer", "exclusiveMaximum": -77.5},
         "c": {"type": "integer", "minimum": 1000, "maximum": 1005}}, "required": ["a", "b", "c"]},
+    "decimals": {"type": "array", "items": {"anyOf": [
+        {"type": "number", "exclusiveMinimum": -2.5, "maximum": 0.30000000000000004},
+        {"type": "object", "properties": {
+            "tiny": {"type": "number", "exclusiveMinimum": 1e-10, "maximum": 1e-9},
+            "neg": {"type": "number", "minimum": -1e14, "exclusiveMaximum": -99.125},
+            "big": {"type": "number", "minimum": 123456789.5}},
+         "required": ["tiny", "neg", "big"]}]}},
     "optional-keys": {"type": "object", "properties": {
         k: {"type": "integer"} for k in "abcdef"}, "required": ["c", "f"]},
 }
@@ -152,11 +160,56 @@ def test_walks_are_valid(tool, tmp_path, name):
     assert verdicts.count("refused") > len(near) // 4  # the mutations do get refused
 
 
+BOUNDS = [
+    {"minimum": 0, "maximum": 1}, {"exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3},
+    {"minimum": 0.1, "maximum": 0.30000000000000004}, {"minimum": -2.5, "exclusiveMaximum": -2.25},
+    {"exclusiveMinimum": 1e-10, "maximum": 1e-9}, {"minimum": 1234.5678, "maximum": 1234.568},
+    {"maximum": -0.001}, {"exclusiveMinimum": 99999999999999.9}, {"minimum": 7, "maximum": 7},
+]
+
+
+def near(bound):
+    """Numbers written near a bound: the bound itself and its neighbours a few digits away, in
+    plain notation with every number of fraction digits, as a model might write them."""
+    out = set()
+    for digits in range(1, 17):
+        for delta in (-1, 0, 1):
+            x = bound + delta * 10 ** -digits * max(1, abs(bound))
+            out.add(repr(x))
+            out.update(f"{x:.{p}f}" for p in range(17))
+    return out
+
+
+@pytest.mark.parametrize("i", range(len(BOUNDS)))
+def test_decimal_bounds_agree_with_the_validator(tool, tmp_path, i):
+    """A bounded number (no exponent, at most 15 digits) is whole to the recognizer exactly when
+    the jsonschema package (comparing doubles) says it is within the bounds: at the bounds, next
+    to them, at every number of digits."""
+    schema = {"type": "number", **BOUNDS[i]}
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = set()
+    for b in BOUNDS[i].values():
+        texts |= near(b)
+    texts = sorted(t for t in texts if "e" not in t and "inf" not in t and "nan" not in t)
+    verdicts = check(tool, schema_file(tmp_path, schema), texts)
+    both = 0
+    for t, v in zip(texts, verdicts):
+        n_digits = len(t.lstrip("-").split(".")[0].lstrip("0")) + \
+            (len(t.split(".")[1]) if "." in t else 0)
+        valid = validator.is_valid(json.loads(t))
+        if v == "whole":
+            assert valid, t
+        elif valid and n_digits <= 15:
+            assert False, f"{t} ({n_digits} digits) is within the bounds but {v}"
+        both += valid and v == "whole"
+    assert both > 5
+
+
 def people():
     rng = random.Random(7)
     for i in range(40):
         yield Person(name="N" * rng.randint(1, 16), age=rng.randint(0, 150),
-                     rank=rng.randint(-999, -11),
+                     rank=rng.randint(-999, -11), score=rng.choice([0, 1, 0.5, 0.25, 0.999]),
                      height=rng.uniform(0.5, 2.5), ok=bool(i % 2), color=rng.choice(list(Color)),
                      kind=rng.choice(["a", "b", 3]), tags=["t"] * rng.randint(0, 3),
                      address=None if i % 3 == 0 else Address(street="Main St é",
