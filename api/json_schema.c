@@ -178,8 +178,6 @@ static const char *const k_refused[] = {
     "contains",
     "minContains",
     "maxContains",
-    "prefixItems",
-    "additionalItems",
     "unevaluatedItems",
     "unevaluatedProperties",
     "$dynamicRef",
@@ -294,8 +292,13 @@ static int resolve(builder *b, const char *ref, const char *path, const json_t *
 
 static int compile(builder *b, const json_t *s, const char *path, int depth, uint16_t *out);
 
+/* A number without enum or bounds (an integer or any number). */
+static bool plain_number(const pgd_jnode *n) {
+    return !n->n_lits && !n->has_lo && !n->has_hi;
+}
+
 /* anyOf / oneOf: the branches' classes merged into node `me`; two branches may not both take
- * one class. */
+ * one class, but for unbounded numbers (any number then). */
 static int compile_union(builder *b, const json_t *arr, const char *key, const char *path,
                          int depth, uint16_t me) {
     if (!json_is_array(arr) || !json_array_size(arr))
@@ -313,9 +316,15 @@ static int compile_union(builder *b, const json_t *arr, const char *key, const c
         if (!b->ready[br])
             return fail(b, sub, "a '%s' branch that refers back to its own union", key);
         for (int c = 0; c < PGD_JC_COUNT; c++) {
-            uint16_t h = b->nodes[br].cls[c];
+            uint16_t h = b->nodes[br].cls[c], was = b->nodes[me].cls[c];
             if (h == PGD_JNODE_NONE) continue;
-            if (b->nodes[me].cls[c] != PGD_JNODE_NONE && b->nodes[me].cls[c] != h)
+            if (c == PGD_JC_NUMBER && was != PGD_JNODE_NONE && was != h &&
+                plain_number(&b->nodes[was]) && plain_number(&b->nodes[h])) {
+                /* integers or numbers (Union[int, float]): numbers */
+                if (b->nodes[was].int_only) b->nodes[me].cls[c] = h, from[c] = i;
+                continue;
+            }
+            if (was != PGD_JNODE_NONE && was != h)
                 return fail(b, path,
                             "'%s' branches %zu and %zu both accept %s: branches must begin "
                             "differently (differ in JSON type)",
@@ -634,24 +643,51 @@ static int compile_object(builder *b, const json_t *s, const char *path, int dep
     return 0;
 }
 
+/* items, prefixItems (or the older items as an array, with additionalItems), minItems,
+ * maxItems: node `me`'s array. The leading items' nodes are kept in the properties' table. */
 static int compile_array(builder *b, const json_t *s, const char *path, int depth, uint16_t me) {
-    const json_t *items = json_object_get(s, "items");
-    if (json_is_array(items))
-        return fail(b, path, "'items' as an array (a tuple) is not supported");
+    const json_t *prefix = json_object_get(s, "prefixItems"), *rest = json_object_get(s, "items");
+    const char *rest_key = "items", *prefix_key = "prefixItems";
+    if (json_is_array(rest)) {
+        if (prefix) return fail(b, path, "'items' as an array next to 'prefixItems'");
+        prefix = rest, prefix_key = "items";
+        rest = json_object_get(s, "additionalItems"), rest_key = "additionalItems";
+    }
+    if (prefix && !json_is_array(prefix))
+        return fail(b, path, "'%s' must be an array of schemas", prefix_key);
     uint32_t lo, hi;
     int rc;
     if ((rc = get_count(b, s, "minItems", path, 0, &lo)) ||
         (rc = get_count(b, s, "maxItems", path, PGD_JSON_NO_MAX, &hi)))
         return rc;
-    if (lo > hi) return fail(b, path, "'minItems' is above 'maxItems'");
-    uint16_t x = PGD_JNODE_ANY;
-    if (items) {
+    size_t np = prefix ? json_array_size(prefix) : 0;
+    if (np > UINT16_MAX) return fail(b, path, "too many '%s'", prefix_key);
+    if (json_is_false(rest) && hi > np) hi = (uint32_t)np; /* nothing past the leading items */
+    if (lo > hi)
+        return fail(b, path, "'minItems' is above %s",
+                    json_is_false(rest) ? "the items allowed" : "'maxItems'");
+    size_t p0 = b->n_props;
+    if (np) {
+        if (grow((void **)&b->props, &b->cap_props, p0 + np, sizeof *b->props)) return PGD_ENOMEM;
+        b->n_props += np;
+    }
+    for (size_t i = 0; i < np; i++) {
         char sub[MAX_PATH];
-        snprintf(sub, sizeof sub, "%s/items", path);
-        if ((rc = compile(b, items, sub, depth + 1, &x))) return rc;
+        snprintf(sub, sizeof sub, "%s/%s/%zu", path, prefix_key, i);
+        uint16_t x;
+        if ((rc = compile(b, json_array_get(prefix, i), sub, depth + 1, &x))) return rc;
+        b->props[p0 + i] = (pgd_jprop){.node = x};
+    }
+    uint16_t x = PGD_JNODE_ANY;
+    if (rest && !json_is_false(rest)) {
+        char sub[MAX_PATH];
+        snprintf(sub, sizeof sub, "%s/%s", path, rest_key);
+        if ((rc = compile(b, rest, sub, depth + 1, &x))) return rc;
     }
     pgd_jnode *n = &b->nodes[me];
     n->items = x;
+    n->tup0 = (uint32_t)p0;
+    n->n_tup = (uint32_t)np;
     n->min_items = lo;
     n->max_items = hi;
     return 0;
@@ -752,7 +788,13 @@ static uint8_t add1(uint8_t x) {
 static uint8_t class_need(const builder *b, const uint8_t *need, uint16_t h, int c) {
     const pgd_jnode *n = &b->nodes[h];
     if (n->n_lits || (c != PGD_JC_OBJECT && c != PGD_JC_ARRAY)) return 0;
-    if (c == PGD_JC_ARRAY) return n->min_items ? add1(need[n->items]) : 1;
+    if (c == PGD_JC_ARRAY) { /* the items it must hold */
+        uint8_t m = 0;
+        for (uint32_t i = 0; i < n->min_items && i < n->n_tup; i++)
+            if (need[b->props[n->tup0 + i].node] > m) m = need[b->props[n->tup0 + i].node];
+        if (n->min_items > n->n_tup && need[n->items] > m) m = need[n->items];
+        return add1(m);
+    }
     uint8_t m = 0;
     for (uint32_t i = 0; n->props && i < n->n_props; i++) {
         const pgd_jprop *p = &b->props[n->prop0 + i];

@@ -5,18 +5,19 @@
  * What is followed: type (a name or a list), enum, const, properties (keys written in their
  * declared order, only those), required, additionalProperties (false, true or a schema; with
  * properties only the declared keys are written, which every value of it allows), items,
+ * prefixItems (or items as a list with additionalItems),
  * minItems, maxItems, minLength, maxLength (code points), minimum / maximum / exclusiveMinimum /
  * exclusiveMaximum (on integers; on other numbers, which are then written without exponent in
  * at most PGD_JSON_DEC_DIGITS digits; on enum values), anyOf and oneOf whose branches begin
  * in different JSON types (a string, a number, an object, ...: the first byte of a value then
- * picks its branch), allOf of one schema, local $ref ("#", "#/$defs/Name", any JSON pointer
- * into the document; recursion allowed), boolean schemas. Annotations (title, description,
- * default, examples, format, ...) and unknown keywords are ignored, as JSON Schema has it.
- * Enum and const values are written in compact JSON text (an enum of numbers: as jansson
- * prints them).
+ * picks its branch; unbounded integer and number branches are any number), allOf of one schema,
+ * local $ref ("#", "#/$defs/Name", any JSON pointer into the document; recursion allowed), boolean
+ * schemas. Annotations (title, description, default, examples, format, ...) and unknown keywords
+ * are ignored, as JSON Schema has it. Enum and const values are written in compact JSON text (an
+ * enum of numbers: as jansson prints them).
  *
  * Refused, by name and with where in the schema (a JSON pointer): keywords constraining what
- * this does not follow (pattern, multipleOf, uniqueItems: true, not, if, prefixItems,
+ * this does not follow (pattern, multipleOf, uniqueItems: true, not, if, contains,
  * patternProperties, min/maxProperties, ...), anyOf branches that begin alike, allOf of several
  * schemas, $ref next to constraints, remote $ref, an enum of objects or arrays, bounds the
  * wrong way round or that no number of at most PGD_JSON_DEC_DIGITS digits meets, required keys

@@ -362,9 +362,10 @@ static bool close(pgd_json_fsm *f, uint8_t c) {
 static bool next_item(pgd_json_fsm *f) {
     pgd_json_frame *fr = top(f);
     const pgd_jnode *n = node_of(f, fr->node);
-    if (fr->count >= n->max_items || !fits(f, n->items)) return false;
+    uint16_t item = fr->count < n->n_tup ? f->sc->props[n->tup0 + fr->count].node : n->items;
+    if (fr->count >= n->max_items || !fits(f, item)) return false;
     fr->count++;
-    f->node = n->items;
+    f->node = item;
     return true;
 }
 

@@ -13,7 +13,8 @@
  *     digit is taken only while some number within the bounds begins so (a bounded number that
  *     need not be an integer is written without exponent, in at most PGD_JSON_DEC_DIGITS
  *     digits);
- *   - an array: each item read by `items`, their count within [min_items, max_items];
+ *   - an array: each item read by `items` (the leading ones by their own nodes: a tuple),
+ *     their count within [min_items, max_items];
  *   - an object with properties: only those keys, in their declared order, each at most once,
  *     every required one present; keys are literals (their JSON text, quotes included, tagged
  *     with the property's index);
@@ -70,7 +71,9 @@ typedef struct pgd_jnode {
     int64_t lo_frac, hi_frac;   /* dec: the bounds' fractions in units of 10^-15, [0, 10^15):
                                    the bound is lo + lo_frac * 10^-15 (so -0.5 is -1 + 5e14) */
     uint32_t min_len, max_len;  /* string: code points */
-    uint16_t items;             /* array: the items' node */
+    uint16_t items;             /* array: the items' node (past the leading ones) */
+    uint32_t tup0, n_tup;       /* array: its leading items' nodes (prefixItems), props
+                                   [tup0, tup0 + n_tup) */
     uint32_t min_items, max_items;
     bool props;              /* object: declared properties only (else any keys -> extra) */
     uint32_t prop0, n_props; /* object: properties [prop0, prop0 + n_props) in their order */
@@ -82,6 +85,7 @@ typedef struct pgd_jnode {
     uint8_t need_arr;        /* ... the smallest array it reads (1, or 1 + the items' need) */
 } pgd_jnode;
 
+/* An object's property, or an array's leading item (node only). */
 typedef struct pgd_jprop {
     uint16_t node;     /* the value's node */
     bool required;     /* must be present */

@@ -332,11 +332,14 @@ SCHEMAS = [
     {"type": "array", "items": {"type": "integer", "minimum": -12, "exclusiveMaximum": 345}},
     {"type": "array", "items": {"type": "number", "exclusiveMinimum": -2.5, "maximum": 0.3}},
     {"type": "number", "minimum": 1e-10, "exclusiveMaximum": 99999999999999.9},
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"enum": ["a", "b"]}],
+     "items": {"type": "boolean"}, "minItems": 1},
+    {"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "array", "items": False}]},
 ]
 SCHEMA_DOCS = ['{"name":"Ann","age":31}', '{"v":1,"next":{"v":2,"next":null}}', '["ab",10]',
                '{"x":true,"y":null}', '{"b":[{"b":[]}]}', '{"k":[1,{"q":"\\u00e9"}]}',
                '[1,"2",null]', '"x"', '-12', '{"a~b/c":false}', '[-12,344]', '[-2.4,0.3]',
-               '0.0000000001']
+               '0.0000000001', '[1,"a",true]', '[]']
 
 
 def schema_seeds():

@@ -10,7 +10,7 @@ import json
 import pathlib
 import random
 import subprocess
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import jsonschema
 import pytest
@@ -39,6 +39,9 @@ class Person(BaseModel):
     color: Color
     kind: Literal["a", "b", 3]
     tags: list[str] = Field(max_length=3)
+    pair: tuple[int, str]
+    rest: tuple[bool, ...]
+    either: Union[int, float]
     address: Optional[Address] = None
     scores: dict[str, int] = {}
 
@@ -212,6 +215,7 @@ def people():
                      rank=rng.randint(-999, -11), score=rng.choice([0, 1, 0.5, 0.25, 0.999]),
                      height=rng.uniform(0.5, 2.5), ok=bool(i % 2), color=rng.choice(list(Color)),
                      kind=rng.choice(["a", "b", 3]), tags=["t"] * rng.randint(0, 3),
+                     pair=(i, "p"), rest=(True,) * (i % 3), either=rng.choice([1, 2.5]),
                      address=None if i % 3 == 0 else Address(street="Main St é",
                                                              zip=None if i % 2 else "12345"),
                      scores={"x": i, "y": -i} if i % 4 else {})
