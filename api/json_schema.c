@@ -32,6 +32,7 @@ typedef struct builder {
     const json_t *root;
     pgd_jnode *nodes;
     bool *ready;  /* [node] its classes are known (anyOf may merge it) */
+    bool *done;   /* [node] compiled whole (a union of objects may merge its keys) */
     char **paths; /* [node] where it is, for messages */
     size_t n_nodes, cap_nodes;
     pgd_jprop *props;
@@ -81,9 +82,11 @@ static int new_node(builder *b, const char *path, uint16_t *out) {
         if (nodes) b->nodes = nodes;
         bool *ready = realloc(b->ready, c * sizeof *ready);
         if (ready) b->ready = ready;
+        bool *done = realloc(b->done, c * sizeof *done);
+        if (done) b->done = done;
         char **paths = realloc(b->paths, c * sizeof *paths);
         if (paths) b->paths = paths;
-        if (!nodes || !ready || !paths) return PGD_ENOMEM;
+        if (!nodes || !ready || !done || !paths) return PGD_ENOMEM;
         b->cap_nodes = c;
     }
     if (!(b->paths[b->n_nodes] = strdup(path))) return PGD_ENOMEM;
@@ -91,7 +94,7 @@ static int new_node(builder *b, const char *path, uint16_t *out) {
     pgd_json_schema_base_nodes(base);
     b->nodes[b->n_nodes] = base[PGD_JNODE_OBJ];
     b->nodes[b->n_nodes].cls[PGD_JC_OBJECT] = PGD_JNODE_NONE;
-    b->ready[b->n_nodes] = false;
+    b->ready[b->n_nodes] = b->done[b->n_nodes] = false;
     *out = (uint16_t)b->n_nodes++;
     return 0;
 }
@@ -147,14 +150,34 @@ static int lit_cmp(const void *x, const void *y) {
     return (a->len > c->len) - (a->len < c->len);
 }
 
-/* Sorts literals [from, n_lits) bytewise and drops repeats. */
-static void sort_lits(builder *b, size_t from) {
+static int lit_tag_cmp(const void *x, const void *y) {
+    int r = lit_cmp(x, y);
+    if (r) return r;
+    const lit *a = x, *c = y;
+    return (a->tag > c->tag) - (a->tag < c->tag);
+}
+
+/* Sorts literals [from, n_lits) bytewise (equal texts by tag) and, with `dedupe`, drops
+ * repeated texts. */
+static void sort_lits(builder *b, size_t from, bool dedupe) {
     g_text = b->text;
-    qsort(b->lits + from, b->n_lits - from, sizeof *b->lits, lit_cmp);
+    qsort(b->lits + from, b->n_lits - from, sizeof *b->lits, lit_tag_cmp);
+    if (!dedupe) return;
     size_t w = from;
     for (size_t i = from; i < b->n_lits; i++)
         if (w == from || lit_cmp(&b->lits[w - 1], &b->lits[i])) b->lits[w++] = b->lits[i];
     b->n_lits = w;
+}
+
+/* Appends a copy of literal i with another tag (the arena may move meanwhile). */
+static int copy_lit(builder *b, const char *path, size_t i, uint32_t tag) {
+    size_t n = b->lits[i].len;
+    char *t = malloc(n ? n : 1);
+    if (!t) return PGD_ENOMEM;
+    memcpy(t, b->text + b->lits[i].off, n);
+    int rc = add_lit(b, path, t, n, tag);
+    free(t);
+    return rc;
 }
 
 /* ---- keywords ----------------------------------------------------------------------------------
@@ -292,6 +315,144 @@ static int resolve(builder *b, const char *ref, const char *path, const json_t *
 
 static int compile(builder *b, const json_t *s, const char *path, int depth, uint16_t *out);
 
+/* Whether nodes x and y read the same values (compiled alike; recursion beyond a few levels
+ * is taken as different). */
+static bool node_equiv(const builder *b, uint16_t x, uint16_t y, int depth) {
+    if (x == y) return true;
+    if (x == PGD_JNODE_NONE || y == PGD_JNODE_NONE || depth > 12) return false;
+    const pgd_jnode *X = &b->nodes[x], *Y = &b->nodes[y];
+    if (X->uobj || Y->uobj || X->disc || Y->disc || X->int_only != Y->int_only ||
+        X->min_len != Y->min_len || X->max_len != Y->max_len || X->min_items != Y->min_items ||
+        X->max_items != Y->max_items || X->has_lo != Y->has_lo || X->has_hi != Y->has_hi ||
+        X->lo != Y->lo || X->hi != Y->hi || X->dec != Y->dec || X->lo_frac != Y->lo_frac ||
+        X->hi_frac != Y->hi_frac || X->props != Y->props || X->n_lits != Y->n_lits ||
+        X->n_props != Y->n_props || X->n_tup != Y->n_tup)
+        return false;
+    for (int c = 0; c < PGD_JC_COUNT; c++) {
+        uint16_t cx = X->cls[c], cy = Y->cls[c];
+        if ((cx == x) != (cy == y)) return false;
+        if (cx != x && !node_equiv(b, cx, cy, depth + 1)) return false;
+    }
+    for (uint32_t i = 0; i < X->n_lits; i++) {
+        const lit *a = &b->lits[X->lit0 + i], *c = &b->lits[Y->lit0 + i];
+        if (a->len != c->len || memcmp(b->text + a->off, b->text + c->off, a->len)) return false;
+    }
+    for (uint32_t i = 0; X->props && i < X->n_props; i++) {
+        const lit *a = &b->lits[X->key0 + i], *c = &b->lits[Y->key0 + i];
+        const pgd_jprop *p = &b->props[X->prop0 + i], *q = &b->props[Y->prop0 + i];
+        if (a->len != c->len || a->tag != c->tag ||
+            memcmp(b->text + a->off, b->text + c->off, a->len) || p->required != q->required ||
+            !node_equiv(b, p->node, q->node, depth + 1))
+            return false;
+    }
+    for (uint32_t i = 0; i < X->n_tup; i++)
+        if (!node_equiv(b, b->props[X->tup0 + i].node, b->props[Y->tup0 + i].node, depth + 1))
+            return false;
+    bool arr = X->cls[PGD_JC_ARRAY] == x, obj = X->cls[PGD_JC_OBJECT] == x && !X->props;
+    return (!arr || node_equiv(b, X->items, Y->items, depth + 1)) &&
+           (!obj || node_equiv(b, X->extra, Y->extra, depth + 1));
+}
+
+/* The class of a literal, by its first byte. */
+static int lit_class(char c) {
+    return c == '"'   ? PGD_JC_STRING
+           : c == 't' ? PGD_JC_TRUE
+           : c == 'f' ? PGD_JC_FALSE
+           : c == 'n' ? PGD_JC_NULL
+                      : PGD_JC_NUMBER;
+}
+
+/* The discriminator after one key of a union of objects: an enum of the values of the enums
+ * val[n] of the branches named by the key entries [k, k + n), each tagged with its branch. */
+static int discriminator(builder *b, const char *path, size_t k, const uint16_t *val, size_t n,
+                         uint16_t *out) {
+    uint16_t v;
+    int rc = new_node(b, path, &v);
+    if (rc) return rc;
+    size_t l0 = b->n_lits;
+    for (size_t j = 0; j < n; j++) {
+        uint32_t bi = b->lits[k + j].tag >> 16, a = b->nodes[val[j]].lit0;
+        for (uint32_t q = 0; q < b->nodes[val[j]].n_lits; q++)
+            if ((rc = copy_lit(b, path, a + q, bi))) return rc;
+    }
+    sort_lits(b, l0, false);
+    pgd_jnode *d = &b->nodes[v];
+    d->disc = true;
+    d->lit0 = (uint32_t)l0;
+    d->n_lits = (uint32_t)(b->n_lits - l0);
+    for (size_t q = l0; q < b->n_lits; q++) d->cls[lit_class(b->text[b->lits[q].off])] = v;
+    b->ready[v] = b->done[v] = true;
+    *out = v;
+    return 0;
+}
+
+/* An object of one of the object nodes br[n] (anyOf of objects, json_schema.h): its branches,
+ * their keys merged, and the value after each key: the branches' common node, or an enum of
+ * all their enums' values, each tagged with its branch (a discriminator). */
+static int union_object(builder *b, const char *path, const uint16_t *br, size_t n, uint16_t *out) {
+    for (size_t i = 0; i < n; i++) {
+        const pgd_jnode *B = &b->nodes[br[i]];
+        if (!B->props || B->uobj)
+            return fail(b, b->paths[br[i]],
+                        "an object branch of a union must declare its properties (no "
+                        "additionalProperties schema, no nested union of objects)");
+        if (!b->done[br[i]])
+            return fail(b, b->paths[br[i]],
+                        "a union of objects whose branch refers back to the union");
+    }
+    uint16_t u;
+    int rc = new_node(b, path, &u);
+    if (rc) return rc;
+    size_t br0 = b->n_props;
+    if (grow((void **)&b->props, &b->cap_props, br0 + n, sizeof *b->props)) return PGD_ENOMEM;
+    b->n_props += n;
+    size_t k0 = b->n_lits;
+    for (size_t i = 0; i < n; i++) {
+        b->props[br0 + i] = (pgd_jprop){.node = br[i]};
+        uint32_t key0 = b->nodes[br[i]].key0, np = b->nodes[br[i]].n_props;
+        for (uint32_t j = 0; j < np; j++)
+            if ((rc = copy_lit(b, path, key0 + j, (uint32_t)i << 16 | b->lits[key0 + j].tag)))
+                return rc;
+    }
+    sort_lits(b, k0, false);
+    size_t nk = b->n_lits - k0, v0 = b->n_props;
+    if (grow((void **)&b->props, &b->cap_props, v0 + nk, sizeof *b->props)) return PGD_ENOMEM;
+    b->n_props += nk;
+    for (size_t g = 0; g < nk;) { /* a group of one key text */
+        size_t e = g + 1;
+        while (e < nk && !lit_cmp(&b->lits[k0 + g], &b->lits[k0 + e])) e++;
+        uint16_t val[PGD_JSON_MAX_BRANCHES];
+        bool same = true, enums = true;
+        for (size_t j = g; j < e; j++) {
+            uint32_t tag = b->lits[k0 + j].tag;
+            const pgd_jnode *B = &b->nodes[br[tag >> 16]];
+            val[j - g] = b->props[B->prop0 + (tag & 0xFFFF)].node;
+            same = same && node_equiv(b, val[0], val[j - g], 0);
+            enums = enums && b->nodes[val[j - g]].n_lits && !b->nodes[val[j - g]].disc;
+        }
+        uint16_t v = val[0];
+        if (!same && !enums) {
+            const lit *l = &b->lits[k0 + g];
+            return fail(b, path,
+                        "union branches %u and %u differ at key %.*s: their values must agree, "
+                        "or all be enum / const (a discriminator)",
+                        b->lits[k0 + g].tag >> 16, b->lits[k0 + e - 1].tag >> 16,
+                        (int)(l->len < 80 ? l->len : 80), b->text + l->off);
+        }
+        if (!same && (rc = discriminator(b, path, k0 + g, val, e - g, &v))) return rc;
+        for (size_t j = g; j < e; j++) b->props[v0 + j] = (pgd_jprop){.node = v};
+        g = e;
+    }
+    pgd_jnode *un = &b->nodes[u];
+    un->cls[PGD_JC_OBJECT] = u;
+    un->props = un->uobj = true;
+    un->br0 = (uint32_t)br0, un->n_br = (uint32_t)n;
+    un->key0 = (uint32_t)k0, un->n_props = (uint32_t)nk, un->prop0 = (uint32_t)v0;
+    b->ready[u] = b->done[u] = true;
+    *out = u;
+    return 0;
+}
+
 /* A number without enum or bounds (an integer or any number). */
 static bool plain_number(const pgd_jnode *n) {
     return !n->n_lits && !n->has_lo && !n->has_hi;
@@ -306,6 +467,8 @@ static int compile_union(builder *b, const json_t *arr, const char *key, const c
     static const char *const names[PGD_JC_COUNT] = {"an object", "an array", "a string", "a number",
                                                     "true",      "false",    "null"};
     size_t from[PGD_JC_COUNT] = {0};
+    uint16_t objs[PGD_JSON_MAX_BRANCHES];
+    size_t n_objs = 0;
     for (size_t i = 0; i < json_array_size(arr); i++) {
         char sub[MAX_PATH], idx[24];
         snprintf(idx, sizeof idx, "%s/%zu", key, i);
@@ -318,6 +481,15 @@ static int compile_union(builder *b, const json_t *arr, const char *key, const c
         for (int c = 0; c < PGD_JC_COUNT; c++) {
             uint16_t h = b->nodes[br].cls[c], was = b->nodes[me].cls[c];
             if (h == PGD_JNODE_NONE) continue;
+            if (c == PGD_JC_OBJECT) { /* objects: merged below if several */
+                bool seen = false;
+                for (size_t k = 0; k < n_objs; k++) seen = seen || objs[k] == h;
+                if (!seen && n_objs >= PGD_JSON_MAX_BRANCHES)
+                    return fail(b, path, "more than %d object branches in one union",
+                                PGD_JSON_MAX_BRANCHES);
+                if (!seen) objs[n_objs++] = h;
+                continue;
+            }
             if (c == PGD_JC_NUMBER && was != PGD_JNODE_NONE && was != h &&
                 plain_number(&b->nodes[was]) && plain_number(&b->nodes[h])) {
                 /* integers or numbers (Union[int, float]): numbers */
@@ -332,6 +504,13 @@ static int compile_union(builder *b, const json_t *arr, const char *key, const c
             b->nodes[me].cls[c] = h;
             from[c] = i;
         }
+    }
+    if (n_objs == 1) b->nodes[me].cls[PGD_JC_OBJECT] = objs[0];
+    if (n_objs > 1) {
+        uint16_t u = 0;
+        int rc = union_object(b, path, objs, n_objs, &u);
+        if (rc) return rc;
+        b->nodes[me].cls[PGD_JC_OBJECT] = u;
     }
     return 0;
 }
@@ -553,7 +732,7 @@ static int compile_enum(builder *b, const json_t *s, const char *path, unsigned 
     if (b->n_lits == from)
         return fail(b, path, "no value of '%s' is allowed by the rest of the schema",
                     en ? "enum" : "const");
-    sort_lits(b, from);
+    sort_lits(b, from, true);
     pgd_jnode *n0 = &b->nodes[me];
     n0->lit0 = (uint32_t)from;
     n0->n_lits = (uint32_t)(b->n_lits - from);
@@ -616,7 +795,7 @@ static int compile_object(builder *b, const json_t *s, const char *path, int dep
         if (rc) return rc;
         i++;
     }
-    sort_lits(b, k0);
+    sort_lits(b, k0, true);
     b->nodes[me].props = true;
     b->nodes[me].prop0 = (uint32_t)p0;
     b->nodes[me].n_props = (uint32_t)np;
@@ -773,7 +952,7 @@ static int compile(builder *b, const json_t *s, const char *path, int depth, uin
         rc = compile_plain(b, s, path, depth, me);
     }
     if (rc) return rc;
-    b->ready[me] = true;
+    b->ready[me] = b->done[me] = true;
     *out = me;
     return 0;
 }
@@ -796,6 +975,13 @@ static uint8_t class_need(const builder *b, const uint8_t *need, uint16_t h, int
         return add1(m);
     }
     uint8_t m = 0;
+    if (n->uobj) { /* the deepest branch: keys may keep any of them */
+        for (uint32_t i = 0; i < n->n_br; i++) {
+            uint8_t x = class_need(b, need, b->props[n->br0 + i].node, PGD_JC_OBJECT);
+            if (x > m) m = x;
+        }
+        return m;
+    }
     for (uint32_t i = 0; n->props && i < n->n_props; i++) {
         const pgd_jprop *p = &b->props[n->prop0 + i];
         if (p->required && need[p->node] > m) m = need[p->node];
@@ -886,7 +1072,7 @@ int pgd_api_json_schema_compile(const json_t *schema, const pgd_json_schema **ou
         rc = add_lit(&b, "", pgd_json_schema_words[i].text, pgd_json_schema_words[i].len, 0);
     uint16_t root = 0;
     if (!rc) {
-        b.ready[0] = b.ready[1] = true;
+        b.ready[0] = b.ready[1] = b.done[0] = b.done[1] = true;
         rc = compile(&b, schema, "", 0, &root);
     }
     if (!rc) rc = compute_need(&b, root);
@@ -895,6 +1081,7 @@ int pgd_api_json_schema_compile(const json_t *schema, const pgd_json_schema **ou
     free(b.paths);
     free(b.nodes);
     free(b.ready);
+    free(b.done);
     free(b.props);
     free(b.lits);
     free(b.text);

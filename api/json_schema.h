@@ -10,7 +10,10 @@
  * exclusiveMaximum (on integers; on other numbers, which are then written without exponent in
  * at most PGD_JSON_DEC_DIGITS digits; on enum values), anyOf and oneOf whose branches begin
  * in different JSON types (a string, a number, an object, ...: the first byte of a value then
- * picks its branch; unbounded integer and number branches are any number), allOf of one schema,
+ * picks its branch; unbounded integer and number branches are any number; several object
+ * branches — a union of models — are read together while keys and discriminating enum values
+ * tell them apart, where a key shared by branches holds alike values in each or an enum in
+ * each), allOf of one schema,
  * local $ref ("#", "#/$defs/Name", any JSON pointer into the document; recursion allowed), boolean
  * schemas. Annotations (title, description, default, examples, format, ...) and unknown keywords
  * are ignored, as JSON Schema has it. Enum and const values are written in compact JSON text (an
@@ -18,7 +21,8 @@
  *
  * Refused, by name and with where in the schema (a JSON pointer): keywords constraining what
  * this does not follow (pattern, multipleOf, uniqueItems: true, not, if, contains,
- * patternProperties, min/maxProperties, ...), anyOf branches that begin alike, allOf of several
+ * patternProperties, min/maxProperties, ...), anyOf branches that begin alike (but numbers and
+ * objects with declared properties), allOf of several
  * schemas, $ref next to constraints, remote $ref, an enum of objects or arrays, bounds the
  * wrong way round or that no number of at most PGD_JSON_DEC_DIGITS digits meets, required keys
  * that are not properties, and any subschema no finite value satisfies (so that a constrained

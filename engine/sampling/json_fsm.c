@@ -69,8 +69,31 @@ static const pgd_jprop *prop_of(const pgd_json_fsm *f, uint32_t tag) {
     return &f->sc->props[f->sc->nodes[f->f[f->depth - 1].node].prop0 + tag];
 }
 
-/* A candidate allowed: its tag in the window and, for a key, its value fits. */
+/* The last property that may come next in object node n from property p on: the first
+ * required one, or the last. */
+static uint32_t window_end(const pgd_json_fsm *f, const pgd_jnode *n, uint32_t p) {
+    uint32_t last = f->sc->props[n->prop0 + p].next_req;
+    return last < n->n_props ? last : n->n_props - 1;
+}
+
+/* Union of objects: whether key entry l (tag branch << 16 | property) may come next in the
+ * open object — its branch live, the property within that branch's window, its value fitting. */
+static bool ukey_allowed(const pgd_json_fsm *f, const pgd_jlit *l) {
+    const pgd_json_frame *fr = &f->f[f->depth - 1];
+    const pgd_jnode *u = node_of(f, fr->node);
+    uint32_t b = l->tag >> 16, p = l->tag & 0xFFFF;
+    if (!(fr->live >> b & 1)) return false;
+    const pgd_jnode *n = node_of(f, f->sc->props[u->br0 + b].node);
+    if (p < fr->bprop[b] || fr->bprop[b] >= n->n_props || p > window_end(f, n, fr->bprop[b]))
+        return false;
+    return fits(f, f->sc->props[u->prop0 + (uint32_t)(l - f->sc->lits) - u->key0].node);
+}
+
+/* A candidate allowed: its tag in the window and, for a key, its value fits; in a union of
+ * objects, a key or a discriminating value of a live branch. */
 static bool lit_allowed(const pgd_json_fsm *f, const pgd_jlit *l) {
+    if (f->disc) return f->f[f->depth - 1].live >> l->tag & 1;
+    if (f->key && f->depth && node_of(f, f->f[f->depth - 1].node)->uobj) return ukey_allowed(f, l);
     if (l->tag < f->win_lo || l->tag > f->win_hi) return false;
     return !f->key || fits(f, prop_of(f, l->tag)->node);
 }
@@ -110,19 +133,24 @@ static bool lit_advance(pgd_json_fsm *f, uint8_t c) {
     return true;
 }
 
-/* The allowed candidate read whole, or NULL: the first of the range, if any (it sorts before
- * those that go on). */
+/* The allowed candidate read whole, or NULL: the first of those read whole, which sort before
+ * those that go on (several, of one text, in a union's keys and values). */
 static const pgd_jlit *lit_whole(const pgd_json_fsm *f) {
-    if (f->lit_lo >= f->lit_hi) return NULL;
-    const pgd_jlit *l = &f->sc->lits[f->lit_lo];
-    return l->len == f->lit_pos && lit_allowed(f, l) ? l : NULL;
+    for (uint32_t i = f->lit_lo; i < f->lit_hi; i++) {
+        const pgd_jlit *l = &f->sc->lits[i];
+        if (l->len != f->lit_pos) break;
+        if (lit_allowed(f, l)) return l;
+    }
+    return NULL;
 }
 
-/* Starts matching literals [lo, hi) with tags in [win_lo, win_hi] at their first byte c. */
+/* Starts matching literals [lo, hi) with tags in [win_lo, win_hi] (a key's, or a value telling
+ * a union's branches apart: `disc`) at their first byte c. */
 static bool lit_begin(pgd_json_fsm *f, uint32_t lo, uint32_t hi, uint32_t win_lo, uint32_t win_hi,
-                      bool key, uint8_t c) {
+                      bool key, bool disc, uint8_t c) {
     f->lit_lo = lo, f->lit_hi = hi, f->lit_pos = 0;
     f->win_lo = win_lo, f->win_hi = win_hi;
+    f->disc = disc;
     f->key = key;
     f->st = ST_LIT;
     return lit_advance(f, c);
@@ -238,7 +266,12 @@ static void end_value(pgd_json_fsm *f) {
 static bool push(pgd_json_fsm *f, uint16_t node, bool object) {
     const pgd_jnode *n = node_of(f, node);
     if (f->depth + (object ? n->need_obj : n->need_arr) > PGD_JSON_MAX_DEPTH) return false;
-    f->f[f->depth++] = (pgd_json_frame){.node = node, .object = object};
+    pgd_json_frame *fr = &f->f[f->depth++];
+    fr->node = node, fr->object = object, fr->prop = fr->count = 0;
+    if (n->uobj) {
+        fr->live = (uint16_t)((1u << n->n_br) - 1);
+        memset(fr->bprop, 0, n->n_br * sizeof fr->bprop[0]);
+    }
     f->st = object ? ST_OBJ_FIRST : ST_ARR_FIRST;
     return true;
 }
@@ -269,7 +302,7 @@ static bool begin_value(pgd_json_fsm *f, uint8_t c) {
     uint16_t h = node_of(f, f->node)->cls[cls];
     if (h == PGD_JNODE_NONE) return false;
     const pgd_jnode *n = node_of(f, h);
-    if (n->n_lits) return lit_begin(f, n->lit0, n->lit0 + n->n_lits, 0, 0, false, c);
+    if (n->n_lits) return lit_begin(f, n->lit0, n->lit0 + n->n_lits, 0, 0, false, n->disc, c);
     f->node = h;
     switch (cls) {
     case PGD_JC_OBJECT:
@@ -291,7 +324,7 @@ static bool begin_value(pgd_json_fsm *f, uint8_t c) {
         add_digit(f, c);
         return num_ok(f, true, false);
     default:
-        return lit_begin(f, 0, PGD_JLIT_WORDS, 0, 0, false, c);
+        return lit_begin(f, 0, PGD_JLIT_WORDS, 0, 0, false, false, c);
     }
 }
 
@@ -307,10 +340,51 @@ static bool begin_key(pgd_json_fsm *f, uint8_t c) {
         f->st = ST_STR;
         return true;
     }
+    if (n->uobj) return lit_begin(f, n->key0, n->key0 + n->n_props, 0, 0, true, false, c);
     if (fr->prop >= n->n_props) return false;
-    uint32_t last = f->sc->props[n->prop0 + fr->prop].next_req;
-    if (last >= n->n_props) last = n->n_props - 1;
-    return lit_begin(f, n->key0, n->key0 + n->n_props, fr->prop, last, true, c);
+    return lit_begin(f, n->key0, n->key0 + n->n_props, fr->prop, window_end(f, n, fr->prop), true,
+                     false, c);
+}
+
+/* Whether object node n, from property p on, may take a key next whose value fits. */
+static bool props_may_follow(const pgd_json_fsm *f, const pgd_jnode *n, uint32_t p) {
+    if (p >= n->n_props) return false;
+    for (uint32_t t = p, last = window_end(f, n, p); t <= last; t++)
+        if (fits(f, f->sc->props[n->prop0 + t].node)) return true;
+    return false;
+}
+
+/* Whether object node n, from property p on, may close: no required property left. */
+static bool props_may_close(const pgd_json_fsm *f, const pgd_jnode *n, uint32_t p) {
+    return p >= n->n_props || f->sc->props[n->prop0 + p].next_req >= n->n_props;
+}
+
+/* Union of objects: whether some live branch of the open object says yes. */
+static bool some_branch(const pgd_json_fsm *f, const pgd_json_frame *fr,
+                        bool (*say)(const pgd_json_fsm *, const pgd_jnode *, uint32_t)) {
+    const pgd_jnode *u = node_of(f, fr->node);
+    for (uint32_t b = 0; b < u->n_br; b++)
+        if (fr->live >> b & 1 && say(f, node_of(f, f->sc->props[u->br0 + b].node), fr->bprop[b]))
+            return true;
+    return false;
+}
+
+/* The branches whose literals of the text just read whole are allowed (a union's key or
+ * discriminating value), each one's entry handed to `each` (may be NULL). */
+static uint16_t branches_read(pgd_json_fsm *f, void (*each)(pgd_json_fsm *, const pgd_jlit *)) {
+    uint16_t bits = 0;
+    for (uint32_t i = f->lit_lo; i < f->lit_hi; i++) {
+        const pgd_jlit *l = &f->sc->lits[i];
+        if (l->len != f->lit_pos) break;
+        if (!lit_allowed(f, l)) continue;
+        bits |= (uint16_t)(1u << (f->disc ? l->tag : l->tag >> 16));
+        if (each) each(f, l);
+    }
+    return bits;
+}
+
+static void ukey_take(pgd_json_fsm *f, const pgd_jlit *l) {
+    f->f[f->depth - 1].bprop[l->tag >> 16] = (uint16_t)((l->tag & 0xFFFF) + 1);
 }
 
 /* Whether a key may come next in the open object (after its ','): a declared one not yet
@@ -318,20 +392,19 @@ static bool begin_key(pgd_json_fsm *f, uint8_t c) {
 static bool key_may_follow(const pgd_json_fsm *f) {
     const pgd_json_frame *fr = &f->f[f->depth - 1];
     const pgd_jnode *n = node_of(f, fr->node);
+    if (n->uobj) return some_branch(f, fr, props_may_follow);
     if (!n->props) return fits(f, n->extra);
-    if (fr->prop >= n->n_props) return false;
-    uint32_t last = f->sc->props[n->prop0 + fr->prop].next_req;
-    if (last >= n->n_props) last = n->n_props - 1;
-    for (uint32_t t = fr->prop; t <= last; t++)
-        if (fits(f, f->sc->props[n->prop0 + t].node)) return true;
-    return false;
+    return props_may_follow(f, n, fr->prop);
 }
 
 /* A key was read whole: the value's node follows ':'. */
 static void key_read(pgd_json_fsm *f, const pgd_jlit *l) {
     pgd_json_frame *fr = top(f);
     const pgd_jnode *n = node_of(f, fr->node);
-    if (l) {
+    if (l && n->uobj) { /* the branches that have this key, each past it */
+        fr->vnode = f->sc->props[n->prop0 + (uint32_t)(l - f->sc->lits) - n->key0].node;
+        fr->live = branches_read(f, ukey_take);
+    } else if (l) {
         fr->vnode = f->sc->props[n->prop0 + l->tag].node;
         fr->prop = l->tag + 1;
     } else {
@@ -343,8 +416,8 @@ static void key_read(pgd_json_fsm *f, const pgd_jlit *l) {
 /* Whether the open object may close: no required property left. */
 static bool may_close_object(const pgd_json_fsm *f, const pgd_json_frame *fr) {
     const pgd_jnode *n = node_of(f, fr->node);
-    return !n->props || fr->prop >= n->n_props ||
-           f->sc->props[n->prop0 + fr->prop].next_req >= n->n_props;
+    if (n->uobj) return some_branch(f, fr, props_may_close);
+    return !n->props || props_may_close(f, n, fr->prop);
 }
 
 /* A closing bracket in ST_OBJ_FIRST / ST_ARR_FIRST / ST_AFTER. */
@@ -528,10 +601,12 @@ static bool step(pgd_json_fsm *f, uint8_t c) {
         if (lit_advance(f, c)) return true;
         const pgd_jlit *l = lit_whole(f);
         if (!l) return false;
-        if (f->key)
+        if (f->key) {
             key_read(f, l);
-        else
+        } else {
+            if (f->disc) f->f[f->depth - 1].live = branches_read(f, NULL);
             end_value(f);
+        }
         /* then c as the next structural byte */
     }
     if (is_ws(c)) return ++f->ws <= PGD_JSON_MAX_WS;

@@ -38,6 +38,8 @@ typedef struct pgd_json_frame {
     bool object;    /* else an array */
     uint32_t prop;  /* object with properties: the first that may still come */
     uint32_t count; /* array: items begun */
+    uint16_t live;  /* union of objects: the branches still possible (bit b: branch b) */
+    uint16_t bprop[PGD_JSON_MAX_BRANCHES]; /* ... each one's first property still to come */
 } pgd_json_frame;
 
 typedef struct pgd_json_fsm {
@@ -48,6 +50,7 @@ typedef struct pgd_json_fsm {
     uint8_t lo, hi; /* the range the next UTF-8 continuation byte must be in */
     uint8_t ws;     /* whitespace bytes in a row */
     bool key;       /* the string or literal being read is an object's key */
+    bool disc;      /* the literal being read tells a union's branches apart (json_schema.h) */
     uint16_t code;  /* a \u escape's code unit so far */
     uint16_t node;  /* the value expected, or the string / number being read: its node */
     uint32_t len;   /* the string's code points so far */

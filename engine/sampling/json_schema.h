@@ -18,7 +18,10 @@
  *   - an object with properties: only those keys, in their declared order, each at most once,
  *     every required one present; keys are literals (their JSON text, quotes included, tagged
  *     with the property's index);
- *   - an object without: any keys, each value read by `extra`.
+ *   - an object without: any keys, each value read by `extra`;
+ *   - an object of one of several branches (anyOf of objects): keys any live branch may take
+ *     next, each key keeping the branches that have it, an enum value (a discriminator) those
+ *     whose enum holds it; it may close when a live branch may.
  * Each node also says how deep the smallest value it reads nests (need): the recognizer opens
  * a container, or takes a key or an item, only where what must follow fits under its depth
  * limit, so that no walk meets a dead end there.
@@ -55,9 +58,11 @@ enum {
 #define PGD_JNODE_OBJ   1          /* any JSON object */
 #define PGD_JLIT_WORDS  3          /* literals 0..2: false, null, true */
 #define PGD_JNEED_INF   UINT8_MAX  /* pgd_jnode.need of a node no finite value satisfies */
-#define PGD_JSON_DEC_DIGITS                                                                        \
-    15 /* digits of a bounded decimal: each such number a double                                   \
-          tells apart, so exact and double comparisons agree */
+/* Digits of a bounded decimal: doubles tell such numbers apart, so exact and double
+ * comparisons agree. */
+#define PGD_JSON_DEC_DIGITS 15
+/* Object branches of one anyOf. */
+#define PGD_JSON_MAX_BRANCHES 16
 
 typedef struct pgd_jnode {
     uint16_t cls[PGD_JC_COUNT]; /* the node reading a value of each class; PGD_JNODE_NONE */
@@ -79,10 +84,17 @@ typedef struct pgd_jnode {
     uint32_t prop0, n_props; /* object: properties [prop0, prop0 + n_props) in their order */
     uint32_t key0;           /* object: their keys, literals [key0, key0 + n_props), sorted */
     uint16_t extra;          /* object without properties: the values' node */
-    uint8_t need;            /* levels of objects and arrays the smallest value of this node opens
-                                (0: a scalar will do); PGD_JNEED_INF: no finite value */
-    uint8_t need_obj;        /* ... the smallest object it reads (1 + its required values' need) */
-    uint8_t need_arr;        /* ... the smallest array it reads (1, or 1 + the items' need) */
+    bool uobj;               /* an object of one of several branches (anyOf of objects): its
+                                branches are props [br0, br0 + n_br); its keys, all of theirs,
+                                are [key0, key0 + n_props) tagged branch << 16 | property, and
+                                the value after key entry i is read by props[prop0 + i] */
+    uint32_t br0, n_br;
+    bool disc;        /* an enum of a union's values that tells its branches apart:
+                         each literal's tag is the branch it belongs to */
+    uint8_t need;     /* levels of objects and arrays the smallest value of this node opens
+                         (0: a scalar will do); PGD_JNEED_INF: no finite value */
+    uint8_t need_obj; /* ... the smallest object it reads (1 + its required values' need) */
+    uint8_t need_arr; /* ... the smallest array it reads (1, or 1 + the items' need) */
 } pgd_jnode;
 
 /* An object's property, or an array's leading item (node only). */

@@ -226,7 +226,7 @@ def test_structured_output(client, pagoda_bin, tmp_path):
     with pydantic. Sampled (8 seeds, streamed too); a recursive model; a schema on
     /v1/completions, checked by the jsonschema package."""
     import enum
-    from typing import Annotated, Optional
+    from typing import Annotated, Literal, Optional, Union
 
     import jsonschema
     from pydantic import BaseModel, Field
@@ -259,6 +259,23 @@ def test_structured_output(client, pagoda_bin, tmp_path):
                 final = s.get_final_completion().choices[0]
             assert final.message.content == c.message.content
             assert final.message.parsed == c.message.parsed
+
+    class Purr(BaseModel):
+        kind: Literal["purr"]
+        loudness: int = Field(ge=1, le=10)
+
+    class Hiss(BaseModel):
+        kind: Literal["hiss", "growl"]
+        at: str = Field(max_length=12)
+
+    class Sounds(BaseModel):
+        sounds: list[Union[Purr, Hiss]] = Field(min_length=1, max_length=3)
+
+    for seed in range(3):  # a union of models: the discriminator picks the branch
+        c = client.chat.completions.parse(model=NAME, messages=msgs, max_tokens=120, seed=seed,
+                                          temperature=0.7, response_format=Sounds).choices[0]
+        assert c.finish_reason == "stop" and isinstance(c.message.parsed, Sounds), \
+            c.message.content
 
     class Tree(BaseModel):
         label: str = Field(max_length=8)

@@ -335,11 +335,18 @@ SCHEMAS = [
     {"type": "array", "prefixItems": [{"type": "integer"}, {"enum": ["a", "b"]}],
      "items": {"type": "boolean"}, "minItems": 1},
     {"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "array", "items": False}]},
+    {"type": "array", "items": {"anyOf": [
+        {"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}},
+         "required": ["k", "x"]},
+        {"type": "object", "properties": {"k": {"enum": ["b", "c"]}, "y": {"type": "string"}},
+         "required": ["k"]},
+        {"type": "object", "properties": {"z": {"type": "null"}}, "required": ["z"]},
+        {"type": "null"}]}},
 ]
 SCHEMA_DOCS = ['{"name":"Ann","age":31}', '{"v":1,"next":{"v":2,"next":null}}', '["ab",10]',
                '{"x":true,"y":null}', '{"b":[{"b":[]}]}', '{"k":[1,{"q":"\\u00e9"}]}',
                '[1,"2",null]', '"x"', '-12', '{"a~b/c":false}', '[-12,344]', '[-2.4,0.3]',
-               '0.0000000001', '[1,"a",true]', '[]']
+               '0.0000000001', '[1,"a",true]', '[]', '[{"k":"a","x":1},{"k":"c"},{"z":null},null]']
 
 
 def schema_seeds():

@@ -10,7 +10,7 @@ import json
 import pathlib
 import random
 import subprocess
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 import jsonschema
 import pytest
@@ -51,6 +51,24 @@ class Tree(BaseModel):
     children: list["Tree"] = Field(default=[], max_length=3)
 
 
+class Search(BaseModel):
+    kind: Literal["search"]
+    query: str = Field(max_length=20)
+    limit: Optional[int] = None
+
+
+class Answer(BaseModel):
+    kind: Literal["answer", "final"]
+    text: str = Field(max_length=20)
+    confidence: float = Field(ge=0, le=1)
+
+
+class Agent(BaseModel):
+    steps: list[Union[Search, Answer]] = Field(max_length=3)
+    last: Annotated[Union[Search, Answer], Field(discriminator="kind")]
+    maybe: Union[Search, Answer, None] = None
+
+
 HAND = {
     "nested-arrays": {"type": "array", "maxItems": 4,
                       "items": {"type": "array", "items": {"type": ["integer", "null"]}}},
@@ -85,7 +103,7 @@ HAND = {
 
 def schemas():
     out = dict(HAND)
-    for m in (Person, Tree, Address):
+    for m in (Person, Tree, Address, Agent):
         out[m.__name__] = m.model_json_schema()
         out[m.__name__ + "-strict"] = to_strict_json_schema(m)
     return out
@@ -219,6 +237,25 @@ def people():
                      address=None if i % 3 == 0 else Address(street="Main St é",
                                                              zip=None if i % 2 else "12345"),
                      scores={"x": i, "y": -i} if i % 4 else {})
+
+
+def agents():
+    s = Search(kind="search", query="q", limit=3)
+    a = Answer(kind="final", text="t", confidence=0.25)
+    for i in range(8):
+        yield Agent(steps=[s, a, s][:i % 4], last=a if i % 2 else s, maybe=[None, s, a][i % 3])
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_pydantic_unions_are_whole(tool, tmp_path, strict):
+    """Unions of models (with and without pydantic's discriminator): pydantic's own documents
+    are whole; a key of the other branch after the discriminator is refused."""
+    schema = to_strict_json_schema(Agent) if strict else Agent.model_json_schema()
+    path = schema_file(tmp_path, schema)
+    docs = [a.model_dump_json(exclude_none=not strict) for a in agents()]
+    assert check(tool, path, docs) == ["whole"] * len(docs)
+    bad = '{"steps":[{"kind":"search","text"'
+    assert check(tool, path, [bad]) == ["refused"]
 
 
 @pytest.mark.parametrize("strict", [False, True])

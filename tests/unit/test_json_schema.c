@@ -220,6 +220,36 @@ static const schema_case k_cases[] = {
       {"[false]", REFUSED},
       {"{}", REFUSED},
       {NULL, 0}}},
+    /* unions of objects: keys keep the branches that have them, a discriminator the ones whose
+     * enum holds it; shared keys with alike values; closing when a live branch may */
+    {"{\"$defs\":{\"S\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"search\"},"
+     "\"q\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"kind\",\"q\"]},"
+     "\"A\":{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"answer\",\"final\"]},"
+     "\"text\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"kind\"]}},"
+     "\"type\":\"array\",\"items\":{\"anyOf\":[{\"$ref\":\"#/$defs/S\"},{\"$ref\":\"#/$defs/A\"},"
+     "{\"type\":\"null\"}]}}",
+     {{"[{\"kind\":\"search\",\"q\":\"x\",\"n\":1}]", WHOLE},
+      {"[{\"kind\":\"answer\"},{\"kind\":\"final\",\"text\":\"t\"},null]", WHOLE},
+      {"[{\"kind\":\"search\"}]", REFUSED},        /* q is required by S */
+      {"[{\"kind\":\"search\",\"text\"", REFUSED}, /* text is A's */
+      {"[{\"kind\":\"answer\",\"q\"", REFUSED},    /* q is S's */
+      {"[{\"kind\":\"answer\",\"n\":2}]", WHOLE},
+      {"[{\"kind\":\"s", PREFIX},
+      {"[{\"kind\":\"x", REFUSED},
+      {"[{}]", REFUSED},
+      {"[{\"q\"", REFUSED}, /* kind comes first in both */
+      {NULL, 0}}},
+    /* no discriminator: the keys decide; Optional fields */
+    {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+     "\"meow\":{\"type\":\"boolean\"}},\"required\":[\"meow\"]},{\"type\":\"object\","
+     "\"properties\":{\"name\":{\"type\":\"string\"},\"bark\":{\"type\":\"integer\"}},"
+     "\"required\":[\"bark\"]}]}",
+     {{"{\"name\":\"a\",\"meow\":true}", WHOLE},
+      {"{\"name\":\"a\",\"bark\":3}", WHOLE},
+      {"{\"bark\":3}", WHOLE},
+      {"{\"name\":\"a\"}", REFUSED},
+      {"{\"meow\":true,\"bark\"", REFUSED},
+      {NULL, 0}}},
     /* tuples: prefixItems (pydantic's tuple[int, str]), then items or none; the older form */
     {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\","
      "\"maxLength\":1}],\"minItems\":2,\"maxItems\":2}",
@@ -336,6 +366,11 @@ static const refused_case k_refused[] = {
     {"{\"type\":\"object\",\"properties\":{\"a\":false}}", {"'false' admits no value", "/a"}},
     {"{\"anyOf\":[{\"$ref\":\"#\"}]}", {"refers back to its own union", "/anyOf/0"}},
     {"[1]", {"must be an object or a boolean", ""}},
+    {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}}},"
+     "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\"}}}]}",
+     {"differ at key \"k\"", ""}},
+    {"{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{}}]}",
+     {"must declare its properties", "/anyOf/0"}},
     {"{\"type\":\"object\",\"properties\":{\"a~b/c\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
      {"'pattern'", "/properties/a~0b~1c"}},
 };
