@@ -223,7 +223,7 @@ def check_schema(pagoda_bin, tmp_path, schema, doc):
 def test_structured_output(client, pagoda_bin, tmp_path):
     """response_format {"type": "json_schema"} through the SDK's parse(): a pydantic model in,
     an instance of it out — the SDK sends the model's strict schema and validates the answer
-    with pydantic. Sampled (8 seeds, streamed too); a recursive model; a schema on
+    with pydantic. Sampled (5 seeds, streamed too); a union of models; a recursive model; a schema on
     /v1/completions, checked by the jsonschema package."""
     import enum
     from typing import Annotated, Literal, Optional, Union
@@ -245,7 +245,7 @@ def test_structured_output(client, pagoda_bin, tmp_path):
         owner: Optional[Annotated[str, Field(max_length=16)]] = None
 
     msgs = [{"role": "user", "content": "Describe a cat as JSON."}]
-    for seed in range(8):
+    for seed in range(5):
         kw = dict(model=NAME, messages=msgs, max_tokens=200, temperature=0.7, seed=seed,
                   response_format=Cat)
         c = client.chat.completions.parse(**kw).choices[0]
@@ -254,7 +254,7 @@ def test_structured_output(client, pagoda_bin, tmp_path):
         assert len(c.message.parsed.name) <= 12 and len(c.message.parsed.toys) <= 2
         # keys in the model's order, all of them (strict)
         assert list(json.loads(c.message.content)) == list(Cat.model_fields)
-        if seed < 2:
+        if seed < 1:
             with client.chat.completions.stream(**kw) as s:
                 final = s.get_final_completion().choices[0]
             assert final.message.content == c.message.content
@@ -271,7 +271,7 @@ def test_structured_output(client, pagoda_bin, tmp_path):
     class Sounds(BaseModel):
         sounds: list[Union[Purr, Hiss]] = Field(min_length=1, max_length=3)
 
-    for seed in range(3):  # a union of models: the discriminator picks the branch
+    for seed in range(2):  # a union of models: the discriminator picks the branch
         c = client.chat.completions.parse(model=NAME, messages=msgs, max_tokens=120, seed=seed,
                                           temperature=0.7, response_format=Sounds).choices[0]
         assert c.finish_reason == "stop" and isinstance(c.message.parsed, Sounds), \

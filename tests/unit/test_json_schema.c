@@ -411,7 +411,7 @@ static void test_walks(void) {
         char msg[512];
         const pgd_json_schema *s = compile(k_cases[i].schema, msg, sizeof msg);
         REQUIRE(s);
-        for (int w = 0; w < 100; w++) {
+        for (int w = 0; w < 40; w++) {
             char doc[4096];
             long n = pgd_test_json_walk(s, &rng, doc, sizeof doc);
             CHECK(n != -1); /* never a dead end */
@@ -431,7 +431,7 @@ static void test_walks(void) {
         pgd_json_schema_unref(s);
     }
     fprintf(stderr, "    %d walks ended, %d cut at 4 KiB\n", ended, cut);
-    CHECK(ended > 1000);
+    CHECK(ended > 900);
 }
 
 /* Near the depth limit a container opens only if what must follow it fits: an object whose
@@ -554,7 +554,7 @@ static void test_sampler_schema(void) {
     pgd_sampling_params_default(&p);
     uint64_t rng = 12345;
     int ended = 0, diff = 0;
-    for (int w = 0; w < 150; w++) {
+    for (int w = 0; w < 60; w++) {
         p.seed = (uint64_t)w;
         pgd_sampler *a, *b;
         REQUIRE(pgd_sampler_create(&p, V, NULL, &a) == 0);
@@ -610,8 +610,8 @@ static void test_sampler_schema(void) {
         pgd_sampler_destroy(b);
     }
     pgd_json_schema_unref(sc); /* the samplers held their own references */
-    fprintf(stderr, "    %d of 150 sampled walks ended\n", ended);
-    CHECK(ended >= 120);
+    fprintf(stderr, "    %d of 60 sampled walks ended\n", ended);
+    CHECK(ended >= 48);
     CHECK_EQ_INT(diff, 0);
 }
 
