@@ -738,12 +738,7 @@ static int compile_enum(builder *b, const json_t *s, const char *path, unsigned 
     n0->n_lits = (uint32_t)(b->n_lits - from);
     for (size_t i = from; i < b->n_lits; i++) {
         char c = b->text[b->lits[i].off];
-        int cls = c == '"'   ? PGD_JC_STRING
-                  : c == 't' ? PGD_JC_TRUE
-                  : c == 'f' ? PGD_JC_FALSE
-                  : c == 'n' ? PGD_JC_NULL
-                             : PGD_JC_NUMBER;
-        n0->cls[cls] = me;
+        n0->cls[lit_class(c)] = me;
     }
     return 0;
 }

@@ -194,7 +194,14 @@ static bool grid_meets(__int128 s, __int128 e, __int128 g, __int128 lo, __int128
  * 10^-15): the digits still to come extend the integer part (j more digits: [m * 10^j,
  * (m + 1) * 10^j) on the grid the digits left for the fraction allow) or, after the '.', the
  * fraction ([x, x + 10^-k) on such a grid). */
-static bool dec_ok(const pgd_json_fsm *f, __int128 lo, __int128 hi, bool whole) {
+typedef struct dec_read { /* the digits of a decimal read so far (pgd_json_fsm's) */
+    bool neg;
+    int8_t frac;
+    uint8_t ndig;
+    uint64_t mag, fval;
+} dec_read;
+
+static bool dec_ok(const dec_read *f, __int128 lo, __int128 hi, bool whole) {
     if (f->neg) {
         __int128 t = lo;
         lo = -hi, hi = -t;
@@ -227,11 +234,11 @@ static bool num_ok(const pgd_json_fsm *f, bool digits, bool whole) {
     }
     __int128 lo = n->has_lo ? (__int128)n->lo * UNITS + n->lo_frac : -BIG;
     __int128 hi = n->has_hi ? (__int128)n->hi * UNITS + n->hi_frac : BIG;
-    if (digits) return dec_ok(f, lo, hi, whole);
+    dec_read r = {f->neg, f->frac, f->ndig, f->mag, f->fval};
+    if (digits) return dec_ok(&r, lo, hi, whole);
     for (uint64_t d = 0; d < 10; d++) { /* a '-': some first digit goes on */
-        pgd_json_fsm t = *f;
-        t.mag = d, t.ndig = d != 0;
-        if (dec_ok(&t, lo, hi, false)) return true;
+        r.mag = d, r.ndig = d != 0;
+        if (dec_ok(&r, lo, hi, false)) return true;
     }
     return false;
 }
