@@ -499,13 +499,20 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
         if ((rc = parse_prompt(root, r, e))) return rc;
     }
 
-    if ((rc = get_int(root, "max_tokens", 1, INT64_MAX, "an integer >= 1", &present, &x, e)))
+    bool p_kind = r->kind == PGD_API_COMPLETION; /* 0 asks for the prompt alone (with echo) */
+    if ((rc = get_int(root, "max_tokens", p_kind ? 0 : 1, INT64_MAX,
+                      p_kind ? "an integer >= 0 (0 only with echo)" : "an integer >= 1", &present,
+                      &x, e)))
         return rc;
     if (present) r->max_tokens = x;
+    r->prompt_only = present && x == 0;
     if ((rc = get_int(root, "max_completion_tokens", 1, INT64_MAX, "an integer >= 1", &present, &x,
                       e)))
         return rc;
-    if (present) r->max_tokens = x;
+    if (present) {
+        r->max_tokens = x;
+        r->prompt_only = false;
+    }
 
     if ((rc = get_float(root, "temperature", 0.0, 2.0, "a number between 0 and 2", &r->temperature,
                         e)))
@@ -571,6 +578,10 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
         return rc;
     if (present) r->priority = (int32_t)x;
     if (r->kind == PGD_API_COMPLETION && (rc = get_bool(root, "echo", &r->echo, e))) return rc;
+    if (r->prompt_only && !r->echo)
+        return bad(e, "max_tokens",
+                   "'max_tokens' is 0, which asks for no completion: only with 'echo' true (the "
+                   "prompt alone, with its logprobs when 'logprobs' is given)");
     return 0;
 }
 

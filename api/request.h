@@ -15,13 +15,16 @@
  *   messages (C)              via pgd_messages_parse (param "messages[i]...")
  *   prompt (P)                string | [string] | [int] | [[int]]; each element is one prompt;
  *                             not empty; token ids >= 0 (checked against n_vocab by the caller)
- *   max_tokens, max_completion_tokens   >= 1; the latter wins when both are given
+ *   max_tokens, max_completion_tokens   >= 1; the latter wins when both are given; P:
+ *                             max_tokens 0 with echo true asks for the prompt alone (scoring:
+ *                             with logprobs, the prompt tokens' logprobs), generating nothing
  *   temperature [0, 2]  top_p (0, 1]  top_k >= -1 (0 and -1: off)  min_p [0, 1]
  *   presence_penalty, frequency_penalty [-2, 2]  repetition_penalty > 0
  *   seed                      any int64 (absent: the caller draws one)
  *   stop                      string or array of <= 16 strings, each 1..1024 bytes
  *   n                         1..16
- *   logprobs                  C: bool; P: integer 0..20 = number of top logprobs (legacy API)
+ *   logprobs                  C: bool; P: integer 0..20 = number of top logprobs (legacy API);
+ *                             P with echo: the prompt tokens' logprobs too (the first: null)
  *   top_logprobs (C)          0..20; needs logprobs true
  *   logit_bias                object: canonical decimal token id -> number in [-100, 100]
  *   stream                    bool
@@ -81,6 +84,7 @@ typedef struct pgd_api_request {
     size_t n_prompts;
     int32_t *prompt_ids; /* storage of every token prompt, owned */
     bool echo;
+    bool prompt_only; /* max_tokens 0 (with echo): the prompt alone, nothing generated */
 
     /* generation */
     int64_t max_tokens;                        /* 0 when absent (up to the context) */

@@ -193,6 +193,8 @@ static void on_event(const pgd_event *ev, void *ud) {
         g->error = ev->error;
         snprintf(g->message, sizeof g->message, "%s", ev->message);
         break;
+    case PGD_EVENT_PROMPT_LOGPROBS: /* not asked for */
+        break;
     }
     if (ev->done) g->usage = ev->usage;
 }

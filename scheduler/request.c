@@ -16,6 +16,7 @@ void pgd_request_init(pgd_request *r) {
     pgd_seq_params_default(&r->params);
     r->n = 1;
     r->weight = 1.0f;
+    r->prompt_logprobs = -1;
 }
 
 const char *pgd_finish_reason_str(pgd_finish_reason r) {
@@ -67,6 +68,10 @@ int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim) {
     if (n > lim->max_n)
         return pgd_error_set_param(PGD_EINVAL, "n", "n = %u choices; at most %u are allowed", n,
                                    lim->max_n);
+    if (r->prompt_logprobs < -1 || r->prompt_logprobs > PGD_SAMPLER_MAX_TOP_LOGPROBS)
+        return pgd_error_set_param(PGD_EINVAL, "logprobs",
+                                   "prompt logprobs: %d alternatives; -1 (off) to %d are allowed",
+                                   r->prompt_logprobs, PGD_SAMPLER_MAX_TOP_LOGPROBS);
     const char *param = NULL;
     int rc = pgd_sampling_params_validate(&r->params.sampling, (int32_t)lim->n_vocab, &param);
     if (rc) {
@@ -142,6 +147,8 @@ int pgd__request_dup(const pgd_request *r, const pgd_req_limits *lim, pgd__req_s
     s->weight = r->weight > 0 ? r->weight : 1.0f;
     s->priority = r->priority;
     s->user = r->user;
+    s->prompt_logprobs = r->prompt_logprobs;
+    s->prompt_only = r->prompt_only;
     s->params.stop = NULL;
     s->params.stop_ids = NULL;
     s->params.sampling.logit_bias = NULL;

@@ -13,7 +13,10 @@
  * Event contract, per request: every choice i in [0, n) gets zero or more TOKEN events, in
  * order, then exactly one FINISH event (reason stop, length or abort) — or the whole request
  * ends with one ERROR event instead. The request's last event has `done` set and carries the
- * request's usage; nothing follows it.
+ * request's usage; nothing follows it. A request with prompt_logprobs >= 0 first gets
+ * PROMPT_LOGPROBS events (index 0; they hold for every choice: the choices share the prompt)
+ * covering prompt positions 1 .. n_prompt - 1 once each, in order, before any TOKEN event —
+ * unless it is aborted or fails first.
  *
  * Threading: the functions here are pure (no shared state) and may run on any thread.
  */
@@ -33,23 +36,31 @@
 typedef struct pgd_request {
     const int32_t *prompt; /* [n_prompt] token ids (copied at submit) */
     uint32_t n_prompt;
-    pgd_seq_params params; /* copied deep at submit (stop strings, stop ids, logit bias; the JSON
-                              schema is referenced, pgd_json_schema_ref); the
-                              sampling seed of choice i is params.sampling.seed + i */
-    uint32_t n;            /* choices sharing the prompt's KV blocks; 0 means 1 */
-    uint64_t tenant;       /* fair-share group (admission), e.g. the API key's tenant */
-    float weight;          /* the tenant's share weight; <= 0 means 1 */
-    int32_t priority;      /* higher is more important (admitted first, preempted last) */
-    void *user;            /* opaque, returned in every event */
+    pgd_seq_params params;   /* copied deep at submit (stop strings, stop ids, logit bias; the JSON
+                                schema is referenced, pgd_json_schema_ref); the
+                                sampling seed of choice i is params.sampling.seed + i */
+    uint32_t n;              /* choices sharing the prompt's KV blocks; 0 means 1 */
+    uint64_t tenant;         /* fair-share group (admission), e.g. the API key's tenant */
+    float weight;            /* the tenant's share weight; <= 0 means 1 */
+    int32_t priority;        /* higher is more important (admitted first, preempted last) */
+    void *user;              /* opaque, returned in every event */
+    int32_t prompt_logprobs; /* -1 (pgd_request_init): off; 0..20: report the logprob of every
+                                prompt token after the first (PROMPT_LOGPROBS events) with that
+                                many most probable alternatives. Such a prompt is computed
+                                whole: the prefix cache serves none of it */
+    bool prompt_only;        /* generate nothing: compute the prompt (only when its logprobs are
+                                asked) and finish every choice (length, no output) */
 } pgd_request;
 
-/* Zero everything, default seq params (pgd_seq_params_default), n = 1, weight = 1. */
+/* Zero everything, default seq params (pgd_seq_params_default), n = 1, weight = 1, no prompt
+ * logprobs. */
 void pgd_request_init(pgd_request *r);
 
 typedef enum pgd_event_kind {
-    PGD_EVENT_TOKEN = 1,  /* one sampled token of one choice, with its text delta */
-    PGD_EVENT_FINISH = 2, /* one choice ended */
-    PGD_EVENT_ERROR = 3,  /* the request failed; it is over (done is set) */
+    PGD_EVENT_TOKEN = 1,           /* one sampled token of one choice, with its text delta */
+    PGD_EVENT_FINISH = 2,          /* one choice ended */
+    PGD_EVENT_ERROR = 3,           /* the request failed; it is over (done is set) */
+    PGD_EVENT_PROMPT_LOGPROBS = 4, /* logprobs of prompt tokens (prompt_logprobs >= 0) */
 } pgd_event_kind;
 
 typedef enum pgd_finish_reason {
@@ -82,6 +93,11 @@ typedef struct pgd_event {
                          character or a possible stop string; an end id has no text) */
     size_t text_len;
     const pgd_sample_result *logprobs; /* NULL unless params.sampling.logprobs */
+    /* PROMPT_LOGPROBS: prompt tokens [lp_first, lp_first + n_lp) (lp_first >= 1: the first
+     * token has none), each under the model given the tokens before it: prompt_lp[i].token is
+     * prompt token lp_first + i, with its logprob and prompt_logprobs alternatives */
+    uint32_t lp_first, n_lp;
+    const pgd_sample_result *prompt_lp; /* [n_lp] */
     /* FINISH */
     pgd_finish_reason reason;
     uint32_t n_output; /* this choice's output tokens (an end id counts) */
@@ -171,6 +187,8 @@ typedef struct pgd__req_spec {
     float weight; /* > 0 */
     int32_t priority;
     void *user;
+    int32_t prompt_logprobs; /* as pgd_request */
+    bool prompt_only;
     pgd_str *stops;         /* [params.n_stop] views into stop_bytes */
     char *stop_bytes;       /* all stop strings back to back */
     int32_t *stop_ids;      /* [params.n_stop_ids] */

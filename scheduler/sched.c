@@ -85,6 +85,8 @@ struct sreq {
     bool resolved;      /* left the "waiting for first admission" count */
     uint32_t cached_tokens, completion_tokens;
     uint32_t prompt_charged;      /* prompt positions [0, prompt_charged) charged (or cache hits) */
+    uint32_t lp_next;             /* prompt_logprobs: positions [0, lp_next) had their rows
+                                     reported (row p gives token p + 1's logprob) */
     uint64_t submit_ns, queue_ns; /* submit time; submit to first admission */
     sreq *hnext;
     sseq ch[]; /* [n] */
@@ -101,13 +103,17 @@ struct pgd_sched {
     tenant **tenants;
     uint32_t n_tenants, cap_tenants;
     slist run;
-    uint32_t n_seats; /* running sequences + choices their pending forks will add */
+    uint32_t n_seats;    /* running sequences + choices their pending forks will add */
+    uint32_t wait_seats; /* the same of the waiting sequences */
     uint32_t n_waiting, n_preempted_waiting, n_new_waiting;
     sreq **map; /* [map_mask + 1] chains */
     uint32_t map_mask, n_reqs;
     uint64_t next_arrival, n_resolved;
     pgd_plan *plan;
     uint32_t budget;
+    uint32_t rows, eval_rows; /* logit rows the step's items take; of which evaluation rows */
+    uint32_t max_rows;        /* the runner's caps.max_logit_rows */
+    pgd_sample_result *plp;   /* [PGD_SCHED_EVAL_ROWS] one item's prompt logprobs */
     bool preempted;
     bool head_planned; /* the running head got tokens in phases 2-3 (see "Progress") */
     /* FAIR, this step (see mark_light): the lowest counter of the tenants within their seat
@@ -220,6 +226,7 @@ static void run_remove(pgd_sched *S, sseq *q) {
 static void wait_insert(pgd_sched *S, sseq *q, pgd_seq_state st) {
     slist_insert(&q->req->t->wait, q);
     S->n_waiting++;
+    S->wait_seats += seats_of(q);
     if (st == PGD_SEQ_PREEMPTED) S->n_preempted_waiting++;
     q->state = st;
 }
@@ -227,6 +234,7 @@ static void wait_insert(pgd_sched *S, sseq *q, pgd_seq_state st) {
 static void wait_remove(pgd_sched *S, sseq *q) {
     slist_remove(&q->req->t->wait, q);
     S->n_waiting--;
+    S->wait_seats -= seats_of(q);
     if (q->state == PGD_SEQ_PREEMPTED) S->n_preempted_waiting--;
 }
 
@@ -432,8 +440,10 @@ int pgd_sched_create(pgd_runner *runner, const pgd_sched_config *cfg, pgd_event_
     S->failing = calloc(S->cap_info, sizeof *S->failing);
     S->refs = calloc(S->n_pool_blocks, sizeof *S->refs);
     S->written = calloc(S->n_pool_blocks, sizeof *S->written);
+    S->plp = malloc(PGD_SCHED_EVAL_ROWS * sizeof *S->plp);
+    S->max_rows = caps->max_logit_rows;
     S->next_arrival = 1;
-    if (!S->map || !S->info || !S->failing || !S->refs || !S->written ||
+    if (!S->map || !S->info || !S->failing || !S->refs || !S->written || !S->plp ||
         pgd_plan_create(S->cfg.max_num_batched_tokens, &S->plan)) {
         pgd_sched_destroy(S);
         return PGD_ENOMEM;
@@ -466,6 +476,7 @@ void pgd_sched_destroy(pgd_sched *S) {
     free(S->failing);
     free(S->refs);
     free(S->written);
+    free(S->plp);
     pgd_kvpool_destroy(S->pool);
     free(S);
 }
@@ -559,6 +570,46 @@ static void retire(pgd_sched *S, sseq *q, pgd_finish_reason reason) {
     }
 }
 
+/* Every live choice of r ends with `reason`; the last retirement frees r. */
+static void retire_all(pgd_sched *S, sreq *r, pgd_finish_reason reason) {
+    uint32_t n = r->n;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!live(&r->ch[i])) continue;
+        bool last = r->n_live == 1;
+        retire(S, &r->ch[i], reason);
+        if (last) break;
+    }
+}
+
+/* A prompt_only request is over once its prompt rows are computed (or needed none): its choices
+ * finish (length) with no output. */
+static void finish_prompt_only(pgd_sched *S, sreq *r) {
+    S->st.n_finished++;
+    retire_all(S, r, PGD_REASON_LENGTH);
+}
+
+/* After a step: the prompt logprobs of evaluation item `it` of q not reported yet — position
+ * p's row gives token p + 1's — as one PROMPT_LOGPROBS event. */
+static void emit_prompt_logprobs(pgd_sched *S, sseq *q, const pgd_step_item *it) {
+    sreq *r = q->req;
+    uint32_t last = r->spec->n_prompt - 1, end = it->start + it->n_tokens;
+    uint32_t lo = it->start > r->lp_next ? it->start : r->lp_next, hi = end < last ? end : last;
+    if (hi <= lo) return;
+    PGD_ASSERT(hi - lo <= PGD_SCHED_EVAL_ROWS);
+    for (uint32_t p = lo; p < hi; p++)
+        pgd_sample_token_logprobs(pgd_runner_logits(S->runner, it->logits_row + (p - it->start)),
+                                  (int32_t)S->lim.n_vocab, r->spec->prompt[p + 1],
+                                  r->spec->prompt_logprobs, &S->plp[p - lo]);
+    r->lp_next = hi;
+    pgd_event ev;
+    base_event(S, &ev, PGD_EVENT_PROMPT_LOGPROBS, r);
+    ev.index = 0;
+    ev.lp_first = lo + 1;
+    ev.n_lp = hi - lo;
+    ev.prompt_lp = S->plp;
+    if (S->emit) S->emit(&ev, S->ud);
+}
+
 /* The whole request fails: one ERROR event (done), everything freed. */
 static void fail_request(pgd_sched *S, sreq *r, int code, const char *msg) {
     for (uint32_t i = 0; i < r->n; i++)
@@ -607,7 +658,7 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
     r->arrival = S->next_arrival++;
     r->submit_ns = pgd_now_ns();
     r->n = r->n_live = spec->n;
-    r->fork_pending = spec->n > 1;
+    r->fork_pending = spec->n > 1 && !spec->prompt_only; /* prompt_only: the others never run */
     for (uint32_t i = 0; i < r->n; i++) {
         r->ch[i] = (sseq){.req = r, .index = i, .item = -1};
         pgd_block_table_init(&r->ch[i].bt, S->pool, spec->params.cache_salt);
@@ -644,14 +695,7 @@ int pgd_sched_abort(pgd_sched *S, uint64_t id) {
     sreq *r = map_find(S, id);
     if (!r) return PGD_ENOTFOUND;
     S->st.n_aborted++;
-    /* Retire every live choice; the last retirement frees r. */
-    uint32_t n = r->n;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!live(&r->ch[i])) continue;
-        bool last = r->n_live == 1;
-        retire(S, &r->ch[i], PGD_REASON_ABORT);
-        if (last) break;
-    }
+    retire_all(S, r, PGD_REASON_ABORT);
     return 0;
 }
 
@@ -681,13 +725,27 @@ pgd_seq_state pgd_sched_seq_state(const pgd_sched *S, uint64_t id, uint32_t inde
 
 /* ---- planning ----------------------------------------------------------------------------- */
 
-/* Tokens q may compute now: all pending ones, except that choice 0 of a request still to be
- * forked stops before the last prompt token (each choice computes that one itself). Its table
- * holds exactly its computed positions (q is not planned yet). */
+/* Whether choice 0 stops before the last prompt token: its request is still to be forked (each
+ * choice computes that token itself) or generates nothing. */
+static bool stops_before_last(const sseq *q) {
+    return q->index == 0 && (q->req->fork_pending || q->req->spec->prompt_only);
+}
+
+/* Whether q still has prompt rows to compute whose logits report prompt logprobs (choice 0 of
+ * a request that asks for them, until every prompt token but the first is reported): an
+ * evaluation item, all of whose rows come back (pgd_step_item.all_logits). */
+static bool eval_pending(const sseq *q) {
+    const sreq *r = q->req;
+    return q->index == 0 && r->spec->prompt_logprobs >= 0 && r->lp_next + 1 < r->spec->n_prompt;
+}
+
+/* Tokens q may compute now: all pending ones, except that choice 0 stops before the last prompt
+ * token when stops_before_last. Its table holds exactly its computed positions (q is not planned
+ * yet). */
 static uint32_t pending_limit(const sseq *q) {
     const pgd_seq *s = q->seq;
     uint32_t done = q->bt.n_tokens;
-    if (q->index == 0 && q->req->fork_pending) {
+    if (stops_before_last(q)) {
         uint32_t lim = s->n_prompt - 1;
         return lim > done ? lim - done : 0;
     }
@@ -699,13 +757,41 @@ static uint32_t chunk_part(const sseq *q, uint32_t start, uint32_t n) {
     return n == 1 && start + 1 == q->seq->tokens.n ? 0 : n;
 }
 
+/* Logit rows. Every item may need one (its sample), so each item that may still be planned in
+ * this step keeps one in reserve: at most max_num_seqs (<= max_logit_rows) items in all, and no
+ * more than the seats of the running and waiting sequences (a set that only shrinks during a
+ * step). An evaluation item takes a row per token — its own reserved row and what the others
+ * leave, at most PGD_SCHED_EVAL_ROWS evaluation rows per step in all, but always one (so the
+ * running head progresses whatever it is). Of want tokens of an evaluation item about to be
+ * planned, how many it may take. */
+static uint32_t eval_cap(const pgd_sched *S, uint32_t want) {
+    uint32_t seats = S->n_seats + S->wait_seats, items = pgd_plan_n_items(S->plan);
+    uint32_t most = seats < S->cfg.max_num_seqs ? seats : S->cfg.max_num_seqs;
+    PGD_ASSERT(most > items); /* the item being planned holds a seat */
+    uint64_t reserved = (uint64_t)S->rows + most - items;
+    uint64_t slack = S->max_rows > reserved ? S->max_rows - reserved : 0;
+    uint32_t left = PGD_SCHED_EVAL_ROWS - S->eval_rows; /* eval_rows <= PGD_SCHED_EVAL_ROWS */
+    uint64_t cap = 1 + slack < left ? 1 + slack : left;
+    if (cap < 1) cap = 1;
+    return want < cap ? want : (uint32_t)cap;
+}
+
+/* The logit rows of a planned item: each token's for an evaluation item, else one when it
+ * samples (all known tokens computed). */
+static uint32_t rows_of(const sseq *q, const pgd_step_item *it) {
+    if (it->all_logits) return it->n_tokens;
+    return it->start + it->n_tokens == q->seq->tokens.n;
+}
+
 /* Plan n tokens of q: its table grows now. The caller made sure they fit (pgd_block_table_fit,
  * or an attach that reserved them), so only a lack of memory can fail; that fails q's request.
  * false then. */
 static bool plan_item(pgd_sched *S, sseq *q, uint32_t start, uint32_t n) {
     PGD_ASSERT(q->item < 0 && n > 0 && n <= S->budget);
     uint32_t k;
-    int rc = pgd_plan_add(S->plan, q->seq, &q->bt, start, n, false, q, &k);
+    bool eval = eval_pending(q);
+    PGD_ASSERT(!eval || n <= eval_cap(S, n));
+    int rc = pgd_plan_add(S->plan, q->seq, &q->bt, start, n, eval, q, &k);
     if (rc) {
         PGD_ASSERT(rc != PGD_ENOBLOCKS); /* planning never promises what the pool lacks */
         fail_request(S, q->req, rc, pgd_error_detail());
@@ -713,6 +799,8 @@ static bool plan_item(pgd_sched *S, sseq *q, uint32_t start, uint32_t n) {
     }
     q->item = (int32_t)k;
     S->budget -= n;
+    S->rows += rows_of(q, pgd_plan_item(S->plan, k));
+    S->eval_rows += eval ? n : 0;
     /* what phase 5 will charge, if it runs: fresh prompt positions, a token when all known
      * tokens are computed */
     q->charge = service(S, q->req, fresh_prompt(q->req, start, n), start + n == q->seq->tokens.n);
@@ -726,6 +814,8 @@ static void unplan(pgd_sched *S, sseq *q) {
     uint32_t k = (uint32_t)q->item;
     const pgd_step_item *it = pgd_plan_item(S->plan, k);
     S->budget += it->n_tokens;
+    S->rows -= rows_of(q, it);
+    S->eval_rows -= it->all_logits ? it->n_tokens : 0;
     q->req->t->chunked -= chunk_part(q, it->start, it->n_tokens);
     pgd_plan_drop(S->plan, k);
     q->item = -1;
@@ -760,6 +850,7 @@ static sseq *pick_victim(const pgd_sched *S, sseq *q) {
  * fits, preempt a sequence ranked after q (pick_victim) and try again. false when q itself
  * was preempted (it was then the lowest ranked: every later sequence is gone too) or failed. */
 static bool plan_running(pgd_sched *S, sseq *q, uint32_t want) {
+    if (eval_pending(q)) want = eval_cap(S, want);
     for (;;) {
         uint32_t n = pgd_block_table_fit(&q->bt, want);
         if (n > 0) return plan_item(S, q, q->bt.n_tokens, n);
@@ -992,6 +1083,20 @@ static bool defer_admission(const pgd_sched *S, const tenant *t, const sseq *q) 
     return (double)t->n_seats >= share - 1e-9 && (double)(t->n_seats + seats_of(q)) > share + 1e-9;
 }
 
+/* q of r was admitted (hit: its cached prefix): counters; the first admission's numbers. */
+static void note_admitted(pgd_sched *S, sreq *r, uint32_t hit) {
+    if (!r->admitted) {
+        r->admitted = true;
+        r->cached_tokens = hit;
+        uint64_t now = S->now_ns ? S->now_ns : pgd_now_ns();
+        r->queue_ns = now > r->submit_ns ? now - r->submit_ns : 0;
+        S->st.prompt_tokens += r->spec->n_prompt;
+        r->t->prompt_tokens += r->spec->n_prompt;
+        resolve(S, r);
+    }
+    S->n_admitted_step++;
+}
+
 /* Step phase 4: admissions in tenant-fair order while budget, seats and blocks allow. */
 static void admit(pgd_sched *S) {
     if (S->preempted) return;
@@ -1020,16 +1125,25 @@ static void admit(pgd_sched *S) {
         }
         pgd_seq *s = q->seq;
         uint32_t n_tok = (uint32_t)s->tokens.n;
-        uint32_t hit = pgd_block_table_find_prefix(&q->bt, s->tokens.ids, n_tok);
-        uint32_t limit = q->index == 0 && r->fork_pending ? s->n_prompt - 1 - hit : n_tok - hit;
+        if (r->spec->prompt_only && !eval_pending(q)) { /* nothing to compute */
+            note_admitted(S, r, 0);
+            finish_prompt_only(S, r);
+            continue;
+        }
+        /* The prefix cache may serve only positions whose prompt logprobs were reported (a
+         * prefix of n_match tokens serves at most n_match - 1). */
+        uint32_t n_match = eval_pending(q) && r->lp_next + 1 < n_tok ? r->lp_next + 1 : n_tok;
+        uint32_t hit = pgd_block_table_find_prefix(&q->bt, s->tokens.ids, n_match);
+        uint32_t limit = stops_before_last(q) ? s->n_prompt - 1 - hit : n_tok - hit;
         uint32_t take = chunk_cap(S, t, seats_of(q), limit < S->budget ? limit : S->budget);
         if (!take && limit) { /* over its share, its allowance of this step spent: next step */
             t->yielded = true;
             continue;
         }
+        if (take && eval_pending(q)) take = eval_cap(S, take);
         uint32_t wm = S->run.n ? S->cfg.watermark_blocks : 0, attached;
         /* The cached prefix and the first chunk's blocks, all or nothing. */
-        int rc = pgd_block_table_attach_prefix(&q->bt, s->tokens.ids, n_tok, take, wm, &attached);
+        int rc = pgd_block_table_attach_prefix(&q->bt, s->tokens.ids, n_match, take, wm, &attached);
         if (rc == PGD_ENOBLOCKS) { /* head-of-line: wait for room (or make it, FAIR) */
             if (make_room(S, t, q) || skip_over_share(S, t, q)) continue;
             break;
@@ -1043,16 +1157,7 @@ static void admit(pgd_sched *S) {
         wait_remove(S, q);
         run_insert(S, q);
         q->admitted_in = S->st.n_steps + 1;
-        if (!r->admitted) {
-            r->admitted = true;
-            r->cached_tokens = hit;
-            uint64_t now = S->now_ns ? S->now_ns : pgd_now_ns();
-            r->queue_ns = now > r->submit_ns ? now - r->submit_ns : 0;
-            S->st.prompt_tokens += r->spec->n_prompt;
-            r->t->prompt_tokens += r->spec->n_prompt;
-            resolve(S, r);
-        }
-        S->n_admitted_step++;
+        note_admitted(S, r, hit);
         if (take && !plan_item(S, q, hit, take)) continue;
         if (fork_ready(q)) {
             if (fork_choices(S, r)) continue;
@@ -1075,13 +1180,17 @@ static int check_plan(pgd_sched *S, const pgd_step_plan *sp) {
     uint64_t stamp = ++S->n_checked_plans;
     if (!S->head_planned)
         return pgd_error_set(PGD_EINVAL, "plan: the running head got no token (no progress)");
-    uint32_t t = 0;
+    uint32_t t = 0, rows = 0;
     for (uint32_t k = 0; k < sp->n_items; k++) {
         const pgd_step_item *it = &sp->items[k];
         const sseq *q = pgd_plan_owner(S->plan, k);
         const pgd_block_table *bt = &q->bt;
         if (q->item != (int32_t)k || q->seq != it->seq || q->state != PGD_SEQ_RUNNING)
             return pgd_error_set(PGD_EINVAL, "plan: item %u is not its running sequence", k);
+        if (it->all_logits != eval_pending(q))
+            return pgd_error_set(PGD_EINVAL, "plan: item %u %s all its logits", k,
+                                 it->all_logits ? "keeps" : "does not keep");
+        rows += rows_of(q, it);
         if (bt->n_tokens != it->start + it->n_tokens)
             return pgd_error_set(PGD_EINVAL, "plan: item %u covers %u of %u positions", k,
                                  bt->n_tokens, it->start + it->n_tokens);
@@ -1105,6 +1214,9 @@ static int check_plan(pgd_sched *S, const pgd_step_plan *sp) {
     }
     if (t != sp->n_tokens)
         return pgd_error_set(PGD_EINVAL, "plan: %u tokens, items hold %u", sp->n_tokens, t);
+    if (rows != S->rows || rows > S->max_rows)
+        return pgd_error_set(PGD_EINVAL, "plan: %u logit rows (counted %u), the runner takes %u",
+                             rows, S->rows, S->max_rows);
     return 0;
 }
 
@@ -1130,6 +1242,7 @@ static void fail_planned(pgd_sched *S, int rc, const char *what) {
 int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
     const uint32_t B = S->cfg.max_num_batched_tokens, S_max = S->cfg.max_num_seqs;
     S->budget = B;
+    S->rows = S->eval_rows = 0;
     pgd_plan_reset(S->plan);
     S->preempted = false;
     S->n_admitted_step = S->n_preempted_step = S->n_forked_step = 0;
@@ -1219,6 +1332,11 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         t->generation_tokens += s->sampled;
         q->item = -1;
         q->charge = 0;
+        if (it->all_logits) emit_prompt_logprobs(S, q, it);
+        if (r->spec->prompt_only && q->bt.n_tokens + 1 >= s->n_prompt) {
+            finish_prompt_only(S, r); /* frees r */
+            continue;
+        }
         if (s->sampled) {
             S->st.generation_tokens++;
             emit_token(S, q);
@@ -1347,6 +1465,11 @@ int pgd_sched_check(const pgd_sched *S) {
                       "sched: tenant %llu: counter %g, pending %g between steps",
                       (unsigned long long)t->id, t->vtime, t->pending);
     }
+    uint32_t wait_seats = 0;
+    for (uint32_t i = 0; i < S->n_tenants; i++)
+        for (const sseq *q = S->tenants[i]->wait.head; q; q = q->next) wait_seats += seats_of(q);
+    CHECK_OR_FAIL(wait_seats == S->wait_seats, "sched: %u waiting seats, counted %u", S->wait_seats,
+                  wait_seats);
     CHECK_OR_FAIL(n_wait == S->n_waiting && n_pre == S->n_preempted_waiting,
                   "sched: %u waiting (%u preempted), counted %u (%u)", S->n_waiting,
                   S->n_preempted_waiting, n_wait, n_pre);
@@ -1360,7 +1483,8 @@ int pgd_sched_check(const pgd_sched *S) {
             for (uint32_t c = 0; c < r->n; c++) {
                 const sseq *q = &r->ch[c];
                 n_live += live(q);
-                CHECK_OR_FAIL(q->state != PGD_SEQ_DORMANT || (c > 0 && r->fork_pending),
+                CHECK_OR_FAIL(q->state != PGD_SEQ_DORMANT ||
+                                  (c > 0 && (r->fork_pending || r->spec->prompt_only)),
                               "sched: request %llu choice %u dormant after the fork",
                               (unsigned long long)r->id, c);
             }

@@ -114,6 +114,10 @@
 #include "kvpool/kvpool.h"
 #include "scheduler/request.h"
 
+/* Logit rows one step gives evaluation items at most (prompt logprobs: a row per prompt token;
+ * a row of logits is n_vocab floats on the host). */
+#define PGD_SCHED_EVAL_ROWS 256
+
 /* Requests that may wait for their first admission when not told (written once). */
 #define PGD_DEFAULT_MAX_WAITING 1024
 

@@ -24,7 +24,7 @@ typedef struct ev_node {
     pgd_mpsc_node link;
     pgd_event ev;
     pgd_sample_result lp;
-    char data[]; /* text, NUL, message, NUL */
+    _Alignas(pgd_sample_result) char data[]; /* prompt logprobs [n_lp], text, NUL, message, NUL */
 } ev_node;
 
 struct pgd_worker {
@@ -57,16 +57,22 @@ void pgd_worker_config_default(pgd_worker_config *c) {
 static void sink(const pgd_event *ev, void *ud) {
     pgd_worker *e = ud;
     size_t tl = ev->text ? ev->text_len : 0, ml = ev->message ? strlen(ev->message) : 0;
-    ev_node *n = malloc(sizeof *n + tl + ml + 2);
+    size_t pl = ev->prompt_lp ? ev->n_lp * sizeof *ev->prompt_lp : 0;
+    ev_node *n = malloc(sizeof *n + pl + tl + ml + 2);
     PGD_ASSERT(n); /* an event cannot be dropped without breaking the stream's contract */
     n->ev = *ev;
-    memcpy(n->data, tl ? ev->text : "", tl);
-    n->data[tl] = '\0';
-    n->ev.text = n->data;
+    if (pl) {
+        memcpy(n->data, ev->prompt_lp, pl);
+        n->ev.prompt_lp = (const pgd_sample_result *)(void *)n->data;
+    }
+    char *text = n->data + pl;
+    memcpy(text, tl ? ev->text : "", tl);
+    text[tl] = '\0';
+    n->ev.text = text;
     n->ev.text_len = tl;
     if (ev->message) {
-        memcpy(n->data + tl + 1, ev->message, ml + 1);
-        n->ev.message = n->data + tl + 1;
+        memcpy(text + tl + 1, ev->message, ml + 1);
+        n->ev.message = text + tl + 1;
     }
     if (ev->logprobs) {
         n->lp = *ev->logprobs;

@@ -25,6 +25,7 @@
  * Threading: loop thread only, except tokenize_work() which runs on libuv's threadpool and
  * reads only the model info (immutable: tokenizer, chat template) and its own rctx.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +275,9 @@ static void tokenize_work(uv_work_t *w) {
 }
 
 static void submit_all(pgd_rctx *c);
+static bool wants_prompt_logprobs(const pgd_rctx *c);
+static int add_first_logprobs(pgd_rctx *c);
+static void send_echo(pgd_rctx *c, uint32_t g);
 
 static void tokenize_done(uv_work_t *w, int status) {
     pgd_rctx *c = w->data;
@@ -323,6 +327,7 @@ static int plan_outputs(pgd_rctx *c, int64_t *outs, double *reserve, pgd_api_err
         }
         if (mt > 0) outs[i] = mt;
         prompts += np;
+        if (c->req.prompt_only) room = outs[i] = 0; /* nothing is generated */
         total += (double)np + (double)n * (double)(outs[i] > 0 ? outs[i] : room);
     }
     /* Without max_tokens, the output is capped by what the bucket holds when full. */
@@ -358,13 +363,18 @@ static void submit_all(pgd_rctx *c) {
         respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
-    /* echo: each choice's text starts with its prompt (streams send it as the first chunk). */
+    /* echo: each choice's text starts with its prompt (streams send it as the first chunk),
+     * its logprobs with the prompt tokens' when asked */
     for (size_t k = 0; c->echo && !c->req.stream && k < c->n_prompts * c->n_per_prompt; k++) {
         const pgd_buf *t = &c->echo[k / c->n_per_prompt];
         if (t->len && pgd_buf_append(&c->ch[k].text, t->data, t->len)) {
             respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
             return;
         }
+    }
+    if (wants_prompt_logprobs(c) && add_first_logprobs(c)) {
+        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        return;
     }
     int64_t *outs = calloc(c->n_prompts, sizeof *outs);
     double reserve = 0;
@@ -397,6 +407,8 @@ static void submit_all(pgd_rctx *c) {
         r->params.cache_salt = salt;
         r->n = c->n_per_prompt;
         r->priority = c->req.priority;
+        r->prompt_only = c->req.prompt_only;
+        r->prompt_logprobs = wants_prompt_logprobs(c) ? c->req.top_logprobs : -1;
         if (t) {
             r->tenant = t->id;
             r->weight = (float)t->conf.weight;
@@ -437,16 +449,15 @@ static void submit_all(pgd_rctx *c) {
         }
         pgd_api_meta m = meta_of(c);
         for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
-            pgd_buf b = PGD_BUF_INIT;
-            rc = 1;
-            if (c->kind == PGD_API_CHAT) {
-                rc = pgd_api_chat_chunk_first(&m, k, c->req.include_usage, &b);
-            } else if (c->echo && c->echo[k / c->n_per_prompt].len) {
-                const pgd_buf *t = &c->echo[k / c->n_per_prompt];
-                pgd_api_choice ch = {.index = k, .text = {t->data, t->len}};
-                rc = pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
+            if (c->kind == PGD_API_COMPLETION) {
+                /* a prompt whose logprobs are still to come is echoed once they are in */
+                if (c->echo && (!wants_prompt_logprobs(c) || c->prompts[k / c->n_per_prompt].n < 2))
+                    send_echo(c, k);
+                continue;
             }
-            if (rc == 0) sse_write_json(c, &b);
+            pgd_buf b = PGD_BUF_INIT;
+            if (pgd_api_chat_chunk_first(&m, k, c->req.include_usage, &b) == 0)
+                sse_write_json(c, &b);
             pgd_buf_free(&b);
         }
     }
@@ -492,12 +503,6 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
     }
     if (c->req.n > 1 && c->req.n > (int)PGD_REQUEST_MAX_N) {
         respond_simple_error(req, 400, "n", NULL, "n is too large");
-        return;
-    }
-    if (c->req.echo && (c->req.logprobs || c->req.top_logprobs > 0)) {
-        respond_simple_error(req, 400, "echo", NULL,
-                             "'echo' together with 'logprobs' is not supported (the prompt's "
-                             "logprobs are not computed)");
         return;
     }
     pgd_tenant_live *t = who->kind == PGD_CALLER_TENANT ? who->t : NULL;
@@ -646,6 +651,68 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     co->text_chars += utf8_chars(ev->text, ev->text_len);
 }
 
+/* ---- echo with logprobs ---------------------------------------------------------------------
+ * Every choice of a prompt starts with the prompt tokens' logprobs: the first token's (null:
+ * nothing comes before it) added at submit, the others from the engine's PROMPT_LOGPROBS
+ * events, which come before any token of the prompt. A stream sends the prompt (the echo text
+ * with those logprobs) as its first chunk once they are all in. */
+
+static bool wants_prompt_logprobs(const pgd_rctx *c) {
+    return c->kind == PGD_API_COMPLETION && c->req.echo && wants_logprobs(c);
+}
+
+static int add_first_logprobs(pgd_rctx *c) {
+    for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
+        pgd_sample_result first = {.token = c->prompts[k / c->n_per_prompt].ids[0], .logprob = NAN};
+        if (add_logprob(c, &c->ch[k], &first)) return PGD_ENOMEM;
+    }
+    return 0;
+}
+
+/* Stream: choice g's echo chunk (its prompt's text; its logprobs when asked), once. */
+static void send_echo(pgd_rctx *c, uint32_t g) {
+    choice_out *co = &c->ch[g];
+    const pgd_buf *t = &c->echo[g / c->n_per_prompt];
+    bool lp = wants_prompt_logprobs(c);
+    if (!t->len && !lp) return;
+    pgd_api_meta m = meta_of(c);
+    rebase(co, 0);
+    pgd_api_choice ch = {.index = g,
+                         .text = {t->data ? t->data : "", t->len},
+                         .logprobs = lp,
+                         .tokens = lp ? co->lp : NULL,
+                         .n_tokens = lp ? co->n_lp : 0};
+    pgd_buf b = PGD_BUF_INIT;
+    if (pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b) == 0) sse_write_json(c, &b);
+    pgd_buf_free(&b);
+    for (size_t i = 0; i < co->n_lp; i++) { /* later tokens' offsets continue from here */
+        co->text_chars += utf8_chars(co->lp[i].text.ptr, co->lp[i].text.len);
+        free((void *)co->lp[i].top);
+    }
+    co->n_lp = 0;
+    pgd_buf_reset(&co->lp_bytes);
+}
+
+static void on_error(pgd_rctx *c, const pgd_event *ev);
+
+static void on_prompt_logprobs(pgd_rctx *c, const pgd_event *ev) {
+    uint32_t g;
+    if (!choice_of(c, ev, &g) || !wants_prompt_logprobs(c) || c->errored) return;
+    const pgd_tokens *prompt = &c->prompts[g / c->n_per_prompt];
+    for (uint32_t k = g; k < g + c->n_per_prompt; k++)
+        for (uint32_t i = 0; i < ev->n_lp; i++)
+            if (add_logprob(c, &c->ch[k], &ev->prompt_lp[i])) {
+                pgd_event err = {.kind = PGD_EVENT_ERROR,
+                                 .error = PGD_ENOMEM,
+                                 .message = "out of memory for the prompt's logprobs"};
+                on_error(c, &err);
+                abort_engine(c);
+                return;
+            }
+    if (c->req.stream && ev->lp_first + ev->n_lp == prompt->n)
+        for (uint32_t k = g; k < g + c->n_per_prompt; k++) send_echo(c, k);
+}
+
 static pgd_finish finish_of(pgd_finish_reason r) {
     return r == PGD_REASON_LENGTH ? PGD_FINISH_LENGTH : PGD_FINISH_STOP;
 }
@@ -773,6 +840,9 @@ static void on_event(const pgd_event *ev, void *ud) {
         break;
     case PGD_EVENT_ERROR:
         on_error(c, ev);
+        break;
+    case PGD_EVENT_PROMPT_LOGPROBS:
+        on_prompt_logprobs(c, ev);
         break;
     }
     if (!ev->done) return;

@@ -827,6 +827,14 @@ static void fill_logprobs(int32_t n_vocab, int32_t top_logprobs, const float *lo
     out->n_top = n_top;
 }
 
+void pgd_sample_token_logprobs(const float *logits, int32_t n_vocab, int32_t token,
+                               int32_t top_logprobs, pgd_sample_result *out) {
+    PGD_ASSERT(token >= 0 && token < n_vocab && top_logprobs >= 0 &&
+               top_logprobs <= PGD_SAMPLER_MAX_TOP_LOGPROBS);
+    out->token = token;
+    fill_logprobs(n_vocab, top_logprobs, logits, false, 0.0f, 0.0, out);
+}
+
 /* qsort's comparison in the candidate order (better first) */
 static int cand_cmp(const void *a, const void *b) {
     return better((const cand *)a, (const cand *)b) ? -1 : better((const cand *)b, (const cand *)a);

@@ -108,6 +108,12 @@ int pgd_sampler_accept_prompt(pgd_sampler *s, const int32_t *ids /* [n] */, size
  * PGD_EINVAL if every logit is -inf or NaN (after bias and penalties). */
 int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_sample_result *out);
 
+/* The logprobs of a given token under one row of raw logits: out->token = token,
+ * out->logprob its log_softmax and out->top the top_logprobs (0..20) most probable ids — the same
+ * numbers a sample reports (a prompt token's logprob, for echo). Never allocates. */
+void pgd_sample_token_logprobs(const float *logits /* [n_vocab] */, int32_t n_vocab, int32_t token,
+                               int32_t top_logprobs, pgd_sample_result *out);
+
 /* Records an output token (penalties). PGD_EINVAL out of range; PGD_ENOMEM. */
 int pgd_sampler_accept(pgd_sampler *s, int32_t id);
 

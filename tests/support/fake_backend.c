@@ -8,6 +8,7 @@
  */
 #include "support/fake_backend.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,26 @@ static void write_row(uint64_t h, uint32_t eos_every, float *row) {
     for (uint32_t v = 0; v < PGD_FAKE_VOCAB; v++)
         row[v] = (float)((pgd_hash64(h ^ ((uint64_t)(v + 1) << 20)) >> 40) & 0xff) / 128.0f;
     row[pgd_fake_next(h, eos_every)] = 6.0f;
+}
+
+double pgd_fake_logprob(const int32_t *tokens, uint32_t n, uint32_t eos_every, int32_t n_top,
+                        int32_t *top) {
+    float row[PGD_FAKE_VOCAB];
+    write_row(pgd_fake_hash(tokens, n - 1), eos_every, row);
+    double m = row[0], z = 0;
+    for (uint32_t v = 1; v < PGD_FAKE_VOCAB; v++)
+        if (row[v] > m) m = row[v];
+    for (uint32_t v = 0; v < PGD_FAKE_VOCAB; v++) z += exp((double)row[v] - m);
+    /* the n_top best ids by selection: higher logit, then lower id */
+    bool taken[PGD_FAKE_VOCAB] = {false};
+    for (int32_t k = 0; k < n_top; k++) {
+        int32_t best = -1;
+        for (int32_t v = 0; v < PGD_FAKE_VOCAB; v++)
+            if (!taken[v] && (best < 0 || row[v] > row[best])) best = v;
+        taken[best] = true;
+        top[k] = best;
+    }
+    return (double)row[tokens[n - 1]] - m - log(z);
 }
 
 static int bad(const char *what, uint32_t a, uint32_t b) {

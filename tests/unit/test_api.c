@@ -272,7 +272,11 @@ static const bad_case k_bad[] = {
     {P, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
     {P, "{\"prompt\":\"x\",\"logprobs\":-1}", "logprobs"},
     {P, "{\"prompt\":\"x\",\"echo\":\"no\"}", "echo"},
-    {P, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
+    {P, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"}, /* 0: only with echo */
+    {P, "{\"prompt\":\"x\",\"max_tokens\":0,\"echo\":false}", "max_tokens"},
+    {P, "{\"prompt\":\"x\",\"max_tokens\":-1,\"echo\":true}", "max_tokens"},
+    {P, "{\"prompt\":\"x\",\"max_completion_tokens\":0,\"echo\":true}", "max_completion_tokens"},
+    {C, "{" CHAT_MSGS ",\"max_tokens\":0}", "max_tokens"},
     {P, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "stream_options"},
     {P, "{\"prompt\":\"x\",\"n\":100}", "n"},
     {P, "{\"prompt\":\"x\",\"temperature\":3}", "temperature"},
@@ -593,8 +597,21 @@ static void test_completion_prompts(void) {
     CHECK(r.prompts[0].ids == NULL);
     CHECK(r.echo);
     CHECK(r.logprobs && r.top_logprobs == 0);
+    CHECK(!r.prompt_only);
     CHECK_EQ_INT(r.messages.n, 0);
     CHECK_EQ_INT(pgd_api_request_n_choices(&r), 2);
+    pgd_api_request_free(&r);
+
+    /* max_tokens 0 with echo: the prompt alone (max_completion_tokens, when given, wins) */
+    REQUIRE(parse_ok(P, "{\"prompt\":\"x\",\"max_tokens\":0,\"echo\":true,\"logprobs\":1}", &r) ==
+            0);
+    CHECK(r.prompt_only && r.echo && r.logprobs && r.top_logprobs == 1);
+    pgd_api_request_free(&r);
+    REQUIRE(
+        parse_ok(P, "{\"prompt\":\"x\",\"max_tokens\":0,\"max_completion_tokens\":3,\"echo\":true}",
+                 &r) == 0);
+    CHECK(!r.prompt_only);
+    CHECK_EQ_INT(r.max_tokens, 3);
     pgd_api_request_free(&r);
 
     /* list of strings (an empty prompt is allowed), logprobs 5 */

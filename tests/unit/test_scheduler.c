@@ -714,6 +714,174 @@ static void test_checker_detects_leak(void) {
     env_close(&e);
 }
 
+/* ---- prompt logprobs (echo + logprobs) ---------------------------------------------------- */
+
+/* Every prompt token after the first gets its logprob and top alternatives, once, in order,
+ * before any token (the recorder checks the order), over chunked prefill beside another
+ * request; the n choices then sample as without them. */
+static void test_prompt_logprobs_chunked(void) {
+    env e;
+    REQUIRE(env_open(&e, 64, 32, 8, 0, true) == 0);
+    int32_t p[150], q[40], want[8];
+    make_tokens(21, p, 150, 0, 256);
+    make_tokens(22, q, 40, 0, 256);
+    pgd_request r = greedy_req(p, 150, 6);
+    r.n = 3;
+    r.prompt_logprobs = 4;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 1, &r), 0);
+    pgd_request o = greedy_req(q, 40, 20);
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 2, &o), 0);
+    CHECK(run_idle(&e, 400) > 0);
+    CHECK_EQ_INT(prompt_lp_mismatches(rec_get(&e.rec, 1), p, 150, 0, 4), 0);
+    uint32_t n = pgd_fake_greedy(p, 150, 6, 0, true, want);
+    for (uint32_t c = 0; c < 3; c++) CHECK(output_is(&e.rec, 1, c, want, n));
+    CHECK_EQ_INT(rec_get(&e.rec, 2)->n_plp, 0);
+    n = pgd_fake_greedy(q, 40, 20, 0, true, want);
+    CHECK_EQ_INT(rec_get(&e.rec, 2)->ch[0].n, 20);
+    env_close(&e);
+}
+
+/* A prompt whose logprobs are asked is computed whole: the prefix cache serves none of it (its
+ * rows' logits are needed), but its blocks enter the cache for the others. */
+static void test_prompt_logprobs_skip_prefix_cache(void) {
+    env e;
+    REQUIRE(env_open(&e, 64, 64, 8, 0, true) == 0);
+    int32_t p[100];
+    make_tokens(23, p, 100, 0, 256);
+    for (uint64_t id = 1; id <= 3; id++) {
+        pgd_request r = greedy_req(p, 100, 3);
+        r.prompt_logprobs = id == 2 ? -1 : 0;
+        CHECK_EQ_INT(pgd_sched_submit(e.S, id, &r), 0);
+        CHECK(run_idle(&e, 100) > 0);
+    }
+    CHECK_EQ_INT(rec_get(&e.rec, 1)->usage.cached_tokens, 0);
+    CHECK_EQ_INT(rec_get(&e.rec, 2)->usage.cached_tokens, 96); /* request 1's blocks */
+    CHECK_EQ_INT(rec_get(&e.rec, 3)->usage.cached_tokens, 0);
+    CHECK_EQ_INT(prompt_lp_mismatches(rec_get(&e.rec, 1), p, 100, 0, 0), 0);
+    CHECK_EQ_INT(prompt_lp_mismatches(rec_get(&e.rec, 3), p, 100, 0, 0), 0);
+    env_close(&e);
+}
+
+/* prompt_only (max_tokens 0 with echo): with logprobs the prompt is computed for them and every
+ * choice finishes (length) with no token; without, nothing is computed at all; a prompt of one
+ * token has no logprob to report. */
+static void test_prompt_only(void) {
+    env e;
+    REQUIRE(env_open(&e, 64, 16, 8, 0, true) == 0);
+    int32_t p[40];
+    make_tokens(24, p, 40, 0, 256);
+    pgd_request r = greedy_req(p, 40, 0);
+    r.n = 2;
+    r.prompt_only = true;
+    r.prompt_logprobs = 2;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 1, &r), 0);
+    CHECK(run_idle(&e, 100) > 0);
+    const rec_req *q = rec_get(&e.rec, 1);
+    CHECK_EQ_INT(prompt_lp_mismatches(q, p, 40, 0, 2), 0);
+    for (int c = 0; c < 2; c++) {
+        CHECK_EQ_INT(q->ch[c].n, 0);
+        CHECK_EQ_INT(q->ch[c].n_finish, 1);
+        CHECK_EQ_INT(q->ch[c].reason, PGD_REASON_LENGTH);
+    }
+    CHECK_EQ_INT(q->n_done, 1);
+    CHECK_EQ_INT(q->usage.completion_tokens, 0);
+    CHECK_EQ_INT(q->usage.prompt_tokens, 40);
+
+    pgd_sched_stats st0, st1;
+    pgd_sched_get_stats(e.S, &st0);
+    r.prompt_logprobs = -1;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 2, &r), 0);
+    r.n_prompt = 1;
+    r.prompt_logprobs = 3;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 3, &r), 0);
+    CHECK(run_idle(&e, 10) >= 1);
+    pgd_sched_get_stats(e.S, &st1);
+    CHECK_EQ_INT(st1.computed_tokens, st0.computed_tokens);
+    CHECK_EQ_INT(st1.n_finished, st0.n_finished + 2);
+    for (uint64_t id = 2; id <= 3; id++) {
+        q = rec_get(&e.rec, id);
+        CHECK_EQ_INT(q->n_done, 1);
+        CHECK_EQ_INT(q->n_plp, 0);
+        CHECK_EQ_INT(q->ch[0].n_finish, 1);
+        CHECK_EQ_INT(q->ch[0].reason, PGD_REASON_LENGTH);
+        CHECK_EQ_INT(q->ch[0].n, 0);
+    }
+    CHECK_EQ_INT(rec_get(&e.rec, 2)->ch[1].n_finish, 1);
+    env_close(&e);
+}
+
+/* Logit rows are the runner's to give (max_logit_rows: here the step size, 64, and as many
+ * seats, as on a GPU): alone, a prompt with logprobs takes whole steps; with every seat but a
+ * few decoding, it gets the rows the others leave — one per step at least — and no step asks
+ * for more rows than the runner takes. */
+static void test_prompt_logprobs_row_budget(void) {
+    env e;
+    REQUIRE(env_open(&e, 1024, 64, 64, 0, true) == 0);
+    int32_t p[60][4], big[120];
+    make_tokens(200, big, 120, 0, 256);
+    pgd_request alone = greedy_req(big, 120, 2);
+    alone.prompt_logprobs = 1;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 99, &alone), 0);
+    CHECK_EQ_INT(run_idle(&e, 10), 3); /* 64 + 56 prompt tokens, one decode */
+    CHECK_EQ_INT(prompt_lp_mismatches(rec_get(&e.rec, 99), big, 120, 0, 1), 0);
+    for (uint64_t i = 0; i < 60; i++) {
+        make_tokens(100 + i, p[i], 4, 0, 256);
+        pgd_request r = greedy_req(p[i], 4, 200);
+        CHECK_EQ_INT(pgd_sched_submit(e.S, 1 + i, &r), 0);
+    }
+    for (int i = 0; i < 3; i++) REQUIRE(step(&e, NULL) == 0);
+    pgd_request r = greedy_req(big, 120, 2);
+    r.prompt_logprobs = 1;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 100, &r), 0);
+    pgd_fake_log_clear(pgd_runner_backend(e.runner));
+    int steps = run_idle(&e, 400);
+    fprintf(stderr, "    beside 60 decodes: %d steps\n", steps);
+    CHECK(steps > 0);
+    size_t n_log;
+    const pgd_fake_batch *log = pgd_fake_log(pgd_runner_backend(e.runner), &n_log);
+    uint32_t most = 0;
+    for (size_t i = 0; i < n_log; i++) most = log[i].n_logits > most ? log[i].n_logits : most;
+    CHECK(most <= 64);
+    CHECK(most >= 61); /* the rows were used */
+    CHECK_EQ_INT(prompt_lp_mismatches(rec_get(&e.rec, 100), big, 120, 0, 1), 0);
+    int32_t want[2];
+    uint32_t n = pgd_fake_greedy(big, 120, 2, 0, true, want);
+    CHECK(output_is(&e.rec, 100, 0, want, n));
+    env_close(&e);
+}
+
+/* A prompt preempted while its logprobs are computed resumes where its reports stopped: none
+ * twice, none lost (the recorder checks the order), the values those of the model. */
+static void test_prompt_logprobs_preempted(void) {
+    env e;
+    REQUIRE(env_open(&e, 14, 16, 4, 0, true) == 0); /* 13 blocks of 16: 208 slots */
+    int32_t h[100], p[150], want[100];
+    make_tokens(31, h, 100, 0, 256);
+    make_tokens(32, p, 150, 0, 256);
+    pgd_request rh = greedy_req(h, 100, 100);
+    rh.priority = 1;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 1, &rh), 0);
+    pgd_request re = greedy_req(p, 150, 5);
+    re.prompt_logprobs = 2;
+    CHECK_EQ_INT(pgd_sched_submit(e.S, 2, &re), 0);
+    uint32_t reported_at_preemption = 0;
+    for (int guard = 0; pgd_sched_has_work(e.S) && guard < 2000; guard++) {
+        pgd_sched_step_info info;
+        REQUIRE(step(&e, &info) == 0);
+        if (info.n_preempted && !reported_at_preemption)
+            reported_at_preemption = rec_get(&e.rec, 2)->n_plp;
+    }
+    fprintf(stderr, "    preempted with %u of 149 prompt logprobs reported\n",
+            reported_at_preemption);
+    CHECK(reported_at_preemption > 0 && reported_at_preemption < 149);
+    CHECK_EQ_INT(prompt_lp_mismatches(rec_get(&e.rec, 2), p, 150, 0, 2), 0);
+    uint32_t n = pgd_fake_greedy(p, 150, 5, 0, true, want);
+    CHECK(output_is(&e.rec, 2, 0, want, n));
+    n = pgd_fake_greedy(h, 100, 100, 0, true, want);
+    CHECK(output_is(&e.rec, 1, 0, want, n));
+    env_close(&e);
+}
+
 int main(void) {
     RUN(test_greedy_matches_reference);
     RUN(test_eos_and_stop_strings);
@@ -726,6 +894,11 @@ int main(void) {
     RUN(test_refuse_what_can_never_fit);
     RUN(test_max_waiting);
     RUN(test_n_choices_share_prompt);
+    RUN(test_prompt_logprobs_chunked);
+    RUN(test_prompt_logprobs_skip_prefix_cache);
+    RUN(test_prompt_only);
+    RUN(test_prompt_logprobs_row_budget);
+    RUN(test_prompt_logprobs_preempted);
     RUN(test_abort_from_every_state);
     RUN(test_tenant_fairness_no_starvation);
     RUN(test_priority_within_tenant);

@@ -6,7 +6,9 @@
  * After every step the scheduler's invariant checker runs (budgets, block ref counts against
  * the running tables, pool invariants, list order and counts). At the end: every block is back
  * in the pool, every accepted request got exactly one `done` event, the event contract held,
- * and every greedy request that was not aborted produced exactly pgd_fake_greedy's tokens.
+ * and every greedy request that was not aborted produced exactly pgd_fake_greedy's tokens; some
+ * requests ask for their prompt's logprobs (reported once each, in order, with the fake model's
+ * values), some for the prompt alone (no output).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,8 @@
 typedef struct spec {
     int32_t prompt[160];
     uint32_t n_prompt, n, max_tokens;
-    bool greedy, ignore_eos, accepted, aborted;
+    int32_t prompt_logprobs;
+    bool greedy, ignore_eos, accepted, aborted, prompt_only;
 } spec;
 
 static uint64_t g_x = 0x1234567;
@@ -67,6 +70,8 @@ static void test_random_walk(void) {
             sp->max_tokens = 1 + rnd(64);
             sp->greedy = rnd(10) < 6;
             sp->ignore_eos = rnd(2);
+            sp->prompt_logprobs = rnd(5) ? -1 : (int32_t)rnd(4);
+            sp->prompt_only = rnd(12) == 0;
             pgd_request r;
             pgd_request_init(&r);
             r.prompt = sp->prompt;
@@ -80,6 +85,8 @@ static void test_random_walk(void) {
             r.tenant = rnd(4);
             r.weight = 1.0f + (float)(r.tenant % 3);
             r.priority = (int32_t)rnd(3) - 1;
+            r.prompt_logprobs = sp->prompt_logprobs;
+            r.prompt_only = sp->prompt_only;
             int rc = pgd_sched_submit(S, n_ids, &r);
             n_submit++;
             if (rc == PGD_EFULL) {
@@ -133,13 +140,26 @@ static void test_random_walk(void) {
     CHECK_EQ_INT(rec.violations, 0);
     /* one done per accepted request; greedy outputs exact */
     int32_t want[64];
-    uint64_t n_checked = 0, bad_done = 0, bad_out = 0;
+    uint64_t n_checked = 0, bad_done = 0, bad_out = 0, n_lp = 0, bad_lp = 0;
     for (uint64_t id = 1; id <= n_ids; id++) {
         const spec *sp = &specs[id];
         if (!sp->accepted) continue;
         const rec_req *q = rec_get(&rec, id);
         bad_done += q->n_done != 1 || q->n_error != 0;
-        if (sp->aborted || !sp->greedy) continue;
+        if (sp->aborted) continue;
+        if (sp->prompt_logprobs >= 0) {
+            bad_lp += prompt_lp_mismatches(q, sp->prompt, sp->n_prompt, EOS_EVERY,
+                                           sp->prompt_logprobs) != 0;
+            n_lp++;
+        } else {
+            bad_lp += q->n_plp != 0;
+        }
+        if (sp->prompt_only) {
+            for (uint32_t ch = 0; ch < sp->n; ch++)
+                bad_out += q->ch[ch].n != 0 || q->ch[ch].reason != PGD_REASON_LENGTH;
+            continue;
+        }
+        if (!sp->greedy) continue;
         uint32_t n = pgd_fake_greedy(sp->prompt, sp->n_prompt, sp->max_tokens, EOS_EVERY,
                                      sp->ignore_eos, want);
         for (uint32_t ch = 0; ch < sp->n; ch++) {
@@ -147,8 +167,11 @@ static void test_random_walk(void) {
             n_checked++;
         }
     }
-    fprintf(stderr, "    %llu greedy outputs checked\n", (unsigned long long)n_checked);
+    fprintf(stderr, "    %llu greedy outputs checked, %llu prompts' logprobs\n",
+            (unsigned long long)n_checked, (unsigned long long)n_lp);
     CHECK(n_checked > 500);
+    CHECK(n_lp > 100);
+    CHECK_EQ_INT(bad_lp, 0);
     CHECK_EQ_INT(bad_done, 0);
     CHECK_EQ_INT(bad_out, 0);
     pgd_sched_destroy(S);
@@ -194,6 +217,8 @@ static void test_plans_are_allocated(void) {
             pgd_request r = greedy_req(prompt, n, 1 + rnd(max_gen));
             r.n = rnd(3) ? 1 : 2 + rnd(2);
             r.priority = (int32_t)rnd(3);
+            r.prompt_logprobs = rnd(4) ? -1 : 1;
+            r.prompt_only = rnd(10) == 0;
             CHECK_EQ_INT(pgd_sched_submit(S, id, &r), 0);
             for (int k = rnd(4); k > 0 && pgd_sched_has_work(S); k--) {
                 pgd_sched_step_info info;

@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_scheduler_util.h — shared helpers of the scheduler tests: an event recorder
  * that also checks the event contract (TOKEN events of a choice, then exactly one FINISH per
- * choice or one ERROR per request; nothing after `done`; n_output matching the tokens seen),
+ * choice or one ERROR per request; nothing after `done`; n_output matching the tokens seen;
+ * PROMPT_LOGPROBS events of choice 0 in prompt order, before any token, recorded),
  * prompt generators and a greedy request. Header-only (static functions), included by
  * test_scheduler*.c and tests/model/test_scheduler_model.c.
  *
@@ -10,6 +11,7 @@
 #ifndef PGD_TESTS_SCHEDULER_UTIL_H
 #define PGD_TESTS_SCHEDULER_UTIL_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "common/text.h"
 #include "scheduler/request.h"
 #include "scheduler/sched.h"
+#include "support/fake_backend.h"
 
 #define REC_MAX_N 8
 
@@ -40,6 +43,8 @@ typedef struct rec_req {
     pgd_usage usage;
     uint64_t first_token_step; /* recorder step when its first token arrived (UINT64_MAX: none) */
     uint64_t n_events;
+    pgd_sample_result *plp; /* [n_plp] prompt logprobs: entry i is prompt token i + 1's */
+    uint32_t n_plp;
     rec_choice ch[REC_MAX_N];
 } rec_req;
 
@@ -116,6 +121,19 @@ static void rec_event(const pgd_event *ev, void *ud) {
             rec_violation(rc, "request %llu choice %u: n_output %u but %u tokens seen",
                           (unsigned long long)ev->id, ev->index, ev->n_output, c->n);
         break;
+    case PGD_EVENT_PROMPT_LOGPROBS:
+        if (ev->index != 0 || ev->lp_first != q->n_plp + 1 || !ev->n_lp || !ev->prompt_lp)
+            rec_violation(rc, "request %llu: prompt logprobs [%u, +%u) of choice %u after %u",
+                          (unsigned long long)ev->id, ev->lp_first, ev->n_lp, ev->index, q->n_plp);
+        for (int k = 0; k < REC_MAX_N; k++)
+            if (q->ch[k].n)
+                rec_violation(rc, "request %llu: prompt logprobs after a token",
+                              (unsigned long long)ev->id);
+        q->plp = realloc(q->plp, (q->n_plp + ev->n_lp) * sizeof *q->plp);
+        if (!q->plp) abort();
+        memcpy(q->plp + q->n_plp, ev->prompt_lp, ev->n_lp * sizeof *q->plp);
+        q->n_plp += ev->n_lp;
+        break;
     case PGD_EVENT_ERROR:
         rc->n_error++;
         q->n_error++;
@@ -133,6 +151,7 @@ static void rec_event(const pgd_event *ev, void *ud) {
 }
 
 static void rec_free(recorder *rc) {
+    for (size_t i = 0; i < rc->cap; i++) free(rc->r[i].plp);
     for (size_t i = 0; i < rc->cap; i++)
         for (int c = 0; c < REC_MAX_N; c++) {
             free(rc->r[i].ch[c].tok);
@@ -140,6 +159,25 @@ static void rec_free(recorder *rc) {
         }
     free(rc->r);
     memset(rc, 0, sizeof *rc);
+}
+
+/* Mismatches of request q's prompt logprobs against the fake model's own (pgd_fake_logprob, from
+ * token ids alone, in double): one per prompt token after the first, with n_top alternatives. */
+static inline int prompt_lp_mismatches(const rec_req *q, const int32_t *prompt, uint32_t n_prompt,
+                                       uint32_t eos_every, int32_t n_top) {
+    if (q->n_plp != n_prompt - 1) {
+        fprintf(stderr, "  %u prompt logprobs for a prompt of %u tokens\n", q->n_plp, n_prompt);
+        return 1;
+    }
+    int bad = 0;
+    int32_t top[PGD_SAMPLER_MAX_TOP_LOGPROBS];
+    for (uint32_t i = 0; i < q->n_plp; i++) {
+        const pgd_sample_result *r = &q->plp[i];
+        double want = pgd_fake_logprob(prompt, i + 2, eos_every, n_top, top);
+        bad += r->token != prompt[i + 1] || fabs(r->logprob - want) > 1e-4 || r->n_top != n_top;
+        for (int32_t k = 0; k < n_top && k < r->n_top; k++) bad += r->top[k].token != top[k];
+    }
+    return bad;
 }
 
 /* Random token ids in [lo, lo + span), from a seed. */

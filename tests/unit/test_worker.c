@@ -316,6 +316,8 @@ static void test_worker_submit_group(void) {
     rec_free(&rec);
 }
 
+/* Shutdown with -1 lets every queued request finish; half of them ask for their prompts'
+ * logprobs, which cross to the draining thread whole. */
 static void test_worker_shutdown_drains(void) {
     pgd_worker *e = open_worker(200, 64, 4, 64, 0);
     REQUIRE(e);
@@ -324,6 +326,7 @@ static void test_worker_shutdown_drains(void) {
     for (int i = 0; i < 16; i++) {
         make_tokens(50 + i, p[i], 20, 0, 256);
         pgd_request r = greedy_req(p[i], 20, 10 + i);
+        r.prompt_logprobs = i % 2 ? i % 5 : -1; /* events that carry arrays across threads */
         CHECK_EQ_INT(pgd_worker_submit(e, &r, &ids[i]), 0);
     }
     pgd_worker_shutdown(e, -1); /* finish all, however long */
@@ -331,6 +334,7 @@ static void test_worker_shutdown_drains(void) {
     pgd_worker_drain(e, rec_event, &rec);
     CHECK_EQ_INT(rec.n_done, 16);
     for (int i = 0; i < 16; i++) {
+        if (i % 2) CHECK_EQ_INT(prompt_lp_mismatches(&rec.r[ids[i]], p[i], 20, 0, i % 5), 0);
         uint32_t n = pgd_fake_greedy(p[i], 20, 10 + i, 0, true, want);
         CHECK(same_tokens(rec.r[ids[i]].ch[0].tok, rec.r[ids[i]].ch[0].n, want, n));
         CHECK_EQ_INT(rec.r[ids[i]].ch[0].reason, PGD_REASON_LENGTH);
