@@ -389,6 +389,21 @@ static int parse_logprobs(const json_t *root, pgd_api_request *r, pgd_api_error 
     return 0;
 }
 
+/* vLLM's prompt_logprobs (both kinds), once stream is known. */
+static int parse_prompt_logprobs(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
+    bool present;
+    int64_t x = 0;
+    int rc = get_int(root, "prompt_logprobs", 0, PGD_API_MAX_LOGPROBS, "an integer from 0 to 20",
+                     &present, &x, e);
+    if (rc) return rc;
+    if (present && r->stream)
+        return bad(e, "prompt_logprobs",
+                   "'prompt_logprobs' is not available with 'stream' (the whole answer carries "
+                   "them)");
+    r->prompt_logprobs = present ? (int32_t)x : -1;
+    return 0;
+}
+
 /* response_format {"type": "json_schema", "json_schema": {"name", "schema", "strict",
  * "description"}}: the schema compiled (api/json_schema.h) into r->json. The output follows it
  * whether or not "strict" is set. */
@@ -566,6 +581,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     if ((rc = parse_logprobs(root, r, e))) return rc;
     if ((rc = parse_logit_bias(root, r, e))) return rc;
     if ((rc = parse_stream(root, r, e))) return rc;
+    if ((rc = parse_prompt_logprobs(root, r, e))) return rc;
     if ((rc = get_str(root, "user", &r->user, e))) return rc;
     if ((rc = get_str(root, "cache_salt", &r->cache_salt, e))) return rc;
     if (r->cache_salt.ptr && r->cache_salt.len == 0)
@@ -603,6 +619,7 @@ static void request_defaults(pgd_api_request *r, pgd_api_kind kind) {
     r->top_p = 1.0f;
     r->repetition_penalty = 1.0f;
     r->n = 1;
+    r->prompt_logprobs = -1;
 }
 
 int pgd_api_request_parse(pgd_api_kind kind, const char *body, size_t len, pgd_api_request *out,

@@ -26,6 +26,9 @@
  *   logprobs                  C: bool; P: integer 0..20 = number of top logprobs (legacy API);
  *                             P with echo: the prompt tokens' logprobs too (the first: null)
  *   top_logprobs (C)          0..20; needs logprobs true
+ *   prompt_logprobs           vLLM's: 0..20 = the prompt tokens' logprobs, with that many
+ *                             alternatives each, in the answer's prompt_logprobs; not with
+ *                             stream
  *   logit_bias                object: canonical decimal token id -> number in [-100, 100]
  *   stream                    bool
  *   stream_options            object, only with stream true; include_usage: bool
@@ -101,6 +104,7 @@ typedef struct pgd_api_request {
     int n;                      /* choices per prompt, default 1 */
     bool logprobs;              /* report logprobs (chat: logprobs true; P: logprobs >= 0) */
     int top_logprobs;           /* 0..20 alternatives per token */
+    int32_t prompt_logprobs;    /* vLLM's: -1 when absent, else 0..20 alternatives */
     pgd_logit_bias *logit_bias; /* [n_logit_bias], owned, in the body's order */
     size_t n_logit_bias;
     bool ignore_eos;

@@ -184,6 +184,38 @@ fail:
     return NULL;
 }
 
+/* Adds "<id>": {logprob, rank, decoded_token} unless the id is there already. */
+static int ranked_add(json_t *d, const pgd_api_ranked_logprob *r) {
+    char key[16];
+    snprintf(key, sizeof key, "%d", (int)r->id);
+    if (json_object_get(d, key)) return 0;
+    json_t *o = json_object();
+    if (!o || json_object_set_new(d, key, o)) return PGD_ENOMEM;
+    TRY(pgd__api_set(o, "logprob", jlogprob(r->logprob)));
+    TRY(pgd__api_set(o, "rank", jint(r->rank)));
+    TRY(pgd__api_set(o, "decoded_token", jstr(r->text)));
+    return 0;
+fail:
+    return PGD_ENOMEM;
+}
+
+/* vLLM's [null, {...}, ...] */
+static json_t *prompt_logprobs(const pgd_api_choice *c) {
+    json_t *a = json_array();
+    TRY(!a || json_array_append_new(a, json_null()));
+    for (size_t i = 0; i < c->n_prompt_lp; i++) {
+        const pgd_api_prompt_logprob *p = &c->prompt_lp[i];
+        json_t *d = json_object();
+        TRY(json_array_append_new(a, d));
+        TRY(ranked_add(d, &p->token));
+        for (size_t k = 0; k < p->n_top; k++) TRY(ranked_add(d, &p->top[k]));
+    }
+    return a;
+fail:
+    json_decref(a);
+    return NULL;
+}
+
 static json_t *choice_logprobs(const pgd_api_choice *c, bool chat) {
     if (!c->logprobs) return json_null();
     return chat ? chat_logprobs(c) : legacy_logprobs(c);
@@ -219,6 +251,8 @@ int pgd_api_chat_completion(const pgd_api_meta *m, const pgd_api_choice *choices
         TRY(pgd__api_set(ch, "finish_reason", finish_reason(c->finish)));
     }
     TRY(pgd__api_set(root, "usage", usage_obj(u)));
+    if (n && choices[0].prompt_logprobs)
+        TRY(pgd__api_set(root, "prompt_logprobs", prompt_logprobs(&choices[0])));
     return finish(root, out);
 fail:
     json_decref(root);
@@ -311,6 +345,7 @@ static json_t *completion_choice(const pgd_api_choice *c) {
     TRY(pgd__api_set(ch, "text", jstr(c->text)));
     TRY(pgd__api_set(ch, "logprobs", choice_logprobs(c, false)));
     TRY(pgd__api_set(ch, "finish_reason", finish_reason(c->finish)));
+    if (c->prompt_logprobs) TRY(pgd__api_set(ch, "prompt_logprobs", prompt_logprobs(c)));
     return ch;
 fail:
     json_decref(ch);

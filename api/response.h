@@ -21,6 +21,10 @@
  *                      logprob, bytes}]}]}
  *   legacy logprobs   null | {tokens, token_logprobs, top_logprobs: [{token: logprob}],
  *                      text_offset}
+ *   prompt_logprobs   vLLM's, when asked (text_completion: in each choice, after
+ *                      finish_reason; chat.completion: after usage, choice 0's): [null,
+ *                      {"<id>": {logprob, rank, decoded_token}, ...}, ...] — per prompt token
+ *                      after the first, the token itself, then its alternatives
  * A stream with include_usage carries "usage": null in every chunk but the last, whose choices
  * are [] and whose usage is set.
  *
@@ -84,6 +88,21 @@ typedef struct pgd_api_token_logprob {
     size_t n_top;
 } pgd_api_token_logprob;
 
+/* A token with its logprob and rank (vLLM's prompt_logprobs). `text`: exact bytes. */
+typedef struct pgd_api_ranked_logprob {
+    int32_t id;
+    pgd_str text;
+    float logprob;
+    int32_t rank; /* 1 + the ids more probable */
+} pgd_api_ranked_logprob;
+
+/* One prompt token of vLLM's prompt_logprobs and its alternatives. */
+typedef struct pgd_api_prompt_logprob {
+    pgd_api_ranked_logprob token;
+    const pgd_api_ranked_logprob *top; /* [n_top], most probable first */
+    size_t n_top;
+} pgd_api_prompt_logprob;
+
 /* One choice of a whole response, or one choice's piece of a stream chunk. */
 typedef struct pgd_api_choice {
     uint32_t index;
@@ -92,7 +111,10 @@ typedef struct pgd_api_choice {
     bool logprobs;     /* false: "logprobs": null; true: the object, from tokens below */
     const pgd_api_token_logprob *tokens; /* [n_tokens] */
     size_t n_tokens;
-    int64_t text_offset; /* legacy logprobs: text_offset of tokens[0] (characters) */
+    int64_t text_offset;  /* legacy logprobs: text_offset of tokens[0] (characters) */
+    bool prompt_logprobs; /* vLLM's prompt_logprobs from prompt_lp below (whole answers) */
+    const pgd_api_prompt_logprob *prompt_lp; /* [n_prompt_lp]: prompt tokens 1, 2, ... */
+    size_t n_prompt_lp;
 } pgd_api_choice;
 
 /* ---- chat ----------------------------------------------------------------------------------- */

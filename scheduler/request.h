@@ -98,6 +98,7 @@ typedef struct pgd_event {
      * prompt token lp_first + i, with its logprob and prompt_logprobs alternatives */
     uint32_t lp_first, n_lp;
     const pgd_sample_result *prompt_lp; /* [n_lp] */
+    const int32_t *prompt_rank; /* [n_lp] each prompt token's rank (1 + the ids more probable) */
     /* FINISH */
     pgd_finish_reason reason;
     uint32_t n_output; /* this choice's output tokens (an end id counts) */

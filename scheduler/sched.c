@@ -114,6 +114,7 @@ struct pgd_sched {
     uint32_t rows, eval_rows; /* logit rows the step's items take; of which evaluation rows */
     uint32_t max_rows;        /* the runner's caps.max_logit_rows */
     pgd_sample_result *plp;   /* [PGD_SCHED_EVAL_ROWS] one item's prompt logprobs */
+    int32_t *prank;           /* [PGD_SCHED_EVAL_ROWS] their ranks */
     bool preempted;
     bool head_planned; /* the running head got tokens in phases 2-3 (see "Progress") */
     /* FAIR, this step (see mark_light): the lowest counter of the tenants within their seat
@@ -441,9 +442,10 @@ int pgd_sched_create(pgd_runner *runner, const pgd_sched_config *cfg, pgd_event_
     S->refs = calloc(S->n_pool_blocks, sizeof *S->refs);
     S->written = calloc(S->n_pool_blocks, sizeof *S->written);
     S->plp = malloc(PGD_SCHED_EVAL_ROWS * sizeof *S->plp);
+    S->prank = malloc(PGD_SCHED_EVAL_ROWS * sizeof *S->prank);
     S->max_rows = caps->max_logit_rows;
     S->next_arrival = 1;
-    if (!S->map || !S->info || !S->failing || !S->refs || !S->written || !S->plp ||
+    if (!S->map || !S->info || !S->failing || !S->refs || !S->written || !S->plp || !S->prank ||
         pgd_plan_create(S->cfg.max_num_batched_tokens, &S->plan)) {
         pgd_sched_destroy(S);
         return PGD_ENOMEM;
@@ -477,6 +479,7 @@ void pgd_sched_destroy(pgd_sched *S) {
     free(S->refs);
     free(S->written);
     free(S->plp);
+    free(S->prank);
     pgd_kvpool_destroy(S->pool);
     free(S);
 }
@@ -599,7 +602,7 @@ static void emit_prompt_logprobs(pgd_sched *S, sseq *q, const pgd_step_item *it)
     for (uint32_t p = lo; p < hi; p++)
         pgd_sample_token_logprobs(pgd_runner_logits(S->runner, it->logits_row + (p - it->start)),
                                   (int32_t)S->lim.n_vocab, r->spec->prompt[p + 1],
-                                  r->spec->prompt_logprobs, &S->plp[p - lo]);
+                                  r->spec->prompt_logprobs, &S->plp[p - lo], &S->prank[p - lo]);
     r->lp_next = hi;
     pgd_event ev;
     base_event(S, &ev, PGD_EVENT_PROMPT_LOGPROBS, r);
@@ -607,6 +610,7 @@ static void emit_prompt_logprobs(pgd_sched *S, sseq *q, const pgd_step_item *it)
     ev.lp_first = lo + 1;
     ev.n_lp = hi - lo;
     ev.prompt_lp = S->plp;
+    ev.prompt_rank = S->prank;
     if (S->emit) S->emit(&ev, S->ud);
 }
 

@@ -24,7 +24,8 @@ typedef struct ev_node {
     pgd_mpsc_node link;
     pgd_event ev;
     pgd_sample_result lp;
-    _Alignas(pgd_sample_result) char data[]; /* prompt logprobs [n_lp], text, NUL, message, NUL */
+    _Alignas(pgd_sample_result) char data[]; /* prompt logprobs [n_lp], their ranks [n_lp], text,
+                                                NUL, message, NUL */
 } ev_node;
 
 struct pgd_worker {
@@ -58,14 +59,19 @@ static void sink(const pgd_event *ev, void *ud) {
     pgd_worker *e = ud;
     size_t tl = ev->text ? ev->text_len : 0, ml = ev->message ? strlen(ev->message) : 0;
     size_t pl = ev->prompt_lp ? ev->n_lp * sizeof *ev->prompt_lp : 0;
-    ev_node *n = malloc(sizeof *n + pl + tl + ml + 2);
+    size_t rl = ev->prompt_rank ? ev->n_lp * sizeof *ev->prompt_rank : 0;
+    ev_node *n = malloc(sizeof *n + pl + rl + tl + ml + 2);
     PGD_ASSERT(n); /* an event cannot be dropped without breaking the stream's contract */
     n->ev = *ev;
     if (pl) {
         memcpy(n->data, ev->prompt_lp, pl);
         n->ev.prompt_lp = (const pgd_sample_result *)(void *)n->data;
     }
-    char *text = n->data + pl;
+    if (rl) {
+        memcpy(n->data + pl, ev->prompt_rank, rl);
+        n->ev.prompt_rank = (const int32_t *)(void *)(n->data + pl);
+    }
+    char *text = n->data + pl + rl;
     memcpy(text, tl ? ev->text : "", tl);
     text[tl] = '\0';
     n->ev.text = text;

@@ -60,6 +60,13 @@ typedef struct lp_ref {
     size_t off, len; /* into lp_bytes */
 } lp_ref;
 
+/* One prompt's logprobs from the engine, kept for vLLM's prompt_logprobs. */
+typedef struct plp_store {
+    pgd_sample_result *r; /* [n] prompt tokens 1, 2, ... */
+    int32_t *rank;        /* [n] */
+    size_t n;
+} plp_store;
+
 struct pgd_rctx {
     pgd_srv *srv;
     pgd_rctx *prev, *next;
@@ -76,6 +83,7 @@ struct pgd_rctx {
     bool working;
     pgd_tokens *prompts; /* [n_prompts] */
     pgd_buf *echo;       /* [n_prompts] the prompts' text when completions ask for echo */
+    plp_store *plp;      /* [n_prompts] when vLLM's prompt_logprobs are asked */
     size_t n_prompts;
     int work_rc;
     char work_err[512];
@@ -151,6 +159,11 @@ static void rctx_free(pgd_rctx *c) {
     free(c->prompts);
     for (size_t i = 0; c->echo && i < c->n_prompts; i++) pgd_buf_free(&c->echo[i]);
     free(c->echo);
+    for (size_t i = 0; c->plp && i < c->n_prompts; i++) {
+        free(c->plp[i].r);
+        free(c->plp[i].rank);
+    }
+    free(c->plp);
     free(c->eids);
     pgd_access_release(srv->access, &c->grant, c->end_reason, c->usage.prompt_tokens,
                        c->usage.completion_tokens, c->usage.cached_tokens, c->ttft_s, c->e2e_s);
@@ -276,6 +289,7 @@ static void tokenize_work(uv_work_t *w) {
 
 static void submit_all(pgd_rctx *c);
 static bool wants_prompt_logprobs(const pgd_rctx *c);
+static int32_t engine_prompt_logprobs(const pgd_rctx *c);
 static int add_first_logprobs(pgd_rctx *c);
 static void send_echo(pgd_rctx *c, uint32_t g);
 
@@ -359,7 +373,8 @@ static void submit_all(pgd_rctx *c) {
     c->n_per_prompt = (uint32_t)(c->req.n > 0 ? c->req.n : 1);
     c->eids = calloc(c->n_prompts, sizeof *c->eids);
     c->ch = calloc(c->n_prompts * c->n_per_prompt, sizeof *c->ch);
-    if (!c->eids || !c->ch) {
+    if (c->req.prompt_logprobs >= 0) c->plp = calloc(c->n_prompts, sizeof *c->plp);
+    if (!c->eids || !c->ch || (c->req.prompt_logprobs >= 0 && !c->plp)) {
         respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
@@ -408,7 +423,7 @@ static void submit_all(pgd_rctx *c) {
         r->n = c->n_per_prompt;
         r->priority = c->req.priority;
         r->prompt_only = c->req.prompt_only;
-        r->prompt_logprobs = wants_prompt_logprobs(c) ? c->req.top_logprobs : -1;
+        r->prompt_logprobs = engine_prompt_logprobs(c);
         if (t) {
             r->tenant = t->id;
             r->weight = (float)t->conf.weight;
@@ -661,6 +676,27 @@ static bool wants_prompt_logprobs(const pgd_rctx *c) {
     return c->kind == PGD_API_COMPLETION && c->req.echo && wants_logprobs(c);
 }
 
+/* What the engine computes, for echo's logprobs and vLLM's prompt_logprobs: the alternatives of
+ * the larger ask (each answer takes its own count). */
+static int32_t engine_prompt_logprobs(const pgd_rctx *c) {
+    int32_t k = wants_prompt_logprobs(c) ? c->req.top_logprobs : -1;
+    return c->req.prompt_logprobs > k ? c->req.prompt_logprobs : k;
+}
+
+/* Keeps an event's entries for vLLM's prompt_logprobs. 0 or PGD_ENOMEM. */
+static int keep_prompt_logprobs(plp_store *st, const pgd_event *ev) {
+    size_t n = st->n + ev->n_lp;
+    pgd_sample_result *r = realloc(st->r, n * sizeof *r);
+    if (r) st->r = r;
+    int32_t *rank = realloc(st->rank, n * sizeof *rank);
+    if (rank) st->rank = rank;
+    if (!r || !rank) return PGD_ENOMEM;
+    memcpy(st->r + st->n, ev->prompt_lp, ev->n_lp * sizeof *r);
+    memcpy(st->rank + st->n, ev->prompt_rank, ev->n_lp * sizeof *rank);
+    st->n = n;
+    return 0;
+}
+
 static int add_first_logprobs(pgd_rctx *c) {
     for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
         pgd_sample_result first = {.token = c->prompts[k / c->n_per_prompt].ids[0], .logprob = NAN};
@@ -697,20 +733,72 @@ static void on_error(pgd_rctx *c, const pgd_event *ev);
 
 static void on_prompt_logprobs(pgd_rctx *c, const pgd_event *ev) {
     uint32_t g;
-    if (!choice_of(c, ev, &g) || !wants_prompt_logprobs(c) || c->errored) return;
-    const pgd_tokens *prompt = &c->prompts[g / c->n_per_prompt];
-    for (uint32_t k = g; k < g + c->n_per_prompt; k++)
-        for (uint32_t i = 0; i < ev->n_lp; i++)
-            if (add_logprob(c, &c->ch[k], &ev->prompt_lp[i])) {
-                pgd_event err = {.kind = PGD_EVENT_ERROR,
-                                 .error = PGD_ENOMEM,
-                                 .message = "out of memory for the prompt's logprobs"};
-                on_error(c, &err);
-                abort_engine(c);
-                return;
-            }
-    if (c->req.stream && ev->lp_first + ev->n_lp == prompt->n)
+    if (!choice_of(c, ev, &g) || c->errored) return;
+    const uint32_t p = g / c->n_per_prompt;
+    int rc = c->plp ? keep_prompt_logprobs(&c->plp[p], ev) : 0;
+    for (uint32_t k = g; !rc && wants_prompt_logprobs(c) && k < g + c->n_per_prompt; k++)
+        for (uint32_t i = 0; !rc && i < ev->n_lp; i++) {
+            pgd_sample_result x = ev->prompt_lp[i];
+            if (x.n_top > c->req.top_logprobs) x.n_top = c->req.top_logprobs;
+            rc = add_logprob(c, &c->ch[k], &x);
+        }
+    if (rc) {
+        pgd_event err = {.kind = PGD_EVENT_ERROR,
+                         .error = PGD_ENOMEM,
+                         .message = "out of memory for the prompt's logprobs"};
+        on_error(c, &err);
+        abort_engine(c);
+        return;
+    }
+    if (c->req.stream && wants_prompt_logprobs(c) && ev->lp_first + ev->n_lp == c->prompts[p].n)
         for (uint32_t k = g; k < g + c->n_per_prompt; k++) send_echo(c, k);
+}
+
+/* vLLM's prompt_logprobs of every prompt (whole answers), built from the kept entries with
+ * prompt_logprobs alternatives each: views[p] ([n] entries, their alternatives in *alts and
+ * texts in *bytes, all owned by the caller). 0 or PGD_ENOMEM. */
+static int build_prompt_logprobs(pgd_rctx *c, pgd_api_prompt_logprob **views,
+                                 pgd_api_ranked_logprob **alts, pgd_buf *bytes) {
+    size_t n_all = 0, k = (size_t)c->req.prompt_logprobs;
+    for (size_t p = 0; p < c->n_prompts; p++) n_all += c->plp[p].n;
+    *views = calloc(n_all + 1, sizeof **views);
+    *alts = calloc(n_all * k + 1, sizeof **alts);
+    size_t *off = calloc((n_all * (k + 1)) * 2 + 1, sizeof *off); /* text offsets, lengths */
+    int rc = !*views || !*alts || !off ? PGD_ENOMEM : 0;
+    /* texts first (the buffer moves as it grows), then the pointers into it */
+    for (size_t p = 0, e = 0; !rc && p < c->n_prompts; p++)
+        for (size_t i = 0; !rc && i < c->plp[p].n; i++, e++) {
+            const pgd_sample_result *s = &c->plp[p].r[i];
+            for (size_t j = 0; !rc && j <= k; j++) {
+                if (j > 0 && j - 1 >= (size_t)s->n_top) break;
+                size_t at = bytes->len;
+                rc = pgd_token_piece(c->srv->info->tok, j ? s->top[j - 1].token : s->token, true,
+                                     bytes);
+                off[2 * (e * (k + 1) + j)] = at;
+                off[2 * (e * (k + 1) + j) + 1] = bytes->len - at;
+            }
+        }
+    const char *base = bytes->data ? bytes->data : "";
+    for (size_t p = 0, e = 0; !rc && p < c->n_prompts; p++)
+        for (size_t i = 0; i < c->plp[p].n; i++, e++) {
+            const pgd_sample_result *s = &c->plp[p].r[i];
+            pgd_api_prompt_logprob *v = &(*views)[e];
+            const size_t *o = &off[2 * e * (k + 1)];
+            v->token = (pgd_api_ranked_logprob){.id = s->token,
+                                                .text = {base + o[0], o[1]},
+                                                .logprob = s->logprob,
+                                                .rank = c->plp[p].rank[i]};
+            v->n_top = (size_t)s->n_top < k ? (size_t)s->n_top : k;
+            pgd_api_ranked_logprob *a = &(*alts)[e * k];
+            for (size_t j = 0; j < v->n_top; j++)
+                a[j] = (pgd_api_ranked_logprob){.id = s->top[j].token,
+                                                .text = {base + o[2 * (j + 1)], o[2 * (j + 1) + 1]},
+                                                .logprob = s->top[j].logprob,
+                                                .rank = (int32_t)j + 1};
+            v->top = a;
+        }
+    free(off);
+    return rc;
 }
 
 static pgd_finish finish_of(pgd_finish_reason r) {
@@ -799,12 +887,14 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     }
     size_t n = c->n_prompts * c->n_per_prompt;
     pgd_api_choice *chs = calloc(n, sizeof *chs);
-    if (!chs) {
-        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
+    pgd_api_prompt_logprob *views = NULL;
+    pgd_api_ranked_logprob *alts = NULL;
+    pgd_buf vbytes = PGD_BUF_INIT, b = PGD_BUF_INIT;
+    int rc = chs ? 0 : PGD_ENOMEM;
+    if (!rc && c->plp) rc = build_prompt_logprobs(c, &views, &alts, &vbytes);
+    for (size_t i = 0, first = 0; chs && i < n; i++) {
         choice_out *co = &c->ch[i];
+        const plp_store *st = c->plp && views ? &c->plp[i / c->n_per_prompt] : NULL;
         rebase(co, 0);
         chs[i] = (pgd_api_choice){.index = (uint32_t)i,
                                   .text = {co->text.data ? co->text.data : "", co->text.len},
@@ -812,18 +902,25 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
                                   .logprobs = wants_logprobs(c),
                                   .tokens = co->lp,
                                   .n_tokens = co->n_lp,
-                                  .text_offset = 0};
+                                  .text_offset = 0,
+                                  .prompt_logprobs = st != NULL,
+                                  .prompt_lp = st ? views + first : NULL,
+                                  .n_prompt_lp = st ? st->n : 0};
+        if (st && (i + 1) % c->n_per_prompt == 0) first += st->n; /* the next prompt's */
     }
     pgd_api_meta m = meta_of(c);
-    pgd_buf b = PGD_BUF_INIT;
-    int rc = c->kind == PGD_API_CHAT ? pgd_api_chat_completion(&m, chs, n, &c->usage, &b)
+    if (!rc)
+        rc = c->kind == PGD_API_CHAT ? pgd_api_chat_completion(&m, chs, n, &c->usage, &b)
                                      : pgd_api_completion(&m, chs, n, &c->usage, &b);
-    for (size_t i = 0; i < n; i++) unbase(&c->ch[i], 0);
+    for (size_t i = 0; chs && i < n; i++) unbase(&c->ch[i], 0);
     if (rc)
         respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
     else
         respond_json(c->http, 200, &b, NULL, 0);
     pgd_buf_free(&b);
+    pgd_buf_free(&vbytes);
+    free(views);
+    free(alts);
     free(chs);
 }
 

@@ -828,11 +828,16 @@ static void fill_logprobs(int32_t n_vocab, int32_t top_logprobs, const float *lo
 }
 
 void pgd_sample_token_logprobs(const float *logits, int32_t n_vocab, int32_t token,
-                               int32_t top_logprobs, pgd_sample_result *out) {
+                               int32_t top_logprobs, pgd_sample_result *out, int32_t *rank) {
     PGD_ASSERT(token >= 0 && token < n_vocab && top_logprobs >= 0 &&
                top_logprobs <= PGD_SAMPLER_MAX_TOP_LOGPROBS);
     out->token = token;
     fill_logprobs(n_vocab, top_logprobs, logits, false, 0.0f, 0.0, out);
+    if (!rank) return;
+    const float x = sanitize(logits[token]);
+    int32_t above = 0;
+    for (int32_t i = 0; i < n_vocab; i++) above += sanitize(logits[i]) > x;
+    *rank = 1 + above;
 }
 
 /* qsort's comparison in the candidate order (better first) */

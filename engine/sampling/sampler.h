@@ -110,9 +110,10 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits /* [n_vocab] */, pgd_
 
 /* The logprobs of a given token under one row of raw logits: out->token = token,
  * out->logprob its log_softmax and out->top the top_logprobs (0..20) most probable ids — the same
- * numbers a sample reports (a prompt token's logprob, for echo). Never allocates. */
+ * numbers a sample reports (a prompt token's logprob, for echo) — and, when rank is not NULL,
+ * *rank = 1 + the ids whose logit is above the token's (ties share a rank). Never allocates. */
 void pgd_sample_token_logprobs(const float *logits /* [n_vocab] */, int32_t n_vocab, int32_t token,
-                               int32_t top_logprobs, pgd_sample_result *out);
+                               int32_t top_logprobs, pgd_sample_result *out, int32_t *rank);
 
 /* Records an output token (penalties). PGD_EINVAL out of range; PGD_ENOMEM. */
 int pgd_sampler_accept(pgd_sampler *s, int32_t id);

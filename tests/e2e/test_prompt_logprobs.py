@@ -7,7 +7,9 @@ alternatives are the reference's most probable tokens there. Also: max_tokens 0 
 alone, nothing generated), lm-eval's request shape (batched token prompts, max_tokens 1,
 logprobs 1), n > 1, streaming (the prompt comes first, with its logprobs), the prefix cache
 not serving such prompts (the numbers are the same however often asked, alone or beside other
-requests), and prompts longer than one step's budget (chunked prefill).
+requests), and prompts longer than one step's budget (chunked prefill). vLLM's prompt_logprobs
+(chat and completions: each prompt token's logprob and rank, and its alternatives by rank) are
+checked against the same reference, and against echo's numbers in the same answer.
 """
 import concurrent.futures as cf
 import json
@@ -212,6 +214,8 @@ def test_single_token_and_text_prompt(srv):
 @pytest.mark.parametrize("body,param,contains", [
     ({"prompt": "x", "max_tokens": 0}, "max_tokens", "echo"),
     ({"prompt": "x", "max_tokens": -1, "echo": True}, "max_tokens", ">= 0"),
+    ({"prompt": "x", "prompt_logprobs": 1, "stream": True}, "prompt_logprobs", "stream"),
+    ({"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs", "0 to 20"),
 ])
 def test_refusals(srv, body, param, contains):
     st, _, data = srv.post_json("/v1/completions", {"model": NAME, **body})
@@ -220,3 +224,72 @@ def test_refusals(srv, body, param, contains):
     st, _, data = srv.post_json("/v1/chat/completions", {
         "model": NAME, "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]})
     assert st == 400 and data["error"]["param"] == "max_tokens", json.dumps(data)
+
+
+def rank_bounds(row, tok):
+    """The ranks a token may have when logprobs are known to within TOL."""
+    x = row[tok]
+    return 1 + int((row > x + TOL).sum()), 1 + int((row > x - TOL).sum())
+
+
+def check_vllm_prompt_logprobs(plp, prompt, lsm, k):
+    assert len(plp) == len(prompt) and plp[0] is None
+    for i in range(1, len(prompt)):
+        d, key = plp[i], str(prompt[i])
+        assert next(iter(d)) == key  # the prompt token first
+        lo, hi = rank_bounds(lsm[i - 1], prompt[i])
+        assert lo <= d[key]["rank"] <= hi, (i, d[key], lo, hi)
+        assert d[key]["logprob"] == pytest.approx(lsm[i - 1][prompt[i]], abs=TOL)
+        best = np.sort(lsm[i - 1])[::-1]
+        # the k alternatives: every other entry, and the prompt token when it is one of them
+        alts = sorted((v["rank"], v["logprob"]) for t, v in d.items() if t != key or
+                      v["rank"] <= k)
+        assert len(alts) == k and all(1 <= r <= k for r, _ in alts), d
+        for r, v in alts:
+            assert v == pytest.approx(best[r - 1], abs=TOL)
+
+
+def test_vllm_prompt_logprobs_completions(srv, ids, ref_lsm):
+    """vLLM's prompt_logprobs beside echo's logprobs in one answer: each view its own count of
+    alternatives, the same numbers, the same token texts; both against the reference."""
+    x, lsm = ids[0], ref_lsm[0]
+    r = post(srv, {"prompt": x, "max_tokens": 2, "temperature": 0, "echo": True,
+                   "logprobs": 1, "prompt_logprobs": 3})
+    c = r["choices"][0]
+    check_vllm_prompt_logprobs(c["prompt_logprobs"], x, lsm, 3)
+    lp = c["logprobs"]
+    for i in range(1, len(x)):
+        e = c["prompt_logprobs"][i][str(x[i])]
+        assert lp["token_logprobs"][i] == pytest.approx(e["logprob"], abs=1e-6)
+        assert lp["tokens"][i] == e["decoded_token"]
+        assert len(lp["top_logprobs"][i]) <= 2
+    # without echo: the prompt's logprobs all the same, the answer only the completion
+    r = post(srv, {"prompt": x, "max_tokens": 2, "temperature": 0, "prompt_logprobs": 0,
+                   "n": 2})
+    for c in r["choices"]:
+        assert not c["text"].startswith(TEXTS[0])
+        plp = c["prompt_logprobs"]
+        assert [list(d) for d in plp[1:]] == [[str(t)] for t in x[1:]]
+        for i in range(1, len(x)):
+            assert plp[i][str(x[i])]["logprob"] == pytest.approx(lsm[i - 1][x[i]], abs=TOL)
+
+
+def test_vllm_prompt_logprobs_chat(srv, model_path):
+    """On chat, after usage: the rendered prompt's tokens (as /tokenize renders the messages)."""
+    msgs = [{"role": "user", "content": "Name the largest planet of the solar system."}]
+    st, _, tok = srv.post_json("/tokenize", {"messages": msgs})
+    assert st == 200, tok
+    x = tok["tokens"]
+    st, _, r = srv.post_json("/v1/chat/completions", {"model": NAME, "messages": msgs,
+                                                      "max_tokens": 2, "temperature": 0,
+                                                      "prompt_logprobs": 2}, timeout=120)
+    assert st == 200, r
+    assert list(r)[-1] == "prompt_logprobs" and r["usage"]["prompt_tokens"] == len(x)
+    logits = RefModel(model_path).forward(x)
+    m = logits.max(axis=-1, keepdims=True)
+    lsm = logits - m - np.log(np.exp(logits - m).sum(axis=-1, keepdims=True))
+    check_vllm_prompt_logprobs(r["prompt_logprobs"], x, lsm, 2)
+    # not asked: not there
+    st, _, r = srv.post_json("/v1/chat/completions", {"model": NAME, "messages": msgs,
+                                                      "max_tokens": 1})
+    assert st == 200 and "prompt_logprobs" not in r

@@ -78,7 +78,7 @@ static void write_row(uint64_t h, uint32_t eos_every, float *row) {
 }
 
 double pgd_fake_logprob(const int32_t *tokens, uint32_t n, uint32_t eos_every, int32_t n_top,
-                        int32_t *top) {
+                        int32_t *top, int32_t *rank) {
     float row[PGD_FAKE_VOCAB];
     write_row(pgd_fake_hash(tokens, n - 1), eos_every, row);
     double m = row[0], z = 0;
@@ -94,6 +94,8 @@ double pgd_fake_logprob(const int32_t *tokens, uint32_t n, uint32_t eos_every, i
         taken[best] = true;
         top[k] = best;
     }
+    *rank = 1;
+    for (uint32_t v = 0; v < PGD_FAKE_VOCAB; v++) *rank += row[v] > row[tokens[n - 1]];
     return (double)row[tokens[n - 1]] - m - log(z);
 }
 

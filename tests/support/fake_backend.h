@@ -79,9 +79,10 @@ int32_t pgd_fake_next(uint64_t h, uint32_t eos_every);
  * an EOS unless ignore_eos). Returns how many. */
 uint32_t pgd_fake_greedy(const int32_t *prompt, uint32_t n_prompt, uint32_t max_tokens,
                          uint32_t eos_every, bool ignore_eos, int32_t *out);
-/* The model's log-probability of tokens[n - 1] after tokens[0..n - 1) (n >= 2), in double, and
- * the n_top most probable ids there into top (higher logit first, then lower id). */
+/* The model's log-probability of tokens[n - 1] after tokens[0..n - 1) (n >= 2), in double, the
+ * n_top most probable ids there into top (higher logit first, then lower id) and the token's
+ * rank (1 + the ids with a higher logit). */
 double pgd_fake_logprob(const int32_t *tokens, uint32_t n, uint32_t eos_every, int32_t n_top,
-                        int32_t *top);
+                        int32_t *top, int32_t *rank);
 
 #endif

@@ -277,6 +277,10 @@ static const bad_case k_bad[] = {
     {P, "{\"prompt\":\"x\",\"max_tokens\":-1,\"echo\":true}", "max_tokens"},
     {P, "{\"prompt\":\"x\",\"max_completion_tokens\":0,\"echo\":true}", "max_completion_tokens"},
     {C, "{" CHAT_MSGS ",\"max_tokens\":0}", "max_tokens"},
+    {P, "{\"prompt\":\"x\",\"prompt_logprobs\":21}", "prompt_logprobs"},
+    {C, "{" CHAT_MSGS ",\"prompt_logprobs\":-1}", "prompt_logprobs"},
+    {C, "{" CHAT_MSGS ",\"prompt_logprobs\":true}", "prompt_logprobs"},
+    {C, "{" CHAT_MSGS ",\"prompt_logprobs\":1,\"stream\":true}", "prompt_logprobs"},
     {P, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "stream_options"},
     {P, "{\"prompt\":\"x\",\"n\":100}", "n"},
     {P, "{\"prompt\":\"x\",\"temperature\":3}", "temperature"},
@@ -606,6 +610,14 @@ static void test_completion_prompts(void) {
     REQUIRE(parse_ok(P, "{\"prompt\":\"x\",\"max_tokens\":0,\"echo\":true,\"logprobs\":1}", &r) ==
             0);
     CHECK(r.prompt_only && r.echo && r.logprobs && r.top_logprobs == 1);
+    CHECK_EQ_INT(r.prompt_logprobs, -1);
+    pgd_api_request_free(&r);
+    /* vLLM's prompt_logprobs (null: absent) */
+    REQUIRE(parse_ok(P, "{\"prompt\":\"x\",\"prompt_logprobs\":20}", &r) == 0);
+    CHECK_EQ_INT(r.prompt_logprobs, 20);
+    pgd_api_request_free(&r);
+    REQUIRE(parse_ok(C, "{" CHAT_MSGS ",\"prompt_logprobs\":null,\"stream\":true}", &r) == 0);
+    CHECK_EQ_INT(r.prompt_logprobs, -1);
     pgd_api_request_free(&r);
     REQUIRE(
         parse_ok(P, "{\"prompt\":\"x\",\"max_tokens\":0,\"max_completion_tokens\":3,\"echo\":true}",

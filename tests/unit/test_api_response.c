@@ -239,9 +239,9 @@ static void test_chat_completion(void) {
         {{"\x98\x80", 2}, -INFINITY, NULL, 0},
     };
     const pgd_api_choice choices[] = {
-        {0, S("Hello!"), PGD_FINISH_STOP, false, NULL, 0, 0},
-        {1, S("Hi \xf0\x9f\x98\x80"), PGD_FINISH_LENGTH, true, lps, 3, 0},
-        {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0},
+        {0, S("Hello!"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
+        {1, S("Hi \xf0\x9f\x98\x80"), PGD_FINISH_LENGTH, true, lps, 3, 0, false, NULL, 0},
+        {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0, false, NULL, 0},
     };
     pgd_api_meta m = {"chatcmpl-abc", 1700000000, S("smol"), NULL};
     pgd_api_usage u = {12, 7, 8};
@@ -305,7 +305,7 @@ static void test_chat_completion(void) {
 
     /* with a system fingerprint; an unfinished choice prints finish_reason null */
     pgd_api_meta m2 = {"chatcmpl-x", 1, S("m\xff"), "fp_123"};
-    pgd_api_choice c = {0, S("x"), PGD_FINISH_NONE, false, NULL, 0, 0};
+    pgd_api_choice c = {0, S("x"), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0};
     pgd_buf_reset(&b);
     REQUIRE(pgd_api_chat_completion(&m2, &c, 1, &u, &b) == 0);
     j = load(&b);
@@ -366,7 +366,8 @@ static void test_chat_stream(void) {
         }
         for (int p = 0; p < 3; p++) {
             for (uint32_t k = 0; k < 2; k++) {
-                pgd_api_choice ch = {k, S(pieces[k][p]), PGD_FINISH_NONE, false, NULL, 0, 0};
+                pgd_api_choice ch = {
+                    k, S(pieces[k][p]), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0};
                 pgd_buf_reset(&b);
                 REQUIRE(pgd_api_chat_chunk_content(&m, &ch, iu, &b) == 0);
                 json_t *j = load(&b);
@@ -421,7 +422,7 @@ static void test_chat_stream(void) {
     /* a content chunk with logprobs and a finish reason (the last delta of a choice) */
     const pgd_api_top_logprob top[] = {{S(" world"), -0.5f}};
     const pgd_api_token_logprob lp = {S(" world"), -0.5f, top, 1};
-    pgd_api_choice ch = {0, S(" world"), PGD_FINISH_STOP, true, &lp, 1, 0};
+    pgd_api_choice ch = {0, S(" world"), PGD_FINISH_STOP, true, &lp, 1, 0, false, NULL, 0};
     pgd_buf b = PGD_BUF_INIT;
     REQUIRE(pgd_api_chat_chunk_content(&m, &ch, false, &b) == 0);
     json_t *j = load(&b);
@@ -452,13 +453,13 @@ static void test_completion(void) {
         {S("x"), NAN, NULL, 0},             /* unknown: null, null */
     };
     const pgd_api_choice choices[] = {
-        {0, S("one"), PGD_FINISH_STOP, false, NULL, 0, 0},
+        {0, S("one"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
         {1,
          S("\xc3\xa9"
            "ab\xe2\x82x"),
-         PGD_FINISH_LENGTH, true, lps, 4, 5},
-        {2, S("three"), PGD_FINISH_STOP, false, NULL, 0, 0},
-        {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0},
+         PGD_FINISH_LENGTH, true, lps, 4, 5, false, NULL, 0},
+        {2, S("three"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
+        {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
     };
     pgd_api_meta m = {"cmpl-xyz", 42, S("smol"), NULL};
     pgd_api_usage u = {10, 20, 4};
@@ -518,7 +519,7 @@ static void test_completion(void) {
 
     /* streamed chunks: a text piece with logprobs, the finish chunk, the usage chunk */
     for (int iu = 0; iu <= 1; iu++) {
-        pgd_api_choice c = {3, S("ab"), PGD_FINISH_NONE, true, &lps[1], 1, 17};
+        pgd_api_choice c = {3, S("ab"), PGD_FINISH_NONE, true, &lps[1], 1, 17, false, NULL, 0};
         pgd_buf_reset(&b);
         REQUIRE(pgd_api_completion_chunk(&m, &c, iu, &b) == 0);
         j = load(&b);
@@ -533,7 +534,7 @@ static void test_completion(void) {
         CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(l, "text_offset"), 0)), 17);
         json_decref(j);
 
-        pgd_api_choice f = {3, S(""), PGD_FINISH_LENGTH, false, NULL, 0, 0};
+        pgd_api_choice f = {3, S(""), PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0};
         pgd_buf_reset(&b);
         REQUIRE(pgd_api_completion_chunk(&m, &f, iu, &b) == 0);
         j = load(&b);
@@ -631,7 +632,7 @@ static void test_logprob_utf8_fuzz(void) {
                 tops[i][k] = (pgd_api_top_logprob){{store[(i + k) % 16], (x >> k) % 6},
                                                    specials[(x >> (k * 3)) % 6]};
         }
-        pgd_api_choice c = {0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0};
+        pgd_api_choice c = {0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0, false, NULL, 0};
         pgd_api_meta m = {"chatcmpl-f", 0, S("m"), NULL};
         pgd_api_usage u = {1, 16, 0};
         pgd_buf b = PGD_BUF_INIT;
@@ -752,9 +753,14 @@ static void *failing_malloc(size_t n) {
 static const pgd_api_top_logprob k_top[] = {{{"a\xff", 2}, -0.5f}, {{"b", 1}, -1.5f}};
 static const pgd_api_token_logprob k_lps[] = {{{"a\xff", 2}, -0.5f, k_top, 2},
                                               {{"c", 1}, NAN, NULL, 0}};
+/* vLLM's prompt_logprobs: token 5 (rank 2) with alternatives 7 and 5 (listed once), then token 9
+ * (ranked 40, its bytes a broken character) without alternatives */
+static const pgd_api_ranked_logprob k_alts[] = {{7, {"q", 1}, -0.25f, 1}, {5, {"p", 1}, -1.0f, 2}};
+static const pgd_api_prompt_logprob k_plp[] = {{{5, {"p", 1}, -1.0f, 2}, k_alts, 2},
+                                               {{9, {"\xe2\x82", 2}, -INFINITY, 40}, NULL, 0}};
 static const pgd_api_choice k_choices[] = {
-    {0, {"x\xff", 2}, PGD_FINISH_STOP, true, k_lps, 2, 3},
-    {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0},
+    {0, {"x\xff", 2}, PGD_FINISH_STOP, true, k_lps, 2, 3, true, k_plp, 2},
+    {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0},
 };
 static const pgd_api_meta k_meta = {"id-1", 7, {"m", 1}, "fp"};
 static const pgd_api_usage k_usage = {3, 4, 1};
@@ -796,6 +802,52 @@ static int b_err(pgd_buf *o) {
     pgd_api_error_set(&e, 400, "stop", NULL, "bad \xff stop");
     return pgd_api_error_sse(&e, o);
 }
+/* vLLM's prompt_logprobs: in each completion choice that has them, after finish_reason; in a
+ * chat completion, after usage (choice 0's). [null, {"<id>": {logprob, rank, decoded_token}}]. */
+static void test_prompt_logprobs(void) {
+    for (int chat = 0; chat < 2; chat++) {
+        pgd_buf b = PGD_BUF_INIT;
+        REQUIRE((chat ? pgd_api_chat_completion : pgd_api_completion)(&k_meta, k_choices, 2,
+                                                                      &k_usage, &b) == 0);
+        json_t *j = load(&b);
+        REQUIRE(j != NULL);
+        json_t *arr = json_object_get(j, "choices"), *plp;
+        if (chat) {
+            CHECK(keys_are(j, KEYS("id", "object", "created", "model", "system_fingerprint",
+                                   "choices", "usage", "prompt_logprobs")));
+            CHECK(strstr(b.data, "\"usage\":{") < strstr(b.data, "\"prompt_logprobs\""));
+            plp = json_object_get(j, "prompt_logprobs");
+            CHECK(keys_are(json_array_get(arr, 0),
+                           KEYS("index", "message", "logprobs", "finish_reason")));
+        } else {
+            CHECK(keys_are(json_array_get(arr, 0),
+                           KEYS("index", "text", "logprobs", "finish_reason", "prompt_logprobs")));
+            CHECK(keys_are(json_array_get(arr, 1),
+                           KEYS("index", "text", "logprobs", "finish_reason")));
+            plp = json_object_get(json_array_get(arr, 0), "prompt_logprobs");
+        }
+        REQUIRE(json_is_array(plp) && json_array_size(plp) == 3);
+        CHECK(json_is_null(json_array_get(plp, 0)));
+        json_t *e1 = json_array_get(plp, 1), *e2 = json_array_get(plp, 2);
+        REQUIRE(keys_are(e1, KEYS("5", "7")));
+        json_t *t5 = json_object_get(e1, "5"), *t7 = json_object_get(e1, "7");
+        REQUIRE(keys_are(t5, KEYS("logprob", "rank", "decoded_token")));
+        CHECK_NEAR(nget(t5, "logprob"), -1.0, 1e-9);
+        CHECK_EQ_INT(iget(t5, "rank"), 2);
+        CHECK_EQ_STR(sget(t5, "decoded_token"), "p");
+        CHECK_NEAR(nget(t7, "logprob"), -0.25, 1e-9);
+        CHECK_EQ_INT(iget(t7, "rank"), 1);
+        CHECK_EQ_STR(sget(t7, "decoded_token"), "q");
+        REQUIRE(keys_are(e2, KEYS("9")));
+        json_t *t9 = json_object_get(e2, "9");
+        CHECK_NEAR(nget(t9, "logprob"), -9999.0, 1e-9);
+        CHECK_EQ_INT(iget(t9, "rank"), 40);
+        CHECK_EQ_STR(sget(t9, "decoded_token"), FFFD); /* one maximal subpart */
+        json_decref(j);
+        pgd_buf_free(&b);
+    }
+}
+
 static void test_alloc_failures(void) {
     int (*const fns[])(pgd_buf *) = {b_chat,       b_first,  b_content, b_finish, b_usage, b_cmpl,
                                      b_cmpl_chunk, b_models, b_tok,     b_detok,  b_err};
@@ -838,6 +890,7 @@ int main(void) {
     RUN(test_models_tokenize);
     RUN(test_logprob_utf8_fuzz);
     RUN(test_float_format);
+    RUN(test_prompt_logprobs);
     RUN(test_alloc_failures);
     return test_summary();
 }

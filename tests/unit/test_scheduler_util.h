@@ -44,6 +44,7 @@ typedef struct rec_req {
     uint64_t first_token_step; /* recorder step when its first token arrived (UINT64_MAX: none) */
     uint64_t n_events;
     pgd_sample_result *plp; /* [n_plp] prompt logprobs: entry i is prompt token i + 1's */
+    int32_t *prank;         /* [n_plp] their ranks */
     uint32_t n_plp;
     rec_choice ch[REC_MAX_N];
 } rec_req;
@@ -130,8 +131,10 @@ static void rec_event(const pgd_event *ev, void *ud) {
                 rec_violation(rc, "request %llu: prompt logprobs after a token",
                               (unsigned long long)ev->id);
         q->plp = realloc(q->plp, (q->n_plp + ev->n_lp) * sizeof *q->plp);
-        if (!q->plp) abort();
+        q->prank = realloc(q->prank, (q->n_plp + ev->n_lp) * sizeof *q->prank);
+        if (!q->plp || !q->prank || !ev->prompt_rank) abort();
         memcpy(q->plp + q->n_plp, ev->prompt_lp, ev->n_lp * sizeof *q->plp);
+        memcpy(q->prank + q->n_plp, ev->prompt_rank, ev->n_lp * sizeof *q->prank);
         q->n_plp += ev->n_lp;
         break;
     case PGD_EVENT_ERROR:
@@ -151,7 +154,10 @@ static void rec_event(const pgd_event *ev, void *ud) {
 }
 
 static void rec_free(recorder *rc) {
-    for (size_t i = 0; i < rc->cap; i++) free(rc->r[i].plp);
+    for (size_t i = 0; i < rc->cap; i++) {
+        free(rc->r[i].plp);
+        free(rc->r[i].prank);
+    }
     for (size_t i = 0; i < rc->cap; i++)
         for (int c = 0; c < REC_MAX_N; c++) {
             free(rc->r[i].ch[c].tok);
@@ -162,7 +168,8 @@ static void rec_free(recorder *rc) {
 }
 
 /* Mismatches of request q's prompt logprobs against the fake model's own (pgd_fake_logprob, from
- * token ids alone, in double): one per prompt token after the first, with n_top alternatives. */
+ * token ids alone, in double): one per prompt token after the first, with n_top alternatives and
+ * the token's rank. */
 static inline int prompt_lp_mismatches(const rec_req *q, const int32_t *prompt, uint32_t n_prompt,
                                        uint32_t eos_every, int32_t n_top) {
     if (q->n_plp != n_prompt - 1) {
@@ -170,11 +177,12 @@ static inline int prompt_lp_mismatches(const rec_req *q, const int32_t *prompt, 
         return 1;
     }
     int bad = 0;
-    int32_t top[PGD_SAMPLER_MAX_TOP_LOGPROBS];
+    int32_t top[PGD_SAMPLER_MAX_TOP_LOGPROBS], rank;
     for (uint32_t i = 0; i < q->n_plp; i++) {
         const pgd_sample_result *r = &q->plp[i];
-        double want = pgd_fake_logprob(prompt, i + 2, eos_every, n_top, top);
-        bad += r->token != prompt[i + 1] || fabs(r->logprob - want) > 1e-4 || r->n_top != n_top;
+        double want = pgd_fake_logprob(prompt, i + 2, eos_every, n_top, top, &rank);
+        bad += r->token != prompt[i + 1] || fabs(r->logprob - want) > 1e-4 || r->n_top != n_top ||
+               q->prank[i] != rank;
         for (int32_t k = 0; k < n_top && k < r->n_top; k++) bad += r->top[k].token != top[k];
     }
     return bad;
