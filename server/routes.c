@@ -754,51 +754,42 @@ static void on_prompt_logprobs(pgd_rctx *c, const pgd_event *ev) {
         for (uint32_t k = g; k < g + c->n_per_prompt; k++) send_echo(c, k);
 }
 
-/* vLLM's prompt_logprobs of every prompt (whole answers), built from the kept entries with
- * prompt_logprobs alternatives each: views[p] ([n] entries, their alternatives in *alts and
- * texts in *bytes, all owned by the caller). 0 or PGD_ENOMEM. */
-static int build_prompt_logprobs(pgd_rctx *c, pgd_api_prompt_logprob **views,
-                                 pgd_api_ranked_logprob **alts, pgd_buf *bytes) {
+/* A token's exact bytes, read in the tokenizer's piece table (valid while the model lives). */
+static pgd_str piece_of(const pgd_rctx *c, int32_t id) {
+    size_t len;
+    const char *p = pgd_token_piece_view(c->srv->info->tok, id, true, &len);
+    return (pgd_str){p ? p : "", len};
+}
+
+/* vLLM's prompt_logprobs of every prompt (whole answers), from the kept entries with
+ * prompt_logprobs alternatives each: the prompts' entries one after another in *views, their
+ * alternatives in *alts (both owned by the caller; texts point into the tokenizer). 0 or
+ * PGD_ENOMEM. */
+static int build_prompt_logprobs(const pgd_rctx *c, pgd_api_prompt_logprob **views,
+                                 pgd_api_ranked_logprob **alts) {
     size_t n_all = 0, k = (size_t)c->req.prompt_logprobs;
     for (size_t p = 0; p < c->n_prompts; p++) n_all += c->plp[p].n;
     *views = calloc(n_all + 1, sizeof **views);
     *alts = calloc(n_all * k + 1, sizeof **alts);
-    size_t *off = calloc((n_all * (k + 1)) * 2 + 1, sizeof *off); /* text offsets, lengths */
-    int rc = !*views || !*alts || !off ? PGD_ENOMEM : 0;
-    /* texts first (the buffer moves as it grows), then the pointers into it */
-    for (size_t p = 0, e = 0; !rc && p < c->n_prompts; p++)
-        for (size_t i = 0; !rc && i < c->plp[p].n; i++, e++) {
-            const pgd_sample_result *s = &c->plp[p].r[i];
-            for (size_t j = 0; !rc && j <= k; j++) {
-                if (j > 0 && j - 1 >= (size_t)s->n_top) break;
-                size_t at = bytes->len;
-                rc = pgd_token_piece(c->srv->info->tok, j ? s->top[j - 1].token : s->token, true,
-                                     bytes);
-                off[2 * (e * (k + 1) + j)] = at;
-                off[2 * (e * (k + 1) + j) + 1] = bytes->len - at;
-            }
-        }
-    const char *base = bytes->data ? bytes->data : "";
-    for (size_t p = 0, e = 0; !rc && p < c->n_prompts; p++)
+    if (!*views || !*alts) return PGD_ENOMEM;
+    for (size_t p = 0, e = 0; p < c->n_prompts; p++)
         for (size_t i = 0; i < c->plp[p].n; i++, e++) {
             const pgd_sample_result *s = &c->plp[p].r[i];
             pgd_api_prompt_logprob *v = &(*views)[e];
-            const size_t *o = &off[2 * e * (k + 1)];
             v->token = (pgd_api_ranked_logprob){.id = s->token,
-                                                .text = {base + o[0], o[1]},
+                                                .text = piece_of(c, s->token),
                                                 .logprob = s->logprob,
                                                 .rank = c->plp[p].rank[i]};
             v->n_top = (size_t)s->n_top < k ? (size_t)s->n_top : k;
             pgd_api_ranked_logprob *a = &(*alts)[e * k];
             for (size_t j = 0; j < v->n_top; j++)
                 a[j] = (pgd_api_ranked_logprob){.id = s->top[j].token,
-                                                .text = {base + o[2 * (j + 1)], o[2 * (j + 1) + 1]},
+                                                .text = piece_of(c, s->top[j].token),
                                                 .logprob = s->top[j].logprob,
                                                 .rank = (int32_t)j + 1};
             v->top = a;
         }
-    free(off);
-    return rc;
+    return 0;
 }
 
 static pgd_finish finish_of(pgd_finish_reason r) {
@@ -889,9 +880,9 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     pgd_api_choice *chs = calloc(n, sizeof *chs);
     pgd_api_prompt_logprob *views = NULL;
     pgd_api_ranked_logprob *alts = NULL;
-    pgd_buf vbytes = PGD_BUF_INIT, b = PGD_BUF_INIT;
+    pgd_buf b = PGD_BUF_INIT;
     int rc = chs ? 0 : PGD_ENOMEM;
-    if (!rc && c->plp) rc = build_prompt_logprobs(c, &views, &alts, &vbytes);
+    if (!rc && c->plp) rc = build_prompt_logprobs(c, &views, &alts);
     for (size_t i = 0, first = 0; chs && i < n; i++) {
         choice_out *co = &c->ch[i];
         const plp_store *st = c->plp && views ? &c->plp[i / c->n_per_prompt] : NULL;
@@ -918,7 +909,6 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     else
         respond_json(c->http, 200, &b, NULL, 0);
     pgd_buf_free(&b);
-    pgd_buf_free(&vbytes);
     free(views);
     free(alts);
     free(chs);
