@@ -1,5 +1,6 @@
 /*
- * api/jsonutil.c — UTF-8 repair, safe JSON strings and floats, dumping into a pgd_buf.
+ * api/jsonutil.c — UTF-8 repair, safe JSON strings and floats, dumping into a pgd_buf (compact,
+ * or as Python's json.dumps writes it).
  */
 #include "api/jsonutil.h"
 
@@ -7,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 
@@ -122,4 +124,208 @@ int pgd__api_dump(const json_t *j, pgd_buf *out) {
 
 int pgd__api_set(json_t *obj, const char *key, json_t *value) {
     return json_object_set_new_nocheck(obj, key, value) ? PGD_ENOMEM : 0;
+}
+
+/* ---- Python's json.dumps ------------------------------------------------------------------ */
+
+/* A decimal: value = digits (no leading or trailing zeros; "0" only for zero) x 10^(exp + 1 -
+ * strlen(digits)), i.e. exp is the exponent of the first digit as %e writes it. */
+typedef struct {
+    char digits[24];
+    int exp;
+} decimal;
+
+/* The digits of v (finite, > 0) rounded to p significant digits (1..17), as %.{p-1}e gives them
+ * (correctly rounded by the C library); trailing zeros removed. */
+static void round_digits(double v, int p, decimal *d) {
+    char buf[48];
+    snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+    size_t o = 0;
+    const char *s = buf;
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9') d->digits[o++] = *s;
+    d->digits[o] = '\0';
+    d->exp = atoi(s + 1);
+}
+
+static double decimal_value(const decimal *d) {
+    char buf[48];
+    snprintf(buf, sizeof buf, "%se%d", d->digits, d->exp + 1 - (int)strlen(d->digits));
+    return strtod(buf, NULL);
+}
+
+static void trim_zeros(decimal *d) {
+    size_t n = strlen(d->digits);
+    while (n > 1 && d->digits[n - 1] == '0') d->digits[--n] = '\0';
+}
+
+/* The other p-digit neighbour of v: the decimal one unit in the last place beyond d, on the
+ * other side of v (d is v correctly rounded to p digits, untrimmed). */
+static void other_neighbour(const decimal *d, double v, decimal *o) {
+    unsigned long long m = strtoull(d->digits, NULL, 10);
+    int p = (int)strlen(d->digits), e = d->exp;
+    m = decimal_value(d) < v ? m + 1 : m - 1;
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%llu", m);
+    snprintf(o->digits, sizeof o->digits, "%s", buf);
+    o->exp = e + (n - p); /* 999 + 1 = 1000 gains a digit; 100 - 1 = 99 loses one */
+}
+
+/* Shortest digits that read back as v (v finite, > 0), and among those the nearest to v: what
+ * Python's repr (David Gay's dtoa, mode 0) gives. The correctly rounded p-digit decimal is the
+ * nearest one; when it does not read back, the neighbour on the other side of v may (next to a
+ * power of two, where the interval that rounds to v is lopsided). */
+static void shortest(double v, decimal *d) {
+    for (int p = 1; p <= 17; p++) {
+        round_digits(v, p, d);
+        if (decimal_value(d) == v) break;
+        decimal o;
+        other_neighbour(d, v, &o);
+        if (decimal_value(&o) == v) {
+            *d = o;
+            break;
+        }
+    }
+    trim_zeros(d);
+}
+
+/* repr(float): shortest round-trip digits; scientific (1e-05, 1.5e+20, two exponent digits at
+ * least) when the exponent is < -4 or >= 16, else fixed with at least one digit after the point
+ * (1.0, 0.0001, 123.456). Non-finite values as Python writes them (NaN, Infinity). */
+static int put_py_real(double v, pgd_buf *out) {
+    if (isnan(v)) return pgd_buf_puts(out, "NaN");
+    if (isinf(v)) return pgd_buf_puts(out, v < 0 ? "-Infinity" : "Infinity");
+    if (v == 0) return pgd_buf_puts(out, signbit(v) ? "-0.0" : "0.0");
+    char buf[64];
+    size_t o = 0;
+    if (v < 0) {
+        buf[o++] = '-';
+        v = -v;
+    }
+    decimal d;
+    shortest(v, &d);
+    int n = (int)strlen(d.digits), e = d.exp;
+    if (e < -4 || e >= 16) {
+        buf[o++] = d.digits[0];
+        if (n > 1) {
+            buf[o++] = '.';
+            memcpy(buf + o, d.digits + 1, (size_t)n - 1);
+            o += (size_t)n - 1;
+        }
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "e%c%02d", e < 0 ? '-' : '+', abs(e));
+    } else if (e < 0) { /* 0.000ddd */
+        memcpy(buf + o, "0.", 2);
+        o += 2;
+        for (int i = 0; i < -e - 1; i++) buf[o++] = '0';
+        memcpy(buf + o, d.digits, (size_t)n);
+        o += (size_t)n;
+    } else { /* ddd.ddd or ddd000.0 */
+        for (int i = 0; i <= e; i++) buf[o++] = i < n ? d.digits[i] : '0';
+        buf[o++] = '.';
+        if (n > e + 1) {
+            memcpy(buf + o, d.digits + e + 1, (size_t)(n - e - 1));
+            o += (size_t)(n - e - 1);
+        } else {
+            buf[o++] = '0';
+        }
+    }
+    return pgd_buf_append(out, buf, o);
+}
+
+/* A JSON string as Python's encoder writes it with ensure_ascii=False. */
+static int put_py_string(const char *s, size_t n, pgd_buf *out) {
+    static const char hex[] = "0123456789abcdef";
+    if (pgd_buf_append(out, "\"", 1)) return PGD_ENOMEM;
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        size_t k = 2;
+        esc[0] = '\\';
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        default:
+            if (c >= 0x20) continue;
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            k = 6;
+        }
+        if (pgd_buf_append(out, s + run, i - run) || pgd_buf_append(out, esc, k)) return PGD_ENOMEM;
+        run = i + 1;
+    }
+    if (pgd_buf_append(out, s + run, n - run) || pgd_buf_append(out, "\"", 1)) return PGD_ENOMEM;
+    return 0;
+}
+
+static int put_py(const json_t *j, pgd_buf *out, int depth) {
+    char num[32];
+    if (depth > 2048) return PGD_ENOMEM; /* a cycle; jansson's parser stops at 2048 */
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        const char *key;
+        size_t key_len;
+        json_t *v;
+        bool first = true;
+        if (pgd_buf_append(out, "{", 1)) return PGD_ENOMEM;
+        /* json_object_keylen_foreach takes a non-const object; it does not change it */
+        json_object_keylen_foreach((json_t *)j, key, key_len, v) {
+            if ((!first && pgd_buf_append(out, ", ", 2)) || put_py_string(key, key_len, out) ||
+                pgd_buf_append(out, ": ", 2) || put_py(v, out, depth + 1))
+                return PGD_ENOMEM;
+            first = false;
+        }
+        return pgd_buf_append(out, "}", 1) ? PGD_ENOMEM : 0;
+    }
+    case JSON_ARRAY:
+        if (pgd_buf_append(out, "[", 1)) return PGD_ENOMEM;
+        for (size_t i = 0; i < json_array_size(j); i++) {
+            if ((i && pgd_buf_append(out, ", ", 2)) || put_py(json_array_get(j, i), out, depth + 1))
+                return PGD_ENOMEM;
+        }
+        return pgd_buf_append(out, "]", 1) ? PGD_ENOMEM : 0;
+    case JSON_STRING:
+        return put_py_string(json_string_value(j), json_string_length(j), out);
+    case JSON_INTEGER:
+        snprintf(num, sizeof num, "%lld", (long long)json_integer_value(j));
+        return pgd_buf_puts(out, num) ? PGD_ENOMEM : 0;
+    case JSON_REAL:
+        return put_py_real(json_real_value(j), out) ? PGD_ENOMEM : 0;
+    case JSON_TRUE:
+        return pgd_buf_puts(out, "true") ? PGD_ENOMEM : 0;
+    case JSON_FALSE:
+        return pgd_buf_puts(out, "false") ? PGD_ENOMEM : 0;
+    default:
+        return pgd_buf_puts(out, "null") ? PGD_ENOMEM : 0;
+    }
+}
+
+int pgd_api_json_dump_py(const json_t *j, pgd_buf *out) {
+    size_t before = out->len;
+    if (put_py(j, out, 0) || pgd_buf_append(out, "", 0)) {
+        out->len = before;
+        if (out->data) out->data[before] = '\0';
+        return PGD_ENOMEM;
+    }
+    return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * api/jsonutil.h — small helpers shared by the api/ builders and parsers: UTF-8 validation and
  * lossy repair (U+FFFD), JSON strings that are always valid UTF-8, float values printed in their
- * shortest round-trip form, and dumping a jansson tree into a pgd_buf.
+ * shortest round-trip form, and dumping a jansson tree into a pgd_buf (compactly, or exactly as
+ * Python's json.dumps writes it, which is what chat templates' tojson filter prints).
  *
  * Why: jansson refuses to build a string from invalid UTF-8 (json_stringn returns NULL) and
  * cannot hold a non-finite real; token texts from a byte-level BPE may be half a character, and
@@ -33,6 +34,16 @@ int pgd_api_utf8_sanitize(const char *p, size_t n, pgd_buf *out);
 /* Characters (code points) of p[n] after sanitizing: what a JSON reader sees as the string's
  * length in code points. */
 size_t pgd_api_utf8_chars(const char *p, size_t n);
+
+/* Appends `j` as Python's json.dumps(j, ensure_ascii=False) writes it — the text a chat
+ * template's tojson filter produces under Hugging Face's settings: ", " and ": " separators,
+ * keys in insertion order, non-ASCII characters as they are, \" \\ \n \r \t \b \f
+ * escaped and other control characters as \u00xx, integers as they are, reals as Python's
+ * repr (shortest round trip, and the nearest such decimal: 0.1, 1.0, 1e-05, 1e+16, 1.5e+20;
+ * scientific when the exponent is < -4 or >= 16), non-finite reals as NaN / Infinity. 0 or
+ * PGD_ENOMEM, also for a tree nested deeper than 2048 levels (only a cycle can be: jansson's
+ * parser stops there); out is then left as it was. */
+int pgd_api_json_dump_py(const json_t *j, pgd_buf *out);
 
 /* ---- internal to api/ ---------------------------------------------------------------------- */
 

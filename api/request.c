@@ -428,36 +428,45 @@ static int response_schema(const json_t *rf, pgd_api_request *r, pgd_api_error *
     return 0;
 }
 
-/* OpenAI fields asking for what this server does not do — call tools, insert before a suffix,
- * return the best of several completions — are refused by name instead of ignored: ignoring
- * them would answer a different question than the one asked. Their "off" values pass (clients
- * send them by default): no or an empty tools / functions list, tool_choice and function_call
- * "none" or "auto", response_format {"type": "text"}, an empty suffix, best_of equal to n.
- * response_format json_object (JSON mode) and json_schema (structured output) set r->json.
- * Runs after n is parsed. */
+/* OpenAI fields asking for what this server does not do — insert before a suffix, return the
+ * best of several completions, the legacy function calling, tools on completions — are refused
+ * by name instead of ignored: ignoring them would answer a different question than the one
+ * asked. Their "off" values pass (clients send them by default): no or an empty tools /
+ * functions list, function_call "none" or "auto", response_format {"type": "text"}, an empty
+ * suffix, best_of equal to n. Chat tools go to api/tools.h; response_format json_object (JSON
+ * mode) and json_schema (structured output) set r->json, as does a tool_choice that forces a
+ * call (the two cannot go together). Runs after n is parsed. */
 static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     static const char *const lists[] = {"tools", "functions"};
     for (size_t i = 0; i < PGD_ARRAY_LEN(lists); i++) {
         json_t *v = field(root, lists[i]);
         if (v && !json_is_array(v)) return type_err(e, lists[i], "an array", v);
+        if (i == 0 && r->kind == PGD_API_CHAT) continue; /* api/tools.h */
         if (v && json_array_size(v))
             return bad(e, lists[i],
-                       "'%s' is not supported: this server does not call tools (send no tools, "
-                       "or an empty list)",
-                       lists[i]);
+                       i == 0 ? "'tools' are for chat completions (/v1/chat/completions)"
+                              : "'functions' (the legacy function calling) is not supported: "
+                                "send 'tools' instead");
     }
-    static const char *const choices[] = {"tool_choice", "function_call"};
-    for (size_t i = 0; i < PGD_ARRAY_LEN(choices); i++) {
-        json_t *v = field(root, choices[i]);
-        if (v && !json_is_string(v) && !json_is_object(v))
-            return type_err(e, choices[i], "a string or an object", v);
-        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-        if (v && !(s && (!strcmp(s, "none") || !strcmp(s, "auto"))))
-            return bad(e, choices[i],
-                       "'%s' %s%s%s is not supported: this server does not call tools (only "
-                       "\"none\" or \"auto\")",
-                       choices[i], s ? "\"" : "", s ? s : "naming a function", s ? "\"" : "");
+    json_t *fc = field(root, "function_call");
+    if (fc && !json_is_string(fc) && !json_is_object(fc))
+        return type_err(e, "function_call", "a string or an object", fc);
+    const char *fs = json_is_string(fc) ? json_string_value(fc) : NULL;
+    if (fc && !(fs && (!strcmp(fs, "none") || !strcmp(fs, "auto"))))
+        return bad(e, "function_call",
+                   "'function_call' (the legacy function calling) is not supported: send "
+                   "'tools' and 'tool_choice' instead");
+    const pgd_json_schema *forced = NULL;
+    if (r->kind == PGD_API_CHAT) {
+        int rc = pgd_api_tools_parse(root, &r->tools, &forced, e);
+        if (rc) return rc;
+    } else {
+        json_t *tc = field(root, "tool_choice");
+        if (tc && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "none") ||
+                                           !strcmp(json_string_value(tc), "auto"))))
+            return bad(e, "tool_choice", "'tool_choice' is for chat completions");
     }
+    r->json = forced;
     int rc = 0;
     json_t *rf = field(root, "response_format");
     if (rf) {
@@ -466,6 +475,10 @@ static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_er
         if (!t) return bad(e, "response_format.type", "'response_format.type' is required");
         if (!json_is_string(t)) return type_err(e, "response_format.type", "a string", t);
         const char *type = json_string_value(t);
+        if (forced && (!strcmp(type, "json_object") || !strcmp(type, "json_schema")))
+            return bad(e, "response_format",
+                       "a JSON response_format cannot go with a tool_choice that forces a tool "
+                       "call (the call's arguments follow the tool's parameters)");
         if (!strcmp(type, "json_object"))
             r->json = pgd_json_schema_object();
         else if (!strcmp(type, "json_schema"))
@@ -604,6 +617,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
 void pgd_api_request_free(pgd_api_request *r) {
     if (!r) return;
     pgd_messages_free(&r->messages);
+    pgd_api_tools_free(&r->tools);
     free(r->prompts);
     free(r->prompt_ids);
     free(r->logit_bias);
@@ -667,6 +681,7 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
 void pgd_api_tokenize_free(pgd_api_tokenize_request *r) {
     if (!r) return;
     pgd_messages_free(&r->messages);
+    pgd_api_tools_free(&r->tools);
     json_decref(r->root);
     memset(r, 0, sizeof *r);
 }
@@ -688,6 +703,10 @@ static int tokenize_fields(const json_t *root, pgd_api_tokenize_request *r, pgd_
         if (rc == PGD_ENOMEM) return oom(e);
         if (rc) return bad(e, param, "%s", pgd_error_detail());
         if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
+        const pgd_json_schema *forced = NULL; /* the prompt is all that counts here */
+        rc = pgd_api_tools_parse(root, &r->tools, &forced, e);
+        pgd_json_schema_unref(forced);
+        if (rc) return rc;
     }
     return get_bool(root, "add_special_tokens", &r->add_special_tokens, e);
 }

@@ -32,6 +32,7 @@
  *   logit_bias                object: canonical decimal token id -> number in [-100, 100]
  *   stream                    bool
  *   stream_options            object, only with stream true; include_usage: bool
+ *   tools, tool_choice, parallel_tool_calls (C)   api/tools.h
  *   user string, ignore_eos bool, priority int32, echo (P) bool, cache_salt string (vLLM's:
  *   requests share prefix-cache hits only with requests of the same salt)
  *
@@ -50,6 +51,7 @@
 
 #include "api/error.h"
 #include "api/messages.h"
+#include "api/tools.h"
 #include "common/text.h"
 #include "engine/seq.h"
 #include "engine/sampling/sampler.h"
@@ -81,6 +83,7 @@ typedef struct pgd_api_request {
 
     /* chat */
     pgd_messages messages;
+    pgd_api_tools tools; /* tools, tool_choice, parallel_tool_calls (api/tools.h) */
 
     /* completions */
     pgd_api_prompt *prompts; /* [n_prompts], owned */
@@ -109,8 +112,9 @@ typedef struct pgd_api_request {
     size_t n_logit_bias;
     bool ignore_eos;
     const pgd_json_schema *json; /* response_format: json_object (pgd_json_schema_object()) or
-                                    json_schema (compiled, a reference owned): the output is
-                                    one JSON document it allows; NULL: text */
+                                    json_schema (compiled, a reference owned), or a tool_choice
+                                    forcing a call: the output is one JSON document it allows;
+                                    NULL: text */
     int32_t priority;            /* default 0 */
 
     /* output */
@@ -146,13 +150,15 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
 
 /* /tokenize: {"prompt": "..."} (+ "add_special_tokens", default true) or
  * {"messages": [...]} (+ "add_generation_prompt" default true, "add_special_tokens" default
- * false), "model" optional. Giving both prompt and messages, or neither, is a 400. */
+ * false, "tools" / "tool_choice" as in a chat request), "model" optional. Giving both prompt
+ * and messages, or neither, is a 400. */
 typedef struct pgd_api_tokenize_request {
     json_t *root; /* owned */
     pgd_str model;
     bool chat;
     pgd_str prompt;        /* !chat */
     pgd_messages messages; /* chat */
+    pgd_api_tools tools;   /* chat: tools offered (as in a chat request) */
     bool add_generation_prompt;
     bool add_special_tokens;
 } pgd_api_tokenize_request;

@@ -230,6 +230,32 @@ static int finish(json_t *root, pgd_buf *out) {
 
 /* ---- chat ----------------------------------------------------------------------------------- */
 
+/* [{[index], id, type, function: {name, arguments}}, ...]; indexes first, first + 1, ... when
+ * `indexed` (stream chunks). */
+static json_t *tool_calls(const pgd_api_tool_call *calls, size_t n, size_t first, bool indexed) {
+    json_t *arr = json_array();
+    for (size_t k = 0; arr && k < n; k++) {
+        json_t *c = json_object(), *fn = json_object();
+        if (!c || !fn || json_array_append_new(arr, c)) {
+            json_decref(fn);
+            goto fail;
+        }
+        if ((indexed && pgd__api_set(c, "index", jint((int64_t)(first + k)))) ||
+            pgd__api_set(c, "id", json_string(calls[k].id)) ||
+            pgd__api_set(c, "type", json_string("function"))) {
+            json_decref(fn);
+            goto fail;
+        }
+        if (pgd__api_set(c, "function", fn) || pgd__api_set(fn, "name", jstr(calls[k].name)) ||
+            pgd__api_set(fn, "arguments", jstr(calls[k].arguments)))
+            goto fail;
+    }
+    return arr;
+fail:
+    json_decref(arr);
+    return NULL;
+}
+
 int pgd_api_chat_completion(const pgd_api_meta *m, const pgd_api_choice *choices, size_t n,
                             const pgd_api_usage *u, pgd_buf *out) {
     json_t *root = head(m, "chat.completion"), *arr = json_array();
@@ -246,7 +272,9 @@ int pgd_api_chat_completion(const pgd_api_meta *m, const pgd_api_choice *choices
         msg = json_object();
         TRY(pgd__api_set(ch, "message", msg));
         TRY(pgd__api_set(msg, "role", json_string("assistant")));
-        TRY(pgd__api_set(msg, "content", jstr(c->text)));
+        TRY(pgd__api_set(msg, "content", c->n_calls && !c->text.len ? json_null() : jstr(c->text)));
+        if (c->n_calls)
+            TRY(pgd__api_set(msg, "tool_calls", tool_calls(c->calls, c->n_calls, 0, false)));
         TRY(pgd__api_set(ch, "logprobs", choice_logprobs(c, true)));
         TRY(pgd__api_set(ch, "finish_reason", finish_reason(c->finish)));
     }
@@ -322,6 +350,17 @@ int pgd_api_chat_chunk_finish(const pgd_api_meta *m, uint32_t index, pgd_finish 
     json_t *d = json_object();
     if (!d) return PGD_ENOMEM;
     return chat_chunk(m, index, d, json_null(), f, include_usage, out);
+}
+
+int pgd_api_chat_chunk_tool_calls(const pgd_api_meta *m, uint32_t index,
+                                  const pgd_api_tool_call *calls, size_t n, size_t first,
+                                  bool include_usage, pgd_buf *out) {
+    json_t *d = json_object();
+    if (!d || pgd__api_set(d, "tool_calls", tool_calls(calls, n, first, true))) {
+        json_decref(d);
+        return PGD_ENOMEM;
+    }
+    return chat_chunk(m, index, d, json_null(), PGD_FINISH_NONE, include_usage, out);
 }
 
 int pgd_api_chunk_usage(const pgd_api_meta *m, pgd_api_kind kind, const pgd_api_usage *u,

@@ -9,7 +9,9 @@
  *
  * Shapes (keys in this order):
  *   chat.completion   {id, object, created, model, [system_fingerprint], choices: [{index,
- *                      message: {role, content}, logprobs, finish_reason}], usage}
+ *                      message: {role, content, [tool_calls]}, logprobs, finish_reason}],
+ *                      usage} — with tool calls, content is null when empty and tool_calls
+ *                      [{id, type: "function", function: {name, arguments}}]
  *   chat.completion.chunk {id, object, created, model, [system_fingerprint], choices: [{index,
  *                      delta, logprobs, finish_reason}], [usage]}
  *   text_completion   {id, object, created, model, [system_fingerprint], choices: [{index,
@@ -44,6 +46,7 @@
 #include <stdint.h>
 
 #include "api/request.h"
+#include "api/tools.h"
 #include "common/text.h"
 #include "engine/text/stop.h"
 
@@ -115,6 +118,8 @@ typedef struct pgd_api_choice {
     bool prompt_logprobs; /* vLLM's prompt_logprobs from prompt_lp below (whole answers) */
     const pgd_api_prompt_logprob *prompt_lp; /* [n_prompt_lp]: prompt tokens 1, 2, ... */
     size_t n_prompt_lp;
+    const pgd_api_tool_call *calls; /* [n_calls] chat: the message's tool_calls (api/tools.h) */
+    size_t n_calls;
 } pgd_api_choice;
 
 /* ---- chat ----------------------------------------------------------------------------------- */
@@ -133,6 +138,11 @@ int pgd_api_chat_chunk_content(const pgd_api_meta *m, const pgd_api_choice *c, b
                                pgd_buf *out);
 int pgd_api_chat_chunk_finish(const pgd_api_meta *m, uint32_t index, pgd_finish finish,
                               bool include_usage, pgd_buf *out);
+/* A chunk of tool calls: delta {tool_calls: [{index: first + k, id, type: "function",
+ * function: {name, arguments}}]} for calls[0..n) — each call whole in one chunk. */
+int pgd_api_chat_chunk_tool_calls(const pgd_api_meta *m, uint32_t index,
+                                  const pgd_api_tool_call *calls, size_t n, size_t first,
+                                  bool include_usage, pgd_buf *out);
 
 /* The last chunk when include_usage: choices [] and the usage (object chat.completion.chunk
  * for PGD_API_CHAT, text_completion for PGD_API_COMPLETION). */

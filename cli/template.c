@@ -1,11 +1,16 @@
 /*
- * cli/template.c — `pagoda template`: render an OpenAI `messages` array with a model's chat
- * template (engine/text/chat_template.h), or name the family of a Jinja template file.
+ * cli/template.c — `pagoda template`: render an OpenAI `messages` array (and tools) with a
+ * model's chat template (engine/text/chat_template.h), or name the family of a Jinja template
+ * file.
  *
  *   pagoda template (--model PATH | --chat-template NAME | --template-file FILE)
  *                   [--chat-template NAME] [--bos-token TEXT] [--eos-token TEXT]
  *                   [--no-generation-prompt] [--spans] MESSAGES_JSON|-
  *   pagoda template --detect FILE
+ *
+ * MESSAGES_JSON is a messages array, or an object {"messages": [...], "tools": [...]} (tools
+ * optional: an array of tool objects, each given to the template as Python's json.dumps writes
+ * it, as Hugging Face's tojson does).
  *
  * The template source comes from the model's tokenizer.chat_template (--model) or from a Jinja
  * file (--template-file); --chat-template picks the family by name and overrides detection.
@@ -31,6 +36,7 @@
 #ifdef PGD_HAVE_JANSSON
 #include <jansson.h>
 
+#include "api/jsonutil.h"
 #include "api/messages.h"
 #endif
 
@@ -43,7 +49,9 @@ static void usage(FILE *f) {
         "       pagoda template --detect FILE\n"
         "\n"
         "Render an OpenAI messages array (JSON; '-' reads it from stdin) with a chat\n"
-        "template and print the prompt text exactly (no newline added).\n"
+        "template and print the prompt text exactly (no newline added). MESSAGES_JSON may\n"
+        "also be an object {\"messages\": [...], \"tools\": [...]} offering tools (OpenAI\n"
+        "tool objects; rendered for chatml templates only).\n"
         "\n"
         "  --model PATH            GGUF model: its tokenizer.chat_template and bos/eos tokens\n"
         "  --template-file FILE    a Jinja chat template file to detect and render\n"
@@ -160,6 +168,73 @@ done:
     return rc;
 }
 
+/* The input's messages and tools: `root` is a messages array, or an object with "messages" and
+ * optionally "tools" (an array of objects, or null). Each tool's definition text is appended
+ * to *text; defs[0..*n) view it (malloc'd; NULL when none). 0 or 1 (printed). */
+static int split_input(const json_t *root, const json_t **messages, pgd_buf *text, pgd_str **defs,
+                       size_t *n) {
+    *messages = root;
+    *defs = NULL;
+    *n = 0;
+    if (!json_is_object(root)) return 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)root, key, v) {
+        if (strcmp(key, "messages") && strcmp(key, "tools")) {
+            fprintf(stderr,
+                    "pagoda template: unknown key \"%s\" in the input object (known: "
+                    "messages, tools)\n",
+                    key);
+            return 1;
+        }
+    }
+    *messages = json_object_get(root, "messages");
+    if (!*messages) {
+        fprintf(stderr, "pagoda template: the input object has no \"messages\"\n");
+        return 1;
+    }
+    const json_t *tools = json_object_get(root, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) {
+        fprintf(stderr, "pagoda template: \"tools\" must be an array of tool objects\n");
+        return 1;
+    }
+    size_t count = json_array_size(tools);
+    if (!count) return 0;
+    size_t *len = calloc(count, sizeof *len);
+    *defs = calloc(count, sizeof **defs);
+    if (!len || !*defs) {
+        fprintf(stderr, "pagoda template: out of memory\n");
+        goto fail;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const json_t *tool = json_array_get(tools, i);
+        if (!json_is_object(tool)) {
+            fprintf(stderr, "pagoda template: tools[%zu] must be an object\n", i);
+            goto fail;
+        }
+        size_t before = text->len;
+        if (pgd_api_json_dump_py(tool, text)) {
+            fprintf(stderr, "pagoda template: out of memory\n");
+            goto fail;
+        }
+        len[i] = text->len - before;
+    }
+    for (size_t i = 0, off = 0; i < count; i++) { /* text is complete: point into it */
+        (*defs)[i].ptr = text->data + off;
+        (*defs)[i].len = len[i];
+        off += len[i];
+    }
+    *n = count;
+    free(len);
+    return 0;
+fail:
+    free(len);
+    free(*defs);
+    *defs = NULL;
+    return 1;
+}
+
 static int render_json(const pgd_chat_template *t, const char *messages_arg, bool gen, bool spans) {
     char *data = NULL;
     size_t len = 0;
@@ -168,6 +243,10 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
     pgd_chat_prompt prompt;
     char param[96];
     int status = 1;
+    const json_t *messages;
+    pgd_buf tools_text = PGD_BUF_INIT;
+    pgd_chat_tools tools = {NULL, 0};
+    pgd_str *defs = NULL;
     const char *what = strcmp(messages_arg, "-") ? "MESSAGES_JSON" : "stdin";
     json_t *root;
     if (!strcmp(messages_arg, "-")) {
@@ -182,11 +261,13 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
                 jerr.line, jerr.column, jerr.text);
         return 1;
     }
-    if (pgd_messages_parse(root, &pm, param, sizeof param)) {
+    if (split_input(root, &messages, &tools_text, &defs, &tools.n)) goto done;
+    tools.defs = defs;
+    if (pgd_messages_parse(messages, &pm, param, sizeof param)) {
         fprintf(stderr, "pagoda template: %s\n", pgd_error_detail());
         goto done;
     }
-    if (pgd_chat_render(t, pm.msgs, pm.n, gen, &prompt)) {
+    if (pgd_chat_render_tools(t, pm.msgs, pm.n, &tools, gen, &prompt)) {
         fprintf(stderr, "pagoda template: %s\n", pgd_error_detail());
         pgd_messages_free(&pm);
         goto done;
@@ -200,6 +281,8 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
     pgd_chat_prompt_free(&prompt);
     pgd_messages_free(&pm);
 done:
+    free(defs);
+    pgd_buf_free(&tools_text);
     json_decref(root);
     return status;
 }

@@ -65,5 +65,8 @@ int pgd_encode_text(const pgd_model_info *info, const char *text, size_t len, bo
                     pgd_tokens *out);
 int pgd_encode_chat(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t n,
                     bool add_generation_prompt, pgd_tokens *out);
+/* Same, offering tools (pgd_chat_render_tools; NULL: none). */
+int pgd_encode_chat_tools(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t n,
+                          const pgd_chat_tools *tools, bool add_generation_prompt, pgd_tokens *out);
 
 #endif

@@ -54,6 +54,8 @@ typedef struct choice_out {
     pgd_buf lp_bytes;   /* token texts, referenced by offset until the answer is built */
     int64_t text_chars; /* characters emitted so far (legacy text_offset) */
     uint64_t t_last_ns;
+    pgd_tool_parser *tp; /* chat with tools offered: the output's tool calls */
+    size_t calls_sent;   /* streams: calls sent so far */
 } choice_out;
 
 typedef struct lp_ref {
@@ -153,6 +155,7 @@ static void rctx_free(pgd_rctx *c) {
         pgd_buf_free(&c->ch[i].lp_bytes);
         for (size_t j = 0; j < c->ch[i].n_lp; j++) free((void *)c->ch[i].lp[j].top);
         free(c->ch[i].lp);
+        pgd_tool_parser_free(c->ch[i].tp);
     }
     free(c->ch);
     for (size_t i = 0; c->prompts && i < c->n_prompts; i++) pgd_tokens_free(&c->prompts[i]);
@@ -262,8 +265,10 @@ static void tokenize_work(uv_work_t *w) {
     }
     for (size_t i = 0; i < c->n_prompts && !rc; i++) {
         if (c->kind == PGD_API_CHAT) {
-            rc = pgd_encode_chat(info, c->req.messages.msgs, c->req.messages.n, true,
-                                 &c->prompts[0]);
+            const pgd_api_tools *t = &c->req.tools;
+            pgd_chat_tools ct = {t->defs, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
+            rc = pgd_encode_chat_tools(info, c->req.messages.msgs, c->req.messages.n, &ct, true,
+                                       &c->prompts[0]);
         } else if (c->req.prompts[i].is_tokens) {
             for (size_t j = 0; j < c->req.prompts[i].n_ids && !rc; j++)
                 rc = pgd_tokens_push(&c->prompts[i], c->req.prompts[i].ids[j]);
@@ -391,6 +396,12 @@ static void submit_all(pgd_rctx *c) {
         respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
+    for (size_t k = 0; c->req.tools.choice != PGD_TOOL_CHOICE_NONE && k < c->n_per_prompt; k++) {
+        if (pgd_tool_parser_new(&c->req.tools, &c->ch[k].tp)) {
+            respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+            return;
+        }
+    }
     int64_t *outs = calloc(c->n_prompts, sizeof *outs);
     double reserve = 0;
     if (!outs) {
@@ -516,6 +527,17 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
         respond_error(req, &e);
         return;
     }
+    const pgd_chat_template *tmpl = srv->info->tmpl;
+    if (c->req.tools.choice != PGD_TOOL_CHOICE_NONE && tmpl &&
+        !pgd_chat_template_renders_tools(tmpl)) {
+        pgd_api_error_set(&e, 400, "tools", NULL,
+                          "tool calling needs a chat template with a tool format: pagoda renders "
+                          "tools for chatml templates (the Hermes <tool_call> format); this "
+                          "model's template is %s",
+                          pgd_chat_family_name(pgd_chat_template_family(tmpl)));
+        respond_error(req, &e);
+        return;
+    }
     if (c->req.n > 1 && c->req.n > (int)PGD_REQUEST_MAX_N) {
         respond_simple_error(req, 400, "n", NULL, "n is too large");
         return;
@@ -616,6 +638,38 @@ static int64_t utf8_chars(const char *s, size_t n) {
     return k;
 }
 
+/* Streams: the calls the choice's parser found since the last ones sent, in one chunk. */
+static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
+    size_t n;
+    const pgd_api_tool_call *calls = pgd_tool_parser_calls(co->tp, &n);
+    if (n <= co->calls_sent) return;
+    pgd_api_meta m = meta_of(c);
+    pgd_buf b = PGD_BUF_INIT;
+    if (!pgd_api_chat_chunk_tool_calls(&m, g, calls + co->calls_sent, n - co->calls_sent,
+                                       co->calls_sent, c->req.include_usage, &b))
+        sse_write_json(c, &b);
+    pgd_buf_free(&b);
+    co->calls_sent = n;
+}
+
+/* The end of a streamed choice with tools: what its parser held back, as content and calls. */
+static void end_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
+    pgd_buf rest = PGD_BUF_INIT;
+    if (pgd_tool_parser_end(co->tp, &rest)) {
+        pgd_buf_free(&rest);
+        return;
+    }
+    if (rest.len) {
+        pgd_api_meta m = meta_of(c);
+        pgd_api_choice ch = {.index = g, .text = {rest.data, rest.len}};
+        pgd_buf b = PGD_BUF_INIT;
+        if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
+        pgd_buf_free(&b);
+    }
+    pgd_buf_free(&rest);
+    send_tool_calls(c, co, g);
+}
+
 static bool wants_logprobs(const pgd_rctx *c) {
     return c->kind == PGD_API_CHAT ? c->req.logprobs : c->req.logprobs || c->req.top_logprobs > 0;
 }
@@ -640,11 +694,24 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     size_t lp_from = co->n_lp;
     if (lp && add_logprob(c, co, ev->logprobs)) lp = false;
     if (c->req.stream) {
-        if (!ev->text_len && !lp) return;
+        pgd_buf shown = PGD_BUF_INIT; /* with tools: the text known to be content */
+        pgd_str text = {ev->text, ev->text_len};
+        if (co->tp) {
+            if (pgd_tool_parser_feed(co->tp, ev->text, ev->text_len, &shown)) {
+                abort_engine(c);
+                return;
+            }
+            text = (pgd_str){shown.data ? shown.data : "", shown.len};
+            send_tool_calls(c, co, g);
+        }
+        if (!text.len && !lp) {
+            pgd_buf_free(&shown);
+            return;
+        }
         pgd_api_meta m = meta_of(c);
         rebase(co, lp_from);
         pgd_api_choice ch = {.index = g,
-                             .text = {ev->text, ev->text_len},
+                             .text = text,
                              .finish = PGD_FINISH_NONE,
                              .logprobs = lp,
                              .tokens = lp ? co->lp + lp_from : NULL,
@@ -656,6 +723,7 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
                      : pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
         if (!rc) sse_write_json(c, &b);
         pgd_buf_free(&b);
+        pgd_buf_free(&shown);
         /* Streamed entries are not needed again. */
         for (size_t i = lp_from; i < co->n_lp; i++) free((void *)co->lp[i].top);
         co->n_lp = lp_from;
@@ -807,6 +875,10 @@ static void on_finish(pgd_rctx *c, const pgd_event *ev) {
     if (g == 0) c->finished_reason = (int)ev->reason;
     if (ev->reason == PGD_REASON_ABORT) c->aborted = true;
     if (c->req.stream && ev->reason != PGD_REASON_ABORT) {
+        if (co->tp) {
+            end_tool_calls(c, co, g);
+            if (co->calls_sent && co->finish == PGD_FINISH_STOP) co->finish = PGD_FINISH_TOOL_CALLS;
+        }
         pgd_api_meta m = meta_of(c);
         pgd_buf b = PGD_BUF_INIT;
         int rc;
@@ -836,6 +908,21 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
         c->error_sent = true;
         respond_error(c->http, &e);
     }
+}
+
+/* A whole answer with tools: its text parsed into content (kept as its text) and calls. */
+static int split_tool_calls(choice_out *co) {
+    if (!co->tp) return 0;
+    pgd_buf content = PGD_BUF_INIT;
+    int rc = pgd_tool_parser_feed(co->tp, co->text.data, co->text.len, &content);
+    if (!rc) rc = pgd_tool_parser_end(co->tp, &content);
+    if (rc) {
+        pgd_buf_free(&content);
+        return rc;
+    }
+    pgd_buf_free(&co->text);
+    co->text = content;
+    return 0;
 }
 
 static void finalize(pgd_rctx *c, const pgd_usage *u) {
@@ -883,6 +970,7 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     pgd_buf b = PGD_BUF_INIT;
     int rc = chs ? 0 : PGD_ENOMEM;
     if (!rc && c->plp) rc = build_prompt_logprobs(c, &views, &alts);
+    for (size_t i = 0; !rc && i < n; i++) rc = split_tool_calls(&c->ch[i]);
     for (size_t i = 0, first = 0; chs && i < n; i++) {
         choice_out *co = &c->ch[i];
         const plp_store *st = c->plp && views ? &c->plp[i / c->n_per_prompt] : NULL;
@@ -898,6 +986,9 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
                                   .prompt_lp = st ? views + first : NULL,
                                   .n_prompt_lp = st ? st->n : 0};
         if (st && (i + 1) % c->n_per_prompt == 0) first += st->n; /* the next prompt's */
+        if (co->tp) chs[i].calls = pgd_tool_parser_calls(co->tp, &chs[i].n_calls);
+        if (chs[i].n_calls && chs[i].finish == PGD_FINISH_STOP)
+            chs[i].finish = PGD_FINISH_TOOL_CALLS;
     }
     pgd_api_meta m = meta_of(c);
     if (!rc)
@@ -988,8 +1079,10 @@ static void tok_work(uv_work_t *w) {
             }
         j->rc = pgd_detokenize(info->tok, j->dreq.tokens, j->dreq.n_tokens, false, &j->text);
     } else if (j->treq.chat) {
-        j->rc = pgd_encode_chat(info, j->treq.messages.msgs, j->treq.messages.n,
-                                j->treq.add_generation_prompt, &j->ids);
+        const pgd_api_tools *t = &j->treq.tools;
+        pgd_chat_tools ct = {t->defs, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
+        j->rc = pgd_encode_chat_tools(info, j->treq.messages.msgs, j->treq.messages.n, &ct,
+                                      j->treq.add_generation_prompt, &j->ids);
     } else {
         /* add_special_tokens: the BOS the model asks for, as completions prompts get it. */
         j->rc =

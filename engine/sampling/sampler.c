@@ -751,8 +751,13 @@ void pgd_sampler_process_logits(const pgd_sampler *s, const float *logits, float
         for (int c = 0; c < 256; c++)
             nx.first[c] = pgd_json_fsm_try(&s->json, &(uint8_t){(uint8_t)c}, 1);
         nx.in_string = s->json_v->plain && pgd_json_fsm_in_string(&s->json, &nx.room);
+        bool closed = s->json_v->n_eog && pgd_json_fsm_done(&s->json); /* only space follows */
+        for (int c = 0; closed && c < 256; c++)
+            closed = !nx.first[c] || c == ' ' || c == '\t' || c == '\n' || c == '\r';
         for (int32_t t = 0; t < s->n_vocab; t++)
-            if (t >= s->json_v->n_vocab || !json_allows(s, &nx, t)) out[t] = -INFINITY;
+            if (t >= s->json_v->n_vocab ||
+                (closed ? !is_eog(s->json_v, t) : !json_allows(s, &nx, t)))
+                out[t] = -INFINITY;
     }
     for (size_t i = 0; i < s->p.n_logit_bias; i++) out[s->bias[i].token] += s->bias[i].bias;
     if (!s->rep && !s->freq_pres) return;

@@ -135,7 +135,9 @@ typedef struct pgd_vocab_bytes {
 
 /* From now on, before step 1, every token whose bytes would make the output so far no prefix of
  * a JSON document `schema` allows (engine/sampling/json_fsm.h; pgd_json_schema_object(): one
- * object) gets -inf, an ending token too until the document is whole; pgd_sampler_accept
+ * object) gets -inf, an ending token too until the document is whole, and every other token
+ * once it is closed (whole, with nothing but whitespace able to follow: the answer ends there
+ * rather than running on in whitespace); pgd_sampler_accept
  * advances the recognizer by the token's bytes. Such a sampler runs on the host
  * (pgd_sampler_on_device is false). `v` is borrowed: it must outlive s; the sampler holds a
  * reference to `schema` (pgd_json_schema_ref). */

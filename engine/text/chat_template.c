@@ -11,9 +11,13 @@
  * differently is refused with a message that names it, so a prompt is never silently wrong.
  *
  * Rendering mirrors the published templates statement by statement (comments quote them). Every
- * byte goes through put(): template text extends the `special` span list, message content does
- * not, so no span can cover content. Python's str.strip() (Jinja's |trim and .strip()) is
- * reproduced exactly: it strips the code points for which str.isspace() is true.
+ * byte goes through put(): template text extends the `special` span list, message content (and
+ * tool names, call arguments, tool definitions) does not, so no span can cover content. Tools
+ * render for ChatML only, in Qwen2.5's Hermes format (render_chatml); the texts of tool
+ * definitions and call arguments arrive already formatted as the template's tojson would print
+ * them (the caller's job: api/jsonutil.h), so rendering stays free of JSON. Python's str.strip()
+ * (Jinja's |trim and .strip()) is reproduced exactly: it strips the code points for which
+ * str.isspace() is true.
  *
  * Invariants: a rendered text is NUL-terminated; spans are sorted, non-empty and never touch.
  * Threading: a template is immutable once created; renders use only their own memory.
@@ -21,6 +25,7 @@
 #include "engine/text/chat_template.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -495,8 +500,8 @@ static void strip_pieces(piece *pc, size_t k) {
 
 /* ---- rendering --------------------------------------------------------------------------- */
 
-enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
-static const char *const k_roles[] = {"system", "user", "assistant"};
+enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
+static const char *const k_roles[] = {"system", "user", "assistant", "tool"};
 
 typedef struct {
     pgd_buf text;
@@ -506,6 +511,8 @@ typedef struct {
     size_t *off;
     int *role;
     size_t n;
+    const pgd_chat_msg *msgs;    /* the messages (for their tool calls) */
+    const pgd_chat_tools *tools; /* offered tools, NULL when none (never n == 0) */
 } render;
 
 static int put(render *r, const char *s, size_t n, bool tmpl) {
@@ -569,22 +576,84 @@ static int alternate_error(const render *r, size_t i) {
         if (rc_) return rc_;                                                                       \
     } while (0)
 
-/* ChatML (SmolLM2 / Qwen2.5):
- *   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nDEFAULT
- *   <|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] +
- *   '<|im_end|>' + '\n'}} ... {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }} */
+/* Qwen2.5's tools block, around the definitions ("\n" + tojson(tool) each). The first string
+ * starts with the "\n\n" that follows the system text. In the second, the template's
+ * "{{\"name\": ...}}" is a Jinja string literal, so both braces are printed. */
+static const char k_tools_head[] =
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+static const char k_tools_tail[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, "
+    "\"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n";
+
+/* ChatML (SmolLM2 / Qwen2.5), as Qwen2.5-Instruct's template renders it (SmolLM2's renders the
+ * same without tools; with tools, this Hermes format is what pagoda gives every ChatML model).
+ *   {%- if tools %} '<|im_start|>system\n' + (messages[0] content if it is a system message,
+ *   else DEFAULT) + TOOLS_HEAD + ('\n' + tool|tojson for each tool) + TOOLS_TAIL
+ *   {%- else %} messages[0] is system ? '<|im_start|>system\n' + content + '<|im_end|>\n'
+ *   : '<|im_start|>system\nDEFAULT<|im_end|>\n' {%- endif %}
+ *   then each message but a leading system one:
+ *   user, later system, assistant without tool_calls: '<|im_start|>' + role + '\n' + content +
+ *     '<|im_end|>\n';
+ *   assistant with tool_calls: '<|im_start|>assistant' + ('\n' + content if content) + for each
+ *     call '\n<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments|tojson +
+ *     '}\n</tool_call>', then '<|im_end|>\n';
+ *   tool: '<|im_start|>user' unless the previous message is a tool's too, '\n<tool_response>\n'
+ *     + content + '\n</tool_response>', '<|im_end|>\n' unless the next message is a tool's too;
+ *   {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}.
+ * A template without a default system prompt (plain ChatML) writes no system turn when
+ * messages[0] is not a system message; offered tools then open a system turn of their own,
+ * '<|im_start|>system\n# Tools...' (the tools block without its leading "\n\n", as there is no
+ * system text to separate it from). */
 static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
-    if (t->default_system && r->role[0] != ROLE_SYSTEM) {
+    bool sys0 = r->role[0] == ROLE_SYSTEM;
+    if (r->tools) {
+        TRY(tmpl(r, "<|im_start|>system\n"));
+        if (sys0)
+            TRY(put_content(r, content_of(r, 0)));
+        else
+            TRY(put(r, t->default_system, t->default_system_len, true));
+        TRY(tmpl(r, sys0 || t->default_system_len ? k_tools_head : k_tools_head + 2));
+        for (size_t k = 0; k < r->tools->n; k++) {
+            TRY(tmpl(r, "\n"));
+            TRY(put(r, r->tools->defs[k].ptr, (size_t)r->tools->defs[k].len, false));
+        }
+        TRY(tmpl(r, k_tools_tail));
+    } else if (t->default_system && !sys0) {
         TRY(tmpl(r, "<|im_start|>system\n"));
         TRY(put(r, t->default_system, t->default_system_len, true));
         TRY(tmpl(r, "<|im_end|>\n"));
     }
-    for (size_t i = 0; i < r->n; i++) {
-        TRY(tmpl(r, "<|im_start|>"));
-        TRY(tmpl(r, k_roles[r->role[i]]));
-        TRY(tmpl(r, "\n"));
-        TRY(put_content(r, content_of(r, i)));
-        TRY(tmpl(r, "<|im_end|>\n"));
+    for (size_t i = r->tools && sys0 ? 1 : 0; i < r->n; i++) {
+        const pgd_chat_msg *m = &r->msgs[i];
+        if (r->role[i] == ROLE_TOOL) {
+            if (i == 0 || r->role[i - 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_start|>user"));
+            TRY(tmpl(r, "\n<tool_response>\n"));
+            TRY(put_content(r, content_of(r, i)));
+            TRY(tmpl(r, "\n</tool_response>"));
+            if (i + 1 == r->n || r->role[i + 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_end|>\n"));
+        } else if (m->n_calls) { /* an assistant's (checked before rendering) */
+            TRY(tmpl(r, "<|im_start|>assistant"));
+            if (r->off[i + 1] > r->off[i]) {
+                TRY(tmpl(r, "\n"));
+                TRY(put_content(r, content_of(r, i)));
+            }
+            for (size_t c = 0; c < m->n_calls; c++) {
+                TRY(tmpl(r, "\n<tool_call>\n{\"name\": \""));
+                TRY(put(r, m->calls[c].name.ptr, (size_t)m->calls[c].name.len, false));
+                TRY(tmpl(r, "\", \"arguments\": "));
+                TRY(put(r, m->calls[c].arguments.ptr, (size_t)m->calls[c].arguments.len, false));
+                TRY(tmpl(r, "}\n</tool_call>"));
+            }
+            TRY(tmpl(r, "<|im_end|>\n"));
+        } else {
+            TRY(tmpl(r, "<|im_start|>"));
+            TRY(tmpl(r, k_roles[r->role[i]]));
+            TRY(tmpl(r, "\n"));
+            TRY(put_content(r, content_of(r, i)));
+            TRY(tmpl(r, "<|im_end|>\n"));
+        }
     }
     if (gen) TRY(tmpl(r, "<|im_start|>assistant\n"));
     return 0;
@@ -734,12 +803,62 @@ static int role_of(const char *name) {
     return -1;
 }
 
+bool pgd_chat_template_renders_tools(const pgd_chat_template *t) {
+    return t->family == PGD_CHAT_CHATML;
+}
+
+/* PGD_EINVAL for tool calling (`why`) with a template that has no tool format. */
+static int no_tools(const pgd_chat_template *t, const char *why) {
+    return pgd_error_set(PGD_EINVAL,
+                         "tool calling needs a chat template with a tool format: pagoda renders "
+                         "tools for chatml (Hermes <tool_call>) only; this model's template is %s "
+                         "(%s)",
+                         pgd_chat_family_name(t->family), why);
+}
+
+/* 0, or PGD_EINVAL when message i's tool calls cannot render: not an assistant's, a template
+ * without a tool format, a call without its text. */
+static int check_calls(const pgd_chat_template *t, const pgd_chat_msg *m, int role, size_t i) {
+    char why[64];
+    if (!m->n_calls) return 0;
+    if (role != ROLE_ASSISTANT)
+        return pgd_error_set(PGD_EINVAL,
+                             "only assistant messages carry tool calls (message %zu is '%s')", i,
+                             k_roles[role]);
+    if (!pgd_chat_template_renders_tools(t)) {
+        snprintf(why, sizeof why, "message %zu has tool calls", i);
+        return no_tools(t, why);
+    }
+    if (!m->calls) return pgd_error_set(PGD_EINVAL, "message %zu has no tool calls", i);
+    for (size_t c = 0; c < m->n_calls; c++) {
+        if ((m->calls[c].name.len && !m->calls[c].name.ptr) ||
+            (m->calls[c].arguments.len && !m->calls[c].arguments.ptr))
+            return pgd_error_set(PGD_EINVAL, "message %zu tool call %zu has no text", i, c);
+    }
+    return 0;
+}
+
 int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
                     bool add_generation_prompt, pgd_chat_prompt *out) {
+    return pgd_chat_render_tools(t, msgs, n, NULL, add_generation_prompt, out);
+}
+
+int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
+                          const pgd_chat_tools *tools, bool add_generation_prompt,
+                          pgd_chat_prompt *out) {
     memset(out, 0, sizeof *out);
-    render r = {PGD_BUF_INIT, NULL, 0, 0, NULL, NULL, NULL, n};
+    render r = {PGD_BUF_INIT, NULL, 0, 0, NULL, NULL, NULL, n, msgs, NULL};
     pgd_buf joined = PGD_BUF_INIT;
     int rc = 0;
+    bool with_tools = pgd_chat_template_renders_tools(t);
+    if (tools && tools->n) {
+        if (!with_tools) return no_tools(t, "tools were offered");
+        if (!tools->defs) return pgd_error_set(PGD_EINVAL, "tools without definitions");
+        for (size_t k = 0; k < tools->n; k++)
+            if (tools->defs[k].len && !tools->defs[k].ptr)
+                return pgd_error_set(PGD_EINVAL, "tool %zu has no definition text", k);
+        r.tools = tools;
+    }
     if (n == 0) return pgd_error_set(PGD_EINVAL, "messages must not be empty");
     if (n > SIZE_MAX / sizeof(size_t) - 1) return pgd_error_set(PGD_EINVAL, "too many messages");
     r.off = malloc((n + 1) * sizeof *r.off);
@@ -753,13 +872,19 @@ int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t
             goto fail;
         }
         r.role[i] = role_of(role);
-        if (r.role[i] < 0) {
-            rc = pgd_error_set(PGD_EINVAL,
-                               "unknown role '%.64s' in message %zu (known: system, user, "
-                               "assistant)",
-                               role, i);
+        if (r.role[i] == ROLE_TOOL && !with_tools) {
+            char why[64];
+            snprintf(why, sizeof why, "message %zu is 'tool'", i);
+            rc = no_tools(t, why);
             goto fail;
         }
+        if (r.role[i] < 0) {
+            rc = pgd_error_set(
+                PGD_EINVAL, "unknown role '%.64s' in message %zu (known: %s)", role, i,
+                with_tools ? "system, user, assistant, tool" : "system, user, assistant");
+            goto fail;
+        }
+        if ((rc = check_calls(t, &msgs[i], r.role[i], i))) goto fail;
         for (size_t p = 0; p < msgs[i].n_parts; p++) {
             const pgd_str *s = &msgs[i].parts[p];
             if (s->len && !s->ptr) {

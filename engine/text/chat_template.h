@@ -12,7 +12,12 @@
  *
  *   chatml   <|im_start|>ROLE\n...<|im_end|>\n   SmolLM2-Instruct, Qwen2/2.5-Instruct; a default
  *            system prompt that the template inserts when messages[0] is not a system message
- *            is extracted from the template source
+ *            is extracted from the template source. Tools, tool calls and tool results render
+ *            as Qwen2.5-Instruct's template renders them (Hermes: a "# Tools" block with
+ *            <tools> in the system turn, <tool_call> in assistant turns, <tool_response> in
+ *            user turns). SmolLM2's template has no tool branch at all: pagoda deliberately
+ *            gives every ChatML model this same format (with the model's own default system
+ *            prompt), as the one a ChatML model is most likely to have seen.
  *   llama2   Llama-2-chat: [INST] / <<SYS>>, bos before every user turn, .strip() on content
  *   llama3   Meta-Llama-3-Instruct: <|start_header_id|>ROLE<|end_header_id|>\n\n ... <|eot_id|>
  *   mistral  Mistral-7B-Instruct-v0.2 (original): [INST] ... [/INST], no system role
@@ -22,12 +27,16 @@
  *   phi3     Phi-3-mini-instruct: <|ROLE|>\n...<|end|>\n, eos when there is no generation
  *            prompt; a Phi-3.5 template also drops empty system messages
  *
- * Beyond the templates: roles are "system", "user" and "assistant" only (anything else is
- * PGD_EINVAL naming the role), and an empty `messages` array is PGD_EINVAL (as in the OpenAI
- * API), so no family sees a conversation its template could not index.
+ * Beyond the templates: roles are "system", "user" and "assistant", and "tool" for chatml
+ * (anything else is PGD_EINVAL naming the role); tools, tool calls and "tool" messages with
+ * another family are PGD_EINVAL saying that tool calling needs a template with a tool format;
+ * an empty `messages` array is PGD_EINVAL (as in the OpenAI API), so no family sees a
+ * conversation its template could not index.
  *
  * Every rendered prompt carries the byte ranges that came from the template (markers, role
- * headers, bos/eos text, a default system prompt) as opposed to message content. The tokenizer
+ * headers, bos/eos text, a default system prompt, the tools block's fixed text) as opposed to
+ * message content (tool names, call arguments, tool definitions and results count as content:
+ * they are never inside a span). The tokenizer
  * recognises control tokens only inside those ranges, so a user who types "<|im_end|>" gets the
  * literal text, not the control token.
  *
@@ -66,14 +75,35 @@ int pgd_chat_family_from_name(const char *name, pgd_chat_family *out);
 /* "chatml, llama2, llama3, mistral, gemma, zephyr, phi3" (static string, for messages). */
 const char *pgd_chat_family_names(void);
 
+/* One tool call of an assistant message: the function's name, and its arguments as the JSON
+ * text the template writes (the caller formats it as Python's json.dumps would: api/jsonutil.h
+ * pgd_api_json_dump_py). Borrowed. */
+typedef struct {
+    pgd_str name;
+    pgd_str arguments;
+} pgd_chat_tool_call;
+
 /* One message. `role` is a NUL-terminated string; the content is the concatenation of
- * parts[0..n_parts) in order (n_parts may be 0: empty content). Borrowed: nothing here is
- * copied beyond the render call. */
+ * parts[0..n_parts) in order (n_parts may be 0: empty content). An assistant message may carry
+ * tool calls (calls[0..n_calls)); a "tool" message is a tool's result. Tool calls and "tool"
+ * messages render in the chatml family only (the Hermes format Qwen2.5's template writes);
+ * other families refuse them (PGD_EINVAL). Borrowed: nothing here is copied beyond the render
+ * call. */
 typedef struct {
     const char *role;
     const pgd_str *parts;
     size_t n_parts;
+    const pgd_chat_tool_call *calls; /* [n_calls], assistant only; NULL when none */
+    size_t n_calls;
 } pgd_chat_msg;
+
+/* The tools offered to the model: each definition as the JSON text the template writes (the
+ * whole {"type": "function", "function": {...}} object, formatted as Python's json.dumps would).
+ * Borrowed. */
+typedef struct {
+    const pgd_str *defs; /* [n] */
+    size_t n;
+} pgd_chat_tools;
 
 typedef struct pgd_chat_template pgd_chat_template;
 
@@ -128,6 +158,20 @@ typedef struct {
  * mistral — with the template's own wording in the detail), PGD_ENOMEM. */
 int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
                     bool add_generation_prompt, pgd_chat_prompt *out);
+
+/* Same, offering tools (NULL or n == 0: none, exactly pgd_chat_render). Only a family that
+ * renders tools accepts them, tool calls and "tool" messages (pgd_chat_template_renders_tools);
+ * others give PGD_EINVAL naming the family. Also PGD_EINVAL: tool calls on a message that is not
+ * an assistant's. With chatml and tools, the system turn holds messages[0]'s content when it is
+ * a system message, else the template's default system prompt, then the tools block; a
+ * template without a default system prompt (plain ChatML) then writes the block alone, without
+ * the blank line that would separate it from the system text. */
+int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
+                          const pgd_chat_tools *tools, bool add_generation_prompt,
+                          pgd_chat_prompt *out);
+
+/* Whether the template's family renders tools, tool calls and tool results (chatml). */
+bool pgd_chat_template_renders_tools(const pgd_chat_template *t);
 
 void pgd_chat_prompt_free(pgd_chat_prompt *p); /* back to empty; NULL is fine */
 

@@ -134,6 +134,8 @@ const char *pgd_finish_str(pgd_finish f) {
         return "stop";
     case PGD_FINISH_LENGTH:
         return "length";
+    case PGD_FINISH_TOOL_CALLS:
+        return "tool_calls";
     default:
         return NULL;
     }

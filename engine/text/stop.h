@@ -67,12 +67,13 @@ size_t pgd_stop_held(const pgd_stop_matcher *m);
 /* ---- token-level finish ------------------------------------------------------------------- */
 
 typedef enum pgd_finish {
-    PGD_FINISH_NONE = 0, /* keep generating */
-    PGD_FINISH_STOP,     /* EOS/EOT id or stop string: "stop" */
-    PGD_FINISH_LENGTH,   /* max_tokens or the context length: "length" */
+    PGD_FINISH_NONE = 0,   /* keep generating */
+    PGD_FINISH_STOP,       /* EOS/EOT id or stop string: "stop" */
+    PGD_FINISH_LENGTH,     /* max_tokens or the context length: "length" */
+    PGD_FINISH_TOOL_CALLS, /* API only: a chat answer that ended in tool calls: "tool_calls" */
 } pgd_finish;
 
-/* "stop", "length", or NULL for PGD_FINISH_NONE. */
+/* "stop", "length", "tool_calls", or NULL for PGD_FINISH_NONE. */
 const char *pgd_finish_str(pgd_finish f);
 
 #define PGD_FINISH_MAX_EOS 32

@@ -74,13 +74,13 @@ CASES = [
     ("content-part-image", "POST", C,
      {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]},
      400, "messages[0].content[0].type", None, "image_url"),
-    ("role-tool", "POST", C, {"messages": [*MSG, {"role": "tool", "content": "4"}]}, 400,
-     "messages[1].role", None, "not supported"),
-    # What the server does not do: refused by name, not ignored.
-    ("tools", "POST", C, chat(tools=[{"type": "function", "function": {"name": "f"}}]), 400,
-     "tools", None, "does not call tools"),
+    ("role-function", "POST", C, {"messages": [*MSG, {"role": "function", "content": "4"}]},
+     400, "messages[1].role", None, "not supported"),
+    ("tool-name", "POST", C, chat(tools=[{"type": "function", "function": {"name": "f g"}}]),
+     400, "tools[0].function.name", None, "letters"),
     ("tool-choice-required", "POST", C, chat(tool_choice="required"), 400, "tool_choice", None,
      "required"),
+    # What the server does not do: refused by name, not ignored.
     ("response-format-xml", "POST", C, chat(response_format={"type": "xml"}), 400,
      "response_format", None, "json_schema"),
     ("response-format-schema-unsupported", "POST", C,

@@ -1,6 +1,6 @@
 """`pagoda serve` through the official `openai` Python SDK: chat and completions, streamed and not,
 n=2, logprobs, stop strings, seeds, stream_options.include_usage, developer messages, JSON mode,
-structured output (a pydantic model through the SDK's parse()), the refusal of tools / suffix /
+structured output (a pydantic model through the SDK's parse()), the refusal of suffix /
 schema keywords not followed; greedy text equal to `pagoda generate`'s for the same
 request; /v1/models and /v1/models/{id} with --served-model-name; /tokenize and /detokenize
 round trips.
@@ -150,24 +150,22 @@ def test_developer_message_is_a_system_message(client, generate):
     assert r.usage.prompt_tokens == want["usage"]["prompt_tokens"]
 
 
-def test_tools_json_output_and_suffix_are_refused_by_name(client, generate):
+def test_schema_keywords_and_suffix_are_refused_by_name(client, generate):
     """Not ignored: a 400 naming the field, through the SDK; the fields' "off" values pass and
-    change nothing."""
+    change nothing. (Tools: test_tools.py.)"""
     import openai
-    tools = [{"type": "function", "function": {
-        "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
-    refused = [(dict(tools=tools), "tools"), (dict(tool_choice="required"), "tool_choice"),
+    refused = [(dict(tool_choice="required"), "tool_choice", "needs tools"),
                (dict(response_format={"type": "json_schema", "json_schema": {
                    "name": "w", "schema": {"type": "string", "pattern": "^a"}}}),
-                "response_format.json_schema.schema"),
-               (dict(messages=[*CHAT, {"role": "tool", "tool_call_id": "c1", "content": "20C"}]),
-                "messages[2].role")]
-    for kw, param in refused:
+                "response_format.json_schema.schema", "not supported"),
+               (dict(messages=[*CHAT, {"role": "function", "name": "f", "content": "20C"}]),
+                "messages[2].role", "not supported")]
+    for kw, param, says in refused:
         kw = {"messages": CHAT, **kw}
         with pytest.raises(openai.BadRequestError) as ei:
             client.chat.completions.create(model=NAME, max_tokens=1, **kw)
         assert ei.value.body["param"] == param
-        assert "not supported" in ei.value.body["message"]
+        assert says in ei.value.body["message"]
     with pytest.raises(openai.BadRequestError) as ei:
         client.completions.create(model=NAME, prompt=PROMPT, suffix="The end.", max_tokens=1)
     assert ei.value.body["param"] == "suffix"

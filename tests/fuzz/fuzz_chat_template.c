@@ -7,14 +7,17 @@
  * prompt, Gemma-2, Phi-3.5).
  *
  * Input: byte 0 picks a renderer, or (the value after the last renderer) detection mode.
- *   Rendering: byte 1 bit 0 = add_generation_prompt; then up to 8 messages, each a role byte
- *     (system / user / assistant / an arbitrary role read from the input) and up to 3 content
- *     parts of up to 200 bytes. A render either fails with PGD_EINVAL (or PGD_ENOMEM) and a
- *     detail, or gives a NUL-terminated text whose template spans are sorted, non-empty,
- *     inside the text and never touch, and whose bytes outside the spans are message content:
- *     no more of them than the messages hold, and exactly the contents in order for the
- *     families that do not trim (chatml, mistral, zephyr, phi3). The prompt is then tokenized
- *     with its spans, as pgd_encode_chat does, by the synthetic byte-level BPE tokenizer.
+ *   Rendering: byte 1 bit 0 = add_generation_prompt, bit 1 = offer tools (then two tool
+ *     definitions of up to 64 bytes follow); then up to 8 messages, each a role byte (system /
+ *     user / assistant / tool / an arbitrary role read from the input; bit 6 adds one or two
+ *     tool calls, a name and arguments of up to 32 bytes each, whatever the role) and up to 3
+ *     content parts of up to 200 bytes. A render either fails with PGD_EINVAL (or PGD_ENOMEM)
+ *     and a detail, or gives a NUL-terminated text whose template spans are sorted, non-empty,
+ *     inside the text and never touch, and whose bytes outside the spans are content (message
+ *     content, tool definitions, call names and arguments): no more of them than the input
+ *     holds, and exactly that content in render order for the families that do not trim
+ *     (chatml, mistral, zephyr, phi3). The prompt is then tokenized with its spans, as
+ *     pgd_encode_chat does, by the synthetic byte-level BPE tokenizer.
  *   Detection: byte 1 picks an override name (or none); the rest is a template source. Any
  *     outcome but a crash is fine; a detected template then renders a fixed conversation.
  */
@@ -80,8 +83,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+static void append_content(pgd_buf *b, const pgd_chat_msg *m) {
+    for (size_t k = 0; k < m->n_parts; k++)
+        FUZZ_CHECK(pgd_buf_append(b, m->parts[k].ptr, m->parts[k].len) == 0);
+    for (size_t c = 0; c < m->n_calls; c++) {
+        FUZZ_CHECK(pgd_buf_append(b, m->calls[c].name.ptr, m->calls[c].name.len) == 0);
+        FUZZ_CHECK(pgd_buf_append(b, m->calls[c].arguments.ptr, m->calls[c].arguments.len) == 0);
+    }
+}
+
 static void check_prompt(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
-                         const pgd_chat_prompt *p) {
+                         const pgd_chat_tools *tools, const pgd_chat_prompt *p) {
     FUZZ_CHECK(p->text.data != NULL && p->text.data[p->text.len] == '\0');
     size_t special = 0;
     for (size_t i = 0; i < p->n_special; i++) {
@@ -99,9 +111,16 @@ static void check_prompt(const pgd_chat_template *t, const pgd_chat_msg *msgs, s
         if (i < p->n_special) at = p->special[i].end;
     }
     FUZZ_CHECK(outside.len == p->text.len - special);
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < msgs[i].n_parts; k++)
-            FUZZ_CHECK(pgd_buf_append(&content, msgs[i].parts[k].ptr, msgs[i].parts[k].len) == 0);
+    /* content in render order: with tools, a leading system message's content and the
+     * definitions come first (chatml, the only family that renders tools) */
+    size_t first = 0;
+    if (tools && tools->n) {
+        FUZZ_CHECK(pgd_chat_template_renders_tools(t));
+        if (!strcmp(msgs[0].role, "system")) append_content(&content, &msgs[first++]);
+        for (size_t k = 0; k < tools->n; k++)
+            FUZZ_CHECK(pgd_buf_append(&content, tools->defs[k].ptr, tools->defs[k].len) == 0);
+    }
+    for (size_t i = first; i < n; i++) append_content(&content, &msgs[i]);
     FUZZ_CHECK(outside.len <= content.len);
     pgd_chat_family f = pgd_chat_template_family(t);
     if (f == PGD_CHAT_CHATML || f == PGD_CHAT_MISTRAL || f == PGD_CHAT_ZEPHYR ||
@@ -121,12 +140,14 @@ static void check_prompt(const pgd_chat_template *t, const pgd_chat_msg *msgs, s
     pgd_tokens_free(&ids);
 }
 
-static void render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n, bool gen) {
+static void render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
+                   const pgd_chat_tools *tools, bool gen) {
     pgd_chat_prompt p;
     pgd_error_clear();
-    int rc = pgd_chat_render(t, msgs, n, gen, &p);
+    int rc = tools ? pgd_chat_render_tools(t, msgs, n, tools, gen, &p)
+                   : pgd_chat_render(t, msgs, n, gen, &p);
     if (rc == 0) {
-        check_prompt(t, msgs, n, &p);
+        check_prompt(t, msgs, n, tools, &p);
         pgd_chat_prompt_free(&p);
         pgd_chat_prompt_free(&p);
     } else {
@@ -154,9 +175,17 @@ static void fuzz_detect(fuzz_in *in) {
         for (uint64_t i = 0; sys.ptr && i < sys.len; i++) sink += (unsigned char)sys.ptr[i];
         (void)sink;
         static const pgd_str hi = {"Hello", 5}, yo = {" Hi there ", 10};
-        pgd_chat_msg msgs[3] = {{"system", &hi, 1}, {"user", &hi, 1}, {"assistant", &yo, 1}};
-        render(t, msgs, 3, true);
-        render(t, msgs + 1, 2, false);
+        static const pgd_chat_tool_call call = {{"f", 1}, {"{}", 2}};
+        static const pgd_str def = {"{\"type\": \"function\"}", 20};
+        static const pgd_chat_tools tools = {&def, 1};
+        pgd_chat_msg msgs[5] = {{"system", &hi, 1, NULL, 0},
+                                {"user", &hi, 1, NULL, 0},
+                                {"assistant", &yo, 1, NULL, 0},
+                                {"assistant", &yo, 1, &call, 1},
+                                {"tool", &hi, 1, NULL, 0}};
+        render(t, msgs, 3, NULL, true);
+        render(t, msgs + 1, 2, NULL, false);
+        render(t, msgs, 5, &tools, true); /* refused by all families but chatml */
         pgd_chat_template_free(t);
     } else {
         FUZZ_CHECK(t == NULL);
@@ -175,12 +204,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_detect(&in);
         return 0;
     }
-    bool gen = fuzz_u8(&in) & 1;
-    static const char *const roles[] = {"system", "user", "assistant"};
+    uint8_t flags = fuzz_u8(&in);
+    bool gen = flags & 1;
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
     pgd_chat_msg msgs[MAX_MSGS];
-    pgd_str parts[MAX_MSGS][3];
-    char *owned[MAX_MSGS * 4];
+    pgd_str parts[MAX_MSGS][3], defs[2];
+    pgd_chat_tool_call calls[MAX_MSGS][2];
+    char *owned[MAX_MSGS * 8 + 2];
     size_t n_owned = 0, n = 0;
+    pgd_chat_tools tools = {defs, 0};
+    if (flags & 2) {
+        for (; tools.n < 2; tools.n++) {
+            fuzz_in s = fuzz_take(&in, 64);
+            char *c = malloc(s.n ? s.n : 1);
+            FUZZ_CHECK(c);
+            if (s.n) memcpy(c, s.p, s.n);
+            owned[n_owned++] = c;
+            defs[tools.n] = (pgd_str){c, s.n};
+        }
+    }
     while (in.n && n < MAX_MSGS) {
         uint8_t r = fuzz_u8(&in);
         if ((r & 7) == 7) { /* an arbitrary role, NUL-terminated */
@@ -192,9 +234,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             owned[n_owned++] = role;
             msgs[n].role = role;
         } else {
-            msgs[n].role = roles[(r & 7) % 3];
+            msgs[n].role = roles[(r & 7) % 4];
         }
-        size_t np = (r >> 3) % 4;
+        msgs[n].calls = NULL;
+        msgs[n].n_calls = 0;
+        if (r & 64) {
+            size_t nc = 1 + ((r >> 7) & 1);
+            for (size_t c = 0; c < nc; c++) {
+                fuzz_in a = fuzz_take(&in, 32), b = fuzz_take(&in, 32);
+                char *name = malloc(a.n ? a.n : 1), *args = malloc(b.n ? b.n : 1);
+                FUZZ_CHECK(name && args);
+                if (a.n) memcpy(name, a.p, a.n);
+                if (b.n) memcpy(args, b.p, b.n);
+                owned[n_owned++] = name;
+                owned[n_owned++] = args;
+                calls[n][c] = (pgd_chat_tool_call){{name, a.n}, {args, b.n}};
+            }
+            msgs[n].calls = calls[n];
+            msgs[n].n_calls = nc;
+        }
+        size_t np = (r >> 3) & 3;
         for (size_t k = 0; k < np; k++) {
             fuzz_in s = fuzz_take(&in, 200);
             char *c = malloc(s.n ? s.n : 1); /* exact size */
@@ -207,7 +266,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         msgs[n].n_parts = np;
         n++;
     }
-    render(g_t[which], msgs, n, gen);
+    render(g_t[which], msgs, n, flags & 2 ? &tools : NULL, gen);
     for (size_t i = 0; i < n_owned; i++) free(owned[i]);
     return 0;
 }

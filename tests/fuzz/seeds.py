@@ -38,6 +38,15 @@ def j(obj):
 # ---- API bodies ---------------------------------------------------------------------------------
 
 MSG = [{"role": "user", "content": "Hello"}]
+TOOL_W = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather now",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                   "unit": {"enum": ["c", "f"]}},
+                   "required": ["city"]}}}
+TOOL_A = {"type": "function", "function": {
+    "name": "add", "parameters": {"type": "object", "properties": {"xs": {
+        "type": "array", "items": {"$ref": "#/$defs/n"}}}, "$defs": {"n": {"type": "number",
+                                                                         "minimum": 0.5}}}}}
 SAMPLING = [
     {"temperature": 0}, {"temperature": 2.0}, {"top_p": 0.5}, {"top_k": 40}, {"top_k": -1},
     {"min_p": 0.1}, {"presence_penalty": -2}, {"frequency_penalty": 1.5},
@@ -51,6 +60,11 @@ SAMPLING = [
     {"min_p": 1e-50}, {"logit_bias": {"5": 1e-50}},
     {"tools": [], "tool_choice": "none", "response_format": {"type": "text"}, "suffix": ""},
     {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto"},
+    {"tools": [TOOL_W, TOOL_A], "tool_choice": "required", "parallel_tool_calls": False},
+    {"tools": [TOOL_A], "tool_choice": "required"},
+    {"tools": [TOOL_W, TOOL_A], "tool_choice": {"type": "function", "function": {"name": "add"}}},
+    {"tools": [TOOL_W], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+    {"tools": [TOOL_W, TOOL_W]}, {"tools": [{"type": "function", "function": {"name": "a b"}}]},
     {"function_call": {"name": "f"}}, {"response_format": {"type": "json_object"}},
     {"response_format": {}}, {"suffix": "end"}, {"n": 2, "best_of": 2}, {"best_of": 3},
     {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": True,
@@ -91,6 +105,27 @@ def chat_seeds():
         j({"prompt": "x", "messages": MSG}),
     ]
     return out + BAD
+
+
+def tool_parser_seeds():
+    """Byte 0: the choice (0 auto, 1 required, 2 named, 3 none) + 4 for one call at most;
+    byte 1: the piece length when streamed; then a model's output."""
+    outs = {
+        0: ["Hello there.", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+            "{\"city\": \"Paris\"}}\n</tool_call>",
+            "Sure.\n<tool_call>{\"name\": \"a\"}</tool_call>\n<tool_call>{\"name\": \"b\", "
+            "\"parameters\": {\"x\": [1, 2.5e-07, \"\\u00e9\"]}}</tool_call>\nDone.",
+            "x <tool_call>not json</tool_call> y <tool_c", "<tool_call>{\"name\": \"f\", \"argu"],
+        1: ["[{\"name\": \"g\", \"arguments\": {\"a\": 1}}, {\"name\": \"h\", "
+            "\"arguments\": {}}]", "[{\"name\": \"g\""],
+        2: ["{\"city\": \"Rome\", \"unit\": \"c\"}", "{\"city\":"],
+        3: ["<tool_call>{\"name\": \"e\"}</tool_call>"],
+    }
+    out = []
+    for mode, texts in outs.items():
+        for k, t in enumerate(texts):
+            out.append(bytes([mode | (4 if k % 2 else 0), 1 + 3 * k]) + t.encode())
+    return out
 
 
 def completion_seeds():
@@ -368,3 +403,4 @@ if __name__ == "__main__":
     write("fuzz_stop_detok", stop_seeds())
     write("fuzz_http", http_seeds())
     write("fuzz_json_schema", schema_seeds())
+    write("fuzz_tool_parser", tool_parser_seeds())

@@ -11,6 +11,14 @@ bos_token / eos_token variables), rendering:
 Where jinja2 raises (raise_exception: roles not alternating, system role not supported, ...)
 pagoda must refuse too (exit 1 with a message). Content given to pagoda as a list of text parts
 is given to jinja2 as the joined string.
+
+Tool calling (tools offered, assistant tool_calls, "tool" messages) renders for the chatml family
+only, in Qwen2.5-Instruct's Hermes format: pagoda (input {"messages": ..., "tools": ...}) is
+compared with jinja2 rendering qwen2.5-instruct.jinja, the messages given to jinja2 as vLLM gives
+them (each call's arguments json.loads'ed into a dict, "" as {}) and tojson as Hugging Face
+overrides it (json.dumps, ensure_ascii=False). The default model's template (SmolLM2) has no tool
+branch; pagoda deliberately gives it the same format, so it is compared with the Qwen2.5 file whose
+default system prompt is replaced by SmolLM2's. Every other family refuses tool calling.
 """
 import json
 import pathlib
@@ -29,7 +37,7 @@ class Refused(Exception):
     pass
 
 
-def hf_render(src, messages, add_generation_prompt, bos_token, eos_token):
+def hf_render(src, messages, add_generation_prompt, bos_token, eos_token, tools=None):
     """jinja2 rendering as transformers' apply_chat_template does it; Refused on raise."""
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -37,22 +45,35 @@ def hf_render(src, messages, add_generation_prompt, bos_token, eos_token):
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[loopcontrols])
     env.globals["raise_exception"] = raise_exception
+    # transformers replaces jinja2's HTML-safe tojson with plain json.dumps
+    env.filters["tojson"] = (
+        lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False:
+        json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                   sort_keys=sort_keys))
+    kw = {} if tools is None else {"tools": tools}
     try:
         return env.from_string(src).render(messages=messages,
                                            add_generation_prompt=add_generation_prompt,
-                                           bos_token=bos_token, eos_token=eos_token)
+                                           bos_token=bos_token, eos_token=eos_token, **kw)
     except jinja2.exceptions.TemplateError as e:
         raise Refused(str(e)) from e
 
 
 def joined(messages):
-    """The messages as jinja2 sees them: list-of-parts content joined into one string."""
+    """The messages as jinja2 sees them: list-of-parts content joined into one string (null or
+    missing content as ""), tool calls kept with their arguments parsed as vLLM does."""
     out = []
     for m in messages:
-        c = m["content"]
+        c = m.get("content")
         if isinstance(c, list):
             c = "".join(p["text"] for p in c)
-        out.append({"role": m["role"], "content": c})
+        msg = {"role": m["role"], "content": "" if c is None else c}
+        if m.get("tool_calls"):
+            msg["tool_calls"] = [
+                {**tc, "function": {**tc["function"],
+                                    "arguments": json.loads(tc["function"]["arguments"] or "{}")}}
+                for tc in m["tool_calls"]]
+        out.append(msg)
     return out
 
 
@@ -155,7 +176,7 @@ DEFAULT_OF_FAMILY = {
 }
 
 
-def pagoda_render(run_pagoda, source_args, messages, gen, bos, eos, spans=False):
+def pagoda_render(run_pagoda, source_args, messages, gen, bos, eos, spans=False, tools=None):
     args = ["template", *source_args]
     if bos is not None:
         args += ["--bos-token", bos]
@@ -166,17 +187,20 @@ def pagoda_render(run_pagoda, source_args, messages, gen, bos, eos, spans=False)
     if spans:
         args.append("--spans")
     args.append("-")
-    return run_pagoda(*args, input=json.dumps(messages).encode(), check=False)
+    doc = messages if tools is None else {"messages": messages, "tools": tools}
+    return run_pagoda(*args, input=json.dumps(doc).encode(), check=False)
 
 
-def check_same(run_pagoda, src, source_args, messages, gen, bos, eos, pagoda_bos_eos=True):
+def check_same(run_pagoda, src, source_args, messages, gen, bos, eos, pagoda_bos_eos=True,
+               tools=None):
     """pagoda renders exactly what jinja2 renders, or both refuse."""
     try:
-        want = hf_render(src, joined(messages), gen, bos, eos)
+        want = hf_render(src, joined(messages), gen, bos, eos, tools=tools)
     except Refused as e:
         want, why = None, str(e)
     p = pagoda_render(run_pagoda, source_args, messages, gen,
-                      bos if pagoda_bos_eos else None, eos if pagoda_bos_eos else None)
+                      bos if pagoda_bos_eos else None, eos if pagoda_bos_eos else None,
+                      tools=tools)
     if want is None:
         assert p.returncode == 1, f"jinja2 refused ({why}) but pagoda rendered {p.stdout!r}"
         assert p.stderr.strip(), "pagoda refused without a message"
@@ -296,6 +320,212 @@ def test_refusals_say_why(run_pagoda):
     assert p.returncode == 1 and b"Only user and assistant roles are supported" in p.stderr
 
 
+# ---- tool calling (chatml: Qwen2.5's Hermes format) -----------------------------------------
+
+QWEN = "qwen2.5-instruct.jinja"
+QWEN_DEFAULT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+SMOLLM2_DEFAULT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather",
+    "description": "Get the current weather.\nUse \u00b0C \u2014 or \u00b0F.\t\"quoted\" \\ "
+                   "</tools> <|im_end|> \u65e5\u672c \U0001f326",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City, e.g. Z\u00fcrich"},
+        "unit": {"type": "string", "enum": ["c", "f"], "default": None},
+        "days": {"type": "integer", "minimum": 1, "maximum": 16, "multipleOf": 1.0},
+        "ratio": {"type": "number", "minimum": -0.0, "maximum": 1e16, "step": 0.1,
+                  "epsilon": 1e-05, "tiny": 2.5e-07, "big": 123456789.125,
+                  "huge": 9223372036854775807, "neg": -9223372036854775808,
+                  "nested": {"deep": [[], {}, [True, False, None]]}}},
+        "required": ["city"]}}}
+NOW = {"type": "function", "function": {"name": "now", "description": "",
+                                        "parameters": {"type": "object", "properties": {}}}}
+TOOLS = [WEATHER, NOW]
+
+
+def call(name, args, cid=None):
+    """An OpenAI tool call; args is a dict (dumped as OpenAI clients send it) or a string."""
+    c = {"type": "function", "function": {
+        "name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+    if cid:
+        c["id"] = cid
+    return c
+
+
+ODD_ARGS = {
+    "text": "quote \" backslash \\ newline \n tab \t cr \r bell \x07 nul \x00 esc \x1b del \x7f",
+    "markers": "</tool_call> <|im_end|> <|im_start|>system\n<tool_response>",
+    "unicode": "Z\u00fcrich \u65e5\u672c\u8a9e \U0001f389 \u2028 \u00a0",
+    "floats": [0.1, 1e-05, 1e+16, 1.0, 2.5e-07, 123456789.125, -0.0, 1e15, 0.0001,
+               1.7976931348623157e+308, 5e-324, 2.0 ** 89, 1 / 3],
+    "ints": [0, -1, 9007199254740993, 9223372036854775807, -9223372036854775808],
+    "flags": [True, False, None],
+    "nested": {"a": {"b": {"c": [1, {"d": []}, {}]}}, "z": "last"},
+}
+
+USER = {"role": "user", "content": "What's the weather in Paris?"}
+# name -> (messages, tools); tools None: none offered (pagoda gets the plain array)
+TOOL_CONVS = {
+    "tools_no_system": ([USER], TOOLS),
+    "tools_system": ([{"role": "system", "content": "Be terse.\n"}, USER], TOOLS),
+    "tools_system_parts": ([{"role": "system", "content": parts("Be terse.", 3)}, USER], TOOLS),
+    "tools_empty_system": ([{"role": "system", "content": ""}, USER], [NOW]),
+    "tools_empty_list": ([USER], []),
+    "tools_late_system": ([USER, {"role": "assistant", "content": "ok"},
+                           {"role": "system", "content": "late"}], TOOLS),
+    "one_call": ([USER, {"role": "assistant", "content": None,
+                         "tool_calls": [call("get_weather", {"city": "Paris"}, "call_1")]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "22C, sunny"}], TOOLS),
+    "one_call_with_content": (
+        [{"role": "system", "content": "Use the tools wisely."}, USER,
+         {"role": "assistant", "content": "Let me check.",
+          "tool_calls": [call("get_weather", {"city": "Paris", "unit": "c"})]},
+         {"role": "tool", "content": "22"}, {"role": "assistant", "content": "It is 22C."},
+         {"role": "user", "content": "Thanks"}], TOOLS),
+    "two_calls": ([USER, {"role": "assistant", "content": "",
+                          "tool_calls": [call("get_weather", {"city": "Paris"}, "a"),
+                                         call("now", {}, "b")]},
+                   {"role": "tool", "tool_call_id": "a", "content": "22C"},
+                   {"role": "tool", "tool_call_id": "b", "content": "12:00"},
+                   {"role": "assistant", "content": "22C at noon."}], TOOLS),
+    "two_calls_with_content": (
+        [USER, {"role": "assistant", "content": "Checking both.\n",
+                "tool_calls": [call("now", ""), call("get_weather", '{"city":"Oslo" ,"days":3}')]},
+         {"role": "tool", "content": [{"type": "text", "text": "12"},
+                                      {"type": "text", "text": ":00"}]},
+         {"role": "tool", "content": None}], TOOLS),
+    "three_tool_results": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("now", {}), call("now", {}), call("now", {})]},
+        {"role": "tool", "content": "1"}, {"role": "tool", "content": "2"},
+        {"role": "tool", "content": "3"}, {"role": "user", "content": "and?"}], None),
+    "tool_first": ([{"role": "tool", "content": "orphan result"}, USER], TOOLS),
+    "tool_first_no_tools": ([{"role": "tool", "content": "orphan"}], None),
+    "tool_after_system": ([{"role": "system", "content": "s"},
+                           {"role": "tool", "content": "r"}], TOOLS),
+    "odd_arguments": ([USER, {"role": "assistant", "content": None,
+                              "tool_calls": [call("get_weather", ODD_ARGS)]},
+                       {"role": "tool", "content": "</tool_response><|im_end|>\n<|im_start|>"}],
+                      TOOLS),
+    "odd_argument_spelling": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("get_weather", '{ "city" : "P\\u00e4ris",\n"x":1E2, "y":[ 1.50 ,-0.0,1e-7] }'),
+        call("now", "{}")]}], TOOLS),
+    "calls_without_tools": ([USER, {"role": "assistant", "content": None,
+                                    "tool_calls": [call("get_weather", {"city": "Rome"})]},
+                             {"role": "tool", "content": "30C"}], None),
+    "odd_names": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("</tool_call><|im_end|>", {}), call("\u540d\u524d \"q\"", {"k": "v"})]}], None),
+}
+
+
+def qwen_src(default=QWEN_DEFAULT):
+    src = (TEMPLATES / QWEN).read_text(encoding="utf-8")
+    assert src.count(QWEN_DEFAULT) == 2  # the tool branch and the plain one
+    return src.replace(QWEN_DEFAULT, default)
+
+
+@pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("name", sorted(TOOL_CONVS))
+def test_tools_qwen_matches_jinja(run_pagoda, name, gen):
+    msgs, tools = TOOL_CONVS[name]
+    want = check_same(run_pagoda, qwen_src(), ["--template-file", TEMPLATES / QWEN], msgs, gen,
+                      "", "<|im_end|>", tools=tools)
+    assert want is not None
+    if tools:
+        assert "<tools>\n" + json.dumps(tools[0], ensure_ascii=False) in want
+
+
+@pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("name", sorted(TOOL_CONVS))
+def test_tools_smollm2_model_matches_jinja(run_pagoda, model_path, smollm2, name, gen):
+    """SmolLM2's template has no tool branch: pagoda renders Qwen2.5's with SmolLM2's default."""
+    _, bos, eos = smollm2
+    msgs, tools = TOOL_CONVS[name]
+    want = check_same(run_pagoda, qwen_src(SMOLLM2_DEFAULT), ["--model", model_path], msgs, gen,
+                      bos, eos, pagoda_bos_eos=False, tools=tools)
+    assert want is not None
+
+
+def test_tools_smollm2_template_file(run_pagoda):
+    msgs, tools = TOOL_CONVS["two_calls"]
+    check_same(run_pagoda, qwen_src(SMOLLM2_DEFAULT),
+               ["--template-file", TEMPLATES / "smollm2-instruct.jinja"], msgs, True, "", "",
+               tools=tools)
+
+
+def content_pieces(msgs, tools):
+    """The content bytes of a chatml render in order: with tools, a leading system message and
+    the definitions first; then each message's content, its calls' names and arguments."""
+    def text(m):
+        c = m.get("content") or ""
+        return "".join(p["text"] for p in c) if isinstance(c, list) else c
+
+    out, start = [], 0
+    if tools:
+        if msgs[0]["role"] == "system":
+            out.append(text(msgs[0]))
+            start = 1
+        out += [json.dumps(t, ensure_ascii=False) for t in tools]
+    for m in msgs[start:]:
+        out.append(text(m))
+        for tc in m.get("tool_calls") or []:
+            out.append(tc["function"]["name"])
+            out.append(json.dumps(json.loads(tc["function"]["arguments"] or "{}"),
+                                  ensure_ascii=False))
+    return [p.encode("utf-8") for p in out if p]
+
+
+@pytest.mark.parametrize("name", ["one_call_with_content", "two_calls_with_content",
+                                  "odd_arguments", "odd_names", "tools_system", "tool_first"])
+def test_tools_spans_exclude_content(run_pagoda, model_path, name):
+    msgs, tools = TOOL_CONVS[name]
+    p = pagoda_render(run_pagoda, ["--model", model_path], msgs, True, None, None, spans=True,
+                      tools=tools)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["text"] == hf_render(qwen_src(SMOLLM2_DEFAULT), joined(msgs), True, "", "",
+                                    tools=tools)
+    text = out["text"].encode("utf-8")
+    covered = bytearray(len(text))
+    for b, e in out["special"]:
+        assert 0 <= b < e <= len(text)
+        covered[b:e] = b"\x01" * (e - b)
+    content = bytearray(len(text))
+    pos = 0
+    for c in content_pieces(msgs, tools):
+        at = text.index(c, pos)
+        content[at:at + len(c)] = b"\x01" * len(c)
+        pos = at + len(c)
+    for i in range(len(text)):
+        assert covered[i] != content[i], f"byte {i} {text[i:i + 20]!r}"
+
+
+REFUSED_TOOL_INPUTS = {
+    "tools_offered": ([{"role": "user", "content": "hi"}], [NOW]),
+    "tool_message": ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "r"}], None),
+    "tool_calls": ([{"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": None, "tool_calls": [call("now", {})]}],
+                   None),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED_TOOL_INPUTS))
+def test_tools_refused_by_other_families(run_pagoda, what):
+    msgs, tools = REFUSED_TOOL_INPUTS[what]
+    sources = [["--template-file", TEMPLATES / f] for f, v in sorted(FILES.items())
+               if v[0] != "chatml"]
+    sources += [["--chat-template", f] for f in sorted(DEFAULT_OF_FAMILY)]
+    for src in sources:
+        p = pagoda_render(run_pagoda, src, msgs, True, "<s>", "</s>", tools=tools)
+        assert p.returncode == 1, (src, p.stdout)
+        err = p.stderr.decode()
+        assert "tool calling needs a chat template with a tool format" in err, (src, err)
+        assert "chatml" in err and p.stdout == b""
+        # the same conversation without the tool part renders
+        plain = [m for m in msgs if m["role"] == "user"]
+        assert pagoda_render(run_pagoda, src, plain, True, "<s>", "</s>").returncode == 0
+
+
 # ---- errors of the command ----------------------------------------------------------------
 
 def test_unknown_template(run_pagoda, tmp_path):
@@ -319,7 +549,19 @@ def test_command_errors(run_pagoda):
     one = '[{"role":"user","content":"x"}]'
     cases = [
         (["--chat-template", "vicuna", one], 1, "unknown chat template name 'vicuna'"),
-        (["--chat-template", "chatml", '[{"role":"tool","content":"x"}]'], 1, "'tool'"),
+        (["--chat-template", "llama3", '[{"role":"tool","content":"x"}]'], 1,
+         "tool calling needs a chat template with a tool format"),
+        (["--chat-template", "chatml", '[{"role":"function","content":"x"}]'], 1, '"tool"'),
+        (["--chat-template", "chatml",
+          '[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}]'],
+         1, "messages[0].tool_calls[0].function.arguments: must be a string holding a JSON "
+            "object, not an array"),
+        (["--chat-template", "chatml", '{"messages":[{"role":"user","content":"x"}],"tools":{}}'],
+         1, '"tools" must be an array'),
+        (["--chat-template", "chatml", '{"messages":[{"role":"user","content":"x"}],"tools":[1]}'],
+         1, "tools[0] must be an object"),
+        (["--chat-template", "chatml", '{"tools":[]}'], 1, 'no "messages"'),
+        (["--chat-template", "chatml", '{"messages":[],"tool":[]}'], 1, 'unknown key "tool"'),
         (["--chat-template", "chatml",
           '[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]'], 1,
          "image_url"),

@@ -16,6 +16,7 @@
 #include "engine/sampling/sampler.h"
 #include "testutil.h"
 
+#define TOOL_F    "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"
 #define CHAT_MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -190,15 +191,56 @@ static const bad_case k_bad[] = {
     {C, "{\"ignore_eos\":1," CHAT_MSGS "}", "ignore_eos"},
     {C, "{\"priority\":1.5," CHAT_MSGS "}", "priority"},
     {C, "{\"priority\":3000000000," CHAT_MSGS "}", "priority"},
-    /* what the server does not do: tools, JSON output, suffix, best_of (not ignored) */
-    {C, "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]," CHAT_MSGS "}",
-     "tools"},
+    /* tools (api/tools.h), and what the server does not do: the legacy function calling,
+     * suffix, best_of (not ignored) */
     {C, "{\"tools\":{}," CHAT_MSGS "}", "tools"},
+    {C, "{\"tools\":[1]," CHAT_MSGS "}", "tools[0]"},
+    {C, "{\"tools\":[{\"type\":\"retrieval\"}]," CHAT_MSGS "}", "tools[0].type"},
+    {C, "{\"tools\":[{\"type\":\"function\"}]," CHAT_MSGS "}", "tools[0].function"},
+    {C, "{\"tools\":[{\"type\":\"function\",\"function\":{}}]," CHAT_MSGS "}",
+     "tools[0].function.name"},
+    {C, "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]," CHAT_MSGS "}",
+     "tools[0].function.name"},
+    {C,
+     "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+     "\"ab123456789012345678901234567890123456789012345678901234567890123\"}}]," CHAT_MSGS "}",
+     "tools[0].function.name"},
+    {C, "{\"tools\":[" TOOL_F "," TOOL_F "]," CHAT_MSGS "}", "tools[1].function.name"},
+    {C,
+     "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":1}}]"
+     "," CHAT_MSGS "}",
+     "tools[0].function.description"},
+    {C,
+     "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]"
+     "," CHAT_MSGS "}",
+     "tools[0].function.parameters"},
+    {C,
+     "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"strict\":\"y\"}}]"
+     "," CHAT_MSGS "}",
+     "tools[0].function.strict"},
+    {C, "{\"tools\":[" TOOL_F "],\"parallel_tool_calls\":1," CHAT_MSGS "}", "parallel_tool_calls"},
     {C, "{\"functions\":[{\"name\":\"f\"}]," CHAT_MSGS "}", "functions"},
     {C, "{\"tool_choice\":\"required\"," CHAT_MSGS "}", "tool_choice"},
+    {C, "{\"tools\":[" TOOL_F "],\"tool_choice\":\"any\"," CHAT_MSGS "}", "tool_choice"},
     {C, "{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}," CHAT_MSGS "}",
-     "tool_choice"},
+     "tool_choice.function.name"},
+    {C,
+     "{\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+     "\"g\"}}," CHAT_MSGS "}",
+     "tool_choice.function.name"},
+    {C, "{\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"x\"}," CHAT_MSGS "}",
+     "tool_choice.type"},
     {C, "{\"tool_choice\":3," CHAT_MSGS "}", "tool_choice"},
+    {C,
+     "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+     "{\"type\":\"string\",\"pattern\":\"a+\"}}}],\"tool_choice\":\"required\"," CHAT_MSGS "}",
+     "tools[0].function.parameters"},
+    {C,
+     "{\"tools\":[" TOOL_F "],\"tool_choice\":\"required\",\"response_format\":{\"type\":"
+     "\"json_object\"}," CHAT_MSGS "}",
+     "response_format"},
+    {P, "{\"prompt\":\"x\",\"tools\":[" TOOL_F "]}", "tools"},
+    {P, "{\"prompt\":\"x\",\"tool_choice\":\"required\"}", "tool_choice"},
     {C, "{\"function_call\":{\"name\":\"f\"}," CHAT_MSGS "}", "function_call"},
     {C, "{\"response_format\":{\"type\":\"xml\"}," CHAT_MSGS "}", "response_format"},
     {C, "{\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}," CHAT_MSGS "}",
@@ -224,17 +266,15 @@ static const bad_case k_bad[] = {
     {C, "{\"response_format\":\"json\"," CHAT_MSGS "}", "response_format"},
     {C, "{\"response_format\":{}," CHAT_MSGS "}", "response_format.type"},
     {C, "{\"response_format\":{\"type\":1}," CHAT_MSGS "}", "response_format.type"},
-    {C, "{\"messages\":[{\"role\":\"tool\",\"content\":\"4\",\"tool_call_id\":\"a\"}]}",
-     "messages[0].role"},
     {C,
      "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"function\","
      "\"name\":\"f\",\"content\":\"4\"}]}",
      "messages[1].role"},
     {C,
      "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
-     "\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+     "\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{x\"}}]},"
      "{\"role\":\"user\",\"content\":\"x\"}]}",
-     "messages[0].tool_calls"},
+     "messages[0].tool_calls[0].function.arguments"},
     {C,
      "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"function_call\":{\"name\":"
      "\"f\"}},{\"role\":\"user\",\"content\":\"x\"}]}",

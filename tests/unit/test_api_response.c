@@ -239,9 +239,9 @@ static void test_chat_completion(void) {
         {{"\x98\x80", 2}, -INFINITY, NULL, 0},
     };
     const pgd_api_choice choices[] = {
-        {0, S("Hello!"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
-        {1, S("Hi \xf0\x9f\x98\x80"), PGD_FINISH_LENGTH, true, lps, 3, 0, false, NULL, 0},
-        {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0, false, NULL, 0},
+        {0, S("Hello!"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
+        {1, S("Hi \xf0\x9f\x98\x80"), PGD_FINISH_LENGTH, true, lps, 3, 0, false, NULL, 0, NULL, 0},
+        {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0, false, NULL, 0, NULL, 0},
     };
     pgd_api_meta m = {"chatcmpl-abc", 1700000000, S("smol"), NULL};
     pgd_api_usage u = {12, 7, 8};
@@ -305,7 +305,7 @@ static void test_chat_completion(void) {
 
     /* with a system fingerprint; an unfinished choice prints finish_reason null */
     pgd_api_meta m2 = {"chatcmpl-x", 1, S("m\xff"), "fp_123"};
-    pgd_api_choice c = {0, S("x"), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0};
+    pgd_api_choice c = {0, S("x"), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0, NULL, 0};
     pgd_buf_reset(&b);
     REQUIRE(pgd_api_chat_completion(&m2, &c, 1, &u, &b) == 0);
     j = load(&b);
@@ -367,7 +367,8 @@ static void test_chat_stream(void) {
         for (int p = 0; p < 3; p++) {
             for (uint32_t k = 0; k < 2; k++) {
                 pgd_api_choice ch = {
-                    k, S(pieces[k][p]), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0};
+                    k, S(pieces[k][p]), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0, NULL,
+                    0};
                 pgd_buf_reset(&b);
                 REQUIRE(pgd_api_chat_chunk_content(&m, &ch, iu, &b) == 0);
                 json_t *j = load(&b);
@@ -422,7 +423,7 @@ static void test_chat_stream(void) {
     /* a content chunk with logprobs and a finish reason (the last delta of a choice) */
     const pgd_api_top_logprob top[] = {{S(" world"), -0.5f}};
     const pgd_api_token_logprob lp = {S(" world"), -0.5f, top, 1};
-    pgd_api_choice ch = {0, S(" world"), PGD_FINISH_STOP, true, &lp, 1, 0, false, NULL, 0};
+    pgd_api_choice ch = {0, S(" world"), PGD_FINISH_STOP, true, &lp, 1, 0, false, NULL, 0, NULL, 0};
     pgd_buf b = PGD_BUF_INIT;
     REQUIRE(pgd_api_chat_chunk_content(&m, &ch, false, &b) == 0);
     json_t *j = load(&b);
@@ -453,13 +454,13 @@ static void test_completion(void) {
         {S("x"), NAN, NULL, 0},             /* unknown: null, null */
     };
     const pgd_api_choice choices[] = {
-        {0, S("one"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
+        {0, S("one"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
         {1,
          S("\xc3\xa9"
            "ab\xe2\x82x"),
-         PGD_FINISH_LENGTH, true, lps, 4, 5, false, NULL, 0},
-        {2, S("three"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
-        {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0},
+         PGD_FINISH_LENGTH, true, lps, 4, 5, false, NULL, 0, NULL, 0},
+        {2, S("three"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
+        {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
     };
     pgd_api_meta m = {"cmpl-xyz", 42, S("smol"), NULL};
     pgd_api_usage u = {10, 20, 4};
@@ -519,7 +520,8 @@ static void test_completion(void) {
 
     /* streamed chunks: a text piece with logprobs, the finish chunk, the usage chunk */
     for (int iu = 0; iu <= 1; iu++) {
-        pgd_api_choice c = {3, S("ab"), PGD_FINISH_NONE, true, &lps[1], 1, 17, false, NULL, 0};
+        pgd_api_choice c = {3,    S("ab"), PGD_FINISH_NONE, true, &lps[1], 1, 17, false, NULL, 0,
+                            NULL, 0};
         pgd_buf_reset(&b);
         REQUIRE(pgd_api_completion_chunk(&m, &c, iu, &b) == 0);
         j = load(&b);
@@ -534,7 +536,8 @@ static void test_completion(void) {
         CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(l, "text_offset"), 0)), 17);
         json_decref(j);
 
-        pgd_api_choice f = {3, S(""), PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0};
+        pgd_api_choice f = {3,    S(""), PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0,
+                            NULL, 0};
         pgd_buf_reset(&b);
         REQUIRE(pgd_api_completion_chunk(&m, &f, iu, &b) == 0);
         j = load(&b);
@@ -632,7 +635,8 @@ static void test_logprob_utf8_fuzz(void) {
                 tops[i][k] = (pgd_api_top_logprob){{store[(i + k) % 16], (x >> k) % 6},
                                                    specials[(x >> (k * 3)) % 6]};
         }
-        pgd_api_choice c = {0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0, false, NULL, 0};
+        pgd_api_choice c = {
+            0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0, false, NULL, 0, NULL, 0};
         pgd_api_meta m = {"chatcmpl-f", 0, S("m"), NULL};
         pgd_api_usage u = {1, 16, 0};
         pgd_buf b = PGD_BUF_INIT;
@@ -759,8 +763,8 @@ static const pgd_api_ranked_logprob k_alts[] = {{7, {"q", 1}, -0.25f, 1}, {5, {"
 static const pgd_api_prompt_logprob k_plp[] = {{{5, {"p", 1}, -1.0f, 2}, k_alts, 2},
                                                {{9, {"\xe2\x82", 2}, -INFINITY, 40}, NULL, 0}};
 static const pgd_api_choice k_choices[] = {
-    {0, {"x\xff", 2}, PGD_FINISH_STOP, true, k_lps, 2, 3, true, k_plp, 2},
-    {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0},
+    {0, {"x\xff", 2}, PGD_FINISH_STOP, true, k_lps, 2, 3, true, k_plp, 2, NULL, 0},
+    {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
 };
 static const pgd_api_meta k_meta = {"id-1", 7, {"m", 1}, "fp"};
 static const pgd_api_usage k_usage = {3, 4, 1};

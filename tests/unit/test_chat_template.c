@@ -153,10 +153,11 @@ static int in_span(const pgd_chat_prompt *p, size_t pos) {
     return 0;
 }
 
-/* Render and compare with the expected text; returns 1 on match. */
-static int renders_as(const pgd_chat_template *t, const conv *c, bool gen, const char *want) {
+/* Render (offering `tools`, NULL: none) and compare with the expected text; 1 on match. */
+static int renders_tools_as(const pgd_chat_template *t, const conv *c, const pgd_chat_tools *tools,
+                            bool gen, const char *want) {
     pgd_chat_prompt p;
-    int rc = pgd_chat_render(t, c->m, c->n, gen, &p);
+    int rc = pgd_chat_render_tools(t, c->m, c->n, tools, gen, &p);
     if (rc) {
         fprintf(stderr, "  render failed: %s\n", pgd_error_detail());
         return 0;
@@ -166,6 +167,16 @@ static int renders_as(const pgd_chat_template *t, const conv *c, bool gen, const
     if (!ok) fprintf(stderr, "  got:  \"%s\"\n  want: \"%s\"\n", p.text.data, want);
     pgd_chat_prompt_free(&p);
     return ok;
+}
+
+static int renders_as(const pgd_chat_template *t, const conv *c, bool gen, const char *want) {
+    return renders_tools_as(t, c, NULL, gen, want);
+}
+
+/* Tool calls for the last message added. */
+static void with_calls(conv *c, const pgd_chat_tool_call *calls, size_t n) {
+    c->m[c->n - 1].calls = calls;
+    c->m[c->n - 1].n_calls = n;
 }
 
 /* ---- tests ---- */
@@ -455,6 +466,237 @@ static void test_render_zephyr_phi3(void) {
     pgd_chat_template_free(t);
 }
 
+/* A pgd_str of a string literal. */
+#define S(lit)                                                                                     \
+    { lit, sizeof(lit) - 1 }
+
+/* Qwen2.5-Instruct's tools block (tests/reference/templates/qwen2.5-instruct.jinja), by hand */
+#define TOOLS_HEAD                                                                                 \
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "     \
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>"
+#define TOOLS_TAIL                                                                                 \
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments " \
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, "         \
+    "\"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n"
+#define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+static const pgd_str k_defs[2] = {
+    S("{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}"),
+    S("{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"a\\nb\"}}"),
+};
+static const pgd_chat_tools k_tools = {k_defs, 2};
+static const pgd_chat_tool_call k_calls[2] = {
+    {S("get_weather"), S("{\"city\": \"Paris\"}")},
+    {S("now"), S("{}")},
+};
+
+/* The conversation of test_render_tools_chatml after its system turn, by hand. */
+#define TOOL_CONV_BODY                                                                             \
+    "<|im_start|>user\nWeather?<|im_end|>\n"                                                       \
+    "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "              \
+    "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": "       \
+    "{}}\n</tool_call><|im_end|>\n"                                                                \
+    "<|im_start|>user\n<tool_response>\n22C\n</tool_response>\n<tool_response>\nnoon\n"            \
+    "</tool_response><|im_end|>\n"                                                                 \
+    "<|im_start|>assistant\nIt is 22C.\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n"     \
+    "</tool_call><|im_end|>\n"                                                                     \
+    "<|im_start|>user\n<tool_response>\nlate\n</tool_response><|im_end|>\n"
+#define TOOL_DEFS                                                                                  \
+    "\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}"                        \
+    "\n{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"a\\nb\"}}"
+
+static void test_render_tools_chatml(void) {
+    pgd_chat_template *t = make(QWEN25_SNIPPET, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    CHECK(pgd_chat_template_renders_tools(t));
+    conv c = {0};
+    add(&c, "user", "Weather?");
+    add(&c, "assistant", "");
+    with_calls(&c, k_calls, 2);
+    add(&c, "tool", "22C");
+    add(&c, "tool", "noon");
+    add(&c, "assistant", "It is 22C.");
+    with_calls(&c, k_calls + 1, 1);
+    add(&c, "tool", "late");
+    /* no system message: the default system prompt, then the tools block */
+    CHECK(renders_tools_as(t, &c, &k_tools, true,
+                           "<|im_start|>system\n" QWEN_SYSTEM
+                           "\n\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL TOOL_CONV_BODY
+                           "<|im_start|>assistant\n"));
+    /* no tools (NULL or none): tool calls and results still render, after the usual system turn */
+    pgd_chat_tools none = {NULL, 0};
+    CHECK(renders_tools_as(t, &c, NULL, false,
+                           "<|im_start|>system\n" QWEN_SYSTEM "<|im_end|>\n" TOOL_CONV_BODY));
+    CHECK(renders_tools_as(t, &c, &none, false,
+                           "<|im_start|>system\n" QWEN_SYSTEM "<|im_end|>\n" TOOL_CONV_BODY));
+    CHECK(
+        renders_as(t, &c, false, "<|im_start|>system\n" QWEN_SYSTEM "<|im_end|>\n" TOOL_CONV_BODY));
+
+    /* a system message: its content replaces the default, and is not rendered again */
+    conv d = {0};
+    add(&d, "system", "Be brief.");
+    add(&d, "user", "Weather?");
+    CHECK(renders_tools_as(t, &d, &k_tools, false,
+                           "<|im_start|>system\nBe brief.\n\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL
+                           "<|im_start|>user\nWeather?<|im_end|>\n"));
+    /* a tool result first, and last after a tool: one user turn */
+    conv e = {0};
+    add(&e, "tool", "r1");
+    add(&e, "tool", "r2");
+    CHECK(
+        renders_as(t, &e, true,
+                   "<|im_start|>system\n" QWEN_SYSTEM "<|im_end|>\n"
+                   "<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n"
+                   "</tool_response><|im_end|>\n<|im_start|>assistant\n"));
+    pgd_chat_template_free(t);
+
+    /* plain ChatML has no default system prompt: the tools open a system turn of their own,
+     * without the blank line that would follow a system text; an empty system message keeps
+     * it */
+    t = make(CHATML_PLAIN, NULL, NULL, NULL);
+    REQUIRE(t);
+    conv f = {0};
+    add(&f, "user", "Hi");
+    CHECK(renders_tools_as(t, &f, &k_tools, true,
+                           "<|im_start|>system\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL
+                           "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    conv g = {0};
+    add(&g, "system", "");
+    add(&g, "user", "Hi");
+    CHECK(renders_tools_as(t, &g, &k_tools, false,
+                           "<|im_start|>system\n\n\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL
+                           "<|im_start|>user\nHi<|im_end|>\n"));
+    pgd_chat_template_free(t);
+
+    /* SmolLM2 (no tool branch in its template) gets the same format with its own default */
+    t = make(SMOLLM2, NULL, "<|im_start|>", "<|im_end|>");
+    REQUIRE(t);
+    CHECK(
+        renders_tools_as(t, &f, &k_tools, true,
+                         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained "
+                         "by Hugging Face\n\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL
+                         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    pgd_chat_template_free(t);
+}
+
+/* Every family but chatml refuses tools, "tool" messages and tool calls, saying why. */
+static void test_tools_refused(void) {
+    static const char *const srcs[] = {LLAMA2, LLAMA3, MISTRAL, GEMMA3_SNIPPET,
+                                       GEMMA2, ZEPHYR, PHI3,    PHI35};
+    conv plain = {0}, tool = {0}, calls = {0};
+    add(&plain, "user", "u");
+    add(&tool, "user", "u");
+    add(&tool, "tool", "r");
+    add(&calls, "user", "u");
+    add(&calls, "assistant", "");
+    with_calls(&calls, k_calls, 1);
+    for (size_t i = 0; i < PGD_ARRAY_LEN(srcs); i++) {
+        pgd_chat_template *t = make(srcs[i], NULL, "<s>", "</s>");
+        CHECK(t != NULL);
+        if (!t) continue;
+        const char *family = pgd_chat_family_name(pgd_chat_template_family(t));
+        CHECK(!pgd_chat_template_renders_tools(t));
+        pgd_chat_prompt p;
+        CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &k_tools, true, &p), PGD_EINVAL);
+        CHECK(strstr(pgd_error_detail(), "tool calling needs a chat template with a tool format"));
+        CHECK(strstr(pgd_error_detail(), "chatml (Hermes <tool_call>)"));
+        CHECK(strstr(pgd_error_detail(), family));
+        CHECK(strstr(pgd_error_detail(), "tools were offered"));
+        CHECK(p.text.data == NULL && p.special == NULL && p.n_special == 0);
+        CHECK_EQ_INT(pgd_chat_render_tools(t, tool.m, tool.n, NULL, true, &p), PGD_EINVAL);
+        CHECK(strstr(pgd_error_detail(), "tool format"));
+        CHECK(strstr(pgd_error_detail(), "message 1 is 'tool'"));
+        CHECK_EQ_INT(pgd_chat_render(t, calls.m, calls.n, true, &p), PGD_EINVAL);
+        CHECK(strstr(pgd_error_detail(), "tool format"));
+        CHECK(strstr(pgd_error_detail(), "message 1 has tool calls"));
+        /* no tools offered (NULL or none) and no tool messages: renders as before */
+        pgd_chat_tools none = {NULL, 0};
+        CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &none, true, &p), 0);
+        pgd_chat_prompt_free(&p);
+        pgd_chat_template_free(t);
+    }
+
+    /* chatml: tool calls only on an assistant's message; unknown roles list "tool" */
+    pgd_chat_template *t = make(CHATML_PLAIN, NULL, NULL, NULL);
+    REQUIRE(t);
+    conv u = {0};
+    add(&u, "user", "u");
+    with_calls(&u, k_calls, 1);
+    pgd_chat_prompt p;
+    CHECK_EQ_INT(pgd_chat_render(t, u.m, u.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "only assistant messages carry tool calls"));
+    conv f = {0};
+    add(&f, "function", "x");
+    CHECK_EQ_INT(pgd_chat_render(t, f.m, f.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "unknown role 'function'"));
+    CHECK(strstr(pgd_error_detail(), "known: system, user, assistant, tool"));
+    /* a call or a definition without its text */
+    static const pgd_chat_tool_call broken = {{NULL, 3}, S("{}")};
+    conv b = {0};
+    add(&b, "assistant", "");
+    with_calls(&b, &broken, 1);
+    CHECK_EQ_INT(pgd_chat_render(t, b.m, b.n, true, &p), PGD_EINVAL);
+    static const pgd_str bad_def = {NULL, 4};
+    pgd_chat_tools bad_tools = {&bad_def, 1};
+    CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &bad_tools, true, &p), PGD_EINVAL);
+    pgd_chat_template_free(t);
+}
+
+/* With tools, calls and results, every byte of content (system text, definitions, names,
+ * arguments, results) lies outside the spans and every byte of template text inside: render
+ * twice with contents that differ in every byte and compare. */
+static void test_tool_spans(void) {
+    pgd_chat_template *t = make(QWEN25_SNIPPET, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    static const pgd_str defs_a[2] = {S("<|im_end|>{\"a\"}"), S("<tools>")};
+    static const pgd_str defs_b[2] = {S("ZZZZZZZZZZZZZZZ"), S("ZZZZZZZ")};
+    static const pgd_chat_tool_call calls_a[2] = {
+        {S("<|im_start|>"), S("{\"x\": \"</tool_call>\"}")}, {S("f"), S("{}")}};
+    static const pgd_chat_tool_call calls_b[2] = {{S("ZZZZZZZZZZZZ"), S("ZZZZZZZZZZZZZZZZZZZZZ")},
+                                                  {S("Z"), S("ZZ")}};
+    const pgd_chat_tools ta = {defs_a, 2}, tb = {defs_b, 2};
+    for (int sys = 0; sys < 2; sys++) {
+        conv a = {0}, b = {0};
+        if (sys) {
+            add(&a, "system", "<|im_end|>sys");
+            add(&b, "system", "ZZZZZZZZZZZZZ");
+        }
+        add(&a, "user", "<tool_call>");
+        add(&b, "user", "ZZZZZZZZZZZ");
+        add(&a, "assistant", "<|im_start|>");
+        add(&b, "assistant", "ZZZZZZZZZZZZ");
+        with_calls(&a, calls_a, 2);
+        with_calls(&b, calls_b, 2);
+        add(&a, "tool", "</tool_response>");
+        add(&b, "tool", "ZZZZZZZZZZZZZZZZ");
+        add(&a, "tool", "<|im_end|>");
+        add(&b, "tool", "ZZZZZZZZZZ");
+        pgd_chat_prompt pa, pb;
+        REQUIRE(pgd_chat_render_tools(t, a.m, a.n, &ta, true, &pa) == 0);
+        if (pgd_chat_render_tools(t, b.m, b.n, &tb, true, &pb) != 0) {
+            pgd_chat_prompt_free(&pa);
+            REQUIRE(0);
+        }
+        CHECK(spans_well_formed(&pa));
+        CHECK_EQ_INT(pa.text.len, pb.text.len);
+        size_t content = 0, want = 15 + 7 + 12 + 21 + 1 + 2 + 11 + 12 + 16 + 10 + (sys ? 13 : 0);
+        for (size_t i = 0; i < pa.text.len && i < pb.text.len; i++) {
+            int is_content = pa.text.data[i] != pb.text.data[i];
+            content += (size_t)is_content;
+            if (in_span(&pa, i) == is_content) {
+                fprintf(stderr, "  byte %zu ('%c') %s\n", i, pa.text.data[i],
+                        is_content ? "is content inside a span" : "is template text outside spans");
+                CHECK(0);
+                break;
+            }
+        }
+        CHECK_EQ_INT(content, want);
+        pgd_chat_prompt_free(&pa);
+        pgd_chat_prompt_free(&pb);
+    }
+    pgd_chat_template_free(t);
+}
+
 static void test_errors(void) {
     pgd_chat_template *t = make(LLAMA2, NULL, "<s>", "</s>");
     REQUIRE(t);
@@ -464,6 +706,13 @@ static void test_errors(void) {
     add(&c, "tool", "b");
     CHECK_EQ_INT(pgd_chat_render(t, c.m, c.n, true, &p), PGD_EINVAL);
     CHECK(strstr(pgd_error_detail(), "'tool'") != NULL);
+    CHECK(strstr(pgd_error_detail(), "tool calling needs a chat template with a tool format"));
+    conv x = {0};
+    add(&x, "user", "a");
+    add(&x, "critic", "b");
+    CHECK_EQ_INT(pgd_chat_render(t, x.m, x.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "unknown role 'critic' in message 1 (known: system, user, "
+                                     "assistant)") != NULL);
 
     conv d = {0};
     add(&d, "user", "a");
@@ -502,7 +751,8 @@ static void test_errors(void) {
     REQUIRE(t);
     CHECK_EQ_INT(pgd_chat_render(t, d.m, d.n, true, &p), 0);
     pgd_chat_prompt_free(&p);
-    CHECK_EQ_INT(pgd_chat_render(t, c.m, c.n, true, &p), PGD_EINVAL); /* unknown role anyway */
+    CHECK_EQ_INT(pgd_chat_render(t, c.m, c.n, true, &p), PGD_EINVAL); /* no tool format */
+    CHECK(strstr(pgd_error_detail(), "tool format") != NULL);
     pgd_chat_template_free(t);
 }
 
@@ -595,7 +845,7 @@ static void test_parts_concatenation(void) {
     pgd_chat_template *t = make(LLAMA3, NULL, "<|begin_of_text|>", "<|eot_id|>");
     REQUIRE(t);
     pgd_str parts[3] = {{"  Hel", 5}, {"lo w", 4}, {"\xc3\xb6rld \n", 7}};
-    pgd_chat_msg m[2] = {{"user", parts, 3}, {"assistant", NULL, 0}};
+    pgd_chat_msg m[2] = {{"user", parts, 3, NULL, 0}, {"assistant", NULL, 0, NULL, 0}};
     pgd_chat_prompt p;
     REQUIRE(pgd_chat_render(t, m, 2, false, &p) == 0);
     CHECK_EQ_STR(p.text.data, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
@@ -608,7 +858,7 @@ static void test_parts_concatenation(void) {
     t = make(SMOLLM2, NULL, NULL, NULL);
     REQUIRE(t);
     pgd_str split[2] = {{"<|im_", 5}, {"end|>", 5}};
-    pgd_chat_msg s[2] = {{"system", NULL, 0}, {"user", split, 2}};
+    pgd_chat_msg s[2] = {{"system", NULL, 0, NULL, 0}, {"user", split, 2, NULL, 0}};
     REQUIRE(pgd_chat_render(t, s, 2, false, &p) == 0);
     CHECK_EQ_STR(p.text.data,
                  "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|><|im_end|>\n");
@@ -708,6 +958,9 @@ int main(void) {
     RUN(test_render_mistral);
     RUN(test_render_gemma);
     RUN(test_render_zephyr_phi3);
+    RUN(test_render_tools_chatml);
+    RUN(test_tools_refused);
+    RUN(test_tool_spans);
     RUN(test_errors);
     RUN(test_spans_never_cover_content);
     RUN(test_parts_concatenation);

@@ -1018,8 +1018,9 @@ static const char *made_piece(const void *ctx, int32_t t, size_t *len) {
  * whole and split in two), an end-of-generation token, another control token (no bytes) and an
  * end-of-generation token with bytes.
  * Random walks under random logits, nudged towards closing brackets as they grow: each one
- * that ends has written what jansson parses as an object, no walk ends early, the other
- * control token never comes, and the sampler is a host one. */
+ * that ends has written what jansson parses as an object and ends as it closes (no trailing
+ * whitespace), no walk ends early, the other control token never comes, and the sampler is a
+ * host one. */
 static void test_json_constraint(void) {
     static const char *const multi[] = {"{\"",      "\":",  "true", "  ",
                                         "\xc3\xa9", "\xc3", "\xa9", "}\n"};
@@ -1103,6 +1104,10 @@ static void test_json_constraint(void) {
             bool limit = !v && (strstr(e.text, "overflow") || strstr(e.text, "too big"));
             beyond += limit; /* a number past a double: JSON, but past jansson's limits */
             CHECK(limit || (v != NULL && json_is_object(v)));
+            /* it ends as the object closes: no whitespace but what the closing token holds */
+            size_t k = out.len;
+            if (k >= 2 && !memcmp(out.data + k - 2, "}\n", 2)) k--;
+            CHECK(k && out.data[k - 1] == '}');
             if (!limit && (!v || !json_is_object(v)))
                 fprintf(stderr, "    walk %d: %s: %.*s\n", walk, v ? "not an object" : e.text,
                         (int)out.len, out.data);

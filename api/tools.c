@@ -1,0 +1,540 @@
+/*
+ * api/tools.c — tools / tool_choice validated, the forced call's schema, and the output parser
+ * (see tools.h).
+ */
+#include "api/tools.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/json_schema.h"
+#include "api/jsonutil.h"
+#include "common/error.h"
+#include "engine/sampling/sampler.h"
+
+/* ---- request ----------------------------------------------------------------------------- */
+
+/* A 400 naming `param`: PGD_EINVAL. */
+#define bad(e, param, ...) pgd_api_error_set((e), 400, (param), NULL, __VA_ARGS__)
+
+static int oom(pgd_api_error *e) {
+    pgd_api_error_set(e, 500, NULL, NULL, "out of memory");
+    return PGD_ENOMEM;
+}
+
+static json_t *field(const json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+void pgd_api_tools_free(pgd_api_tools *t) {
+    if (!t) return;
+    free(t->names);
+    free(t->defs);
+    pgd_buf_free(&t->text);
+    memset(t, 0, sizeof *t);
+}
+
+static bool name_ok(const char *s, size_t n) {
+    if (n == 0 || n > PGD_API_TOOL_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* tools[i]: checked; its name kept, its definition written as the template's tojson does. */
+static int one_tool(const json_t *tool, size_t i, pgd_api_tools *t, size_t *def_off,
+                    pgd_api_error *e) {
+    char p[96];
+    snprintf(p, sizeof p, "tools[%zu]", i);
+    if (!json_is_object(tool)) return bad(e, p, "'%s' must be an object", p);
+    const json_t *type = json_object_get(tool, "type"), *fn = json_object_get(tool, "function");
+    snprintf(p, sizeof p, "tools[%zu].type", i);
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0)
+        return bad(e, p, "'%s' must be \"function\" (the only kind of tool)", p);
+    snprintf(p, sizeof p, "tools[%zu].function", i);
+    if (!json_is_object(fn)) return bad(e, p, "'%s' must be an object", p);
+    const json_t *name = json_object_get(fn, "name"), *desc = field(fn, "description");
+    const json_t *params = field(fn, "parameters"), *strict = field(fn, "strict");
+    snprintf(p, sizeof p, "tools[%zu].function.name", i);
+    if (!json_is_string(name) || !name_ok(json_string_value(name), json_string_length(name)))
+        return bad(e, p, "'%s' must be a string of 1 to %d letters, digits, '_' or '-'", p,
+                   PGD_API_TOOL_NAME_MAX);
+    t->names[i].ptr = json_string_value(name);
+    t->names[i].len = json_string_length(name);
+    for (size_t k = 0; k < i; k++)
+        if (t->names[k].len == t->names[i].len &&
+            !memcmp(t->names[k].ptr, t->names[i].ptr, t->names[i].len))
+            return bad(e, p, "tools[%zu] and tools[%zu] are both named '%s': names must differ", k,
+                       i, json_string_value(name));
+    snprintf(p, sizeof p, "tools[%zu].function.description", i);
+    if (desc && !json_is_string(desc)) return bad(e, p, "'%s' must be a string", p);
+    snprintf(p, sizeof p, "tools[%zu].function.parameters", i);
+    if (params && !json_is_object(params))
+        return bad(e, p, "'%s' must be an object (a JSON Schema)", p);
+    snprintf(p, sizeof p, "tools[%zu].function.strict", i);
+    if (strict && !json_is_boolean(strict)) return bad(e, p, "'%s' must be a boolean", p);
+    def_off[i] = t->text.len;
+    if (pgd_api_json_dump_py(tool, &t->text)) return oom(e);
+    return 0;
+}
+
+/* tool_choice: 0 with t->choice / t->named set. */
+static int read_choice(const json_t *v, pgd_api_tools *t, pgd_api_error *e) {
+    t->choice = t->n ? PGD_TOOL_CHOICE_AUTO : PGD_TOOL_CHOICE_NONE;
+    if (!v) return 0;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (!strcmp(s, "none")) {
+            t->choice = PGD_TOOL_CHOICE_NONE;
+            return 0;
+        }
+        if (!strcmp(s, "auto")) return 0;
+        if (!strcmp(s, "required")) {
+            if (!t->n)
+                return bad(e, "tool_choice",
+                           "'tool_choice' \"required\" needs tools: send at least one in 'tools'");
+            t->choice = PGD_TOOL_CHOICE_REQUIRED;
+            return 0;
+        }
+        return bad(e, "tool_choice",
+                   "'tool_choice' \"%.64s\" is not one of \"none\", \"auto\", \"required\" or "
+                   "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+                   s);
+    }
+    if (!json_is_object(v))
+        return bad(e, "tool_choice", "'tool_choice' must be a string or an object");
+    const json_t *type = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+    const json_t *name = json_object_get(fn, "name");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function") != 0)
+        return bad(e, "tool_choice.type", "'tool_choice.type' must be \"function\"");
+    if (!json_is_object(fn) || !json_is_string(name))
+        return bad(e, "tool_choice.function.name",
+                   "'tool_choice.function.name' must be the name of one of the tools");
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->names[i].len == json_string_length(name) &&
+            !memcmp(t->names[i].ptr, json_string_value(name), t->names[i].len)) {
+            t->choice = PGD_TOOL_CHOICE_NAMED;
+            t->named = i;
+            return 0;
+        }
+    }
+    return bad(e, "tool_choice.function.name",
+               "'tool_choice' names the function '%.64s', which is not in 'tools'",
+               json_string_value(name));
+}
+
+/* A copy of a tool's parameters whose local $refs point where it will sit: "#/..." becomes
+ * prefix + "/...". */
+static int rebase_refs(json_t *v, const char *prefix) {
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (rebase_refs(json_array_get(v, i), prefix)) return PGD_ENOMEM;
+        return 0;
+    }
+    if (!json_is_object(v)) return 0;
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+        if (!strcmp(k, "$ref") && json_is_string(x) && json_string_value(x)[0] == '#') {
+            pgd_buf b = PGD_BUF_INIT;
+            const char *ref = json_string_value(x) + 1;
+            int rc = pgd_buf_printf(&b, "%s%s", prefix, ref);
+            if (!rc) rc = json_string_set(x, b.data) ? PGD_ENOMEM : 0;
+            pgd_buf_free(&b);
+            if (rc) return rc;
+        } else if (rebase_refs(x, prefix)) {
+            return PGD_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* The parameters' schema of tool i (an empty object's when it declares none): new reference. */
+static json_t *params_of(const json_t *tools, size_t i) {
+    const json_t *p = field(json_object_get(json_array_get(tools, i), "function"), "parameters");
+    if (p) return json_deep_copy(p);
+    return json_pack("{s:s, s:{}, s:b}", "type", "object", "properties", "additionalProperties", 0);
+}
+
+static int compile(const json_t *schema, const char *param, const pgd_json_schema **out,
+                   pgd_api_error *e) {
+    char msg[448];
+    int rc = pgd_api_json_schema_compile(schema, out, msg, sizeof msg);
+    if (rc == PGD_ENOMEM) return oom(e);
+    if (rc) return bad(e, param, "'%s' cannot constrain the output: %s", param, msg);
+    return 0;
+}
+
+/* "required": [{"name": <const>, "arguments": <its parameters>}, ...], each tool's parameters
+ * kept under $defs so that their own local $refs still resolve. */
+static json_t *required_schema(const json_t *tools, const pgd_api_tools *t) {
+    if (t->n > PGD_JSON_MAX_BRANCHES) return json_null(); /* more than a union holds */
+    json_t *defs = json_object(), *branches = json_array(), *s = NULL;
+    if (!defs || !branches) goto fail;
+    for (size_t i = 0; i < t->n; i++) {
+        char key[32], ref[48], prefix[48];
+        snprintf(key, sizeof key, "pgd_tool_%zu", i);
+        snprintf(ref, sizeof ref, "#/$defs/%s", key);
+        snprintf(prefix, sizeof prefix, "#/$defs/%s", key);
+        json_t *p = params_of(tools, i);
+        if (!p || rebase_refs(p, prefix) || json_object_set_new(defs, key, p)) goto fail;
+        json_t *name = json_stringn(t->names[i].ptr, t->names[i].len);
+        json_t *b = json_pack("{s:s, s:{s:{s:o}, s:{s:s}}, s:[s,s], s:b}", "type", "object",
+                              "properties", "name", "const", name, "arguments", "$ref", ref,
+                              "required", "name", "arguments", "additionalProperties", 0);
+        if (!b || json_array_append_new(branches, b)) goto fail;
+    }
+    s = json_pack("{s:s, s:i, s:{s:o}, s:o}", "type", "array", "minItems", 1, "items", "anyOf",
+                  branches, "$defs", defs);
+    branches = defs = NULL;
+    if (s && !t->parallel && json_object_set_new(s, "maxItems", json_integer(1))) goto fail;
+    return s;
+fail:
+    json_decref(defs);
+    json_decref(branches);
+    json_decref(s);
+    return NULL;
+}
+
+/* "required" when the tools' parameters cannot be told apart by a union (json_schema.h: the
+ * branches of a union of objects must agree on the value of a key they share, and each tool's
+ * "arguments" differs): [{"name": <one of the names>, "arguments": <any object>}, ...]. */
+static json_t *required_loose(const pgd_api_tools *t) {
+    json_t *names = json_array();
+    for (size_t i = 0; names && i < t->n; i++)
+        if (json_array_append_new(names, json_stringn(t->names[i].ptr, t->names[i].len))) goto fail;
+    json_t *s = json_pack("{s:s, s:i, s:{s:s, s:{s:{s:o}, s:{s:s}}, s:[s,s], s:b}}", "type",
+                          "array", "minItems", 1, "items", "type", "object", "properties", "name",
+                          "enum", names, "arguments", "type", "object", "required", "name",
+                          "arguments", "additionalProperties", 0);
+    if (s && !t->parallel && json_object_set_new(s, "maxItems", json_integer(1))) {
+        json_decref(s);
+        return NULL;
+    }
+    return s;
+fail:
+    json_decref(names);
+    return NULL;
+}
+
+static int constrain(const json_t *tools, const pgd_api_tools *t,
+                     const pgd_json_schema **constraint, pgd_api_error *e) {
+    /* each tool's parameters must work as a constraint alone first: its error names it */
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->choice == PGD_TOOL_CHOICE_NAMED && i != t->named) continue;
+        char p[64];
+        snprintf(p, sizeof p, "tools[%zu].function.parameters", i);
+        json_t *s = params_of(tools, i);
+        if (!s) return oom(e);
+        const pgd_json_schema *c = NULL;
+        int rc = compile(s, p, &c, e);
+        json_decref(s);
+        if (rc) return rc;
+        if (t->choice == PGD_TOOL_CHOICE_NAMED) {
+            *constraint = c;
+            return 0;
+        }
+        pgd_json_schema_unref(c);
+    }
+    json_t *s = required_schema(tools, t);
+    if (!s) return oom(e);
+    char msg[448];
+    int rc =
+        json_is_null(s) ? PGD_EINVAL : pgd_api_json_schema_compile(s, constraint, msg, sizeof msg);
+    json_decref(s);
+    if (rc != PGD_EINVAL) return rc == PGD_ENOMEM ? oom(e) : rc;
+    if (!(s = required_loose(t))) return oom(e);
+    rc = compile(s, "tool_choice", constraint, e);
+    json_decref(s);
+    return rc;
+}
+
+int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_schema **constraint,
+                        pgd_api_error *e) {
+    memset(out, 0, sizeof *out);
+    *constraint = NULL;
+    out->parallel = true;
+    const json_t *tools = field(root, "tools"), *par = field(root, "parallel_tool_calls");
+    if (tools && !json_is_array(tools))
+        return bad(e, "tools", "'tools' must be an array of {\"type\": \"function\", ...}");
+    size_t n = tools ? json_array_size(tools) : 0;
+    if (n > PGD_API_MAX_TOOLS)
+        return bad(e, "tools", "'tools' holds %zu tools; at most %d are allowed", n,
+                   PGD_API_MAX_TOOLS);
+    if (par && !json_is_boolean(par))
+        return bad(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    out->parallel = !par || json_is_true(par);
+    size_t *off = NULL;
+    int rc = 0;
+    if (n) {
+        out->names = calloc(n, sizeof *out->names);
+        out->defs = calloc(n, sizeof *out->defs);
+        off = calloc(n, sizeof *off);
+        if (!out->names || !out->defs || !off) {
+            rc = oom(e);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        out->n = i + 1;
+        rc = one_tool(json_array_get(tools, i), i, out, off, e);
+    }
+    if (rc) goto done;
+    for (size_t i = 0; i < n; i++) {
+        out->defs[i].ptr = out->text.data + off[i];
+        out->defs[i].len = (i + 1 < n ? off[i + 1] : out->text.len) - off[i];
+    }
+    if ((rc = read_choice(field(root, "tool_choice"), out, e))) goto done;
+    if (out->choice == PGD_TOOL_CHOICE_REQUIRED || out->choice == PGD_TOOL_CHOICE_NAMED)
+        rc = constrain(tools, out, constraint, e);
+done:
+    free(off);
+    return rc;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static const char k_open[] = "<tool_call>", k_close[] = "</tool_call>";
+#define OPEN_LEN  (sizeof k_open - 1)
+#define CLOSE_LEN (sizeof k_close - 1)
+
+typedef struct {
+    char id[PGD_API_TOOL_ID_CAP];
+    size_t name_off, name_len, args_off, args_len; /* into store */
+} call_rec;
+
+struct pgd_tool_parser {
+    pgd_tool_choice choice;
+    bool parallel, ended, in_call;
+    char *named;  /* NAMED: the tool's name (NUL-terminated) */
+    pgd_buf hold; /* undecided text: a possible start of <tool_call>, or a block's body */
+    pgd_buf ws;   /* whitespace outside blocks, kept until what follows decides */
+    pgd_buf store;
+    call_rec *calls;
+    size_t n_calls, cap_calls;
+    pgd_api_tool_call *views; /* [n_calls], rebuilt by pgd_tool_parser_calls */
+};
+
+int pgd_tool_parser_new(const pgd_api_tools *t, pgd_tool_parser **out) {
+    pgd_tool_parser *p = calloc(1, sizeof *p);
+    if (!p) return PGD_ENOMEM;
+    p->choice = t->choice;
+    p->parallel = t->parallel;
+    if (t->choice == PGD_TOOL_CHOICE_NAMED) {
+        pgd_str nm = t->names[t->named];
+        p->named = malloc(nm.len + 1);
+        if (!p->named) {
+            free(p);
+            return PGD_ENOMEM;
+        }
+        memcpy(p->named, nm.ptr, nm.len);
+        p->named[nm.len] = '\0';
+    }
+    *out = p;
+    return 0;
+}
+
+void pgd_tool_parser_free(pgd_tool_parser *p) {
+    if (!p) return;
+    free(p->named);
+    pgd_buf_free(&p->hold);
+    pgd_buf_free(&p->ws);
+    pgd_buf_free(&p->store);
+    free(p->calls);
+    free(p->views);
+    free(p);
+}
+
+static void new_call_id(char id[PGD_API_TOOL_ID_CAP]) {
+    uint64_t a = pgd_sampler_random_seed(), b = pgd_sampler_random_seed();
+    snprintf(id, PGD_API_TOOL_ID_CAP, "call_%016" PRIx64 "%08" PRIx32, a, (uint32_t)b);
+}
+
+/* Records a call of `name` with arguments `args` (an object). 0, PGD_ENOMEM. */
+static int add_call(pgd_tool_parser *p, const char *name, size_t name_len, const json_t *args) {
+    if (!p->parallel && p->n_calls) return 0; /* one call at most: the first */
+    if (p->n_calls == p->cap_calls) {
+        size_t cap = p->cap_calls ? p->cap_calls * 2 : 4;
+        call_rec *c = realloc(p->calls, cap * sizeof *c);
+        if (!c) return PGD_ENOMEM;
+        p->calls = c;
+        p->cap_calls = cap;
+    }
+    call_rec *c = &p->calls[p->n_calls];
+    size_t mark = p->store.len;
+    c->name_off = p->store.len;
+    c->name_len = name_len;
+    if (pgd_buf_append(&p->store, name, name_len)) return PGD_ENOMEM;
+    c->args_off = p->store.len;
+    if (pgd_api_json_dump_py(args, &p->store)) {
+        p->store.len = mark;
+        return PGD_ENOMEM;
+    }
+    c->args_len = p->store.len - c->args_off;
+    new_call_id(c->id);
+    p->n_calls++;
+    return 0;
+}
+
+/* A call object {"name": "...", "arguments": {...}} ("parameters" is taken for "arguments";
+ * none means {}): 1 when recorded, 0 when `o` is not one, PGD_ENOMEM. */
+static int take_call(pgd_tool_parser *p, const json_t *o) {
+    const json_t *name = json_object_get(o, "name"), *args = json_object_get(o, "arguments");
+    if (!args) args = json_object_get(o, "parameters");
+    if (!json_is_object(o) || !json_is_string(name) || !json_string_length(name)) return 0;
+    json_t *empty = NULL;
+    if (!args || json_is_null(args)) args = empty = json_object();
+    if (!args) return PGD_ENOMEM;
+    bool is_obj = json_is_object(args);
+    int rc = is_obj ? add_call(p, json_string_value(name), json_string_length(name), args) : 0;
+    json_decref(empty);
+    return rc ? rc : is_obj;
+}
+
+/* A block's body as a call: 1 taken, 0 not a call, PGD_ENOMEM. */
+static int parse_block(pgd_tool_parser *p, const char *s, size_t n) {
+    json_t *o = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    if (!o) return 0;
+    int rc = take_call(p, o);
+    json_decref(o);
+    return rc;
+}
+
+static bool all_ws(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r\n", s[i])) return false;
+    return true;
+}
+
+/* Content outside blocks: whitespace waits in p->ws until non-space text shows it is part of
+ * the content (it is dropped next to a call). */
+static int put_content(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
+    if (!n) return 0;
+    if (all_ws(s, n)) return pgd_buf_append(&p->ws, s, n);
+    size_t lead = 0;
+    while (lead < n && strchr(" \t\r\n", s[lead])) lead++;
+    size_t end = n;
+    while (end > lead && strchr(" \t\r\n", s[end - 1])) end--;
+    if (pgd_buf_append(content, p->ws.data ? p->ws.data : "", p->ws.len) ||
+        pgd_buf_append(content, s, end))
+        return PGD_ENOMEM;
+    pgd_buf_reset(&p->ws);
+    return pgd_buf_append(&p->ws, s + end, n - end);
+}
+
+/* The longest suffix of s[n] that is a proper prefix of the opening tag. */
+static size_t partial_open(const char *s, size_t n) {
+    for (size_t k = n < OPEN_LEN - 1 ? n : OPEN_LEN - 1; k > 0; k--)
+        if (!memcmp(s + n - k, k_open, k)) return k;
+    return 0;
+}
+
+/* Consumes p->hold as far as it is decided. */
+static int scan(pgd_tool_parser *p, pgd_buf *content) {
+    for (;;) {
+        const char *h = p->hold.data ? p->hold.data : "";
+        size_t n = p->hold.len, used;
+        int rc;
+        if (!p->in_call) {
+            const char *at = memmem(h, n, k_open, OPEN_LEN);
+            size_t keep = at ? 0 : partial_open(h, n);
+            size_t text = at ? (size_t)(at - h) : n - keep;
+            if ((rc = put_content(p, h, text, content))) return rc;
+            if (!at) {
+                memmove(p->hold.data, h + text, keep);
+                p->hold.len = keep;
+                return 0;
+            }
+            used = text + OPEN_LEN;
+            p->in_call = true;
+        } else {
+            const char *at = memmem(h, n, k_close, CLOSE_LEN);
+            if (!at) return 0;
+            size_t body = (size_t)(at - h);
+            if ((rc = parse_block(p, h, body)) < 0) return rc;
+            if (rc == 1) {
+                pgd_buf_reset(&p->ws); /* whitespace before a call is not content */
+            } else if ((rc = put_content(p, k_open, OPEN_LEN, content)) ||
+                       (rc = put_content(p, h, body + CLOSE_LEN, content))) {
+                return rc;
+            }
+            used = body + CLOSE_LEN;
+            p->in_call = false;
+        }
+        memmove(p->hold.data, h + used, n - used);
+        p->hold.len = n - used;
+    }
+}
+
+int pgd_tool_parser_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
+    if (p->ended || !n) return 0;
+    if (p->choice == PGD_TOOL_CHOICE_NONE) return pgd_buf_append(content, s, n);
+    if (pgd_buf_append(&p->hold, s, n)) return PGD_ENOMEM;
+    return p->choice == PGD_TOOL_CHOICE_AUTO ? scan(p, content) : 0;
+}
+
+/* A constrained output: the array of calls ("required") or the named tool's arguments. */
+static int end_forced(pgd_tool_parser *p, pgd_buf *content) {
+    json_t *v = json_loadb(p->hold.data ? p->hold.data : "", p->hold.len, JSON_DECODE_ANY, NULL);
+    int rc = 0;
+    bool ok = false;
+    if (p->choice == PGD_TOOL_CHOICE_NAMED && json_is_object(v)) {
+        rc = add_call(p, p->named, strlen(p->named), v);
+        ok = true;
+    } else if (p->choice == PGD_TOOL_CHOICE_REQUIRED && json_is_array(v) && json_array_size(v)) {
+        ok = true;
+        for (size_t i = 0; i < json_array_size(v) && ok && rc >= 0; i++)
+            ok = (rc = take_call(p, json_array_get(v, i))) == 1;
+        if (rc == 1) rc = 0;
+        if (!ok) p->n_calls = 0;
+    }
+    json_decref(v);
+    if (rc) return rc;
+    if (!ok) return pgd_buf_append(content, p->hold.data ? p->hold.data : "", p->hold.len);
+    return 0;
+}
+
+int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content) {
+    if (p->ended) return 0;
+    p->ended = true;
+    int rc = 0;
+    if (p->choice == PGD_TOOL_CHOICE_NONE) return 0;
+    if (p->choice != PGD_TOOL_CHOICE_AUTO) {
+        rc = end_forced(p, content);
+    } else if (p->in_call) { /* an unterminated block: a call if it parses (cut after it) */
+        rc = parse_block(p, p->hold.data ? p->hold.data : "", p->hold.len);
+        if (rc == 0 && !(rc = put_content(p, k_open, OPEN_LEN, content)))
+            rc = put_content(p, p->hold.data ? p->hold.data : "", p->hold.len, content);
+        if (rc == 1) rc = 0;
+    } else {
+        rc = put_content(p, p->hold.data ? p->hold.data : "", p->hold.len, content);
+    }
+    pgd_buf_reset(&p->hold);
+    if (!rc && !p->n_calls && p->ws.len) rc = pgd_buf_append(content, p->ws.data, p->ws.len);
+    pgd_buf_reset(&p->ws);
+    return rc;
+}
+
+const pgd_api_tool_call *pgd_tool_parser_calls(pgd_tool_parser *p, size_t *n) {
+    *n = 0;
+    if (!p || !p->n_calls) return NULL;
+    pgd_api_tool_call *v = realloc(p->views, p->n_calls * sizeof *v);
+    if (!v) return NULL;
+    p->views = v;
+    for (size_t i = 0; i < p->n_calls; i++) {
+        const call_rec *c = &p->calls[i];
+        memcpy(v[i].id, c->id, sizeof v[i].id);
+        v[i].name = (pgd_str){p->store.data + c->name_off, c->name_len};
+        v[i].arguments = (pgd_str){p->store.data + c->args_off, c->args_len};
+    }
+    *n = p->n_calls;
+    return v;
+}

@@ -1,0 +1,104 @@
+/*
+ * api/tools.h — OpenAI tool calling on chat completions: the request's `tools`, `tool_choice`
+ * and `parallel_tool_calls` validated, the constraint that forces a call, and the parser that
+ * turns a model's output into `tool_calls`.
+ *
+ * Request (chat only):
+ *   tools                array of at most PGD_API_MAX_TOOLS {"type": "function", "function":
+ *                        {"name": 1..64 of [A-Za-z0-9_-], "description": string,
+ *                        "parameters": JSON Schema object, "strict": bool}}; names unique
+ *   tool_choice          "none" | "auto" (the default with tools) | "required" |
+ *                        {"type": "function", "function": {"name": one of the tools}}
+ *   parallel_tool_calls  bool, default true; false: at most one call
+ * Each definition is given to the chat template as the JSON text its tojson filter writes
+ * (api/jsonutil.h pgd_api_json_dump_py). With "none" the tools are checked but not shown to the
+ * model, and its output is plain content.
+ *
+ * How calls come out (the Hermes format of Qwen2.5's template, which the chatml family renders):
+ *   auto      the model writes <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
+ *             blocks; the parser takes each block that holds such an object as a call and
+ *             keeps the rest as content (a block that does not parse stays content, tags
+ *             included; whitespace around calls is dropped).
+ *   required  the output is constrained to a JSON array of {"name": <one of the tools>,
+ *             "arguments": <that tool's parameters>} (one at most when parallel_tool_calls is
+ *             false), each element a call. Where a union of the tools cannot be built (its
+ *             branches would differ at "arguments": api/json_schema.h; so with one tool, or
+ *             tools of equal parameters, it can) the names are constrained and the arguments
+ *             are any JSON object.
+ *   named     the output is constrained to the named tool's parameters: one call of it.
+ * A constrained output cut short (max_tokens) does not parse: it is returned as content.
+ * Arguments are returned as JSON text written by pgd_api_json_dump_py.
+ *
+ * Ownership: pgd_api_tools owns its arrays and text (names point into the request's JSON);
+ * a parser owns everything it returns. Threading: no shared state; a parser is used by one
+ * thread at a time.
+ */
+#ifndef PGD_API_TOOLS_H
+#define PGD_API_TOOLS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/error.h"
+#include "common/text.h"
+#include "engine/sampling/json_schema.h"
+
+#define PGD_API_MAX_TOOLS     128
+#define PGD_API_TOOL_NAME_MAX 64
+#define PGD_API_TOOL_ID_CAP   32 /* "call_" + 24 hex digits + NUL */
+
+typedef enum pgd_tool_choice {
+    PGD_TOOL_CHOICE_NONE = 0, /* no tools, or "none": plain content */
+    PGD_TOOL_CHOICE_AUTO,
+    PGD_TOOL_CHOICE_REQUIRED,
+    PGD_TOOL_CHOICE_NAMED,
+} pgd_tool_choice;
+
+typedef struct pgd_api_tools {
+    size_t n;               /* tools given */
+    pgd_str *names;         /* [n] into the request's JSON */
+    pgd_str *defs;          /* [n] each definition as the template writes it (into text) */
+    pgd_buf text;           /* storage of defs */
+    pgd_tool_choice choice; /* NONE when n == 0 */
+    size_t named;           /* NAMED: the tool's index */
+    bool parallel;          /* parallel_tool_calls */
+} pgd_api_tools;
+
+/* Reads tools / tool_choice / parallel_tool_calls from a chat body. When the choice forces a
+ * call, *constraint receives the compiled schema of the output (one reference). 0; PGD_EINVAL
+ * with *e a 400 naming the parameter; PGD_ENOMEM with *e a 500. *out may be freed either way. */
+int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_schema **constraint,
+                        pgd_api_error *e);
+
+void pgd_api_tools_free(pgd_api_tools *t); /* back to empty; NULL is fine */
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+typedef struct pgd_api_tool_call {
+    char id[PGD_API_TOOL_ID_CAP]; /* "call_" + 24 random hex digits */
+    pgd_str name;
+    pgd_str arguments; /* JSON text of an object */
+} pgd_api_tool_call;
+
+typedef struct pgd_tool_parser pgd_tool_parser;
+
+/* A parser for one choice's output under `t` (which it copies what it needs from: `t` may go
+ * away). 0 or PGD_ENOMEM. */
+int pgd_tool_parser_new(const pgd_api_tools *t, pgd_tool_parser **out);
+void pgd_tool_parser_free(pgd_tool_parser *p); /* NULL is fine */
+
+/* Feeds the next piece of output. Appends to `content` the text known to be content by now
+ * (text that may still turn out to be part of a call is held back). Splitting an output into
+ * pieces anywhere gives the same content and calls as feeding it whole. 0 or PGD_ENOMEM. */
+int pgd_tool_parser_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content);
+
+/* The output has ended: decides what is held (appending to `content`). Feed no more after it.
+ * 0 or PGD_ENOMEM. */
+int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content);
+
+/* The calls found so far, in order: *n of them; the array and its texts stay valid until the
+ * next feed / end / free. */
+const pgd_api_tool_call *pgd_tool_parser_calls(pgd_tool_parser *p, size_t *n);
+
+#endif

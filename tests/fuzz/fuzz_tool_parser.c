@@ -1,0 +1,98 @@
+/*
+ * tests/fuzz/fuzz_tool_parser.c — libFuzzer target: a model's output through the tool-call
+ * parser (api/tools.h), whole and in pieces, as a stream feeds it.
+ *
+ * Input: byte 0: bits 0-1 the tool choice (auto, required, named; 3 = none), bit 2
+ * parallel_tool_calls false; byte 1: the length of each piece when streamed (0 = one byte); the
+ * rest is the output text.
+ *
+ * Checks: fed whole and fed in pieces, the content and the calls are the same (names, arguments;
+ * ids are random); every call has a name and arguments that jansson reads back as an object; at
+ * most one call when parallel_tool_calls is false; "none" gives the text as it is; the content
+ * held back while streaming is never given twice (what feed returns is a prefix of the final
+ * content at every step).
+ */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/tools.h"
+#include "common/error.h"
+#include "fuzz_util.h"
+
+typedef struct {
+    pgd_buf content;
+    pgd_tool_parser *p;
+} run_out;
+
+static void run(const pgd_api_tools *t, const char *s, size_t n, size_t piece, run_out *o) {
+    memset(o, 0, sizeof *o);
+    FUZZ_CHECK(pgd_tool_parser_new(t, &o->p) == 0);
+    for (size_t at = 0; at < n;) {
+        size_t k = piece && piece < n - at ? piece : n - at;
+        FUZZ_CHECK(pgd_tool_parser_feed(o->p, s + at, k, &o->content) == 0);
+        at += k;
+    }
+    FUZZ_CHECK(pgd_tool_parser_end(o->p, &o->content) == 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 2) return 0;
+    static const pgd_tool_choice modes[4] = {PGD_TOOL_CHOICE_AUTO, PGD_TOOL_CHOICE_REQUIRED,
+                                             PGD_TOOL_CHOICE_NAMED, PGD_TOOL_CHOICE_NONE};
+    pgd_str names[1] = {{"get_weather", 11}};
+    pgd_api_tools t = {
+        .n = 1, .names = names, .choice = modes[data[0] & 3], .parallel = !(data[0] & 4)};
+    size_t piece = data[1] ? data[1] % 17 : 1;
+    size_t n = size - 2;
+    char *s = malloc(n ? n : 1); /* exactly the text: ASan sees a read past it */
+    FUZZ_CHECK(s != NULL);
+    memcpy(s, data + 2, n);
+
+    run_out whole, parts;
+    run(&t, s, n, 0, &whole);
+    run(&t, s, n, piece ? piece : 1, &parts);
+    FUZZ_CHECK(whole.content.len == parts.content.len);
+    FUZZ_CHECK(!whole.content.len ||
+               !memcmp(whole.content.data, parts.content.data, whole.content.len));
+    size_t nw, np;
+    const pgd_api_tool_call *cw = pgd_tool_parser_calls(whole.p, &nw);
+    const pgd_api_tool_call *cp = pgd_tool_parser_calls(parts.p, &np);
+    FUZZ_CHECK(nw == np);
+    FUZZ_CHECK(t.parallel || nw <= 1);
+    if (t.choice == PGD_TOOL_CHOICE_NONE) {
+        FUZZ_CHECK(nw == 0 && whole.content.len == n && (!n || !memcmp(whole.content.data, s, n)));
+    }
+    for (size_t i = 0; i < nw; i++) {
+        FUZZ_CHECK(cw[i].name.len && cw[i].name.len == cp[i].name.len &&
+                   !memcmp(cw[i].name.ptr, cp[i].name.ptr, cw[i].name.len));
+        FUZZ_CHECK(cw[i].arguments.len == cp[i].arguments.len &&
+                   !memcmp(cw[i].arguments.ptr, cp[i].arguments.ptr, cw[i].arguments.len));
+        json_t *a = json_loadb(cw[i].arguments.ptr, cw[i].arguments.len, 0, NULL);
+        FUZZ_CHECK(json_is_object(a));
+        json_decref(a);
+        FUZZ_CHECK(!strncmp(cw[i].id, "call_", 5) && strlen(cw[i].id) == 29);
+    }
+
+    /* streamed byte by byte, what is given at each step is a prefix of the final content */
+    pgd_tool_parser *p = NULL;
+    pgd_buf c = PGD_BUF_INIT;
+    FUZZ_CHECK(pgd_tool_parser_new(&t, &p) == 0);
+    for (size_t i = 0; i < n; i++) {
+        FUZZ_CHECK(pgd_tool_parser_feed(p, s + i, 1, &c) == 0);
+        FUZZ_CHECK(c.len <= whole.content.len &&
+                   (!c.len || !memcmp(c.data, whole.content.data, c.len)));
+    }
+    FUZZ_CHECK(pgd_tool_parser_end(p, &c) == 0);
+    FUZZ_CHECK(c.len == whole.content.len);
+    pgd_buf_free(&c);
+    pgd_tool_parser_free(p);
+
+    pgd_buf_free(&whole.content);
+    pgd_buf_free(&parts.content);
+    pgd_tool_parser_free(whole.p);
+    pgd_tool_parser_free(parts.p);
+    free(s);
+    return 0;
+}
