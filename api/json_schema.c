@@ -386,9 +386,55 @@ static int discriminator(builder *b, const char *path, size_t k, const uint16_t 
     return 0;
 }
 
+/* Whether enum nodes x and y share a value. */
+static bool enums_meet(const builder *b, uint16_t x, uint16_t y) {
+    const pgd_jnode *X = &b->nodes[x], *Y = &b->nodes[y];
+    for (uint32_t i = 0; i < X->n_lits; i++)
+        for (uint32_t j = 0; j < Y->n_lits; j++) {
+            const lit *a = &b->lits[X->lit0 + i], *c = &b->lits[Y->lit0 + j];
+            if (a->len == c->len && !memcmp(b->text + a->off, b->text + c->off, a->len))
+                return true;
+        }
+    return false;
+}
+
+/* Whether the branches holding the key of entries [g, e) (of the union's sorted key entries
+ * k0 .. k0 + nk, tagged branch << 16 | property) are told apart before that key can be read: by
+ * a key each of them requires and declares before it, whose values are enums no two of them
+ * share (a discriminator, such as "name": {"const": ...}). Keys come in their declared order and
+ * a required one cannot be skipped, so when the key is read at most one of those branches is
+ * still live, and its own value node may read the value. */
+static bool told_apart(const builder *b, const uint16_t *br, size_t k0, size_t nk, size_t g,
+                       size_t e) {
+    for (size_t d = 0; d < nk;) { /* each other key's entries [d, de) */
+        size_t de = d + 1;
+        const lit *dk = &b->lits[k0 + d];
+        while (de < nk && b->lits[k0 + de].len == dk->len &&
+               !memcmp(b->text + b->lits[k0 + de].off, b->text + dk->off, dk->len))
+            de++;
+        bool ok = d != g;
+        uint16_t dval[PGD_JSON_MAX_BRANCHES];
+        for (size_t j = g; ok && j < e; j++) {
+            uint32_t bj = b->lits[k0 + j].tag >> 16, pj = b->lits[k0 + j].tag & 0xFFFF;
+            size_t q = d;
+            while (q < de && b->lits[k0 + q].tag >> 16 != bj) q++;
+            uint32_t pd = q < de ? b->lits[k0 + q].tag & 0xFFFF : 0;
+            const pgd_jprop *dp = q < de ? &b->props[b->nodes[br[bj]].prop0 + pd] : NULL;
+            ok = dp && dp->required && pd < pj && b->nodes[dp->node].n_lits &&
+                 !b->nodes[dp->node].disc;
+            if (ok) dval[j - g] = dp->node;
+            for (size_t i = g; ok && i < j; i++) ok = !enums_meet(b, dval[i - g], dval[j - g]);
+        }
+        if (ok) return true;
+        d = de;
+    }
+    return false;
+}
+
 /* An object of one of the object nodes br[n] (anyOf of objects, json_schema.h): its branches,
  * their keys merged, and the value after each key: the branches' common node, or an enum of
- * all their enums' values, each tagged with its branch (a discriminator). */
+ * all their enums' values, each tagged with its branch (a discriminator), or — where a
+ * discriminator read before it leaves one branch live (told_apart) — each branch's own. */
 static int union_object(builder *b, const char *path, const uint16_t *br, size_t n, uint16_t *out) {
     for (size_t i = 0; i < n; i++) {
         const pgd_jnode *B = &b->nodes[br[i]];
@@ -431,16 +477,18 @@ static int union_object(builder *b, const char *path, const uint16_t *br, size_t
             enums = enums && b->nodes[val[j - g]].n_lits && !b->nodes[val[j - g]].disc;
         }
         uint16_t v = val[0];
-        if (!same && !enums) {
+        bool own = !same && !enums && told_apart(b, br, k0, nk, g, e);
+        if (!same && !enums && !own) {
             const lit *l = &b->lits[k0 + g];
             return fail(b, path,
                         "union branches %u and %u differ at key %.*s: their values must agree, "
-                        "or all be enum / const (a discriminator)",
+                        "or all be enum / const (a discriminator), or a discriminator must come "
+                        "before it in each",
                         b->lits[k0 + g].tag >> 16, b->lits[k0 + e - 1].tag >> 16,
                         (int)(l->len < 80 ? l->len : 80), b->text + l->off);
         }
-        if (!same && (rc = discriminator(b, path, k0 + g, val, e - g, &v))) return rc;
-        for (size_t j = g; j < e; j++) b->props[v0 + j] = (pgd_jprop){.node = v};
+        if (!same && !own && (rc = discriminator(b, path, k0 + g, val, e - g, &v))) return rc;
+        for (size_t j = g; j < e; j++) b->props[v0 + j] = (pgd_jprop){.node = own ? val[j - g] : v};
         g = e;
     }
     pgd_jnode *un = &b->nodes[u];

@@ -13,7 +13,8 @@
  * picks its branch; unbounded integer and number branches are any number; several object
  * branches — a union of models — are read together while keys and discriminating enum values
  * tell them apart, where a key shared by branches holds alike values in each or an enum in
- * each), allOf of one schema,
+ * each, or comes after a required discriminator that leaves one of them live), allOf of one
+ * schema,
  * local $ref ("#", "#/$defs/Name", any JSON pointer into the document; recursion allowed), boolean
  * schemas. Annotations (title, description, default, examples, format, ...) and unknown keywords
  * are ignored, as JSON Schema has it. Enum and const values are written in compact JSON text (an

@@ -232,53 +232,18 @@ static int put_py_real(double v, pgd_buf *out) {
     return pgd_buf_append(out, buf, o);
 }
 
-/* A JSON string as Python's encoder writes it with ensure_ascii=False. */
-static int put_py_string(const char *s, size_t n, pgd_buf *out) {
-    static const char hex[] = "0123456789abcdef";
-    if (pgd_buf_append(out, "\"", 1)) return PGD_ENOMEM;
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        size_t k = 2;
-        esc[0] = '\\';
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        default:
-            if (c >= 0x20) continue;
-            memcpy(esc + 1, "u00", 3);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            k = 6;
-        }
-        if (pgd_buf_append(out, s + run, i - run) || pgd_buf_append(out, esc, k)) return PGD_ENOMEM;
-        run = i + 1;
-    }
-    if (pgd_buf_append(out, s + run, n - run) || pgd_buf_append(out, "\"", 1)) return PGD_ENOMEM;
+/* Between items: ", " compact; with an indent, "," then a new line indented to `depth`
+ * levels (`first`: no comma). */
+static int py_sep(pgd_buf *out, int indent, int depth, bool first) {
+    if (!indent) return first ? 0 : pgd_buf_append(out, ", ", 2);
+    if (!first && pgd_buf_append(out, ",", 1)) return PGD_ENOMEM;
+    if (pgd_buf_append(out, "\n", 1)) return PGD_ENOMEM;
+    for (int i = 0; i < indent * depth; i++)
+        if (pgd_buf_append(out, " ", 1)) return PGD_ENOMEM;
     return 0;
 }
 
-static int put_py(const json_t *j, pgd_buf *out, int depth) {
+static int put_py(const json_t *j, pgd_buf *out, int indent, int depth) {
     char num[32];
     if (depth > 2048) return PGD_ENOMEM; /* a cycle; jansson's parser stops at 2048 */
     switch (json_typeof(j)) {
@@ -290,22 +255,25 @@ static int put_py(const json_t *j, pgd_buf *out, int depth) {
         if (pgd_buf_append(out, "{", 1)) return PGD_ENOMEM;
         /* json_object_keylen_foreach takes a non-const object; it does not change it */
         json_object_keylen_foreach((json_t *)j, key, key_len, v) {
-            if ((!first && pgd_buf_append(out, ", ", 2)) || put_py_string(key, key_len, out) ||
-                pgd_buf_append(out, ": ", 2) || put_py(v, out, depth + 1))
+            if (py_sep(out, indent, depth + 1, first) || pgd_json_quote_py(key, key_len, out) ||
+                pgd_buf_append(out, ": ", 2) || put_py(v, out, indent, depth + 1))
                 return PGD_ENOMEM;
             first = false;
         }
+        if (!first && indent && py_sep(out, indent, depth, true)) return PGD_ENOMEM;
         return pgd_buf_append(out, "}", 1) ? PGD_ENOMEM : 0;
     }
     case JSON_ARRAY:
         if (pgd_buf_append(out, "[", 1)) return PGD_ENOMEM;
         for (size_t i = 0; i < json_array_size(j); i++) {
-            if ((i && pgd_buf_append(out, ", ", 2)) || put_py(json_array_get(j, i), out, depth + 1))
+            if (py_sep(out, indent, depth + 1, i == 0) ||
+                put_py(json_array_get(j, i), out, indent, depth + 1))
                 return PGD_ENOMEM;
         }
+        if (json_array_size(j) && indent && py_sep(out, indent, depth, true)) return PGD_ENOMEM;
         return pgd_buf_append(out, "]", 1) ? PGD_ENOMEM : 0;
     case JSON_STRING:
-        return put_py_string(json_string_value(j), json_string_length(j), out);
+        return pgd_json_quote_py(json_string_value(j), json_string_length(j), out);
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%lld", (long long)json_integer_value(j));
         return pgd_buf_puts(out, num) ? PGD_ENOMEM : 0;
@@ -320,12 +288,16 @@ static int put_py(const json_t *j, pgd_buf *out, int depth) {
     }
 }
 
-int pgd_api_json_dump_py(const json_t *j, pgd_buf *out) {
+int pgd_api_json_dump_py_indent(const json_t *j, int indent, pgd_buf *out) {
     size_t before = out->len;
-    if (put_py(j, out, 0) || pgd_buf_append(out, "", 0)) {
+    if (put_py(j, out, indent > 0 ? indent : 0, 0) || pgd_buf_append(out, "", 0)) {
         out->len = before;
         if (out->data) out->data[before] = '\0';
         return PGD_ENOMEM;
     }
     return 0;
+}
+
+int pgd_api_json_dump_py(const json_t *j, pgd_buf *out) {
+    return pgd_api_json_dump_py_indent(j, 0, out);
 }

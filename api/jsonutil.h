@@ -45,6 +45,11 @@ size_t pgd_api_utf8_chars(const char *p, size_t n);
  * parser stops there); out is then left as it was. */
 int pgd_api_json_dump_py(const json_t *j, pgd_buf *out);
 
+/* The same with json.dumps(j, indent=indent, ensure_ascii=False)'s layout when indent > 0:
+ * each item on its own line indented by `indent` spaces a level, items ended by "," (no
+ * space), keys followed by ": ", empty objects and arrays as {} and []. indent 0: as above. */
+int pgd_api_json_dump_py_indent(const json_t *j, int indent, pgd_buf *out);
+
 /* ---- internal to api/ ---------------------------------------------------------------------- */
 
 /* A new JSON string from p[n] (may hold NUL bytes), sanitized when not valid UTF-8.

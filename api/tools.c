@@ -34,6 +34,7 @@ void pgd_api_tools_free(pgd_api_tools *t) {
     if (!t) return;
     free(t->names);
     free(t->defs);
+    free(t->defs_indent);
     pgd_buf_free(&t->text);
     memset(t, 0, sizeof *t);
 }
@@ -49,7 +50,8 @@ static bool name_ok(const char *s, size_t n) {
     return true;
 }
 
-/* tools[i]: checked; its name kept, its definition written as the template's tojson does. */
+/* tools[i]: checked; its name kept, its definition written as a template's tojson does, and as
+ * its tojson(indent=4) does (offsets def_off[2i], def_off[2i + 1] into t->text). */
 static int one_tool(const json_t *tool, size_t i, pgd_api_tools *t, size_t *def_off,
                     pgd_api_error *e) {
     char p[96];
@@ -81,8 +83,10 @@ static int one_tool(const json_t *tool, size_t i, pgd_api_tools *t, size_t *def_
         return bad(e, p, "'%s' must be an object (a JSON Schema)", p);
     snprintf(p, sizeof p, "tools[%zu].function.strict", i);
     if (strict && !json_is_boolean(strict)) return bad(e, p, "'%s' must be a boolean", p);
-    def_off[i] = t->text.len;
+    def_off[2 * i] = t->text.len;
     if (pgd_api_json_dump_py(tool, &t->text)) return oom(e);
+    def_off[2 * i + 1] = t->text.len;
+    if (pgd_api_json_dump_py_indent(tool, 4, &t->text)) return oom(e);
     return 0;
 }
 
@@ -204,9 +208,9 @@ fail:
     return NULL;
 }
 
-/* "required" when the tools' parameters cannot be told apart by a union (json_schema.h: the
- * branches of a union of objects must agree on the value of a key they share, and each tool's
- * "arguments" differs): [{"name": <one of the names>, "arguments": <any object>}, ...]. */
+/* "required" when the tools do not fit a union (more than PGD_JSON_MAX_BRANCHES of them, or
+ * parameters a union of objects cannot read): [{"name": <one of the names>, "arguments": <any
+ * object>}, ...]. */
 static json_t *required_loose(const pgd_api_tools *t) {
     json_t *names = json_array();
     for (size_t i = 0; names && i < t->n; i++)
@@ -262,6 +266,7 @@ int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_s
     memset(out, 0, sizeof *out);
     *constraint = NULL;
     out->parallel = true;
+    out->format = PGD_CHAT_TOOLS_HERMES;
     const json_t *tools = field(root, "tools"), *par = field(root, "parallel_tool_calls");
     if (tools && !json_is_array(tools))
         return bad(e, "tools", "'tools' must be an array of {\"type\": \"function\", ...}");
@@ -277,8 +282,9 @@ int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_s
     if (n) {
         out->names = calloc(n, sizeof *out->names);
         out->defs = calloc(n, sizeof *out->defs);
-        off = calloc(n, sizeof *off);
-        if (!out->names || !out->defs || !off) {
+        out->defs_indent = calloc(n, sizeof *out->defs_indent);
+        off = calloc(2 * n, sizeof *off);
+        if (!out->names || !out->defs || !out->defs_indent || !off) {
             rc = oom(e);
             goto done;
         }
@@ -288,9 +294,10 @@ int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_s
         rc = one_tool(json_array_get(tools, i), i, out, off, e);
     }
     if (rc) goto done;
-    for (size_t i = 0; i < n; i++) {
-        out->defs[i].ptr = out->text.data + off[i];
-        out->defs[i].len = (i + 1 < n ? off[i + 1] : out->text.len) - off[i];
+    for (size_t k = 0; k < 2 * n; k++) { /* compact, indented, compact, ... */
+        pgd_str *d = k % 2 ? &out->defs_indent[k / 2] : &out->defs[k / 2];
+        d->ptr = out->text.data + off[k];
+        d->len = (k + 1 < 2 * n ? off[k + 1] : out->text.len) - off[k];
     }
     if ((rc = read_choice(field(root, "tool_choice"), out, e))) goto done;
     if (out->choice == PGD_TOOL_CHOICE_REQUIRED || out->choice == PGD_TOOL_CHOICE_NAMED)
@@ -311,8 +318,12 @@ typedef struct {
     size_t name_off, name_len, args_off, args_len; /* into store */
 } call_rec;
 
+enum { LJ_UNDECIDED, LJ_CALLS, LJ_CONTENT }; /* LLAMA_JSON: what the answer is */
+
 struct pgd_tool_parser {
     pgd_tool_choice choice;
+    pgd_chat_tool_format format;
+    int lj; /* LLAMA_JSON */
     bool parallel, ended, in_call;
     char *named;  /* NAMED: the tool's name (NUL-terminated) */
     pgd_buf hold; /* undecided text: a possible start of <tool_call>, or a block's body */
@@ -327,6 +338,7 @@ int pgd_tool_parser_new(const pgd_api_tools *t, pgd_tool_parser **out) {
     pgd_tool_parser *p = calloc(1, sizeof *p);
     if (!p) return PGD_ENOMEM;
     p->choice = t->choice;
+    p->format = t->format;
     p->parallel = t->parallel;
     if (t->choice == PGD_TOOL_CHOICE_NAMED) {
         pgd_str nm = t->names[t->named];
@@ -474,11 +486,80 @@ static int scan(pgd_tool_parser *p, pgd_buf *content) {
     }
 }
 
+/* ---- LLAMA_JSON: the answer is calls or content, told by how it begins ---------------- */
+
+static const char k_python_tag[] = "<|python_tag|>";
+#define PYTAG_LEN (sizeof k_python_tag - 1)
+
+/* Where the calls of s[n] begin past whitespace and a <|python_tag|>: *at. 1: they begin with
+ * '{' or '[' there; 0: it is content; -1: too early to tell. */
+static int lj_begins(const char *s, size_t n, size_t *at) {
+    size_t i = 0;
+    while (i < n && strchr(" \t\r\n", s[i])) i++;
+    if (i < n && n - i < PYTAG_LEN && !memcmp(s + i, k_python_tag, n - i)) return -1;
+    if (n - i >= PYTAG_LEN && !memcmp(s + i, k_python_tag, PYTAG_LEN)) {
+        i += PYTAG_LEN;
+        while (i < n && strchr(" \t\r\n", s[i])) i++;
+    }
+    *at = i;
+    if (i == n) return -1;
+    return s[i] == '{' || s[i] == '[';
+}
+
+static int lj_feed(pgd_tool_parser *p, pgd_buf *content) {
+    size_t at;
+    if (p->lj != LJ_UNDECIDED) return 0;
+    int b = lj_begins(p->hold.data, p->hold.len, &at);
+    if (b < 0) return 0;
+    if (b > 0) {
+        p->lj = LJ_CALLS;
+        return 0;
+    }
+    p->lj = LJ_CONTENT;
+    int rc = pgd_buf_append(content, p->hold.data, p->hold.len);
+    pgd_buf_reset(&p->hold);
+    return rc;
+}
+
+/* The held answer read as calls: objects (or lists of them) separated by whitespace, ';' or
+ * ','. 1 when it all reads so (the calls recorded), 0 when not (none recorded), PGD_ENOMEM. */
+static int lj_calls(pgd_tool_parser *p) {
+    size_t at, n = p->hold.len;
+    const char *s = p->hold.data ? p->hold.data : "";
+    if (lj_begins(s, n, &at) != 1) return 0;
+    size_t before = p->n_calls;
+    int ok = 1;
+    while (ok == 1) {
+        while (at < n && strchr(" \t\r\n;,", s[at])) at++;
+        if (at == n) break;
+        json_error_t err;
+        json_t *v = json_loadb(s + at, n - at, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &err);
+        if (!v || (!json_is_object(v) && !json_is_array(v))) {
+            json_decref(v);
+            ok = 0;
+            break;
+        }
+        at += (size_t)err.position;
+        if (json_is_object(v)) {
+            ok = take_call(p, v);
+        } else {
+            for (size_t i = 0; ok == 1 && i < json_array_size(v); i++)
+                ok = take_call(p, json_array_get(v, i));
+            if (!json_array_size(v)) ok = 0;
+        }
+        json_decref(v);
+    }
+    if (ok != 1) p->n_calls = before;
+    return ok;
+}
+
 int pgd_tool_parser_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
     if (p->ended || !n) return 0;
-    if (p->choice == PGD_TOOL_CHOICE_NONE) return pgd_buf_append(content, s, n);
+    if (p->choice == PGD_TOOL_CHOICE_NONE || p->lj == LJ_CONTENT)
+        return pgd_buf_append(content, s, n);
     if (pgd_buf_append(&p->hold, s, n)) return PGD_ENOMEM;
-    return p->choice == PGD_TOOL_CHOICE_AUTO ? scan(p, content) : 0;
+    if (p->choice != PGD_TOOL_CHOICE_AUTO) return 0;
+    return p->format == PGD_CHAT_TOOLS_LLAMA_JSON ? lj_feed(p, content) : scan(p, content);
 }
 
 /* A constrained output: the array of calls ("required") or the named tool's arguments. */
@@ -509,6 +590,10 @@ int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content) {
     if (p->choice == PGD_TOOL_CHOICE_NONE) return 0;
     if (p->choice != PGD_TOOL_CHOICE_AUTO) {
         rc = end_forced(p, content);
+    } else if (p->format == PGD_CHAT_TOOLS_LLAMA_JSON) {
+        rc = lj_calls(p);
+        if (rc == 0) rc = pgd_buf_append(content, p->hold.data ? p->hold.data : "", p->hold.len);
+        if (rc == 1) rc = 0;
     } else if (p->in_call) { /* an unterminated block: a call if it parses (cut after it) */
         rc = parse_block(p, p->hold.data ? p->hold.data : "", p->hold.len);
         if (rc == 0 && !(rc = put_content(p, k_open, OPEN_LEN, content)))

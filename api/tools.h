@@ -14,17 +14,22 @@
  * (api/jsonutil.h pgd_api_json_dump_py). With "none" the tools are checked but not shown to the
  * model, and its output is plain content.
  *
- * How calls come out (the Hermes format of Qwen2.5's template, which the chatml family renders):
- *   auto      the model writes <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
- *             blocks; the parser takes each block that holds such an object as a call and
- *             keeps the rest as content (a block that does not parse stays content, tags
- *             included; whitespace around calls is dropped).
+ * How calls come out:
+ *   auto      the template's format (pgd_api_tools.format). HERMES (chatml, as Qwen2.5's
+ *             template asks): the model writes <tool_call>\n{"name": ..., "arguments": {...}}
+ *             \n</tool_call> blocks; the parser takes each block that holds such an object as a
+ *             call and keeps the rest as content (a block that does not parse stays content,
+ *             tags included; whitespace around calls is dropped). LLAMA_JSON (Llama 3.1+): an
+ *             answer that begins (after whitespace, and a <|python_tag|> if its text shows) with
+ *             '{' or '[' is held to its end and read as calls {"name": ..., "parameters": ...}
+ *             — one object, several separated by ';', or a list; if it does not read so, or
+ *             begins otherwise, it is content.
  *   required  the output is constrained to a JSON array of {"name": <one of the tools>,
  *             "arguments": <that tool's parameters>} (one at most when parallel_tool_calls is
- *             false), each element a call. Where a union of the tools cannot be built (its
- *             branches would differ at "arguments": api/json_schema.h; so with one tool, or
- *             tools of equal parameters, it can) the names are constrained and the arguments
- *             are any JSON object.
+ *             false), each element a call; the name, written first, picks the branch whose
+ *             arguments follow. With more tools than a union holds (PGD_JSON_MAX_BRANCHES), or
+ *             parameters a union cannot read, the names are constrained and the arguments are
+ *             any JSON object.
  *   named     the output is constrained to the named tool's parameters: one call of it.
  * A constrained output cut short (max_tokens) does not parse: it is returned as content.
  * Arguments are returned as JSON text written by pgd_api_json_dump_py.
@@ -43,6 +48,7 @@
 #include "api/error.h"
 #include "common/text.h"
 #include "engine/sampling/json_schema.h"
+#include "engine/text/chat_template.h"
 
 #define PGD_API_MAX_TOOLS     128
 #define PGD_API_TOOL_NAME_MAX 64
@@ -56,13 +62,16 @@ typedef enum pgd_tool_choice {
 } pgd_tool_choice;
 
 typedef struct pgd_api_tools {
-    size_t n;               /* tools given */
-    pgd_str *names;         /* [n] into the request's JSON */
-    pgd_str *defs;          /* [n] each definition as the template writes it (into text) */
-    pgd_buf text;           /* storage of defs */
-    pgd_tool_choice choice; /* NONE when n == 0 */
-    size_t named;           /* NAMED: the tool's index */
-    bool parallel;          /* parallel_tool_calls */
+    size_t n;                    /* tools given */
+    pgd_str *names;              /* [n] into the request's JSON */
+    pgd_str *defs;               /* [n] each definition as a template's tojson writes it */
+    pgd_str *defs_indent;        /* [n] ... and as its tojson(indent=4) does (both into text) */
+    pgd_buf text;                /* storage of defs and defs_indent */
+    pgd_tool_choice choice;      /* NONE when n == 0 */
+    size_t named;                /* NAMED: the tool's index */
+    bool parallel;               /* parallel_tool_calls */
+    pgd_chat_tool_format format; /* how the model writes calls (the caller sets it from the
+                                    chat template; HERMES by default) */
 } pgd_api_tools;
 
 /* Reads tools / tool_choice / parallel_tool_calls from a chat body. When the choice forces a

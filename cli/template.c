@@ -10,7 +10,7 @@
  *
  * MESSAGES_JSON is a messages array, or an object {"messages": [...], "tools": [...]} (tools
  * optional: an array of tool objects, each given to the template as Python's json.dumps writes
- * it, as Hugging Face's tojson does).
+ * it, compact and with indent=4, as Hugging Face's tojson does).
  *
  * The template source comes from the model's tokenizer.chat_template (--model) or from a Jinja
  * file (--template-file); --chat-template picks the family by name and overrides detection.
@@ -51,7 +51,7 @@ static void usage(FILE *f) {
         "Render an OpenAI messages array (JSON; '-' reads it from stdin) with a chat\n"
         "template and print the prompt text exactly (no newline added). MESSAGES_JSON may\n"
         "also be an object {\"messages\": [...], \"tools\": [...]} offering tools (OpenAI\n"
-        "tool objects; rendered for chatml templates only).\n"
+        "tool objects; rendered for chatml and Llama 3.1+ templates only).\n"
         "\n"
         "  --model PATH            GGUF model: its tokenizer.chat_template and bos/eos tokens\n"
         "  --template-file FILE    a Jinja chat template file to detect and render\n"
@@ -169,8 +169,9 @@ done:
 }
 
 /* The input's messages and tools: `root` is a messages array, or an object with "messages" and
- * optionally "tools" (an array of objects, or null). Each tool's definition text is appended
- * to *text; defs[0..*n) view it (malloc'd; NULL when none). 0 or 1 (printed). */
+ * optionally "tools" (an array of objects, or null). Each tool's definition text, compact then
+ * with indent=4, is appended to *text; defs[0..*n) and defs[*n..2 * *n) view them (malloc'd;
+ * NULL when none). 0 or 1 (printed). */
 static int split_input(const json_t *root, const json_t **messages, pgd_buf *text, pgd_str **defs,
                        size_t *n) {
     *messages = root;
@@ -201,26 +202,26 @@ static int split_input(const json_t *root, const json_t **messages, pgd_buf *tex
     }
     size_t count = json_array_size(tools);
     if (!count) return 0;
-    size_t *len = calloc(count, sizeof *len);
-    *defs = calloc(count, sizeof **defs);
+    size_t *len = calloc(2 * count, sizeof *len);
+    *defs = calloc(2 * count, sizeof **defs);
     if (!len || !*defs) {
         fprintf(stderr, "pagoda template: out of memory\n");
         goto fail;
     }
-    for (size_t i = 0; i < count; i++) {
-        const json_t *tool = json_array_get(tools, i);
+    for (size_t i = 0; i < 2 * count; i++) {
+        const json_t *tool = json_array_get(tools, i % count);
         if (!json_is_object(tool)) {
             fprintf(stderr, "pagoda template: tools[%zu] must be an object\n", i);
             goto fail;
         }
         size_t before = text->len;
-        if (pgd_api_json_dump_py(tool, text)) {
+        if (pgd_api_json_dump_py_indent(tool, i < count ? 0 : 4, text)) {
             fprintf(stderr, "pagoda template: out of memory\n");
             goto fail;
         }
         len[i] = text->len - before;
     }
-    for (size_t i = 0, off = 0; i < count; i++) { /* text is complete: point into it */
+    for (size_t i = 0, off = 0; i < 2 * count; i++) { /* text is complete: point into it */
         (*defs)[i].ptr = text->data + off;
         (*defs)[i].len = len[i];
         off += len[i];
@@ -245,7 +246,7 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
     int status = 1;
     const json_t *messages;
     pgd_buf tools_text = PGD_BUF_INIT;
-    pgd_chat_tools tools = {NULL, 0};
+    pgd_chat_tools tools = {NULL, NULL, 0};
     pgd_str *defs = NULL;
     const char *what = strcmp(messages_arg, "-") ? "MESSAGES_JSON" : "stdin";
     json_t *root;
@@ -263,6 +264,7 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
     }
     if (split_input(root, &messages, &tools_text, &defs, &tools.n)) goto done;
     tools.defs = defs;
+    tools.defs_indent = defs ? defs + tools.n : NULL;
     if (pgd_messages_parse(messages, &pm, param, sizeof param)) {
         fprintf(stderr, "pagoda template: %s\n", pgd_error_detail());
         goto done;

@@ -89,3 +89,48 @@ int pgd_utf8_seq_len(unsigned char lead) {
     if (lead < 0xF5) return 4;
     return 0;
 }
+
+int pgd_json_quote_py(const char *s, size_t n, pgd_buf *out) {
+    static const char hex[] = "0123456789abcdef";
+    if (pgd_buf_append(out, "\"", 1)) return PGD_ENOMEM;
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        size_t k = 2;
+        esc[0] = '\\';
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        default:
+            if (c >= 0x20) continue;
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            k = 6;
+        }
+        if (pgd_buf_append(out, s + run, i - run) || pgd_buf_append(out, esc, k)) return PGD_ENOMEM;
+        run = i + 1;
+    }
+    if (pgd_buf_append(out, s + run, n - run) || pgd_buf_append(out, "\"", 1)) return PGD_ENOMEM;
+    return 0;
+}

@@ -52,4 +52,10 @@ int pgd_str_eq(pgd_str s, const char *cstr);
  * continuation byte or invalid. */
 int pgd_utf8_seq_len(unsigned char lead);
 
+/* Appends s[n] as a JSON string the way Python's json.dumps(s, ensure_ascii=False) writes it
+ * (what a chat template's tojson filter prints under Hugging Face's settings): quoted; \" \\
+ * \n \r \t \b \f escaped, other bytes below 0x20 as \u00xx (lowercase hex), everything else
+ * as it is. 0 or PGD_ENOMEM (the buffer may then hold part of it). */
+int pgd_json_quote_py(const char *s, size_t n, pgd_buf *out);
+
 #endif

@@ -266,7 +266,8 @@ static void tokenize_work(uv_work_t *w) {
     for (size_t i = 0; i < c->n_prompts && !rc; i++) {
         if (c->kind == PGD_API_CHAT) {
             const pgd_api_tools *t = &c->req.tools;
-            pgd_chat_tools ct = {t->defs, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
+            pgd_chat_tools ct = {t->defs, t->defs_indent,
+                                 t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
             rc = pgd_encode_chat_tools(info, c->req.messages.msgs, c->req.messages.n, &ct, true,
                                        &c->prompts[0]);
         } else if (c->req.prompts[i].is_tokens) {
@@ -528,12 +529,13 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
         return;
     }
     const pgd_chat_template *tmpl = srv->info->tmpl;
+    if (tmpl) c->req.tools.format = pgd_chat_template_tool_format(tmpl);
     if (c->req.tools.choice != PGD_TOOL_CHOICE_NONE && tmpl &&
-        !pgd_chat_template_renders_tools(tmpl)) {
+        c->req.tools.format == PGD_CHAT_TOOLS_NONE) {
         pgd_api_error_set(&e, 400, "tools", NULL,
                           "tool calling needs a chat template with a tool format: pagoda renders "
-                          "tools for chatml templates (the Hermes <tool_call> format); this "
-                          "model's template is %s",
+                          "tools for chatml templates (the Hermes <tool_call> format) and Llama "
+                          "3.1+ templates (JSON calls); this model's template is %s",
                           pgd_chat_family_name(pgd_chat_template_family(tmpl)));
         respond_error(req, &e);
         return;
@@ -1080,7 +1082,7 @@ static void tok_work(uv_work_t *w) {
         j->rc = pgd_detokenize(info->tok, j->dreq.tokens, j->dreq.n_tokens, false, &j->text);
     } else if (j->treq.chat) {
         const pgd_api_tools *t = &j->treq.tools;
-        pgd_chat_tools ct = {t->defs, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
+        pgd_chat_tools ct = {t->defs, t->defs_indent, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
         j->rc = pgd_encode_chat_tools(info, j->treq.messages.msgs, j->treq.messages.n, &ct,
                                       j->treq.add_generation_prompt, &j->ids);
     } else {

@@ -7,17 +7,20 @@
  * Detection looks for each family's markers in the Jinja source (never evaluates it), then for
  * the few published variants whose rendering differs: a variant we render identically is
  * accepted (with its details recorded: default system prompt, whether bos_token appears, Gemma-2
- * refusing system messages, Phi-3.5 dropping empty system messages); one we would render
- * differently is refused with a message that names it, so a prompt is never silently wrong.
+ * refusing system messages, Phi-3.5 dropping empty system messages, the braces of Qwen2.5's
+ * tools block, Meta's Llama 3.1+ template and its date); one we would render differently is
+ * refused with a message that names it, so a prompt is never silently wrong.
  *
  * Rendering mirrors the published templates statement by statement (comments quote them). Every
  * byte goes through put(): template text extends the `special` span list, message content (and
- * tool names, call arguments, tool definitions) does not, so no span can cover content. Tools
- * render for ChatML only, in Qwen2.5's Hermes format (render_chatml); the texts of tool
- * definitions and call arguments arrive already formatted as the template's tojson would print
- * them (the caller's job: api/jsonutil.h), so rendering stays free of JSON. Python's str.strip()
- * (Jinja's |trim and .strip()) is reproduced exactly: it strips the code points for which
- * str.isspace() is true.
+ * tool names, call arguments, tool definitions, quoted tool results) does not, so no span can
+ * cover content. Tools render for ChatML in Qwen2.5's Hermes format (render_chatml) and for
+ * Llama 3.1+ in Meta's JSON format (render_llama3_dated); the texts of tool definitions and call
+ * arguments arrive already formatted as the template's tojson would print them (the caller's
+ * job: api/jsonutil.h), so rendering needs no JSON beyond quoting a tool result
+ * (pgd_json_quote_py). Llama 3.2's date is read from the clock at each render. Python's
+ * str.strip() (Jinja's |trim and .strip()) is reproduced exactly: it strips the code points for
+ * which str.isspace() is true.
  *
  * Invariants: a rendered text is NUL-terminated; spans are sorted, non-empty and never touch.
  * Threading: a template is immutable once created; renders use only their own memory.
@@ -28,8 +31,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/error.h"
+
+#define DATE_CAP 32 /* a date_string literal, NUL included */
 
 struct pgd_chat_template {
     pgd_chat_family family;
@@ -40,6 +46,10 @@ struct pgd_chat_template {
     bool use_bos;           /* the template writes bos_token (families that place one) */
     bool refuse_system;     /* Gemma-1/2: raise_exception('System role not supported') */
     bool skip_empty_system; /* Phi-3.5: `message['role'] == 'system' and message['content']` */
+    bool double_brace;      /* chatml: the tools block says {{"name": ...}} (Qwen2.5's GGUF) */
+    bool dated;             /* llama3: Meta's Llama 3.1+ template (dated header, JSON tools) */
+    bool date_today;        /* dated: date_string = strftime_now("%d %b %Y") */
+    char date[DATE_CAP];    /* dated without strftime_now: the source's fixed date_string */
 };
 
 static const char *const k_family_names[PGD_CHAT_FAMILY_COUNT] = {
@@ -77,7 +87,8 @@ typedef struct {
     pgd_chat_family family;
     char *default_system; /* malloc'd, or NULL */
     size_t default_system_len;
-    bool use_bos, refuse_system, skip_empty_system;
+    bool use_bos, refuse_system, skip_empty_system, double_brace, dated, date_today;
+    char date[DATE_CAP];
 } variant;
 
 static bool has(const char *src, size_t len, const char *needle) {
@@ -259,6 +270,73 @@ static int unsupported_variant(const char *what, pgd_chat_family f) {
                          what, pgd_chat_family_name(f), pgd_chat_family_name(f));
 }
 
+/* The markers of Meta's published Llama 3.1 / 3.2 / 3.3 template (3.1 and 3.3 add lines for
+ * builtin_tools, which the OpenAI API never defines): a dated template must hold them all. */
+static const char *const k_llama31_markers[] = {
+    "tools_in_user_message",
+    "Cutting Knowledge Date: December 2023\\n",
+    "\"Today Date: \" + date_string + \"\\n\\n\"",
+    "Environment: ipython\\n",
+    "Given the following functions, please respond with a JSON for a function call ",
+    "with its proper arguments that best answers the given prompt.\\n\\n",
+    "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+    "argument name and its value}.",
+    "Do not use variables.\\n\\n",
+    "t | tojson(indent=4)",
+    "messages[0]['content']|trim",
+    "'<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>'",
+    "This model only supports single tool-calls at once!",
+    "Cannot put tools in the first user message when there's no first user message!",
+    "{\"name\": \"' + tool_call.name + '\", ",
+    "'\"parameters\": '",
+    "tool_call.arguments | tojson",
+    "<|start_header_id|>ipython<|end_header_id|>\\n\\n",
+    "message.content | tojson",
+};
+
+/* The fixed date of a dated Llama template: the first string literal assigned to date_string
+ * ({%- set date_string = "26 Jul 2024" %}), else "26 Jul 2024". */
+static void fixed_date(const char *src, size_t len, char *date) {
+    static const char key[] = "date_string = ";
+    const char *p = src, *end = src + len;
+    snprintf(date, DATE_CAP, "26 Jul 2024");
+    while ((p = memmem(p, (size_t)(end - p), key, sizeof key - 1))) {
+        p += sizeof key - 1;
+        if (p >= end || (*p != '"' && *p != '\'')) continue;
+        const char *b = p + 1, *e = b;
+        while (e < end && *e != *p && *e != '\\' && e - b < DATE_CAP - 1 &&
+               (unsigned char)*e >= 0x20 && (unsigned char)*e < 0x7f)
+            e++;
+        if (e < end && *e == *p) {
+            snprintf(date, DATE_CAP, "%.*s", (int)(e - b), b);
+            return;
+        }
+    }
+}
+
+/* A Llama 3 template with a dated system header: Meta's Llama 3.1+ template (all its markers;
+ * a date from strftime_now("%d %b %Y") or a fixed one), else a variant we do not render. */
+static int classify_llama3_dated(const char *src, size_t len, variant *v) {
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_llama31_markers); i++)
+        if (!has(src, len, k_llama31_markers[i]))
+            return unsupported_variant("a Llama-3.1 or later variant (a dated system header) "
+                                       "other than Meta's published template",
+                                       v->family);
+    if (has(src, len, "<|image|>"))
+        return unsupported_variant("a Llama-3.2 Vision template (images)", v->family);
+    if (has(src, len, "strftime_now")) {
+        if (!has(src, len, "strftime_now(\"%d %b %Y\")") &&
+            !has(src, len, "strftime_now('%d %b %Y')"))
+            return unsupported_variant("a Llama-3.1 or later variant with another date format",
+                                       v->family);
+        v->date_today = true;
+    } else {
+        fixed_date(src, len, v->date);
+    }
+    v->dated = true;
+    return 0;
+}
+
 /* Recognise a family (and its variant) from markers in the source. 0, PGD_EUNSUPPORTED (no
  * family, or a variant that renders differently; with a detail) or PGD_ENOMEM. */
 static int classify(const char *src, size_t len, variant *v) {
@@ -266,6 +344,11 @@ static int classify(const char *src, size_t len, variant *v) {
     bool bos = has(src, len, "bos_token");
     if (has(src, len, "<|im_start|>")) {
         v->family = PGD_CHAT_CHATML;
+        /* Qwen2.5's GGUF copy writes the call format with doubled braces inside a Jinja string
+         * literal (printed as written); other revisions, and templates without a tool branch,
+         * get single braces */
+        v->double_brace = has(src, len, "{{\\\"name\\\": <function-name>") ||
+                          has(src, len, "{{\"name\": <function-name>");
         if (has(src, len, "<|im_sep|>"))
             return unsupported_variant("Phi-4's <|im_sep|> format", v->family);
         if (has(src, len, "<think>"))
@@ -275,9 +358,13 @@ static int classify(const char *src, size_t len, variant *v) {
     }
     if (has(src, len, "<|start_header_id|>") && has(src, len, "<|eot_id|>")) {
         v->family = PGD_CHAT_LLAMA3;
-        if (has(src, len, "Cutting Knowledge Date") || has(src, len, "date_string"))
-            return unsupported_variant("Llama-3.1 or later (a dated system header)", v->family);
         v->use_bos = bos;
+        if (has(src, len, "Cutting Knowledge Date") || has(src, len, "date_string"))
+            return classify_llama3_dated(src, len, v);
+        if (has(src, len, "tools_in_user_message"))
+            return unsupported_variant("a Llama-3.1-style template without its dated system "
+                                       "header",
+                                       v->family);
         return 0;
     }
     if (has(src, len, "<start_of_turn>")) {
@@ -396,6 +483,10 @@ int pgd_chat_template_detect(const char *jinja_src, size_t len, const char *over
     t->use_bos = v.use_bos;
     t->refuse_system = v.refuse_system;
     t->skip_empty_system = v.skip_empty_system;
+    t->double_brace = v.double_brace;
+    t->dated = v.dated;
+    t->date_today = v.date_today;
+    memcpy(t->date, v.date, sizeof t->date);
     t->bos = dup_text(bos_text, &t->bos_len);
     t->eos = dup_text(eos_text, &t->eos_len);
     if (!t->bos || !t->eos) {
@@ -577,20 +668,23 @@ static int alternate_error(const render *r, size_t i) {
     } while (0)
 
 /* Qwen2.5's tools block, around the definitions ("\n" + tojson(tool) each). The first string
- * starts with the "\n\n" that follows the system text. In the second, the template's
- * "{{\"name\": ...}}" is a Jinja string literal, so both braces are printed. */
+ * starts with the "\n\n" that follows the system text. The second is written with single or
+ * double braces around the call format: Qwen2.5's GGUF copy has "{{\"name\": ...}}" inside a
+ * Jinja string literal, so both braces are printed; other revisions have one. */
 static const char k_tools_head[] =
     "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
     "provided with function signatures within <tools></tools> XML tags:\n<tools>";
-static const char k_tools_tail[] =
+static const char k_tools_tail_a[] =
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, "
-    "\"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n";
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n";
+static const char k_tools_tail_b[] = "\"name\": <function-name>, \"arguments\": <args-json-object>";
+static const char k_tools_tail_c[] = "\n</tool_call><|im_end|>\n";
 
 /* ChatML (SmolLM2 / Qwen2.5), as Qwen2.5-Instruct's template renders it (SmolLM2's renders the
  * same without tools; with tools, this Hermes format is what pagoda gives every ChatML model).
  *   {%- if tools %} '<|im_start|>system\n' + (messages[0] content if it is a system message,
- *   else DEFAULT) + TOOLS_HEAD + ('\n' + tool|tojson for each tool) + TOOLS_TAIL
+ *   else DEFAULT) + TOOLS_HEAD + ('\n' + tool|tojson for each tool) + TOOLS_TAIL (braces as the
+ *   source writes them)
  *   {%- else %} messages[0] is system ? '<|im_start|>system\n' + content + '<|im_end|>\n'
  *   : '<|im_start|>system\nDEFAULT<|im_end|>\n' {%- endif %}
  *   then each message but a leading system one:
@@ -619,7 +713,11 @@ static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
             TRY(tmpl(r, "\n"));
             TRY(put(r, r->tools->defs[k].ptr, (size_t)r->tools->defs[k].len, false));
         }
-        TRY(tmpl(r, k_tools_tail));
+        TRY(tmpl(r, k_tools_tail_a));
+        TRY(tmpl(r, t->double_brace ? "{{" : "{"));
+        TRY(tmpl(r, k_tools_tail_b));
+        TRY(tmpl(r, t->double_brace ? "}}" : "}"));
+        TRY(tmpl(r, k_tools_tail_c));
     } else if (t->default_system && !sys0) {
         TRY(tmpl(r, "<|im_start|>system\n"));
         TRY(put(r, t->default_system, t->default_system_len, true));
@@ -695,14 +793,111 @@ static int render_llama2(const pgd_chat_template *t, render *r) {
 /* Meta-Llama-3-Instruct: '<|start_header_id|>' + role + '<|end_header_id|>\n\n' +
  * content|trim + '<|eot_id|>', bos before the first; generation prompt
  * '<|start_header_id|>assistant<|end_header_id|>\n\n'. */
+/* One Llama 3 turn: '<|start_header_id|>' + role + '<|end_header_id|>\n\n' + content|trim +
+ * '<|eot_id|>'. */
+static int llama3_turn(render *r, size_t i) {
+    TRY(tmpl(r, "<|start_header_id|>"));
+    TRY(tmpl(r, k_roles[r->role[i]]));
+    TRY(tmpl(r, "<|end_header_id|>\n\n"));
+    TRY(put_content(r, stripped(r, i)));
+    return tmpl(r, "<|eot_id|>");
+}
+
 static int render_llama3(const pgd_chat_template *t, render *r, bool gen) {
     for (size_t i = 0; i < r->n; i++) {
         if (i == 0 && t->use_bos) TRY(put(r, t->bos, t->bos_len, true));
-        TRY(tmpl(r, "<|start_header_id|>"));
-        TRY(tmpl(r, k_roles[r->role[i]]));
-        TRY(tmpl(r, "<|end_header_id|>\n\n"));
-        TRY(put_content(r, stripped(r, i)));
+        TRY(llama3_turn(r, i));
+    }
+    if (gen) TRY(tmpl(r, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+    return 0;
+}
+
+/* Today's local date as strftime("%d %b %Y") writes it in the C locale ("02 Dec 2026"): what
+ * Hugging Face's strftime_now gives the template (datetime.now().strftime). */
+static void today(char *date) {
+    static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || tm.tm_mon < 0 || tm.tm_mon > 11) memset(&tm, 0, sizeof tm);
+    snprintf(date, DATE_CAP, "%02d %s %04d", tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900);
+}
+
+static const char k_llama31_tools_head[] =
+    "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond "
+    "with a JSON for a function call with its proper arguments that best answers the given "
+    "prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of "
+    "argument name and its value}.Do not use variables.\n\n";
+
+/* Meta's Llama 3.1 / 3.2 / 3.3 template (builtin_tools never defined, tools_in_user_message
+ * true), statement by statement:
+ *   bos_token; a leading system message is taken out, its content|trim the system text;
+ *   '<|start_header_id|>system<|end_header_id|>\n\n' + ('Environment: ipython\n' if tools) +
+ *   'Cutting Knowledge Date: December 2023\n' + 'Today Date: ' + date_string + '\n\n' + system
+ *   text + '<|eot_id|>';
+ *   with tools, the first remaining message (whatever its role) is taken out too — none left
+ *   raises "Cannot put tools in the first user message when there's no first user message!" —
+ *   and written as '<|start_header_id|>user<|end_header_id|>\n\n' + the instructions + (each
+ *   tool|tojson(indent=4) + '\n\n') + its content|trim + '<|eot_id|>';
+ *   then each message: a tool's: '<|start_header_id|>ipython<|end_header_id|>\n\n' +
+ *   content|tojson (a string is iterable: always quoted) + '<|eot_id|>'; one with tool_calls
+ *   (exactly one, else "This model only supports single tool-calls at once!"; its content is not
+ *   written): '<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "' + name + '", ' +
+ *   '"parameters": ' + arguments|tojson + '}<|eot_id|>'; any other: '<|start_header_id|>' + role
+ *   + '<|end_header_id|>\n\n' + content|trim + '<|eot_id|>';
+ *   {% if add_generation_prompt %} '<|start_header_id|>assistant<|end_header_id|>\n\n'.
+ * date_string is today's date when the source calls strftime_now, else its fixed date. The date
+ * is template text; the quoted tool result (quotes and escapes included, like every tojson text)
+ * is content. */
+static int render_llama3_dated(const pgd_chat_template *t, render *r, bool gen) {
+    char date[DATE_CAP];
+    if (t->date_today)
+        today(date);
+    else
+        memcpy(date, t->date, sizeof date);
+    if (t->use_bos) TRY(put(r, t->bos, t->bos_len, true));
+    size_t i = 0;
+    piece sys = {"", 0, false};
+    if (r->role[0] == ROLE_SYSTEM) sys = stripped(r, i++);
+    TRY(tmpl(r, "<|start_header_id|>system<|end_header_id|>\n\n"));
+    if (r->tools) TRY(tmpl(r, "Environment: ipython\n"));
+    TRY(tmpl(r, "Cutting Knowledge Date: December 2023\nToday Date: "));
+    TRY(tmpl(r, date));
+    TRY(tmpl(r, "\n\n"));
+    TRY(put_content(r, sys));
+    TRY(tmpl(r, "<|eot_id|>"));
+    if (r->tools) {
+        if (i == r->n)
+            return pgd_error_set(PGD_EINVAL, "Cannot put tools in the first user message when "
+                                             "there's no first user message!");
+        TRY(tmpl(r, k_llama31_tools_head));
+        for (size_t k = 0; k < r->tools->n; k++) {
+            TRY(put(r, r->tools->defs_indent[k].ptr, (size_t)r->tools->defs_indent[k].len, false));
+            TRY(tmpl(r, "\n\n"));
+        }
+        TRY(put_content(r, stripped(r, i++)));
         TRY(tmpl(r, "<|eot_id|>"));
+    }
+    for (; i < r->n; i++) {
+        const pgd_chat_msg *m = &r->msgs[i];
+        if (r->role[i] == ROLE_TOOL) {
+            TRY(tmpl(r, "<|start_header_id|>ipython<|end_header_id|>\n\n"));
+            TRY(pgd_json_quote_py(r->content + r->off[i], r->off[i + 1] - r->off[i], &r->text));
+            TRY(tmpl(r, "<|eot_id|>"));
+        } else if (m->n_calls) { /* an assistant's (checked before rendering) */
+            if (m->n_calls != 1)
+                return pgd_error_set(PGD_EINVAL,
+                                     "This model only supports single tool-calls at once! "
+                                     "(message %zu has %zu)",
+                                     i, m->n_calls);
+            TRY(tmpl(r, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \""));
+            TRY(put(r, m->calls[0].name.ptr, (size_t)m->calls[0].name.len, false));
+            TRY(tmpl(r, "\", \"parameters\": "));
+            TRY(put(r, m->calls[0].arguments.ptr, (size_t)m->calls[0].arguments.len, false));
+            TRY(tmpl(r, "}<|eot_id|>"));
+        } else {
+            TRY(llama3_turn(r, i));
+        }
     }
     if (gen) TRY(tmpl(r, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
     return 0;
@@ -803,17 +998,24 @@ static int role_of(const char *name) {
     return -1;
 }
 
+pgd_chat_tool_format pgd_chat_template_tool_format(const pgd_chat_template *t) {
+    if (t->family == PGD_CHAT_CHATML) return PGD_CHAT_TOOLS_HERMES;
+    if (t->family == PGD_CHAT_LLAMA3 && t->dated) return PGD_CHAT_TOOLS_LLAMA_JSON;
+    return PGD_CHAT_TOOLS_NONE;
+}
+
 bool pgd_chat_template_renders_tools(const pgd_chat_template *t) {
-    return t->family == PGD_CHAT_CHATML;
+    return pgd_chat_template_tool_format(t) != PGD_CHAT_TOOLS_NONE;
 }
 
 /* PGD_EINVAL for tool calling (`why`) with a template that has no tool format. */
 static int no_tools(const pgd_chat_template *t, const char *why) {
     return pgd_error_set(PGD_EINVAL,
                          "tool calling needs a chat template with a tool format: pagoda renders "
-                         "tools for chatml (Hermes <tool_call>) only; this model's template is %s "
-                         "(%s)",
-                         pgd_chat_family_name(t->family), why);
+                         "tools for chatml (Hermes <tool_call>) and Meta's Llama 3.1+ templates "
+                         "(JSON calls) only; this model's template is %s (%s%s)",
+                         pgd_chat_family_name(t->family),
+                         t->family == PGD_CHAT_LLAMA3 ? "Llama 3.0's, without tools; " : "", why);
 }
 
 /* 0, or PGD_EINVAL when message i's tool calls cannot render: not an assistant's, a template
@@ -853,9 +1055,14 @@ int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, 
     bool with_tools = pgd_chat_template_renders_tools(t);
     if (tools && tools->n) {
         if (!with_tools) return no_tools(t, "tools were offered");
-        if (!tools->defs) return pgd_error_set(PGD_EINVAL, "tools without definitions");
+        /* the texts the template prints: compact for chatml, indented for Llama 3.1+ */
+        bool indent = pgd_chat_template_tool_format(t) == PGD_CHAT_TOOLS_LLAMA_JSON;
+        const pgd_str *defs = indent ? tools->defs_indent : tools->defs;
+        if (!defs)
+            return pgd_error_set(PGD_EINVAL, "tools without %sdefinitions",
+                                 indent ? "indented " : "");
         for (size_t k = 0; k < tools->n; k++)
-            if (tools->defs[k].len && !tools->defs[k].ptr)
+            if (defs[k].len && !defs[k].ptr)
                 return pgd_error_set(PGD_EINVAL, "tool %zu has no definition text", k);
         r.tools = tools;
     }
@@ -907,7 +1114,8 @@ int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, 
         rc = render_llama2(t, &r);
         break;
     case PGD_CHAT_LLAMA3:
-        rc = render_llama3(t, &r, add_generation_prompt);
+        rc = t->dated ? render_llama3_dated(t, &r, add_generation_prompt)
+                      : render_llama3(t, &r, add_generation_prompt);
         break;
     case PGD_CHAT_MISTRAL:
         rc = render_mistral(t, &r);

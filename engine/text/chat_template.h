@@ -15,11 +15,21 @@
  *            is extracted from the template source. Tools, tool calls and tool results render
  *            as Qwen2.5-Instruct's template renders them (Hermes: a "# Tools" block with
  *            <tools> in the system turn, <tool_call> in assistant turns, <tool_response> in
- *            user turns). SmolLM2's template has no tool branch at all: pagoda deliberately
+ *            user turns), the call format in the block written with double braces
+ *            ({{"name": ...}}) only when the source holds that text (Qwen2.5's GGUF copy), else
+ *            with single ones. SmolLM2's template has no tool branch at all: pagoda deliberately
  *            gives every ChatML model this same format (with the model's own default system
  *            prompt), as the one a ChatML model is most likely to have seen.
  *   llama2   Llama-2-chat: [INST] / <<SYS>>, bos before every user turn, .strip() on content
- *   llama3   Meta-Llama-3-Instruct: <|start_header_id|>ROLE<|end_header_id|>\n\n ... <|eot_id|>
+ *   llama3   Meta-Llama-3-Instruct: <|start_header_id|>ROLE<|end_header_id|>\n\n ... <|eot_id|>;
+ *            no tools. Variant "dated": Meta's Llama-3.1/3.2/3.3-Instruct template (recognised
+ *            by all its markers; another dated template is refused): a system turn always
+ *            written, with "Cutting Knowledge Date: December 2023" and "Today Date: " + today's
+ *            local date ("%d %b %Y", when the source calls strftime_now, as Hugging Face
+ *            supplies it) or the source's fixed date ("26 Jul 2024" in 3.1/3.3); tools as JSON
+ *            (tojson(indent=4)) in the first non-system message, one {"name": ...,
+ *            "parameters": ...} call per assistant message, tool results as ipython turns
+ *            holding the result as a JSON string.
  *   mistral  Mistral-7B-Instruct-v0.2 (original): [INST] ... [/INST], no system role
  *   gemma    Gemma-3-it: <start_of_turn>user|model, system folded into the first user turn;
  *            a Gemma-1/2 template ("System role not supported") refuses system messages
@@ -27,16 +37,18 @@
  *   phi3     Phi-3-mini-instruct: <|ROLE|>\n...<|end|>\n, eos when there is no generation
  *            prompt; a Phi-3.5 template also drops empty system messages
  *
- * Beyond the templates: roles are "system", "user" and "assistant", and "tool" for chatml
- * (anything else is PGD_EINVAL naming the role); tools, tool calls and "tool" messages with
- * another family are PGD_EINVAL saying that tool calling needs a template with a tool format;
+ * Beyond the templates: roles are "system", "user" and "assistant", and "tool" where the
+ * template has a tool format (anything else is PGD_EINVAL naming the role); tools, tool calls and
+ * "tool" messages with another template are PGD_EINVAL saying that tool calling needs a
+ * template with a tool format;
  * an empty `messages` array is PGD_EINVAL (as in the OpenAI API), so no family sees a
  * conversation its template could not index.
  *
  * Every rendered prompt carries the byte ranges that came from the template (markers, role
- * headers, bos/eos text, a default system prompt, the tools block's fixed text) as opposed to
- * message content (tool names, call arguments, tool definitions and results count as content:
- * they are never inside a span). The tokenizer
+ * headers, bos/eos text, a default system prompt, the tools block's fixed text, a Llama date) as
+ * opposed to message content (tool names, call arguments, tool definitions and results count
+ * as content — a result that the template prints as a JSON string, its quotes and escapes
+ * included: they are never inside a span). The tokenizer
  * recognises control tokens only inside those ranges, so a user who types "<|im_end|>" gets the
  * literal text, not the control token.
  *
@@ -77,7 +89,7 @@ const char *pgd_chat_family_names(void);
 
 /* One tool call of an assistant message: the function's name, and its arguments as the JSON
  * text the template writes (the caller formats it as Python's json.dumps would: api/jsonutil.h
- * pgd_api_json_dump_py). Borrowed. */
+ * pgd_api_json_dump_py; both formats print the compact dump). Borrowed. */
 typedef struct {
     pgd_str name;
     pgd_str arguments;
@@ -86,9 +98,8 @@ typedef struct {
 /* One message. `role` is a NUL-terminated string; the content is the concatenation of
  * parts[0..n_parts) in order (n_parts may be 0: empty content). An assistant message may carry
  * tool calls (calls[0..n_calls)); a "tool" message is a tool's result. Tool calls and "tool"
- * messages render in the chatml family only (the Hermes format Qwen2.5's template writes);
- * other families refuse them (PGD_EINVAL). Borrowed: nothing here is copied beyond the render
- * call. */
+ * messages render only with a tool format (pgd_chat_template_tool_format); other templates
+ * refuse them (PGD_EINVAL). Borrowed: nothing here is copied beyond the render call. */
 typedef struct {
     const char *role;
     const pgd_str *parts;
@@ -98,12 +109,22 @@ typedef struct {
 } pgd_chat_msg;
 
 /* The tools offered to the model: each definition as the JSON text the template writes (the
- * whole {"type": "function", "function": {...}} object, formatted as Python's json.dumps would).
- * Borrowed. */
+ * whole {"type": "function", "function": {...}} object, formatted as Python's json.dumps would:
+ * `defs` compact, `defs_indent` with indent=4 — tojson(indent=4), what Llama 3.x templates
+ * print). Borrowed. A format reads only its own: chatml `defs`, Llama 3.1+ `defs_indent` (the
+ * other may be NULL). */
 typedef struct {
-    const pgd_str *defs; /* [n] */
+    const pgd_str *defs;        /* [n] */
+    const pgd_str *defs_indent; /* [n] */
     size_t n;
 } pgd_chat_tools;
+
+/* How a family's template offers tools, and so how the model writes its calls. */
+typedef enum {
+    PGD_CHAT_TOOLS_NONE = 0,   /* no tool format: tools are refused */
+    PGD_CHAT_TOOLS_HERMES,     /* chatml: <tool_call>{"name": ..., "arguments": ...}</tool_call> */
+    PGD_CHAT_TOOLS_LLAMA_JSON, /* Llama 3.1+: {"name": ..., "parameters": ...} as the answer */
+} pgd_chat_tool_format;
 
 typedef struct pgd_chat_template pgd_chat_template;
 
@@ -112,7 +133,8 @@ typedef struct pgd_chat_template pgd_chat_template;
  *                    override_name is given.
  *   override_name    a family name that overrides detection, or NULL. When the source is also
  *                    given and is recognised as that same family, its variant details (default
- *                    system prompt, Gemma/Phi-3.5 system handling) are still taken from it.
+ *                    system prompt, tools block braces, Gemma/Phi-3.5 system handling, Llama
+ *                    3.1+) are still taken from it.
  *   bos_text/eos_text the text of the model's bos/eos tokens as the template's bos_token and
  *                    eos_token variables; NULL means "" (copied).
  * Errors (with a detail): PGD_EINVAL for an unknown override name; PGD_ENOTFOUND when there is
@@ -159,19 +181,22 @@ typedef struct {
 int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
                     bool add_generation_prompt, pgd_chat_prompt *out);
 
-/* Same, offering tools (NULL or n == 0: none, exactly pgd_chat_render). Only a family that
+/* Same, offering tools (NULL or n == 0: none, exactly pgd_chat_render). Only a template that
  * renders tools accepts them, tool calls and "tool" messages (pgd_chat_template_renders_tools);
  * others give PGD_EINVAL naming the family. Also PGD_EINVAL: tool calls on a message that is not
  * an assistant's. With chatml and tools, the system turn holds messages[0]'s content when it is
  * a system message, else the template's default system prompt, then the tools block; a
  * template without a default system prompt (plain ChatML) then writes the block alone, without
- * the blank line that would separate it from the system text. */
+ * the blank line that would separate it from the system text. With Llama 3.1+ (the template's
+ * raise_exception wording in the detail): tools with no message after a leading system one,
+ * and an assistant message with more than one tool call, are PGD_EINVAL. */
 int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
                           const pgd_chat_tools *tools, bool add_generation_prompt,
                           pgd_chat_prompt *out);
 
-/* Whether the template's family renders tools, tool calls and tool results (chatml). */
-bool pgd_chat_template_renders_tools(const pgd_chat_template *t);
+/* Whether the template renders tools, tool calls and tool results, and in which format. */
+pgd_chat_tool_format pgd_chat_template_tool_format(const pgd_chat_template *t);
+bool pgd_chat_template_renders_tools(const pgd_chat_template *t); /* format != NONE */
 
 void pgd_chat_prompt_free(pgd_chat_prompt *p); /* back to empty; NULL is fine */
 

@@ -221,17 +221,35 @@ def test_required_one_tool(client):
     jsonschema.validate(json.loads(tc.function.arguments), WEATHER["function"]["parameters"])
 
 
-def test_required_several_tools(client):
-    """Tools of different parameters: the names are constrained, the arguments are objects."""
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_required_several_tools(client, seed):
+    """Tools of different parameters, sampled: the call's arguments follow the parameters of
+    the tool it names (one call: a sampled list may run past max_tokens)."""
+    tools = {t["function"]["name"]: t for t in (WEATHER, ADD, CITY | {"function": {
+        **CITY["function"], "name": "get_city"}})}
     r = client.chat.completions.create(
-        model=NAME, messages=[{"role": "user", "content": "What is 2 plus 3?"}],
-        tools=[WEATHER, ADD], tool_choice="required", parallel_tool_calls=False, max_tokens=80,
+        model=NAME, messages=[{"role": "user", "content": "What is 2 plus 3, and the weather?"}],
+        tools=list(tools.values()), tool_choice="required", parallel_tool_calls=False,
+        max_tokens=160, temperature=1.0, seed=seed)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls" and ch.message.content is None, ch
+    assert len(ch.message.tool_calls) == 1
+    for tc in ch.message.tool_calls:
+        jsonschema.validate(json.loads(tc.function.arguments),
+                            tools[tc.function.name]["function"]["parameters"])
+
+
+def test_forced_call_cut_short_is_content(client):
+    """A forced call cut by max_tokens does not parse: the text comes back as content."""
+    r = client.chat.completions.create(
+        model=NAME, messages=[{"role": "user", "content": "Weather in Oslo?"}], tools=[WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=3,
         temperature=0)
     ch = r.choices[0]
-    assert ch.finish_reason == "tool_calls" and ch.message.content is None
-    (tc,) = ch.message.tool_calls
-    assert tc.function.name in ("get_weather", "add")
-    assert isinstance(json.loads(tc.function.arguments), dict)
+    assert ch.finish_reason == "length" and ch.message.tool_calls is None
+    assert ch.message.content.lstrip().startswith("{")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(ch.message.content)
 
 
 def test_sdk_parse_with_pydantic_tool(client):

@@ -4,20 +4,21 @@
  *
  * Renderers, built once: the seven families by name (bos "<s>", eos "</s>") and every published
  * template of tests/reference/templates/ detected from its source (variants: default system
- * prompt, Gemma-2, Phi-3.5).
+ * prompt, tools block braces, Gemma-2, Phi-3.5, Llama 3.2 with its tool format).
  *
  * Input: byte 0 picks a renderer, or (the value after the last renderer) detection mode.
  *   Rendering: byte 1 bit 0 = add_generation_prompt, bit 1 = offer tools (then two tool
- *     definitions of up to 64 bytes follow); then up to 8 messages, each a role byte (system /
+ *     definitions of up to 64 bytes follow, given as both the compact and the indented text);
+ *     then up to 8 messages, each a role byte (system /
  *     user / assistant / tool / an arbitrary role read from the input; bit 6 adds one or two
  *     tool calls, a name and arguments of up to 32 bytes each, whatever the role) and up to 3
  *     content parts of up to 200 bytes. A render either fails with PGD_EINVAL (or PGD_ENOMEM)
  *     and a detail, or gives a NUL-terminated text whose template spans are sorted, non-empty,
  *     inside the text and never touch, and whose bytes outside the spans are content (message
- *     content, tool definitions, call names and arguments): no more of them than the input
- *     holds, and exactly that content in render order for the families that do not trim
- *     (chatml, mistral, zephyr, phi3). The prompt is then tokenized with its spans, as
- *     pgd_encode_chat does, by the synthetic byte-level BPE tokenizer.
+ *     content, tool definitions, call names and arguments; Llama 3.1+ tool results as JSON
+ *     strings): no more of them than the input holds, and exactly that content in render order
+ *     for the families that do not trim (chatml, mistral, zephyr, phi3). The prompt is then
+ * tokenized with its spans, as pgd_encode_chat does, by the synthetic byte-level BPE tokenizer.
  *   Detection: byte 1 picks an override name (or none); the rest is a template source. Any
  *     outcome but a crash is fine; a detected template then renders a fixed conversation.
  */
@@ -112,15 +113,28 @@ static void check_prompt(const pgd_chat_template *t, const pgd_chat_msg *msgs, s
     }
     FUZZ_CHECK(outside.len == p->text.len - special);
     /* content in render order: with tools, a leading system message's content and the
-     * definitions come first (chatml, the only family that renders tools) */
+     * definitions come first (chatml; Llama 3.1+, which also quotes tool results, is only
+     * bounded: it trims) */
     size_t first = 0;
+    bool llama = pgd_chat_template_tool_format(t) == PGD_CHAT_TOOLS_LLAMA_JSON;
     if (tools && tools->n) {
         FUZZ_CHECK(pgd_chat_template_renders_tools(t));
+        const pgd_str *defs = llama ? tools->defs_indent : tools->defs;
         if (!strcmp(msgs[0].role, "system")) append_content(&content, &msgs[first++]);
         for (size_t k = 0; k < tools->n; k++)
-            FUZZ_CHECK(pgd_buf_append(&content, tools->defs[k].ptr, tools->defs[k].len) == 0);
+            FUZZ_CHECK(pgd_buf_append(&content, defs[k].ptr, defs[k].len) == 0);
     }
-    for (size_t i = first; i < n; i++) append_content(&content, &msgs[i]);
+    for (size_t i = first; i < n; i++) {
+        if (llama && !strcmp(msgs[i].role, "tool")) {
+            pgd_buf joined = PGD_BUF_INIT;
+            append_content(&joined, &msgs[i]);
+            FUZZ_CHECK(pgd_json_quote_py(joined.data ? joined.data : "", joined.len, &content) ==
+                       0);
+            pgd_buf_free(&joined);
+        } else {
+            append_content(&content, &msgs[i]);
+        }
+    }
     FUZZ_CHECK(outside.len <= content.len);
     pgd_chat_family f = pgd_chat_template_family(t);
     if (f == PGD_CHAT_CHATML || f == PGD_CHAT_MISTRAL || f == PGD_CHAT_ZEPHYR ||
@@ -177,7 +191,7 @@ static void fuzz_detect(fuzz_in *in) {
         static const pgd_str hi = {"Hello", 5}, yo = {" Hi there ", 10};
         static const pgd_chat_tool_call call = {{"f", 1}, {"{}", 2}};
         static const pgd_str def = {"{\"type\": \"function\"}", 20};
-        static const pgd_chat_tools tools = {&def, 1};
+        static const pgd_chat_tools tools = {&def, &def, 1};
         pgd_chat_msg msgs[5] = {{"system", &hi, 1, NULL, 0},
                                 {"user", &hi, 1, NULL, 0},
                                 {"assistant", &yo, 1, NULL, 0},
@@ -185,7 +199,7 @@ static void fuzz_detect(fuzz_in *in) {
                                 {"tool", &hi, 1, NULL, 0}};
         render(t, msgs, 3, NULL, true);
         render(t, msgs + 1, 2, NULL, false);
-        render(t, msgs, 5, &tools, true); /* refused by all families but chatml */
+        render(t, msgs, 5, &tools, true); /* refused without a tool format */
         pgd_chat_template_free(t);
     } else {
         FUZZ_CHECK(t == NULL);
@@ -212,7 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pgd_chat_tool_call calls[MAX_MSGS][2];
     char *owned[MAX_MSGS * 8 + 2];
     size_t n_owned = 0, n = 0;
-    pgd_chat_tools tools = {defs, 0};
+    pgd_chat_tools tools = {defs, defs, 0};
     if (flags & 2) {
         for (; tools.n < 2; tools.n++) {
             fuzz_in s = fuzz_take(&in, 64);

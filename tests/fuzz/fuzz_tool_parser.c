@@ -3,8 +3,8 @@
  * parser (api/tools.h), whole and in pieces, as a stream feeds it.
  *
  * Input: byte 0: bits 0-1 the tool choice (auto, required, named; 3 = none), bit 2
- * parallel_tool_calls false; byte 1: the length of each piece when streamed (0 = one byte); the
- * rest is the output text.
+ * parallel_tool_calls false, bit 3 the Llama 3.x JSON format (else Hermes); byte 1: the length
+ * of each piece when streamed (0 = one byte); the rest is the output text.
  *
  * Checks: fed whole and fed in pieces, the content and the calls are the same (names, arguments;
  * ids are random); every call has a name and arguments that jansson reads back as an object; at
@@ -42,8 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const pgd_tool_choice modes[4] = {PGD_TOOL_CHOICE_AUTO, PGD_TOOL_CHOICE_REQUIRED,
                                              PGD_TOOL_CHOICE_NAMED, PGD_TOOL_CHOICE_NONE};
     pgd_str names[1] = {{"get_weather", 11}};
-    pgd_api_tools t = {
-        .n = 1, .names = names, .choice = modes[data[0] & 3], .parallel = !(data[0] & 4)};
+    pgd_api_tools t = {.n = 1,
+                       .names = names,
+                       .choice = modes[data[0] & 3],
+                       .parallel = !(data[0] & 4),
+                       .format = data[0] & 8 ? PGD_CHAT_TOOLS_LLAMA_JSON : PGD_CHAT_TOOLS_HERMES};
     size_t piece = data[1] ? data[1] % 17 : 1;
     size_t n = size - 2;
     char *s = malloc(n ? n : 1); /* exactly the text: ASan sees a read past it */

@@ -108,8 +108,8 @@ def chat_seeds():
 
 
 def tool_parser_seeds():
-    """Byte 0: the choice (0 auto, 1 required, 2 named, 3 none) + 4 for one call at most;
-    byte 1: the piece length when streamed; then a model's output."""
+    """Byte 0: the choice (0 auto, 1 required, 2 named, 3 none) + 4 for one call at most + 8
+    for the Llama 3.x JSON format; byte 1: the piece length when streamed; then an output."""
     outs = {
         0: ["Hello there.", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
             "{\"city\": \"Paris\"}}\n</tool_call>",
@@ -120,6 +120,9 @@ def tool_parser_seeds():
             "\"arguments\": {}}]", "[{\"name\": \"g\""],
         2: ["{\"city\": \"Rome\", \"unit\": \"c\"}", "{\"city\":"],
         3: ["<tool_call>{\"name\": \"e\"}</tool_call>"],
+        8: ["{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+            " <|python_tag|>{\"name\": \"a\"}; {\"name\": \"b\", \"arguments\": {\"x\": [1]}}",
+            "[{\"name\": \"a\"}]", "Plain text {\"name\": \"a\"}"],
     }
     out = []
     for mode, texts in outs.items():

@@ -12,16 +12,22 @@ Where jinja2 raises (raise_exception: roles not alternating, system role not sup
 pagoda must refuse too (exit 1 with a message). Content given to pagoda as a list of text parts
 is given to jinja2 as the joined string.
 
-Tool calling (tools offered, assistant tool_calls, "tool" messages) renders for the chatml family
-only, in Qwen2.5-Instruct's Hermes format: pagoda (input {"messages": ..., "tools": ...}) is
-compared with jinja2 rendering qwen2.5-instruct.jinja, the messages given to jinja2 as vLLM gives
-them (each call's arguments json.loads'ed into a dict, "" as {}) and tojson as Hugging Face
-overrides it (json.dumps, ensure_ascii=False). The default model's template (SmolLM2) has no tool
-branch; pagoda deliberately gives it the same format, so it is compared with the Qwen2.5 file whose
-default system prompt is replaced by SmolLM2's. Every other family refuses tool calling.
+Tool calling (tools offered, assistant tool_calls, "tool" messages) renders for the chatml family,
+in Qwen2.5-Instruct's Hermes format, and for Meta's Llama 3.1+ template, in its JSON format:
+pagoda (input {"messages": ..., "tools": ...}) is compared with jinja2 rendering
+qwen2.5-instruct.jinja (as stored: double braces in its call format; and with the single braces of
+other Qwen2.5 revisions, by replacing that text) and llama-3.2-instruct.jinja (and Llama 3.1's
+fixed-date variant of it, by replacing its date block), the messages given to jinja2 as vLLM
+gives them (each call's arguments json.loads'ed into a dict, "" as {}) and tojson as Hugging Face
+overrides it (json.dumps, ensure_ascii=False, indent), strftime_now as Hugging Face defines it
+(datetime.now().strftime). The default model's template (SmolLM2) has no tool branch; pagoda
+deliberately gives it the same format (single braces), so it is compared with the Qwen2.5 file
+whose default system prompt is replaced by SmolLM2's. Every other template refuses tool calling
+(the Llama 3.0 one included).
 """
 import json
 import pathlib
+from datetime import datetime
 
 import pytest
 
@@ -45,6 +51,7 @@ def hf_render(src, messages, add_generation_prompt, bos_token, eos_token, tools=
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[loopcontrols])
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     # transformers replaces jinja2's HTML-safe tojson with plain json.dumps
     env.filters["tojson"] = (
         lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False:
@@ -152,6 +159,7 @@ FILES = {
                            {"two_users", "starts_assistant", "system_then_assistant",
                             "late_system"}),
     "llama-3-instruct.jinja": ("llama3", "<|begin_of_text|>", "<|eot_id|>", set()),
+    "llama-3.2-instruct.jinja": ("llama3", "<|begin_of_text|>", "<|eot_id|>", set()),
     "mistral-7b-instruct-v0.2.jinja": ("mistral", "<s>", "</s>", {
         "two_users", "starts_assistant", "system_only", "system_then_assistant",
         "system_in_middle", "late_system", "empty_system", "system_user", "newlines",
@@ -418,9 +426,18 @@ TOOL_CONVS = {
 }
 
 
-def qwen_src(default=QWEN_DEFAULT):
+# The call format in Qwen2.5's tools block: the stored file (its GGUF copy) has double braces
+# inside a Jinja string literal, printed as written; other Qwen2.5 revisions have single ones.
+QWEN_BRACES2 = '{{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}}'
+QWEN_BRACES1 = '{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}'
+
+
+def qwen_src(default=QWEN_DEFAULT, single_braces=False):
     src = (TEMPLATES / QWEN).read_text(encoding="utf-8")
     assert src.count(QWEN_DEFAULT) == 2  # the tool branch and the plain one
+    assert src.count(QWEN_BRACES2) == 1
+    if single_braces:
+        src = src.replace(QWEN_BRACES2, QWEN_BRACES1)
     return src.replace(QWEN_DEFAULT, default)
 
 
@@ -433,22 +450,40 @@ def test_tools_qwen_matches_jinja(run_pagoda, name, gen):
     assert want is not None
     if tools:
         assert "<tools>\n" + json.dumps(tools[0], ensure_ascii=False) in want
+        assert '\n<tool_call>\n{{"name": <function-name>, ' in want
+
+
+@pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("name", sorted(TOOL_CONVS))
+def test_tools_qwen_single_braces_matches_jinja(run_pagoda, tmp_path, name, gen):
+    """Other Qwen2.5 revisions write the call format with single braces: so does pagoda."""
+    msgs, tools = TOOL_CONVS[name]
+    src = qwen_src(single_braces=True)
+    f = tmp_path / "qwen2.5-single-braces.jinja"
+    f.write_text(src, encoding="utf-8")
+    want = check_same(run_pagoda, src, ["--template-file", f], msgs, gen, "", "<|im_end|>",
+                      tools=tools)
+    assert want is not None
+    if tools:
+        assert '\n<tool_call>\n{"name": <function-name>, ' in want
 
 
 @pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
 @pytest.mark.parametrize("name", sorted(TOOL_CONVS))
 def test_tools_smollm2_model_matches_jinja(run_pagoda, model_path, smollm2, name, gen):
-    """SmolLM2's template has no tool branch: pagoda renders Qwen2.5's with SmolLM2's default."""
+    """SmolLM2's template has no tool branch: pagoda renders Qwen2.5's with SmolLM2's default
+    (single braces: the template does not write them doubled)."""
     _, bos, eos = smollm2
     msgs, tools = TOOL_CONVS[name]
-    want = check_same(run_pagoda, qwen_src(SMOLLM2_DEFAULT), ["--model", model_path], msgs, gen,
-                      bos, eos, pagoda_bos_eos=False, tools=tools)
+    want = check_same(run_pagoda, qwen_src(SMOLLM2_DEFAULT, single_braces=True),
+                      ["--model", model_path], msgs, gen, bos, eos, pagoda_bos_eos=False,
+                      tools=tools)
     assert want is not None
 
 
 def test_tools_smollm2_template_file(run_pagoda):
     msgs, tools = TOOL_CONVS["two_calls"]
-    check_same(run_pagoda, qwen_src(SMOLLM2_DEFAULT),
+    check_same(run_pagoda, qwen_src(SMOLLM2_DEFAULT, single_braces=True),
                ["--template-file", TEMPLATES / "smollm2-instruct.jinja"], msgs, True, "", "",
                tools=tools)
 
@@ -483,8 +518,8 @@ def test_tools_spans_exclude_content(run_pagoda, model_path, name):
                       tools=tools)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    assert out["text"] == hf_render(qwen_src(SMOLLM2_DEFAULT), joined(msgs), True, "", "",
-                                    tools=tools)
+    assert out["text"] == hf_render(qwen_src(SMOLLM2_DEFAULT, single_braces=True), joined(msgs),
+                                    True, "", "", tools=tools)
     text = out["text"].encode("utf-8")
     covered = bytearray(len(text))
     for b, e in out["special"]:
@@ -511,9 +546,10 @@ REFUSED_TOOL_INPUTS = {
 
 @pytest.mark.parametrize("what", sorted(REFUSED_TOOL_INPUTS))
 def test_tools_refused_by_other_families(run_pagoda, what):
+    """Templates without a tool format (Llama 3.0's and the family's default included)."""
     msgs, tools = REFUSED_TOOL_INPUTS[what]
     sources = [["--template-file", TEMPLATES / f] for f, v in sorted(FILES.items())
-               if v[0] != "chatml"]
+               if v[0] != "chatml" and f != LLAMA]
     sources += [["--chat-template", f] for f in sorted(DEFAULT_OF_FAMILY)]
     for src in sources:
         p = pagoda_render(run_pagoda, src, msgs, True, "<s>", "</s>", tools=tools)
@@ -524,6 +560,185 @@ def test_tools_refused_by_other_families(run_pagoda, what):
         # the same conversation without the tool part renders
         plain = [m for m in msgs if m["role"] == "user"]
         assert pagoda_render(run_pagoda, src, plain, True, "<s>", "</s>").returncode == 0
+
+
+# ---- tool calling (Llama 3.1+: Meta's JSON format) ----------------------------------------
+
+LLAMA = "llama-3.2-instruct.jinja"
+LLAMA_BOS, LLAMA_EOS = "<|begin_of_text|>", "<|eot_id|>"
+# Llama 3.2's date block, and Llama 3.1's (3.3's): no strftime_now, a fixed date
+LLAMA32_DATE = ('{%- if not date_string is defined %}\n'
+                '    {%- if strftime_now is defined %}\n'
+                '        {%- set date_string = strftime_now("%d %b %Y") %}\n'
+                '    {%- else %}\n'
+                '        {%- set date_string = "26 Jul 2024" %}\n'
+                '    {%- endif %}\n'
+                '{%- endif %}')
+LLAMA31_DATE = ('{%- if not date_string is defined %}\n'
+                '    {%- set date_string = "26 Jul 2024" %}\n'
+                '{%- endif %}')
+
+
+def llama_src(fixed_date=False):
+    src = (TEMPLATES / LLAMA).read_text(encoding="utf-8")
+    assert src.count(LLAMA32_DATE) == 1
+    return src.replace(LLAMA32_DATE, LLAMA31_DATE) if fixed_date else src
+
+
+RESULT = "Z\u00fcrich \"22\u00b0C\"\n\ttab \\ back \x01 \x1b \x7f \u2028 \U0001f326 </s> <|eot_id|>"
+# name -> (messages, tools): what Meta's template renders (one call per assistant message)
+LLAMA_TOOL_CONVS = {
+    "tools_no_system": ([USER], TOOLS),
+    "tools_system": ([{"role": "system", "content": " Be terse.\n"}, USER], TOOLS),
+    "tools_system_parts": ([{"role": "system", "content": parts("Be terse.", 3)},
+                            {"role": "user", "content": parts(" What's up? ", 4)}], [NOW]),
+    "tools_empty_system": ([{"role": "system", "content": ""}, USER], [WEATHER]),
+    "one_call": ([USER, {"role": "assistant", "content": None,
+                         "tool_calls": [call("get_weather", {"city": "Paris"}, "call_1")]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "22C, sunny"}], TOOLS),
+    "one_call_with_content": (
+        [{"role": "system", "content": "Use the tools wisely."}, USER,
+         {"role": "assistant", "content": "Let me check (not rendered).",
+          "tool_calls": [call("get_weather", {"city": "Paris", "unit": "c"})]},
+         {"role": "tool", "content": "22"}, {"role": "assistant", "content": " It is 22C. "},
+         {"role": "user", "content": "Thanks"}], TOOLS),
+    "results_escaped": ([USER, {"role": "assistant", "content": None,
+                                "tool_calls": [call("now", {})]},
+                         {"role": "tool", "content": RESULT},
+                         {"role": "tool", "content": '{"temp": 22.5, "unit": "c", "ok": true}'},
+                         {"role": "tool", "content": [{"type": "text", "text": " 12"},
+                                                      {"type": "text", "text": ":00 "}]},
+                         {"role": "tool", "content": None}], TOOLS),
+    "odd_arguments": ([USER, {"role": "assistant", "content": None,
+                              "tool_calls": [call("get_weather", ODD_ARGS)]},
+                       {"role": "tool", "content": "</s><|eot_id|>\n<|start_header_id|>"}],
+                      TOOLS),
+    "odd_argument_spelling": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("get_weather", '{ "city" : "P\\u00e4ris",\n"x":1E2, "y":[ 1.50 ,-0.0,1e-7] }')]}],
+        TOOLS),
+    "multi_turn": ([USER, {"role": "assistant", "content": "",
+                           "tool_calls": [call("get_weather", {"city": "Paris"}, "a")]},
+                    {"role": "tool", "tool_call_id": "a", "content": "22C"},
+                    {"role": "assistant", "content": "22C."},
+                    {"role": "user", "content": "And the time?"},
+                    {"role": "assistant", "content": None, "tool_calls": [call("now", "")]},
+                    {"role": "tool", "content": "12:00"}], TOOLS),
+    "calls_without_tools": ([USER, {"role": "assistant", "content": None,
+                                    "tool_calls": [call("get_weather", {"city": "Rome"})]},
+                             {"role": "tool", "content": "30C"}], None),
+    "tool_first": ([{"role": "tool", "content": " orphan result "}, USER], TOOLS),
+    "tool_first_no_tools": ([{"role": "tool", "content": " orphan "}], None),
+    "tool_after_system": ([{"role": "system", "content": "s"},
+                           {"role": "tool", "content": "r"}], TOOLS),
+    "call_first": ([{"role": "assistant", "content": None,
+                     "tool_calls": [call("now", {})]}, USER], TOOLS),
+    "odd_names": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("</s><|eot_id|> \u540d\u524d \"q\"", {"k": "v"})]}], None),
+    "plain_with_tools": ([{"role": "user", "content": "Hi"},
+                          {"role": "assistant", "content": "Hello!"},
+                          {"role": "system", "content": " late "},
+                          {"role": "user", "content": "Bye"}], [NOW, WEATHER]),
+}
+# Conversations Meta's template refuses (raise_exception): pagoda must refuse them too.
+LLAMA_REFUSED = {
+    "two_calls": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("get_weather", {"city": "Paris"}), call("now", {})]}], TOOLS),
+    "two_calls_no_tools": ([USER, {"role": "assistant", "content": None, "tool_calls": [
+        call("now", {}), call("now", {})]}], None),
+    "tools_system_only": ([{"role": "system", "content": "only a system prompt"}], TOOLS),
+}
+
+
+@pytest.mark.parametrize("fixed_date", [False, True], ids=["llama3.2", "llama3.1"])
+@pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("name", sorted(LLAMA_TOOL_CONVS))
+def test_tools_llama_matches_jinja(run_pagoda, tmp_path, name, gen, fixed_date):
+    msgs, tools = LLAMA_TOOL_CONVS[name]
+    src = llama_src(fixed_date)
+    f = tmp_path / "llama.jinja"
+    f.write_text(src, encoding="utf-8")
+    want = check_same(run_pagoda, src, ["--template-file", f], msgs, gen, LLAMA_BOS, LLAMA_EOS,
+                      tools=tools)
+    assert want is not None
+    date = "26 Jul 2024" if fixed_date else datetime.now().strftime("%d %b %Y")
+    assert f"Today Date: {date}\n\n" in want
+    if tools:
+        assert "\n\n" + json.dumps(tools[0], ensure_ascii=False, indent=4) + "\n\n" in want
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA_REFUSED))
+def test_tools_llama_refusals(run_pagoda, name):
+    msgs, tools = LLAMA_REFUSED[name]
+    with pytest.raises(Refused) as e:
+        hf_render(llama_src(), joined(msgs), True, LLAMA_BOS, LLAMA_EOS, tools=tools)
+    p = pagoda_render(run_pagoda, ["--template-file", TEMPLATES / LLAMA], msgs, True, LLAMA_BOS,
+                      LLAMA_EOS, tools=tools)
+    assert p.returncode == 1 and p.stdout == b""
+    assert str(e.value) in p.stderr.decode()  # the template's own words
+
+
+def test_tools_llama_family_default_refuses(run_pagoda):
+    """--chat-template llama3 alone is Llama 3.0's template: no tool format; with the file's
+    source it is the file's variant."""
+    msgs, tools = LLAMA_TOOL_CONVS["one_call"]
+    p = pagoda_render(run_pagoda, ["--chat-template", "llama3"], msgs, True, LLAMA_BOS,
+                      LLAMA_EOS, tools=tools)
+    assert p.returncode == 1 and b"tool format" in p.stderr
+    check_same(run_pagoda, llama_src(),
+               ["--template-file", TEMPLATES / LLAMA, "--chat-template", "llama3"], msgs, True,
+               LLAMA_BOS, LLAMA_EOS, tools=tools)
+
+
+def llama_content_pieces(msgs, tools):
+    """The content bytes of a Llama 3.1+ render in order: the leading system message's content
+    (trimmed), with tools the indented definitions and the next message's content (trimmed);
+    then each message's: a call's name and arguments (its content is not written), a tool
+    result as a JSON string, anything else trimmed."""
+    def text(m):
+        c = m.get("content") or ""
+        return "".join(p["text"] for p in c) if isinstance(c, list) else c
+
+    out, rest = [], list(msgs)
+    if rest[0]["role"] == "system":
+        out.append(text(rest.pop(0)).strip())
+    if tools:
+        out += [json.dumps(t, ensure_ascii=False, indent=4) for t in tools]
+        out.append(text(rest.pop(0)).strip())
+    for m in rest:
+        if m.get("tool_calls"):
+            fn = m["tool_calls"][0]["function"]
+            out.append(fn["name"])
+            out.append(json.dumps(json.loads(fn["arguments"] or "{}"), ensure_ascii=False))
+        elif m["role"] == "tool":
+            out.append(json.dumps(text(m), ensure_ascii=False))
+        else:
+            out.append(text(m).strip())
+    return [p.encode("utf-8") for p in out if p]
+
+
+@pytest.mark.parametrize("name", ["one_call_with_content", "results_escaped", "odd_arguments",
+                                  "odd_names", "tools_system", "tool_first", "multi_turn"])
+def test_tools_llama_spans_exclude_content(run_pagoda, name):
+    msgs, tools = LLAMA_TOOL_CONVS[name]
+    p = pagoda_render(run_pagoda, ["--template-file", TEMPLATES / LLAMA], msgs, True, LLAMA_BOS,
+                      LLAMA_EOS, spans=True, tools=tools)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["text"] == hf_render(llama_src(), joined(msgs), True, LLAMA_BOS, LLAMA_EOS,
+                                    tools=tools)
+    text = out["text"].encode("utf-8")
+    covered = bytearray(len(text))
+    for b, e in out["special"]:
+        assert 0 <= b < e <= len(text)
+        covered[b:e] = b"\x01" * (e - b)
+    content = bytearray(len(text))
+    pos = 0
+    for c in llama_content_pieces(msgs, tools):
+        at = text.index(c, pos)
+        content[at:at + len(c)] = b"\x01" * len(c)
+        pos = at + len(c)
+    for i in range(len(text)):
+        assert covered[i] != content[i], f"byte {i} {text[i:i + 20]!r}"
 
 
 # ---- errors of the command ----------------------------------------------------------------

@@ -63,6 +63,21 @@ class Answer(BaseModel):
     confidence: float = Field(ge=0, le=1)
 
 
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    data: int = Field(ge=0, le=20)
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    data: str = Field(max_length=8)
+
+
+class Pets(BaseModel):
+    """A discriminated union whose branches share a field of different types."""
+    pets: list[Annotated[Union[Cat, Dog], Field(discriminator="kind")]] = Field(max_length=4)
+
+
 class Agent(BaseModel):
     steps: list[Union[Search, Answer]] = Field(max_length=3)
     last: Annotated[Union[Search, Answer], Field(discriminator="kind")]
@@ -96,6 +111,24 @@ HAND = {
             "neg": {"type": "number", "minimum": -1e14, "exclusiveMaximum": -99.125},
             "big": {"type": "number", "minimum": 123456789.5}},
          "required": ["tiny", "neg", "big"]}]}},
+    "tool-calls": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"anyOf": [
+        {"type": "object", "properties": {
+            "name": {"const": "get_weather"},
+            "arguments": {"type": "object", "properties": {
+                "city": {"type": "string", "maxLength": 10},
+                "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city"],
+                "additionalProperties": False}},
+         "required": ["name", "arguments"], "additionalProperties": False},
+        {"type": "object", "properties": {
+            "name": {"const": "add"},
+            "arguments": {"type": "object", "properties": {
+                "xs": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+                "required": ["xs"], "additionalProperties": False}},
+         "required": ["name", "arguments"], "additionalProperties": False},
+        {"type": "object", "properties": {
+            "name": {"const": "ping"},
+            "arguments": {"type": "object", "properties": {}, "additionalProperties": False}},
+         "required": ["name", "arguments"], "additionalProperties": False}]}},
     "optional-keys": {"type": "object", "properties": {
         k: {"type": "integer"} for k in "abcdef"}, "required": ["c", "f"]},
 }
@@ -103,7 +136,7 @@ HAND = {
 
 def schemas():
     out = dict(HAND)
-    for m in (Person, Tree, Address, Agent):
+    for m in (Person, Tree, Address, Agent, Pets):
         out[m.__name__] = m.model_json_schema()
         out[m.__name__ + "-strict"] = to_strict_json_schema(m)
     return out

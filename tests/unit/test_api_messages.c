@@ -1,10 +1,11 @@
 /*
  * tests/unit/test_api_messages.c — the messages parser (api/messages.h: content, tool calls,
  * tool results, the protocol's refusals with their params) and the Python-compatible JSON
- * dumper (api/jsonutil.h pgd_api_json_dump_py) whose text the templates print.
+ * dumpers (api/jsonutil.h pgd_api_json_dump_py, pgd_api_json_dump_py_indent; common/text.h
+ * pgd_json_quote_py) whose text the templates print.
  *
- * Expected dumps are Python's own output, json.dumps(x, ensure_ascii=False) run by hand and
- * pasted here as literals; never produced by the code under test.
+ * Expected dumps are Python's own output, json.dumps(x, ensure_ascii=False) (and indent=4) run
+ * by hand and pasted here as literals; never produced by the code under test.
  */
 #include <math.h>
 #include <stdio.h>
@@ -137,6 +138,92 @@ static void test_dump_py_values(void) {
     CHECK_EQ_STR(b.data, "\"\"");
     json_decref(j);
     pgd_buf_free(&b);
+}
+
+/* json.dumps(x, indent=4, ensure_ascii=False): what a template's tojson(indent=4) prints (Llama
+ * 3.1+ tool definitions). Each pair: the input, then Python's output pasted. */
+static void test_dump_py_indent(void) {
+    static const struct {
+        const char *json, *want;
+    } cases[] = {
+        {"{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+         "\"Wetter in Z\\u00fcrich \\u2014 \\\"heute\\\"\\n\", \"parameters\": {\"type\": "
+         "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": "
+         "\"integer\", \"minimum\": 1}}, \"required\": [\"city\"]}}}",
+         "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": "
+         "\"get_weather\",\n        \"description\": \"Wetter in Z\xc3\xbcrich \xe2\x80\x94 "
+         "\\\"heute\\\"\\n\",\n        \"parameters\": {\n            \"type\": \"object\",\n      "
+         "      \"properties\": {\n                \"city\": {\n                    \"type\": "
+         "\"string\"\n                },\n                \"days\": {\n                    "
+         "\"type\": \"integer\",\n                    \"minimum\": 1\n                }\n          "
+         "  },\n            \"required\": [\n                \"city\"\n            ]\n        }\n  "
+         "  }\n}"},
+        {"{}", "{}"},
+        {"[]", "[]"},
+        {"{\"a\": {}, \"b\": [], \"c\": [{}], \"d\": [[]]}",
+         "{\n    \"a\": {},\n    \"b\": [],\n    \"c\": [\n        {}\n    ],\n    \"d\": [\n      "
+         "  []\n    ]\n}"},
+        {"[1, 2.5, -0.0, 1e+16, 1e-05, true, false, null, \"\\u65e5\\u672c \\ud83c\\udf89\"]",
+         "[\n    1,\n    2.5,\n    -0.0,\n    1e+16,\n    1e-05,\n    true,\n    false,\n    "
+         "null,\n    \"\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x8e\x89\"\n]"},
+        {"\"x\\u0001\\t\"", "\"x\\u0001\\t\""},
+        {"{\"nested\": {\"deep\": [[], {\"e\": \"\"}, [1, [2, {\"f\": 0.1}]]]}}",
+         "{\n    \"nested\": {\n        \"deep\": [\n            [],\n            {\n              "
+         "  \"e\": \"\"\n            },\n            [\n                1,\n                [\n    "
+         "                2,\n                    {\n                        \"f\": 0.1\n          "
+         "          }\n                ]\n            ]\n        ]\n    }\n}"},
+        {"0", "0"},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(cases); i++) {
+        json_error_t err;
+        json_t *j = json_loads(cases[i].json, JSON_DECODE_ANY, &err);
+        if (!j) fprintf(stderr, "  bad test JSON %zu: %s\n", i, err.text);
+        REQUIRE(j);
+        pgd_buf b = PGD_BUF_INIT;
+        CHECK_EQ_INT(pgd_api_json_dump_py_indent(j, 4, &b), 0);
+        CHECK_EQ_STR(b.data, cases[i].want);
+        /* indent 0 is the compact dump */
+        pgd_buf c = PGD_BUF_INIT;
+        CHECK_EQ_INT(pgd_api_json_dump_py_indent(j, 0, &c), 0);
+        CHECK_EQ_STR(c.data, dump(j));
+        pgd_buf_free(&b);
+        pgd_buf_free(&c);
+        json_decref(j);
+    }
+    /* another width: json.dumps({"k": [1, {}]}, indent=2) */
+    json_t *j = json_pack("{s:[i,{}]}", "k", 1);
+    REQUIRE(j);
+    pgd_buf b = PGD_BUF_INIT;
+    REQUIRE(pgd_buf_puts(&b, "x=") == 0);
+    CHECK_EQ_INT(pgd_api_json_dump_py_indent(j, 2, &b), 0); /* appends */
+    CHECK_EQ_STR(b.data, "x={\n  \"k\": [\n    1,\n    {}\n  ]\n}");
+    pgd_buf_free(&b);
+    json_decref(j);
+}
+
+/* pgd_json_quote_py (common/text.h): json.dumps(s, ensure_ascii=False) of a string, the way a
+ * template's `content | tojson` prints a tool result. */
+static void test_json_quote_py(void) {
+    static const struct {
+        const char *s;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {"", 0, "\"\""},
+        {"plain", 5, "\"plain\""},
+        {"q\"b\\s/\n\x0d\t\x08\x0c", 11, "\"q\\\"b\\\\s/\\n\\r\\t\\b\\f\""},
+        {"\x00\x1f\x7f \xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x8e\x89", 15,
+         "\"\\u0000\\u001f\x7f \xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x8e\x89\""},
+        {"<|eot_id|>", 10, "\"<|eot_id|>\""},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(cases); i++) {
+        pgd_buf b = PGD_BUF_INIT;
+        REQUIRE(pgd_buf_puts(&b, "<") == 0);
+        CHECK_EQ_INT(pgd_json_quote_py(cases[i].s, cases[i].n, &b), 0);
+        CHECK_EQ_INT(b.len, 1 + strlen(cases[i].want));
+        CHECK(b.len > 0 && !memcmp(b.data + 1, cases[i].want, b.len - 1));
+        pgd_buf_free(&b);
+    }
 }
 
 /* ---- pgd_messages_parse ---- */
@@ -351,6 +438,8 @@ static void test_errors(void) {
 int main(void) {
     RUN(test_dump_py_reals);
     RUN(test_dump_py_values);
+    RUN(test_dump_py_indent);
+    RUN(test_json_quote_py);
     RUN(test_tool_conversation);
     RUN(test_many_calls);
     RUN(test_errors);

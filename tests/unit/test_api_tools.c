@@ -100,20 +100,44 @@ static void test_choices(void) {
     CHECK(!allows(r.json, "[{\"arguments\": {\"xs\": []}, \"name\": \"add\"}]"));
     pgd_api_request_free(&r);
 
-    /* required, tools whose parameters a union cannot tell apart: the names are constrained,
-     * the arguments are any object */
+    /* required, several tools: each call's arguments follow its own tool's parameters (the
+     * name, read first, leaves one branch of the union) */
     REQUIRE(parse("{" MSGS ",\"tools\":[" WEATHER "," ADD "," NOARGS
                   "],\"tool_choice\":\"required\"}",
                   &r) == 0);
     REQUIRE(r.json != NULL);
     CHECK(allows(r.json, "[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\",\"unit\":"
-                         "\"f\"}},{\"name\":\"ping\",\"arguments\":{}}]"));
-    CHECK(allows(r.json, "[{\"name\": \"add\", \"arguments\": {\"xs\": [1.5]}}]"));
+                         "\"f\"}},{\"name\":\"ping\",\"arguments\":{}},{\"name\":\"add\","
+                         "\"arguments\":{\"xs\":[2]}}]"));
+    CHECK(!allows(r.json, "[{\"name\": \"add\", \"arguments\": {\"xs\": [1.5]}}]"));
+    CHECK(!allows(r.json, "[{\"name\": \"add\", \"arguments\": {\"city\": \"Oslo\"}}]"));
+    CHECK(!allows(r.json, "[{\"name\": \"ping\", \"arguments\": {\"xs\": [1]}}]"));
+    CHECK(!allows(r.json, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]"));
     CHECK(!allows(r.json, "[]"));
     CHECK(!allows(r.json, "[{\"name\": \"nope\", \"arguments\": {}}]"));
-    CHECK(!allows(r.json, "[{\"name\": \"ping\", \"arguments\": []}]"));
     CHECK(!allows(r.json, "[{\"name\": \"ping\"}]"));
     pgd_api_request_free(&r);
+
+    /* more tools than a union holds: the names are constrained, the arguments are objects */
+    {
+        pgd_buf body = PGD_BUF_INIT;
+        pgd_buf_puts(&body, "{" MSGS ",\"tool_choice\":\"required\",\"tools\":[");
+        for (int i = 0; i < 17; i++)
+            pgd_buf_printf(&body,
+                           "%s{\"type\":\"function\",\"function\":{\"name\":\"t%d\","
+                           "\"parameters\":{\"type\":\"object\",\"properties\":{\"v%d\":"
+                           "{\"type\":\"integer\"}}}}}",
+                           i ? "," : "", i, i);
+        pgd_buf_puts(&body, "]}");
+        REQUIRE(parse(body.data, &r) == 0);
+        REQUIRE(r.json != NULL);
+        CHECK(allows(r.json, "[{\"name\": \"t16\", \"arguments\": {\"v16\": 1}}]"));
+        CHECK(allows(r.json, "[{\"name\": \"t3\", \"arguments\": {\"v16\": \"x\"}}]"));
+        CHECK(!allows(r.json, "[{\"name\": \"t17\", \"arguments\": {}}]"));
+        CHECK(!allows(r.json, "[{\"name\": \"t1\", \"arguments\": 1}]"));
+        pgd_api_request_free(&r);
+        pgd_buf_free(&body);
+    }
 
     /* parallel_tool_calls false: one call at most */
     REQUIRE(parse("{" MSGS ",\"tools\":[" NOARGS "],\"tool_choice\":\"required\","
@@ -132,58 +156,76 @@ typedef struct {
     const char *out; /* the model's output */
     pgd_tool_choice choice;
     bool parallel;
+    bool llama;              /* the Llama 3.x JSON format (else Hermes) */
     const char *content;     /* expected content */
     const char *calls[3][2]; /* expected (name, arguments), NULL-terminated */
 } parse_case;
 
 #define A PGD_TOOL_CHOICE_AUTO
 static const parse_case k_cases[] = {
-    {"Hello there.", A, true, "Hello there.", {{0}}},
-    {"  lead and trail  \n", A, true, "  lead and trail  \n", {{0}}},
+    {"Hello there.", A, true, false, "Hello there.", {{0}}},
+    {"  lead and trail  \n", A, true, false, "  lead and trail  \n", {{0}}},
     {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
      A,
      true,
+     false,
      "",
      {{"get_weather", "{\"city\": \"Paris\"}"}}},
     {"Let me look.\n<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":[1,2.5,\"\\u00e9\"]}}\n"
      "</tool_call>\n<tool_call>{\"name\": \"b\"}</tool_call>\n",
      A,
      true,
+     false,
      "Let me look.",
      {{"a", "{\"x\": [1, 2.5, \"\xc3\xa9\"]}"}, {"b", "{}"}}},
     /* "parameters" for "arguments" */
     {"<tool_call>{\"name\": \"c\", \"parameters\": {\"k\": null}}</tool_call>",
      A,
      true,
+     false,
      "",
      {{"c", "{\"k\": null}"}}},
     /* a block that is not a call stays content, tags included */
-    {"x <tool_call>not json</tool_call> y", A, true, "x <tool_call>not json</tool_call> y", {{0}}},
+    {"x <tool_call>not json</tool_call> y",
+     A,
+     true,
+     false,
+     "x <tool_call>not json</tool_call> y",
+     {{0}}},
     {"<tool_call>{\"arguments\": {}}</tool_call>",
      A,
      true,
+     false,
      "<tool_call>{\"arguments\": {}}</tool_call>",
      {{0}}},
     {"<tool_call>{\"name\": \"d\", \"arguments\": [1]}</tool_call>",
      A,
      true,
+     false,
      "<tool_call>{\"name\": \"d\", \"arguments\": [1]}</tool_call>",
      {{0}}},
     /* text after calls is content; whitespace next to calls is not */
-    {"<tool_call>{\"name\": \"e\"}</tool_call>\n\nDone.", A, true, "\n\nDone.", {{"e", "{}"}}},
+    {"<tool_call>{\"name\": \"e\"}</tool_call>\n\nDone.",
+     A,
+     true,
+     false,
+     "\n\nDone.",
+     {{"e", "{}"}}},
     /* an unterminated block: a call when it parses, else content */
-    {"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n", A, true, "", {{"f", "{}"}}},
+    {"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n", A, true, false, "", {{"f", "{}"}}},
     {"Hi <tool_call>\n{\"name\": \"f\", \"argu",
      A,
      true,
+     false,
      "Hi <tool_call>\n{\"name\": \"f\", \"argu",
      {{0}}},
     /* a prefix of the tag at the end is content */
-    {"a <tool_c", A, true, "a <tool_c", {{0}}},
-    {"<tool_callx>", A, true, "<tool_callx>", {{0}}},
+    {"a <tool_c", A, true, false, "a <tool_c", {{0}}},
+    {"<tool_callx>", A, true, false, "<tool_callx>", {{0}}},
     /* parallel_tool_calls false: the first call only */
     {"<tool_call>{\"name\": \"g\"}</tool_call><tool_call>{\"name\": \"h\"}</tool_call>",
      A,
+     false,
      false,
      "",
      {{"g", "{}"}}},
@@ -191,33 +233,63 @@ static const parse_case k_cases[] = {
     {"[{\"name\": \"g\", \"arguments\": {\"a\": 1}}, {\"name\": \"h\", \"arguments\": {}}]",
      PGD_TOOL_CHOICE_REQUIRED,
      true,
+     false,
      "",
      {{"g", "{\"a\": 1}"}, {"h", "{}"}}},
     {"[{\"name\": \"g\", \"argum",
      PGD_TOOL_CHOICE_REQUIRED,
      true,
+     false,
      "[{\"name\": \"g\", \"argum",
      {{0}}},
     /* named: the arguments */
     {"{\"city\":\"Rome\"}",
      PGD_TOOL_CHOICE_NAMED,
      true,
+     false,
      "",
      {{"get_weather", "{\"city\": \"Rome\"}"}}},
-    {"{\"city\":\"Ro", PGD_TOOL_CHOICE_NAMED, true, "{\"city\":\"Ro", {{0}}},
+    {"{\"city\":\"Ro", PGD_TOOL_CHOICE_NAMED, true, false, "{\"city\":\"Ro", {{0}}},
     /* none: everything is content */
     {"<tool_call>{\"name\": \"e\"}</tool_call>",
      PGD_TOOL_CHOICE_NONE,
      true,
+     false,
      "<tool_call>{\"name\": \"e\"}</tool_call>",
      {{0}}},
+    /* Llama 3.x: the answer is calls when it begins with '{' or '[' (after a python tag) */
+    {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+     A,
+     true,
+     true,
+     "",
+     {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {" \n<|python_tag|>{\"name\": \"a\", \"arguments\": {}}; {\"name\": \"b\", \"parameters\": "
+     "{\"x\": 1.0}}",
+     A,
+     true,
+     true,
+     "",
+     {{"a", "{}"}, {"b", "{\"x\": 1.0}"}}},
+    {"[{\"name\": \"a\"}, {\"name\": \"b\"}]", A, false, true, "", {{"a", "{}"}}},
+    {"Hello {\"name\": \"a\"}", A, true, true, "Hello {\"name\": \"a\"}", {{0}}},
+    {"  <b>hi</b>", A, true, true, "  <b>hi</b>", {{0}}},
+    {"{\"city\": \"Paris\"}", A, true, true, "{\"city\": \"Paris\"}", {{0}}},
+    {"{\"name\": \"a\"} trailing", A, true, true, "{\"name\": \"a\"} trailing", {{0}}},
+    {"{\"name\": \"a\", \"param", A, true, true, "{\"name\": \"a\", \"param", {{0}}},
+    {"<|python", A, true, true, "<|python", {{0}}},
+    {"  \n", A, true, true, "  \n", {{0}}},
 };
 #undef A
 
 /* Feeds `out` cut at the offsets in cuts[0..n_cuts) (ascending) and checks the result. */
 static void run_case(const parse_case *c, const size_t *cuts, size_t n_cuts) {
     pgd_str names[1] = {{"get_weather", 11}};
-    pgd_api_tools t = {.n = 1, .names = names, .choice = c->choice, .parallel = c->parallel};
+    pgd_api_tools t = {.n = 1,
+                       .names = names,
+                       .choice = c->choice,
+                       .parallel = c->parallel,
+                       .format = c->llama ? PGD_CHAT_TOOLS_LLAMA_JSON : PGD_CHAT_TOOLS_HERMES};
     pgd_tool_parser *p = NULL;
     REQUIRE(pgd_tool_parser_new(&t, &p) == 0);
     pgd_buf content = PGD_BUF_INIT;
@@ -276,7 +348,11 @@ static void test_parser(void) {
 /* Content comes out as soon as it is known: a stream does not wait for the end. */
 static void test_parser_streams(void) {
     pgd_str names[1] = {{"x", 1}};
-    pgd_api_tools t = {.n = 1, .names = names, .choice = PGD_TOOL_CHOICE_AUTO, .parallel = true};
+    pgd_api_tools t = {.n = 1,
+                       .names = names,
+                       .choice = PGD_TOOL_CHOICE_AUTO,
+                       .parallel = true,
+                       .format = PGD_CHAT_TOOLS_HERMES};
     pgd_tool_parser *p = NULL;
     REQUIRE(pgd_tool_parser_new(&t, &p) == 0);
     pgd_buf out = PGD_BUF_INIT;

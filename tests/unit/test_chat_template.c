@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "engine/text/chat_template.h"
@@ -59,6 +60,119 @@ static const char LLAMA3[] =
 static const char LLAMA31_SNIPPET[] =
     "{{- bos_token }}\n{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{{- "
     "\"Cutting Knowledge Date: December 2023\\n\" }}{{- \"<|eot_id|>\" }}";
+
+/* Meta's Llama-3.2-Instruct template (tests/reference/templates/llama-3.2-instruct.jinja) */
+static const char LLAMA32[] =
+    "{{- bos_token }}\n"
+    "{%- if custom_tools is defined %}\n"
+    "    {%- set tools = custom_tools %}\n"
+    "{%- endif %}\n"
+    "{%- if not tools_in_user_message is defined %}\n"
+    "    {%- set tools_in_user_message = true %}\n"
+    "{%- endif %}\n"
+    "{%- if not date_string is defined %}\n"
+    "    {%- if strftime_now is defined %}\n"
+    "        {%- set date_string = strftime_now(\"%d %b %Y\") %}\n"
+    "    {%- else %}\n"
+    "        {%- set date_string = \"26 Jul 2024\" %}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- if not tools is defined %}\n"
+    "    {%- set tools = none %}\n"
+    "{%- endif %}\n"
+    "\n"
+    "{#- This block extracts the system message, so we can slot it into the right place. #}\n"
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {%- set system_message = messages[0]['content']|trim %}\n"
+    "    {%- set messages = messages[1:] %}\n"
+    "{%- else %}\n"
+    "    {%- set system_message = \"\" %}\n"
+    "{%- endif %}\n"
+    "\n"
+    "{#- System message #}\n"
+    "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n"
+    "{%- if tools is not none %}\n"
+    "    {{- \"Environment: ipython\\n\" }}\n"
+    "{%- endif %}\n"
+    "{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n"
+    "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n"
+    "{%- if tools is not none and not tools_in_user_message %}\n"
+    "    {{- \"You have access to the following functions. To call a function, please respond with "
+    "JSON for a function call.\" }}\n"
+    "    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+    "argument name and its value}.' }}\n"
+    "    {{- \"Do not use variables.\\n\\n\" }}\n"
+    "    {%- for t in tools %}\n"
+    "        {{- t | tojson(indent=4) }}\n"
+    "        {{- \"\\n\\n\" }}\n"
+    "    {%- endfor %}\n"
+    "{%- endif %}\n"
+    "{{- system_message }}\n"
+    "{{- \"<|eot_id|>\" }}\n"
+    "\n"
+    "{#- Custom tools are passed in a user message with some extra guidance #}\n"
+    "{%- if tools_in_user_message and not tools is none %}\n"
+    "    {#- Extract the first user message so we can plug it in here #}\n"
+    "    {%- if messages | length != 0 %}\n"
+    "        {%- set first_user_message = messages[0]['content']|trim %}\n"
+    "        {%- set messages = messages[1:] %}\n"
+    "    {%- else %}\n"
+    "        {{- raise_exception(\"Cannot put tools in the first user message when there's no "
+    "first user message!\") }}\n"
+    "{%- endif %}\n"
+    "    {{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}\n"
+    "    {{- \"Given the following functions, please respond with a JSON for a function call \" "
+    "}}\n"
+    "    {{- \"with its proper arguments that best answers the given prompt.\\n\\n\" }}\n"
+    "    {{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+    "argument name and its value}.' }}\n"
+    "    {{- \"Do not use variables.\\n\\n\" }}\n"
+    "    {%- for t in tools %}\n"
+    "        {{- t | tojson(indent=4) }}\n"
+    "        {{- \"\\n\\n\" }}\n"
+    "    {%- endfor %}\n"
+    "    {{- first_user_message + \"<|eot_id|>\"}}\n"
+    "{%- endif %}\n"
+    "\n"
+    "{%- for message in messages %}\n"
+    "    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in "
+    "message) %}\n"
+    "        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+    "message['content'] | trim + '<|eot_id|>' }}\n"
+    "    {%- elif 'tool_calls' in message %}\n"
+    "        {%- if not message.tool_calls|length == 1 %}\n"
+    "            {{- raise_exception(\"This model only supports single tool-calls at once!\") }}\n"
+    "        {%- endif %}\n"
+    "        {%- set tool_call = message.tool_calls[0].function %}\n"
+    "        {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}\n"
+    "        {{- '{\"name\": \"' + tool_call.name + '\", ' }}\n"
+    "        {{- '\"parameters\": ' }}\n"
+    "        {{- tool_call.arguments | tojson }}\n"
+    "        {{- \"}\" }}\n"
+    "        {{- \"<|eot_id|>\" }}\n"
+    "    {%- elif message.role == \"tool\" or message.role == \"ipython\" %}\n"
+    "        {{- \"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}\n"
+    "        {%- if message.content is mapping or message.content is iterable %}\n"
+    "            {{- message.content | tojson }}\n"
+    "        {%- else %}\n"
+    "            {{- message.content }}\n"
+    "        {%- endif %}\n"
+    "        {{- \"<|eot_id|>\" }}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+    "{%- endif %}\n";
+
+/* The call-format line of Qwen2.5's tools block: double braces (its GGUF copy) or single ones
+ * (other revisions), inside a Jinja string literal */
+#define QWEN_TOOLS_LINE(open, close)                                                               \
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"\\n</tools>\\n\\nFor each function call, " \
+    "return a json object with function name and arguments within <tool_call></tool_call> XML "    \
+    "tags:\\n<tool_call>\\n" open "\\\"name\\\": <function-name>, \\\"arguments\\\": "             \
+    "<args-json-object>" close "\\n</tool_call><|im_end|>\\n\" }}{%- endif %}"
+static const char QWEN_TOOLS2[] = QWEN_TOOLS_LINE("{{", "}}");
+static const char QWEN_TOOLS1[] = QWEN_TOOLS_LINE("{", "}");
 
 static const char MISTRAL[] =
     "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
@@ -474,17 +588,24 @@ static void test_render_zephyr_phi3(void) {
 #define TOOLS_HEAD                                                                                 \
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "     \
     "provided with function signatures within <tools></tools> XML tags:\n<tools>"
-#define TOOLS_TAIL                                                                                 \
+#define TOOLS_TAIL_START                                                                           \
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments " \
-    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, "         \
-    "\"arguments\": <args-json-object>}}\n</tool_call><|im_end|>\n"
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+/* single braces (other Qwen2.5 revisions; every ChatML template without that text) */
+#define TOOLS_TAIL                                                                                 \
+    TOOLS_TAIL_START "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"            \
+                     "</tool_call><|im_end|>\n"
+/* double braces, printed as written (Qwen2.5's GGUF copy, tests/reference/templates/) */
+#define TOOLS_TAIL2                                                                                \
+    TOOLS_TAIL_START "{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n"          \
+                     "</tool_call><|im_end|>\n"
 #define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 static const pgd_str k_defs[2] = {
     S("{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}"),
     S("{\"type\": \"function\", \"function\": {\"name\": \"now\", \"description\": \"a\\nb\"}}"),
 };
-static const pgd_chat_tools k_tools = {k_defs, 2};
+static const pgd_chat_tools k_tools = {k_defs, NULL, 2};
 static const pgd_chat_tool_call k_calls[2] = {
     {S("get_weather"), S("{\"city\": \"Paris\"}")},
     {S("now"), S("{}")},
@@ -524,7 +645,7 @@ static void test_render_tools_chatml(void) {
                            "\n\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL TOOL_CONV_BODY
                            "<|im_start|>assistant\n"));
     /* no tools (NULL or none): tool calls and results still render, after the usual system turn */
-    pgd_chat_tools none = {NULL, 0};
+    pgd_chat_tools none = {NULL, NULL, 0};
     CHECK(renders_tools_as(t, &c, NULL, false,
                            "<|im_start|>system\n" QWEN_SYSTEM "<|im_end|>\n" TOOL_CONV_BODY));
     CHECK(renders_tools_as(t, &c, &none, false,
@@ -579,7 +700,343 @@ static void test_render_tools_chatml(void) {
     pgd_chat_template_free(t);
 }
 
-/* Every family but chatml refuses tools, "tool" messages and tool calls, saying why. */
+/* The tools block's braces follow the source: double only where it writes them. */
+static void test_chatml_tool_braces(void) {
+    conv f = {0};
+    add(&f, "user", "Hi");
+    pgd_chat_template *t = make(QWEN_TOOLS2, NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK(renders_tools_as(t, &f, &k_tools, true,
+                           "<|im_start|>system\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL2
+                           "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    pgd_chat_template_free(t);
+    t = make(QWEN_TOOLS1, NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK(renders_tools_as(t, &f, &k_tools, true,
+                           "<|im_start|>system\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL
+                           "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    pgd_chat_template_free(t);
+    /* the override keeps the source's braces; the family alone has single ones */
+    t = make(QWEN_TOOLS2, "chatml", NULL, NULL);
+    REQUIRE(t);
+    CHECK(renders_tools_as(t, &f, &k_tools, false,
+                           "<|im_start|>system\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL2
+                           "<|im_start|>user\nHi<|im_end|>\n"));
+    pgd_chat_template_free(t);
+    t = make(NULL, "chatml", NULL, NULL);
+    REQUIRE(t);
+    CHECK(pgd_chat_template_tool_format(t) == PGD_CHAT_TOOLS_HERMES);
+    CHECK(renders_tools_as(t, &f, &k_tools, false,
+                           "<|im_start|>system\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL
+                           "<|im_start|>user\nHi<|im_end|>\n"));
+    pgd_chat_template_free(t);
+}
+
+/* ---- Llama 3.1+ (dated) ---- */
+
+/* src with the first `from` replaced by `to` (malloc'd; NULL when `from` is not there). */
+static char *replaced(const char *src, const char *from, const char *to) {
+    const char *at = strstr(src, from);
+    if (!at) return NULL;
+    size_t a = (size_t)(at - src), f = strlen(from), t = strlen(to), n = strlen(src);
+    char *out = malloc(n - f + t + 1);
+    if (!out) return NULL;
+    memcpy(out, src, a);
+    memcpy(out + a, to, t);
+    memcpy(out + a + t, at + f, n - a - f + 1);
+    return out;
+}
+
+/* Llama 3.2's date block, and Llama 3.1's (a fixed date, no strftime_now) */
+#define DATE_32                                                                                    \
+    "{%- if not date_string is defined %}\n    {%- if strftime_now is defined %}\n        {%- "    \
+    "set date_string = strftime_now(\"%d %b %Y\") %}\n    {%- else %}\n        {%- set "           \
+    "date_string = \"26 Jul 2024\" %}\n    {%- endif %}\n{%- endif %}"
+#define DATE_31                                                                                    \
+    "{%- if not date_string is defined %}\n    {%- set date_string = \"26 Jul 2024\" %}\n{%- "     \
+    "endif %}"
+
+#define L3_SYS                                                                                     \
+    "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+#define L3_SYS_TOOLS                                                                               \
+    "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: " \
+    "December 2023\n"
+#define L3_TOOLS_HEAD                                                                              \
+    "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond "   \
+    "with a JSON for a function call with its proper arguments that best answers the given "       \
+    "prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of "    \
+    "argument name and its value}.Do not use variables.\n\n"
+#define L3_GEN "<|start_header_id|>assistant<|end_header_id|>\n\n"
+
+static const pgd_str k_defs_indent[2] = {
+    S("{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\"\n    "
+      "}\n}"),
+    S("{\n    \"type\": \"function\",\n    \"function\": {}\n}"),
+};
+static const pgd_chat_tools k_tools_both = {k_defs, k_defs_indent, 2};
+
+static void test_detect_llama3_dated(void) {
+    pgd_chat_template *t = make(LLAMA32, NULL, "<|begin_of_text|>", "<|eot_id|>");
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_LLAMA3);
+    CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_LLAMA_JSON);
+    CHECK(pgd_chat_template_renders_tools(t));
+    pgd_chat_template_free(t);
+    /* the same family forced keeps the variant; the family alone is Llama 3.0's, no tools */
+    t = make(LLAMA32, "llama3", NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_LLAMA_JSON);
+    pgd_chat_template_free(t);
+    t = make(NULL, "llama3", NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_NONE);
+    CHECK(!pgd_chat_template_renders_tools(t));
+    pgd_chat_template_free(t);
+    t = make(LLAMA3, NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_NONE);
+    pgd_chat_template_free(t);
+    t = make(SMOLLM2, NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_HERMES);
+    pgd_chat_template_free(t);
+    for (int f = 0; f < PGD_CHAT_FAMILY_COUNT; f++) {
+        if (f == PGD_CHAT_CHATML) continue;
+        t = make(NULL, pgd_chat_family_name((pgd_chat_family)f), NULL, NULL);
+        REQUIRE(t);
+        CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_NONE);
+        pgd_chat_template_free(t);
+    }
+
+    /* Llama 3.1's date block (no strftime_now) is accepted too */
+    char *l31 = replaced(LLAMA32, DATE_32, DATE_31);
+    REQUIRE(l31);
+    t = make(l31, NULL, NULL, NULL);
+    CHECK(t != NULL);
+    if (t) CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_LLAMA_JSON);
+    pgd_chat_template_free(t);
+    free(l31);
+
+    /* dated templates other than Meta's are refused, naming the override */
+    struct {
+        const char *from, *to, *why;
+    } bad[] = {
+        {"This model only supports single tool-calls at once!", "One call at a time!",
+         "other than Meta's published template"},
+        {"message['content'] | trim", "message['content']", "other than Meta's published"},
+        {"Given the following functions", "Given these functions", "other than Meta's"},
+        {"<|start_header_id|>ipython", "<|start_header_id|>tool", "other than Meta's"},
+        {"Cutting Knowledge Date: December 2023", "Cutting Knowledge Date: June 2024",
+         "other than Meta's"},
+        {"%d %b %Y", "%d %B %Y", "another date format"},
+        {"{{- bos_token }}", "{{- bos_token }}{{ '<|image|>' }}", "Vision"},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(bad); i++) {
+        char *src = replaced(LLAMA32, bad[i].from, bad[i].to);
+        REQUIRE(src);
+        pgd_chat_template *u = (pgd_chat_template *)1;
+        CHECK_EQ_INT(pgd_chat_template_detect(src, strlen(src), NULL, NULL, NULL, &u),
+                     PGD_EUNSUPPORTED);
+        if (u) fprintf(stderr, "  case %zu accepted\n", i);
+        CHECK(u == NULL);
+        pgd_chat_template_free(u);
+        CHECK(strstr(pgd_error_detail(), bad[i].why) != NULL);
+        CHECK(strstr(pgd_error_detail(), "--chat-template llama3") != NULL);
+        free(src);
+    }
+    /* Meta's template without its date lines is not Llama 3.0's either */
+    char *undated = replaced(LLAMA32, "{{- \"Cutting Knowledge Date: December 2023\\n\" }}", "");
+    REQUIRE(undated);
+    char *undated2 = replaced(undated, DATE_32, "");
+    REQUIRE(undated2);
+    char *undated3 = replaced(undated2, "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}", "");
+    REQUIRE(undated3);
+    CHECK(strstr(undated3, "date_string") == NULL && strstr(undated3, "Cutting") == NULL);
+    CHECK_EQ_INT(pgd_chat_template_detect(undated3, strlen(undated3), NULL, NULL, NULL, &t),
+                 PGD_EUNSUPPORTED);
+    free(undated);
+    free(undated2);
+    free(undated3);
+}
+
+static void test_render_llama3_dated(void) {
+    char *l31 = replaced(LLAMA32, DATE_32, DATE_31);
+    REQUIRE(l31);
+    pgd_chat_template *t = make(l31, NULL, "<|begin_of_text|>", "<|eot_id|>");
+    free(l31);
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "system", " Be brief \n");
+    add(&c, "user", "\tHi ");
+    add(&c, "assistant", " Yo ");
+    add(&c, "system", " late ");
+    CHECK(renders_as(t, &c, true,
+                     "<|begin_of_text|>" L3_SYS "Today Date: 26 Jul 2024\n\nBe brief<|eot_id|>"
+                     "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                     "<|start_header_id|>assistant<|end_header_id|>\n\nYo<|eot_id|>"
+                     "<|start_header_id|>system<|end_header_id|>\n\nlate<|eot_id|>" L3_GEN));
+    /* no system message: the system turn is written all the same, empty */
+    conv d = {0};
+    add(&d, "user", "Hi");
+    CHECK(renders_as(t, &d, false,
+                     "<|begin_of_text|>" L3_SYS "Today Date: 26 Jul 2024\n\n<|eot_id|>"
+                     "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"));
+    conv e = {0};
+    add(&e, "system", "S");
+    CHECK(renders_as(t, &e, true,
+                     "<|begin_of_text|>" L3_SYS "Today Date: 26 Jul 2024\n\nS<|eot_id|>" L3_GEN));
+
+    /* tools, a call, a result: the definitions indented in the first user turn, the call's
+     * content not written, the result as a JSON string */
+    conv f = {0};
+    add(&f, "user", " Weather? ");
+    add(&f, "assistant", "not written");
+    with_calls(&f, k_calls, 1);
+    add(&f, "tool", "22\"C\n\x01\xc3\xa9");
+    add(&f, "assistant", "It is 22C.");
+    add(&f, "tool", "");
+    const char *tool_body =
+        "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", "
+        "\"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"
+        "<|start_header_id|>ipython<|end_header_id|>\n\n\"22\\\"C\\n\\u0001\xc3\xa9\"<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nIt is 22C.<|eot_id|>"
+        "<|start_header_id|>ipython<|end_header_id|>\n\n\"\"<|eot_id|>";
+    char want[2048];
+    snprintf(want, sizeof want,
+             "<|begin_of_text|>" L3_SYS_TOOLS "Today Date: 26 Jul 2024\n\n<|eot_id|>" L3_TOOLS_HEAD
+             "%.*s\n\n%.*s\n\nWeather?<|eot_id|>%s" L3_GEN,
+             (int)k_defs_indent[0].len, k_defs_indent[0].ptr, (int)k_defs_indent[1].len,
+             k_defs_indent[1].ptr, tool_body);
+    CHECK(renders_tools_as(t, &f, &k_tools_both, true, want));
+    /* without tools: the same calls and results, after a plain system turn */
+    snprintf(want, sizeof want,
+             "<|begin_of_text|>" L3_SYS "Today Date: 26 Jul 2024\n\n<|eot_id|>"
+             "<|start_header_id|>user<|end_header_id|>\n\nWeather?<|eot_id|>%s",
+             tool_body);
+    CHECK(renders_as(t, &f, false, want));
+    /* a system message and tools: the system text, then the first message after it */
+    conv g = {0};
+    add(&g, "system", "S ");
+    add(&g, "tool", " first ");
+    add(&g, "user", "U");
+    snprintf(want, sizeof want,
+             "<|begin_of_text|>" L3_SYS_TOOLS "Today Date: 26 Jul 2024\n\nS<|eot_id|>" L3_TOOLS_HEAD
+             "%.*s\n\n%.*s\n\nfirst<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU"
+             "<|eot_id|>",
+             (int)k_defs_indent[0].len, k_defs_indent[0].ptr, (int)k_defs_indent[1].len,
+             k_defs_indent[1].ptr);
+    CHECK(renders_tools_as(t, &g, &k_tools_both, false, want));
+
+    /* the template's refusals */
+    pgd_chat_prompt p;
+    conv two = {0};
+    add(&two, "user", "u");
+    add(&two, "assistant", "");
+    with_calls(&two, k_calls, 2);
+    CHECK_EQ_INT(pgd_chat_render(t, two.m, two.n, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "This model only supports single tool-calls at once!"));
+    CHECK(p.text.data == NULL && p.special == NULL && p.n_special == 0);
+    CHECK_EQ_INT(pgd_chat_render_tools(t, e.m, e.n, &k_tools_both, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "Cannot put tools in the first user message when there's no "
+                                     "first user message!"));
+    /* the indented definitions are the ones read */
+    const pgd_chat_tools compact_only = {k_defs, NULL, 2};
+    CHECK_EQ_INT(pgd_chat_render_tools(t, d.m, d.n, &compact_only, true, &p), PGD_EINVAL);
+    CHECK(strstr(pgd_error_detail(), "indented"));
+    pgd_chat_template_free(t);
+
+    /* the date: a fixed date is taken from the source */
+    char *other = replaced(LLAMA32, DATE_32,
+                           "{%- if not date_string is defined %}\n    {%- set date_string = "
+                           "'01 Jan 2025' %}\n{%- endif %}");
+    REQUIRE(other);
+    t = make(other, NULL, "", "");
+    free(other);
+    REQUIRE(t);
+    CHECK(renders_as(t, &d, false,
+                     L3_SYS "Today Date: 01 Jan 2025\n\n<|eot_id|>"
+                            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"));
+    pgd_chat_template_free(t);
+}
+
+/* Llama 3.2 calls strftime_now: today's local date, as strftime("%d %b %Y") in the C locale. */
+static void test_llama3_today(void) {
+    pgd_chat_template *t = make(LLAMA32, NULL, "B", "E");
+    REQUIRE(t);
+    conv d = {0};
+    add(&d, "user", "Hi");
+    for (int attempt = 0; attempt < 2; attempt++) { /* a render across midnight: once more */
+        char date[64], want[512];
+        time_t now = time(NULL);
+        struct tm tm;
+        REQUIRE(localtime_r(&now, &tm) != NULL);
+        REQUIRE(strftime(date, sizeof date, "%d %b %Y", &tm) > 0);
+        snprintf(want, sizeof want,
+                 "B" L3_SYS "Today Date: %s\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>"
+                 "\n\nHi<|eot_id|>" L3_GEN,
+                 date);
+        pgd_chat_prompt p;
+        REQUIRE(pgd_chat_render(t, d.m, d.n, true, &p) == 0);
+        int same = !strcmp(p.text.data, want);
+        if (!same && attempt) fprintf(stderr, "  got \"%s\"\n  want \"%s\"\n", p.text.data, want);
+        /* the date is template text */
+        size_t at = strlen("B" L3_SYS "Today Date: ");
+        CHECK(in_span(&p, at) && in_span(&p, at + strlen(date) - 1));
+        pgd_chat_prompt_free(&p);
+        if (same) break;
+        CHECK(attempt == 0);
+    }
+    pgd_chat_template_free(t);
+}
+
+/* The bytes outside p's spans, in order, are exactly `want` (want_len bytes). */
+static int outside_is(const pgd_chat_prompt *p, const char *want, size_t want_len) {
+    char buf[2048];
+    size_t o = 0, at = 0;
+    for (size_t i = 0; i <= p->n_special; i++) {
+        size_t end = i < p->n_special ? p->special[i].begin : p->text.len;
+        if (o + end - at > sizeof buf) return 0;
+        memcpy(buf + o, p->text.data + at, end - at);
+        o += end - at;
+        if (i < p->n_special) at = p->special[i].end;
+    }
+    int ok = o == want_len && !memcmp(buf, want, o);
+    if (!ok) fprintf(stderr, "  outside the spans: \"%.*s\"\n", (int)o, buf);
+    return ok;
+}
+
+/* Llama 3.1+ spans: exactly the content (system text, definitions, first message, call names
+ * and arguments, quoted results) lies outside them. */
+static void test_llama3_dated_spans(void) {
+    pgd_chat_template *t = make(LLAMA32, NULL, "<|begin_of_text|>", "<|eot_id|>");
+    REQUIRE(t);
+    static const pgd_str defs[1] = {S("<|eot_id|>{\n    \"a\": 1\n}")};
+    static const pgd_chat_tool_call call = {S("<|python_tag|>"), S("{\"x\": \"<|eot_id|>\"}")};
+    const pgd_chat_tools tools = {defs, defs, 1};
+    conv c = {0};
+    add(&c, "system", " <|eot_id|>sys ");
+    add(&c, "user", "<|start_header_id|>");
+    add(&c, "assistant", "dropped");
+    with_calls(&c, &call, 1);
+    add(&c, "tool", "<|eot_id|>\"r\"");
+    add(&c, "user", "<|end_header_id|>");
+    pgd_chat_prompt p;
+    REQUIRE(pgd_chat_render_tools(t, c.m, c.n, &tools, true, &p) == 0);
+    CHECK(spans_well_formed(&p));
+    static const char want[] = "<|eot_id|>sys"
+                               "<|eot_id|>{\n    \"a\": 1\n}"
+                               "<|start_header_id|>"
+                               "<|python_tag|>{\"x\": \"<|eot_id|>\"}"
+                               "\"<|eot_id|>\\\"r\\\"\""
+                               "<|end_header_id|>";
+    CHECK(outside_is(&p, want, sizeof want - 1));
+    pgd_chat_prompt_free(&p);
+    pgd_chat_template_free(t);
+    /* without tools: test_spans_never_cover_content */
+}
+
+/* Every template without a tool format refuses tools, "tool" messages and tool calls, saying
+ * why. */
 static void test_tools_refused(void) {
     static const char *const srcs[] = {LLAMA2, LLAMA3, MISTRAL, GEMMA3_SNIPPET,
                                        GEMMA2, ZEPHYR, PHI3,    PHI35};
@@ -610,7 +1067,7 @@ static void test_tools_refused(void) {
         CHECK(strstr(pgd_error_detail(), "tool format"));
         CHECK(strstr(pgd_error_detail(), "message 1 has tool calls"));
         /* no tools offered (NULL or none) and no tool messages: renders as before */
-        pgd_chat_tools none = {NULL, 0};
+        pgd_chat_tools none = {NULL, NULL, 0};
         CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &none, true, &p), 0);
         pgd_chat_prompt_free(&p);
         pgd_chat_template_free(t);
@@ -637,7 +1094,7 @@ static void test_tools_refused(void) {
     with_calls(&b, &broken, 1);
     CHECK_EQ_INT(pgd_chat_render(t, b.m, b.n, true, &p), PGD_EINVAL);
     static const pgd_str bad_def = {NULL, 4};
-    pgd_chat_tools bad_tools = {&bad_def, 1};
+    pgd_chat_tools bad_tools = {&bad_def, NULL, 1};
     CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &bad_tools, true, &p), PGD_EINVAL);
     pgd_chat_template_free(t);
 }
@@ -654,7 +1111,7 @@ static void test_tool_spans(void) {
         {S("<|im_start|>"), S("{\"x\": \"</tool_call>\"}")}, {S("f"), S("{}")}};
     static const pgd_chat_tool_call calls_b[2] = {{S("ZZZZZZZZZZZZ"), S("ZZZZZZZZZZZZZZZZZZZZZ")},
                                                   {S("Z"), S("ZZ")}};
-    const pgd_chat_tools ta = {defs_a, 2}, tb = {defs_b, 2};
+    const pgd_chat_tools ta = {defs_a, NULL, 2}, tb = {defs_b, NULL, 2};
     for (int sys = 0; sys < 2; sys++) {
         conv a = {0}, b = {0};
         if (sys) {
@@ -813,6 +1270,8 @@ static void test_spans_never_cover_content(void) {
     check_spans_exact(LLAMA2, NULL, "<s>", "</s>", sys, 4);
     check_spans_exact(LLAMA2, NULL, "<s>", "</s>", alt, 5);
     check_spans_exact(LLAMA3, NULL, "<|begin_of_text|>", "<|eot_id|>", sys, 4);
+    check_spans_exact(LLAMA32, NULL, "<|begin_of_text|>", "<|eot_id|>", sys, 4);
+    check_spans_exact(LLAMA32, NULL, "<|begin_of_text|>", "<|eot_id|>", alt, 5);
     check_spans_exact(MISTRAL, NULL, "<s>", "</s>", alt, 5);
     check_spans_exact(GEMMA3_SNIPPET, NULL, "<bos>", "<eos>", sys, 4);
     check_spans_exact(ZEPHYR, NULL, "<s>", "</s>", sys, 4);
@@ -961,6 +1420,11 @@ int main(void) {
     RUN(test_render_tools_chatml);
     RUN(test_tools_refused);
     RUN(test_tool_spans);
+    RUN(test_chatml_tool_braces);
+    RUN(test_detect_llama3_dated);
+    RUN(test_render_llama3_dated);
+    RUN(test_llama3_today);
+    RUN(test_llama3_dated_spans);
     RUN(test_errors);
     RUN(test_spans_never_cover_content);
     RUN(test_parts_concatenation);

@@ -239,6 +239,23 @@ static const schema_case k_cases[] = {
       {"[{}]", REFUSED},
       {"[{\"q\"", REFUSED}, /* kind comes first in both */
       {NULL, 0}}},
+    /* a key the branches hold with different values, after a required discriminator that
+     * leaves one branch live (tool calls: "name" then that tool's "arguments") */
+    {"{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":"
+     "{\"const\":\"a\"},\"arguments\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":"
+     "\"integer\"}},\"required\":[\"x\"]}},\"required\":[\"name\",\"arguments\"]},{\"type\":"
+     "\"object\",\"properties\":{\"name\":{\"enum\":[\"b\",\"c\"]},\"arguments\":{\"type\":"
+     "\"string\",\"maxLength\":2}},\"required\":[\"name\"]}]}}",
+     {{"[{\"name\":\"a\",\"arguments\":{\"x\":1}}]", WHOLE},
+      {"[{\"name\":\"b\",\"arguments\":\"st\"},{\"name\":\"c\"}]", WHOLE},
+      {"[{\"name\":\"a\",\"arguments\":{\"x\":1}},{\"name\":\"c\",\"arguments\":\"\"}]", WHOLE},
+      {"[{\"name\":\"a\",\"arguments\":\"", REFUSED},
+      {"[{\"name\":\"b\",\"arguments\":{", REFUSED},
+      {"[{\"name\":\"b\",\"arguments\":\"abc", REFUSED},
+      {"[{\"name\":\"a\"}]", REFUSED},
+      {"[{\"name\":\"a\",\"arguments\":{}}]", REFUSED},
+      {"[{\"arguments\"", REFUSED},
+      {NULL, 0}}},
     /* no discriminator: the keys decide; Optional fields */
     {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
      "\"meow\":{\"type\":\"boolean\"}},\"required\":[\"meow\"]},{\"type\":\"object\","
@@ -368,6 +385,19 @@ static const refused_case k_refused[] = {
     {"[1]", {"must be an object or a boolean", ""}},
     {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}}},"
      "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\"}}}]}",
+     {"differ at key \"k\"", ""}},
+    /* the discriminator is not required, or comes after the key, or does not tell them apart */
+    {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"d\":{\"const\":1},\"k\":{\"type\":"
+     "\"string\"}}},{\"type\":\"object\",\"properties\":{\"d\":{\"const\":2},\"k\":{\"type\":"
+     "\"integer\"}},\"required\":[\"d\"]}]}",
+     {"differ at key \"k\"", ""}},
+    {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"},\"d\":"
+     "{\"const\":1}},\"required\":[\"d\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"type\":"
+     "\"integer\"},\"d\":{\"const\":2}},\"required\":[\"d\"]}]}",
+     {"differ at key \"k\"", ""}},
+    {"{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"d\":{\"enum\":[1,2]},\"k\":{\"type\":"
+     "\"string\"}},\"required\":[\"d\"]},{\"type\":\"object\",\"properties\":{\"d\":{\"const\":2},"
+     "\"k\":{\"type\":\"integer\"}},\"required\":[\"d\"]}]}",
      {"differ at key \"k\"", ""}},
     {"{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{}}]}",
      {"must declare its properties", "/anyOf/0"}},
