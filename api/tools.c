@@ -180,16 +180,14 @@ static int compile(const json_t *schema, const char *param, const pgd_json_schem
 /* "required": [{"name": <const>, "arguments": <its parameters>}, ...], each tool's parameters
  * kept under $defs so that their own local $refs still resolve. */
 static json_t *required_schema(const json_t *tools, const pgd_api_tools *t) {
-    if (t->n > PGD_JSON_MAX_BRANCHES) return json_null(); /* more than a union holds */
     json_t *defs = json_object(), *branches = json_array(), *s = NULL;
     if (!defs || !branches) goto fail;
     for (size_t i = 0; i < t->n; i++) {
-        char key[32], ref[48], prefix[48];
+        char key[32], ref[48]; /* ref: where the parameters sit, their local $refs' new root */
         snprintf(key, sizeof key, "pgd_tool_%zu", i);
         snprintf(ref, sizeof ref, "#/$defs/%s", key);
-        snprintf(prefix, sizeof prefix, "#/$defs/%s", key);
         json_t *p = params_of(tools, i);
-        if (!p || rebase_refs(p, prefix) || json_object_set_new(defs, key, p)) goto fail;
+        if (!p || rebase_refs(p, ref) || json_object_set_new(defs, key, p)) goto fail;
         json_t *name = json_stringn(t->names[i].ptr, t->names[i].len);
         json_t *b = json_pack("{s:s, s:{s:{s:o}, s:{s:s}}, s:[s,s], s:b}", "type", "object",
                               "properties", "name", "const", name, "arguments", "$ref", ref,
@@ -248,15 +246,16 @@ static int constrain(const json_t *tools, const pgd_api_tools *t,
         }
         pgd_json_schema_unref(c);
     }
-    json_t *s = required_schema(tools, t);
-    if (!s) return oom(e);
-    char msg[448];
-    int rc =
-        json_is_null(s) ? PGD_EINVAL : pgd_api_json_schema_compile(s, constraint, msg, sizeof msg);
-    json_decref(s);
-    if (rc != PGD_EINVAL) return rc == PGD_ENOMEM ? oom(e) : rc;
+    json_t *s;
+    if (t->n <= PGD_JSON_MAX_BRANCHES) { /* as many as a union holds */
+        if (!(s = required_schema(tools, t))) return oom(e);
+        char msg[448];
+        int rc = pgd_api_json_schema_compile(s, constraint, msg, sizeof msg);
+        json_decref(s);
+        if (rc != PGD_EINVAL) return rc == PGD_ENOMEM ? oom(e) : rc;
+    }
     if (!(s = required_loose(t))) return oom(e);
-    rc = compile(s, "tool_choice", constraint, e);
+    int rc = compile(s, "tool_choice", constraint, e);
     json_decref(s);
     return rc;
 }
@@ -370,7 +369,7 @@ static void new_call_id(char id[PGD_API_TOOL_ID_CAP]) {
     snprintf(id, PGD_API_TOOL_ID_CAP, "call_%016" PRIx64 "%08" PRIx32, a, (uint32_t)b);
 }
 
-/* Records a call of `name` with arguments `args` (an object). 0, PGD_ENOMEM. */
+/* Records a call of `name` with arguments `args` (an object; NULL: {}). 0, PGD_ENOMEM. */
 static int add_call(pgd_tool_parser *p, const char *name, size_t name_len, const json_t *args) {
     if (!p->parallel && p->n_calls) return 0; /* one call at most: the first */
     if (p->n_calls == p->cap_calls) {
@@ -386,7 +385,7 @@ static int add_call(pgd_tool_parser *p, const char *name, size_t name_len, const
     c->name_len = name_len;
     if (pgd_buf_append(&p->store, name, name_len)) return PGD_ENOMEM;
     c->args_off = p->store.len;
-    if (pgd_api_json_dump_py(args, &p->store)) {
+    if (args ? pgd_api_json_dump_py(args, &p->store) : pgd_buf_append(&p->store, "{}", 2)) {
         p->store.len = mark;
         return PGD_ENOMEM;
     }
@@ -399,16 +398,14 @@ static int add_call(pgd_tool_parser *p, const char *name, size_t name_len, const
 /* A call object {"name": "...", "arguments": {...}} ("parameters" is taken for "arguments";
  * none means {}): 1 when recorded, 0 when `o` is not one, PGD_ENOMEM. */
 static int take_call(pgd_tool_parser *p, const json_t *o) {
+    if (!json_is_object(o)) return 0;
     const json_t *name = json_object_get(o, "name"), *args = json_object_get(o, "arguments");
     if (!args) args = json_object_get(o, "parameters");
-    if (!json_is_object(o) || !json_is_string(name) || !json_string_length(name)) return 0;
-    json_t *empty = NULL;
-    if (!args || json_is_null(args)) args = empty = json_object();
-    if (!args) return PGD_ENOMEM;
-    bool is_obj = json_is_object(args);
-    int rc = is_obj ? add_call(p, json_string_value(name), json_string_length(name), args) : 0;
-    json_decref(empty);
-    return rc ? rc : is_obj;
+    if (json_is_null(args)) args = NULL;
+    if (!json_is_string(name) || !json_string_length(name) || (args && !json_is_object(args)))
+        return 0;
+    int rc = add_call(p, json_string_value(name), json_string_length(name), args);
+    return rc ? rc : 1;
 }
 
 /* A block's body as a call: 1 taken, 0 not a call, PGD_ENOMEM. */
@@ -420,9 +417,14 @@ static int parse_block(pgd_tool_parser *p, const char *s, size_t n) {
     return rc;
 }
 
+/* JSON's whitespace (strchr would also take the NUL byte). */
+static bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 static bool all_ws(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (!strchr(" \t\r\n", s[i])) return false;
+        if (!is_ws(s[i])) return false;
     return true;
 }
 
@@ -431,10 +433,8 @@ static bool all_ws(const char *s, size_t n) {
 static int put_content(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
     if (!n) return 0;
     if (all_ws(s, n)) return pgd_buf_append(&p->ws, s, n);
-    size_t lead = 0;
-    while (lead < n && strchr(" \t\r\n", s[lead])) lead++;
-    size_t end = n;
-    while (end > lead && strchr(" \t\r\n", s[end - 1])) end--;
+    size_t end = n; /* trailing whitespace waits too (some byte before it is not space) */
+    while (is_ws(s[end - 1])) end--;
     if (pgd_buf_append(content, p->ws.data ? p->ws.data : "", p->ws.len) ||
         pgd_buf_append(content, s, end))
         return PGD_ENOMEM;
@@ -495,11 +495,11 @@ static const char k_python_tag[] = "<|python_tag|>";
  * '{' or '[' there; 0: it is content; -1: too early to tell. */
 static int lj_begins(const char *s, size_t n, size_t *at) {
     size_t i = 0;
-    while (i < n && strchr(" \t\r\n", s[i])) i++;
+    while (i < n && is_ws(s[i])) i++;
     if (i < n && n - i < PYTAG_LEN && !memcmp(s + i, k_python_tag, n - i)) return -1;
     if (n - i >= PYTAG_LEN && !memcmp(s + i, k_python_tag, PYTAG_LEN)) {
         i += PYTAG_LEN;
-        while (i < n && strchr(" \t\r\n", s[i])) i++;
+        while (i < n && is_ws(s[i])) i++;
     }
     *at = i;
     if (i == n) return -1;
@@ -530,7 +530,7 @@ static int lj_calls(pgd_tool_parser *p) {
     size_t before = p->n_calls;
     int ok = 1;
     while (ok == 1) {
-        while (at < n && strchr(" \t\r\n;,", s[at])) at++;
+        while (at < n && (is_ws(s[at]) || s[at] == ';' || s[at] == ',')) at++;
         if (at == n) break;
         json_error_t err;
         json_t *v = json_loadb(s + at, n - at, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &err);
@@ -606,6 +606,10 @@ int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content) {
     if (!rc && !p->n_calls && p->ws.len) rc = pgd_buf_append(content, p->ws.data, p->ws.len);
     pgd_buf_reset(&p->ws);
     return rc;
+}
+
+size_t pgd_tool_parser_n_calls(const pgd_tool_parser *p) {
+    return p ? p->n_calls : 0;
 }
 
 const pgd_api_tool_call *pgd_tool_parser_calls(pgd_tool_parser *p, size_t *n) {

@@ -106,6 +106,9 @@ int pgd_tool_parser_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *c
  * 0 or PGD_ENOMEM. */
 int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content);
 
+/* How many calls were found so far (cheap: no views built). */
+size_t pgd_tool_parser_n_calls(const pgd_tool_parser *p);
+
 /* The calls found so far, in order: *n of them; the array and its texts stay valid until the
  * next feed / end / free. */
 const pgd_api_tool_call *pgd_tool_parser_calls(pgd_tool_parser *p, size_t *n);

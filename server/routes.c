@@ -56,6 +56,7 @@ typedef struct choice_out {
     uint64_t t_last_ns;
     pgd_tool_parser *tp; /* chat with tools offered: the output's tool calls */
     size_t calls_sent;   /* streams: calls sent so far */
+    pgd_buf shown;       /* streams with tools: a token's text known to be content */
 } choice_out;
 
 typedef struct lp_ref {
@@ -156,6 +157,7 @@ static void rctx_free(pgd_rctx *c) {
         for (size_t j = 0; j < c->ch[i].n_lp; j++) free((void *)c->ch[i].lp[j].top);
         free(c->ch[i].lp);
         pgd_tool_parser_free(c->ch[i].tp);
+        pgd_buf_free(&c->ch[i].shown);
     }
     free(c->ch);
     for (size_t i = 0; c->prompts && i < c->n_prompts; i++) pgd_tokens_free(&c->prompts[i]);
@@ -642,6 +644,7 @@ static int64_t utf8_chars(const char *s, size_t n) {
 
 /* Streams: the calls the choice's parser found since the last ones sent, in one chunk. */
 static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
+    if (pgd_tool_parser_n_calls(co->tp) <= co->calls_sent) return;
     size_t n;
     const pgd_api_tool_call *calls = pgd_tool_parser_calls(co->tp, &n);
     if (n <= co->calls_sent) return;
@@ -696,20 +699,17 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     size_t lp_from = co->n_lp;
     if (lp && add_logprob(c, co, ev->logprobs)) lp = false;
     if (c->req.stream) {
-        pgd_buf shown = PGD_BUF_INIT; /* with tools: the text known to be content */
         pgd_str text = {ev->text, ev->text_len};
         if (co->tp) {
-            if (pgd_tool_parser_feed(co->tp, ev->text, ev->text_len, &shown)) {
+            pgd_buf_reset(&co->shown);
+            if (pgd_tool_parser_feed(co->tp, ev->text, ev->text_len, &co->shown)) {
                 abort_engine(c);
                 return;
             }
-            text = (pgd_str){shown.data ? shown.data : "", shown.len};
+            text = (pgd_str){co->shown.data ? co->shown.data : "", co->shown.len};
             send_tool_calls(c, co, g);
         }
-        if (!text.len && !lp) {
-            pgd_buf_free(&shown);
-            return;
-        }
+        if (!text.len && !lp) return;
         pgd_api_meta m = meta_of(c);
         rebase(co, lp_from);
         pgd_api_choice ch = {.index = g,
@@ -725,7 +725,6 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
                      : pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
         if (!rc) sse_write_json(c, &b);
         pgd_buf_free(&b);
-        pgd_buf_free(&shown);
         /* Streamed entries are not needed again. */
         for (size_t i = lp_from; i < co->n_lp; i++) free((void *)co->lp[i].top);
         co->n_lp = lp_from;

@@ -253,6 +253,24 @@ def test_smollm2_override_same_family(run_pagoda, model_path, smollm2):
                COMMON["multi_turn"], True, bos, eos, pagoda_bos_eos=False)
 
 
+def assert_spans_are_the_template(text, special, pieces):
+    """Every byte of `pieces` (the content, found in order in the rendered text) lies outside
+    the template spans, and every other byte inside them."""
+    text = text.encode("utf-8")
+    covered = bytearray(len(text))
+    for b, e in special:
+        assert 0 <= b < e <= len(text)
+        covered[b:e] = b"\x01" * (e - b)
+    content = bytearray(len(text))
+    pos = 0
+    for c in pieces:
+        at = text.index(c, pos)
+        content[at:at + len(c)] = b"\x01" * len(c)
+        pos = at + len(c)
+    for i in range(len(text)):
+        assert covered[i] != content[i], f"byte {i} {text[i:i + 20]!r}"
+
+
 def test_smollm2_spans_exclude_content(run_pagoda, model_path, smollm2):
     src, bos, eos = smollm2
     msgs = COMMON["markers_in_content"]
@@ -260,23 +278,11 @@ def test_smollm2_spans_exclude_content(run_pagoda, model_path, smollm2):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["text"] == hf_render(src, msgs, True, bos, eos)
-    text = out["text"].encode("utf-8")
     special = out["special"]
     assert special == sorted(special)
-    covered = bytearray(len(text))
-    for b, e in special:
-        assert 0 <= b < e <= len(text)
-        covered[b:e] = b"\x01" * (e - b)
     # every message's content lies outside the spans; everything else is inside them
-    pos = 0
-    content_bytes = bytearray(len(text))
-    for m in msgs:
-        c = m["content"].encode("utf-8")
-        at = text.index(c, pos)
-        content_bytes[at:at + len(c)] = b"\x01" * len(c)
-        pos = at + len(c)
-    for i in range(len(text)):
-        assert covered[i] != content_bytes[i], f"byte {i} {text[i:i + 20]!r}"
+    assert_spans_are_the_template(out["text"], special,
+                                  [m["content"].encode("utf-8") for m in msgs])
 
 
 # ---- published templates of every family --------------------------------------------------
@@ -520,19 +526,7 @@ def test_tools_spans_exclude_content(run_pagoda, model_path, name):
     out = json.loads(p.stdout)
     assert out["text"] == hf_render(qwen_src(SMOLLM2_DEFAULT, single_braces=True), joined(msgs),
                                     True, "", "", tools=tools)
-    text = out["text"].encode("utf-8")
-    covered = bytearray(len(text))
-    for b, e in out["special"]:
-        assert 0 <= b < e <= len(text)
-        covered[b:e] = b"\x01" * (e - b)
-    content = bytearray(len(text))
-    pos = 0
-    for c in content_pieces(msgs, tools):
-        at = text.index(c, pos)
-        content[at:at + len(c)] = b"\x01" * len(c)
-        pos = at + len(c)
-    for i in range(len(text)):
-        assert covered[i] != content[i], f"byte {i} {text[i:i + 20]!r}"
+    assert_spans_are_the_template(out["text"], out["special"], content_pieces(msgs, tools))
 
 
 REFUSED_TOOL_INPUTS = {
@@ -726,19 +720,7 @@ def test_tools_llama_spans_exclude_content(run_pagoda, name):
     out = json.loads(p.stdout)
     assert out["text"] == hf_render(llama_src(), joined(msgs), True, LLAMA_BOS, LLAMA_EOS,
                                     tools=tools)
-    text = out["text"].encode("utf-8")
-    covered = bytearray(len(text))
-    for b, e in out["special"]:
-        assert 0 <= b < e <= len(text)
-        covered[b:e] = b"\x01" * (e - b)
-    content = bytearray(len(text))
-    pos = 0
-    for c in llama_content_pieces(msgs, tools):
-        at = text.index(c, pos)
-        content[at:at + len(c)] = b"\x01" * len(c)
-        pos = at + len(c)
-    for i in range(len(text)):
-        assert covered[i] != content[i], f"byte {i} {text[i:i + 20]!r}"
+    assert_spans_are_the_template(out["text"], out["special"], llama_content_pieces(msgs, tools))
 
 
 # ---- errors of the command ----------------------------------------------------------------
