@@ -1,14 +1,6 @@
 /*
  * scheduler/sched.c — request lifecycle and the per-step plan (see sched.h for the step, the
- * states and the invariants).
- *
- * Data: every live request (sreq) is in an id hash map and owns an array of choices (sseq).
- * A choice is on at most one intrusive list: its tenant's waiting list or the running list,
- * both kept sorted by rank = (priority descending, arrival ascending, choice index ascending).
- * The head of a list is the most important; preemption victims are taken after the asker (FCFS:
- * the tail). A choice's pgd_seq exists from its first admission (choice 0) or fork (the others)
- * until it finishes; its block table lists the KV blocks of its computed positions — between
- * steps exactly bt.n_tokens of them, none while it waits or is preempted.
+ * states and the invariants; sched_impl.h for the data, sched_check.c for the checks).
  *
  * Planning is allocating: an item's table grows as the item is planned (pgd_plan_add), and
  * pgd_block_table_fit says beforehand how many tokens the free blocks can take, so a plan never
@@ -33,107 +25,7 @@
 #include "common/error.h"
 #include "kvpool/block_table.h"
 #include "scheduler/plan.h"
-
-typedef struct sreq sreq;
-typedef struct sseq sseq;
-
-struct sseq {
-    sreq *req;
-    uint32_t index;
-    pgd_seq_state state;
-    pgd_seq *seq;       /* NULL until first admitted (choice 0) or forked */
-    pgd_block_table bt; /* its KV blocks; empty unless running */
-    sseq *prev, *next;
-    int32_t item;         /* index in the current plan, -1 when not planned */
-    double charge;        /* estimated service of its planned item (0 when not planned) */
-    uint64_t admitted_in; /* the step (pgd_sched_stats.n_steps + 1 while planned) that last
-                             admitted it: make_room leaves it be in that step */
-};
-
-typedef struct slist {
-    sseq *head, *tail;
-    uint32_t n;
-} slist;
-
-typedef struct tenant {
-    uint64_t id;
-    double vtime;      /* service charged / weight, raised when it becomes backlogged */
-    double pending;    /* estimated service of its items planned in this step (0 between) */
-    uint32_t chunked;  /* prompt tokens (every planned token but decodes) of its items planned in
-                          this step (0 between): chunk_cap's allowance is per step */
-    uint32_t n_active; /* its sequences waiting or running */
-    uint32_t n_seats;  /* seats its running sequences hold (as pgd_sched.n_seats counts) */
-    float weight;      /* of its latest request (> 0) */
-    bool yielded;      /* not admitted again in this step: it gave a seat to another tenant
-                          (make_room), stood aside over its share (skip_over_share), made way
-                          for a light tenant (defer_admission) or spent its chunk allowance */
-    bool defer;        /* FAIR, this step: its prompts wait (chunks and admissions): it makes
-                          way for a light tenant (mark_light) or spent its chunk allowance */
-    bool hold;         /* FAIR, this step: its decodes wait too, all but the running head's */
-    slist wait;
-    uint64_t prompt_tokens, generation_tokens, computed_tokens; /* as pgd_sched_stats */
-} tenant;
-
-struct sreq {
-    uint64_t id;
-    pgd__req_spec *spec;
-    tenant *t;
-    uint64_t arrival;
-    uint32_t n, n_live; /* choices; those not finished */
-    bool fork_pending;  /* n > 1 and the other choices are not forked yet */
-    bool admitted;      /* choice 0 was admitted once */
-    bool resolved;      /* left the "waiting for first admission" count */
-    uint32_t cached_tokens, completion_tokens;
-    uint32_t prompt_charged;      /* prompt positions [0, prompt_charged) charged (or cache hits) */
-    uint32_t lp_next;             /* prompt_logprobs: positions [0, lp_next) had their rows
-                                     reported (row p gives token p + 1's logprob) */
-    uint64_t submit_ns, queue_ns; /* submit time; submit to first admission */
-    sreq *hnext;
-    sseq ch[]; /* [n] */
-};
-
-struct pgd_sched {
-    pgd_runner *runner;
-    pgd_kvpool *pool;
-    pgd_req_limits lim;
-    pgd_sched_config cfg;
-    pgd_event_fn emit;
-    void *ud;
-    uint32_t bs, usable, n_pool_blocks;
-    tenant **tenants;
-    uint32_t n_tenants, cap_tenants;
-    slist run;
-    uint32_t n_seats;    /* running sequences + choices their pending forks will add */
-    uint32_t wait_seats; /* the same of the waiting sequences */
-    uint32_t n_waiting, n_preempted_waiting, n_new_waiting;
-    sreq **map; /* [map_mask + 1] chains */
-    uint32_t map_mask, n_reqs;
-    uint64_t next_arrival, n_resolved;
-    pgd_plan *plan;
-    uint32_t budget;
-    uint32_t rows, eval_rows; /* logit rows the step's items take; of which evaluation rows */
-    uint32_t max_rows;        /* the runner's caps.max_logit_rows */
-    pgd_sample_result *plp;   /* [PGD_SCHED_EVAL_ROWS] one item's prompt logprobs */
-    int32_t *prank;           /* [PGD_SCHED_EVAL_ROWS] their ranks */
-    bool preempted;
-    bool head_planned; /* the running head got tokens in phases 2-3 (see "Progress") */
-    /* FAIR, this step (see mark_light): the lowest counter of the tenants within their seat
-     * share that wait (INFINITY: none); whether another tenant's prompt or decode waits for one
-     * of them beyond what their shares ask (made_way); whether one of them had a sequence
-     * admitted. light_missed: the last step made way and admitted none (this one makes no such
-     * way) */
-    double light_low;
-    bool made_way, light_admitted, light_missed;
-    uint32_t n_admitted_step, n_preempted_step, n_forked_step;
-    uint64_t now_ns;
-    pgd_sched_item_info *info; /* [cap_info] the latest step's log */
-    uint32_t n_info, cap_info, last_tokens, last_items;
-    sreq **failing;    /* [cap_info] requests of a failed step */
-    uint32_t *refs;    /* [n_pool_blocks] checker scratch */
-    uint64_t *written; /* [n_pool_blocks] plan checker: step stamp of the last write */
-    uint64_t n_checked_plans;
-    pgd_sched_stats st;
-};
+#include "scheduler/sched_impl.h"
 
 void pgd_sched_config_default(pgd_sched_config *c) {
     memset(c, 0, sizeof *c);
@@ -169,14 +61,6 @@ const char *pgd_sched_policy_str(pgd_sched_policy p) {
 
 /* ---- lists ------------------------------------------------------------------------------- */
 
-/* Rank: whether a comes before b (more important). */
-static bool before(const sseq *a, const sseq *b) {
-    int32_t pa = a->req->spec->priority, pb = b->req->spec->priority;
-    if (pa != pb) return pa > pb;
-    if (a->req->arrival != b->req->arrival) return a->req->arrival < b->req->arrival;
-    return a->index < b->index;
-}
-
 /* Insert in rank order; newcomers usually belong at the tail, so search from there. */
 static void slist_insert(slist *l, sseq *q) {
     sseq *p = l->tail;
@@ -205,10 +89,6 @@ static void slist_remove(slist *l, sseq *q) {
         l->tail = q->prev;
     q->prev = q->next = NULL;
     l->n--;
-}
-
-static uint32_t seats_of(const sseq *q) {
-    return q->index == 0 && q->req->fork_pending ? q->req->n : 1;
 }
 
 static void run_insert(pgd_sched *S, sseq *q) {
@@ -547,10 +427,6 @@ static void detach(pgd_sched *S, sseq *q) {
     pgd_block_table_free(&q->bt);
 }
 
-static bool live(const sseq *q) {
-    return q->state != PGD_SEQ_FINISHED && q->state != PGD_SEQ_ABORTED;
-}
-
 /* Choice q ends with `reason`: FINISH event (done on the request's last), memory freed. */
 static void retire(pgd_sched *S, sseq *q, pgd_finish_reason reason) {
     sreq *r = q->req;
@@ -735,14 +611,6 @@ static bool stops_before_last(const sseq *q) {
     return q->index == 0 && (q->req->fork_pending || q->req->spec->prompt_only);
 }
 
-/* Whether q still has prompt rows to compute whose logits report prompt logprobs (choice 0 of
- * a request that asks for them, until every prompt token but the first is reported): an
- * evaluation item, all of whose rows come back (pgd_step_item.all_logits). */
-static bool eval_pending(const sseq *q) {
-    const sreq *r = q->req;
-    return q->index == 0 && r->spec->prompt_logprobs >= 0 && r->lp_next + 1 < r->spec->n_prompt;
-}
-
 /* Tokens q may compute now: all pending ones, except that choice 0 stops before the last prompt
  * token when stops_before_last. Its table holds exactly its computed positions (q is not planned
  * yet). */
@@ -778,13 +646,6 @@ static uint32_t eval_cap(const pgd_sched *S, uint32_t want) {
     uint64_t cap = 1 + slack < left ? 1 + slack : left;
     if (cap < 1) cap = 1;
     return want < cap ? want : (uint32_t)cap;
-}
-
-/* The logit rows of a planned item: each token's for an evaluation item, else one when it
- * samples (all known tokens computed). */
-static uint32_t rows_of(const sseq *q, const pgd_step_item *it) {
-    if (it->all_logits) return it->n_tokens;
-    return it->start + it->n_tokens == q->seq->tokens.n;
 }
 
 /* Plan n tokens of q: its table grows now. The caller made sure they fit (pgd_block_table_fit,
@@ -1180,50 +1041,6 @@ static void admit(pgd_sched *S) {
  * to run breaks no rule of allocation. Each item's table covers its positions, every block it
  * writes is its own (one reference, not in the prefix cache: copied on write if it was shared),
  * no block is written by two items, and the slots are those of the table. */
-static int check_plan(pgd_sched *S, const pgd_step_plan *sp) {
-    uint64_t stamp = ++S->n_checked_plans;
-    if (!S->head_planned)
-        return pgd_error_set(PGD_EINVAL, "plan: the running head got no token (no progress)");
-    uint32_t t = 0, rows = 0;
-    for (uint32_t k = 0; k < sp->n_items; k++) {
-        const pgd_step_item *it = &sp->items[k];
-        const sseq *q = pgd_plan_owner(S->plan, k);
-        const pgd_block_table *bt = &q->bt;
-        if (q->item != (int32_t)k || q->seq != it->seq || q->state != PGD_SEQ_RUNNING)
-            return pgd_error_set(PGD_EINVAL, "plan: item %u is not its running sequence", k);
-        if (it->all_logits != eval_pending(q))
-            return pgd_error_set(PGD_EINVAL, "plan: item %u %s all its logits", k,
-                                 it->all_logits ? "keeps" : "does not keep");
-        rows += rows_of(q, it);
-        if (bt->n_tokens != it->start + it->n_tokens)
-            return pgd_error_set(PGD_EINVAL, "plan: item %u covers %u of %u positions", k,
-                                 bt->n_tokens, it->start + it->n_tokens);
-        const int32_t *row = sp->block_tables + (uint64_t)k * sp->bt_stride;
-        if (bt->n_blocks > sp->bt_stride || memcmp(row, bt->blocks, bt->n_blocks * sizeof *row))
-            return pgd_error_set(PGD_EINVAL, "plan: item %u's block table row differs", k);
-        for (uint32_t p = it->start; p < it->start + it->n_tokens; p++, t++) {
-            int32_t b = bt->blocks[p / S->bs];
-            pgd_kvpool_block bi;
-            if (pgd_kvpool_block_info(S->pool, b, &bi) || bi.ref != 1 || bi.cached)
-                return pgd_error_set(PGD_EINVAL,
-                                     "plan: item %u writes position %u into block %d, which it "
-                                     "does not own alone",
-                                     k, p, (int)b);
-            if (S->written[b] == stamp && (p == it->start || p % S->bs == 0))
-                return pgd_error_set(PGD_EINVAL, "plan: block %d is written by two items", (int)b);
-            S->written[b] = stamp;
-            if (sp->slots[t] != (int64_t)b * S->bs + p % S->bs)
-                return pgd_error_set(PGD_EINVAL, "plan: token %u's slot is not its table's", t);
-        }
-    }
-    if (t != sp->n_tokens)
-        return pgd_error_set(PGD_EINVAL, "plan: %u tokens, items hold %u", sp->n_tokens, t);
-    if (rows != S->rows || rows > S->max_rows)
-        return pgd_error_set(PGD_EINVAL, "plan: %u logit rows (counted %u), the runner takes %u",
-                             rows, S->rows, S->max_rows);
-    return 0;
-}
-
 /* ---- the step ------------------------------------------------------------------------------ */
 
 /* The step's forward pass (or its plan) failed: every request with a planned item fails (each
@@ -1287,7 +1104,7 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         rc = pgd_plan_finish(S->plan, &sp);
         for (uint32_t k = 0; !rc && k < n_items; k++) /* indices after the squeeze */
             ((sseq *)pgd_plan_owner(S->plan, k))->item = (int32_t)k;
-        if (!rc && S->cfg.check_invariants) rc = check_plan(S, sp);
+        if (!rc && S->cfg.check_invariants) rc = pgd__sched_check_plan(S, sp);
         if (!rc) {
             what = "the forward pass failed";
             rc = pgd_runner_step(S->runner, sp);
@@ -1394,109 +1211,4 @@ void pgd_sched_get_stats(const pgd_sched *S, pgd_sched_stats *out) {
                                                    .generation_tokens = t->generation_tokens,
                                                    .computed_tokens = t->computed_tokens};
     }
-}
-
-#define CHECK_OR_FAIL(cond, ...)                                                                   \
-    do {                                                                                           \
-        if (!(cond)) return pgd_error_set(PGD_EINVAL, __VA_ARGS__);                                \
-    } while (0)
-
-static int check_list(const slist *l, pgd_seq_state a, pgd_seq_state b, uint32_t *n_preempted) {
-    uint32_t n = 0;
-    for (const sseq *q = l->head; q; q = q->next) {
-        n++;
-        CHECK_OR_FAIL(q->state == a || q->state == b,
-                      "sched: request %llu choice %u in state %d "
-                      "on the wrong list",
-                      (unsigned long long)q->req->id, q->index, q->state);
-        CHECK_OR_FAIL(q->next ? q->next->prev == q : l->tail == q, "sched: broken list links");
-        CHECK_OR_FAIL(!q->next || before(q, q->next), "sched: list out of rank order");
-        if (n_preempted && q->state == PGD_SEQ_PREEMPTED) (*n_preempted)++;
-    }
-    CHECK_OR_FAIL(n == l->n, "sched: list holds %u, counted %u", n, l->n);
-    return 0;
-}
-
-int pgd_sched_check(const pgd_sched *S) {
-    int rc = pgd_kvpool_check(S->pool);
-    if (rc) return rc;
-    CHECK_OR_FAIL(S->last_tokens <= S->cfg.max_num_batched_tokens,
-                  "sched: step of %u tokens over the budget %u", S->last_tokens,
-                  S->cfg.max_num_batched_tokens);
-    CHECK_OR_FAIL(S->last_items <= S->cfg.max_num_seqs, "sched: step of %u sequences over %u",
-                  S->last_items, S->cfg.max_num_seqs);
-    /* running: sorted, each holds its blocks; count references */
-    if ((rc = check_list(&S->run, PGD_SEQ_RUNNING, PGD_SEQ_RUNNING, NULL))) return rc;
-    memset(S->refs, 0, S->n_pool_blocks * sizeof *S->refs);
-    uint32_t seats = 0;
-    for (const sseq *q = S->run.head; q; q = q->next) {
-        const pgd_seq *s = q->seq;
-        CHECK_OR_FAIL(s, "sched: running choice without a sequence");
-        if ((rc = pgd_block_table_check(&q->bt))) return rc;
-        CHECK_OR_FAIL(q->bt.n_tokens < s->tokens.n,
-                      "sched: request %llu: %u computed of %zu tokens",
-                      (unsigned long long)q->req->id, q->bt.n_tokens, s->tokens.n);
-        CHECK_OR_FAIL(q->item < 0, "sched: a plan outlived its step");
-        CHECK_OR_FAIL(s->finish == PGD_FINISH_NONE, "sched: a finished sequence is running");
-        for (uint32_t i = 0; i < q->bt.n_blocks; i++) S->refs[q->bt.blocks[i]]++;
-        seats += seats_of(q);
-    }
-    CHECK_OR_FAIL(seats == S->n_seats && seats <= S->cfg.max_num_seqs,
-                  "sched: %u seats (counted %u, limit %u)", S->n_seats, seats, S->cfg.max_num_seqs);
-    for (uint32_t b = 1; b < S->n_pool_blocks; b++)
-        CHECK_OR_FAIL(S->refs[b] == pgd_kvpool_refcount(S->pool, (int32_t)b),
-                      "sched: block %u has ref count %u but %u running tables hold it", b,
-                      pgd_kvpool_refcount(S->pool, (int32_t)b), S->refs[b]);
-    /* waiting: sorted per tenant, no blocks held; tenants' active counts */
-    uint32_t n_wait = 0, n_pre = 0;
-    for (uint32_t i = 0; i < S->n_tenants; i++) {
-        const tenant *t = S->tenants[i];
-        if ((rc = check_list(&t->wait, PGD_SEQ_WAITING, PGD_SEQ_PREEMPTED, &n_pre))) return rc;
-        n_wait += t->wait.n;
-        uint32_t n_run = 0;
-        for (const sseq *q = t->wait.head; q; q = q->next)
-            CHECK_OR_FAIL(q->bt.n_blocks == 0 && q->bt.n_tokens == 0,
-                          "sched: a waiting sequence holds KV blocks");
-        for (const sseq *q = S->run.head; q; q = q->next) n_run += q->req->t == t;
-        uint32_t t_seats = 0;
-        for (const sseq *q = S->run.head; q; q = q->next)
-            if (q->req->t == t) t_seats += seats_of(q);
-        CHECK_OR_FAIL(t->n_seats == t_seats, "sched: tenant %llu: %u seats, counted %u",
-                      (unsigned long long)t->id, t->n_seats, t_seats);
-        CHECK_OR_FAIL(t->n_active == n_run + t->wait.n, "sched: tenant %llu: %u active, counted %u",
-                      (unsigned long long)t->id, t->n_active, n_run + t->wait.n);
-        CHECK_OR_FAIL(isfinite(t->vtime) && t->vtime >= 0 && t->pending == 0,
-                      "sched: tenant %llu: counter %g, pending %g between steps",
-                      (unsigned long long)t->id, t->vtime, t->pending);
-    }
-    uint32_t wait_seats = 0;
-    for (uint32_t i = 0; i < S->n_tenants; i++)
-        for (const sseq *q = S->tenants[i]->wait.head; q; q = q->next) wait_seats += seats_of(q);
-    CHECK_OR_FAIL(wait_seats == S->wait_seats, "sched: %u waiting seats, counted %u", S->wait_seats,
-                  wait_seats);
-    CHECK_OR_FAIL(n_wait == S->n_waiting && n_pre == S->n_preempted_waiting,
-                  "sched: %u waiting (%u preempted), counted %u (%u)", S->n_waiting,
-                  S->n_preempted_waiting, n_wait, n_pre);
-    /* requests: live counts, every live choice on the list its state names */
-    uint32_t n_reqs = 0, n_new = 0;
-    for (uint32_t i = 0; i <= S->map_mask; i++)
-        for (const sreq *r = S->map[i]; r; r = r->hnext) {
-            n_reqs++;
-            n_new += !r->resolved;
-            uint32_t n_live = 0;
-            for (uint32_t c = 0; c < r->n; c++) {
-                const sseq *q = &r->ch[c];
-                n_live += live(q);
-                CHECK_OR_FAIL(q->state != PGD_SEQ_DORMANT ||
-                                  (c > 0 && (r->fork_pending || r->spec->prompt_only)),
-                              "sched: request %llu choice %u dormant after the fork",
-                              (unsigned long long)r->id, c);
-            }
-            CHECK_OR_FAIL(n_live == r->n_live && n_live > 0, "sched: request %llu live %u/%u",
-                          (unsigned long long)r->id, r->n_live, n_live);
-        }
-    CHECK_OR_FAIL(n_reqs == S->n_reqs && n_new == S->n_new_waiting,
-                  "sched: %u requests (%u new), counted %u (%u)", S->n_reqs, S->n_new_waiting,
-                  n_reqs, n_new);
-    return 0;
 }
