@@ -134,3 +134,8 @@ int pgd_api_error_sse(const pgd_api_error *e, pgd_buf *out) {
     }
     return rc;
 }
+
+int pgd__api_oom(pgd_api_error *e) {
+    pgd_api_error_set(e, 500, NULL, NULL, "Out of memory while parsing the request");
+    return PGD_ENOMEM;
+}

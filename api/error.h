@@ -51,6 +51,9 @@ int pgd_api_error_model_not_found(pgd_api_error *e, const char *model, size_t mo
 int pgd_api_error_route_not_found(pgd_api_error *e, const char *method, const char *path);
 int pgd_api_error_method_not_allowed(pgd_api_error *e, const char *method, const char *path);
 
+/* Internal to api/: *e a 500 "out of memory" while reading a request; PGD_ENOMEM. */
+int pgd__api_oom(pgd_api_error *e);
+
 /* Appends the error body {"error":{"message","type","param","code"}} (JSON text, no newline).
  * 0 or PGD_ENOMEM. */
 int pgd_api_error_body(const pgd_api_error *e, pgd_buf *out);

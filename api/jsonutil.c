@@ -301,3 +301,8 @@ int pgd_api_json_dump_py_indent(const json_t *j, int indent, pgd_buf *out) {
 int pgd_api_json_dump_py(const json_t *j, pgd_buf *out) {
     return pgd_api_json_dump_py_indent(j, 0, out);
 }
+
+json_t *pgd__api_field(const json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_null(v) ? NULL : v;
+}

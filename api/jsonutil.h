@@ -65,6 +65,9 @@ json_t *pgd__api_jfloat(float v, double floor_value);
  * appends the text to out. 0, PGD_ENOMEM. Does not take the reference. */
 int pgd__api_dump(const json_t *j, pgd_buf *out);
 
+/* o[key], or NULL when it is absent or null (every optional field counts null as absent). */
+json_t *pgd__api_field(const json_t *o, const char *key);
+
 /* Sets key -> value (stealing value, which may be NULL: then it fails). 0 or PGD_ENOMEM. */
 int pgd__api_set(json_t *obj, const char *key, json_t *value);
 

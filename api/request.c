@@ -40,12 +40,6 @@ static const char *jtype(const json_t *v) {
     return "a value";
 }
 
-/* The value of an optional field: NULL when absent or null. */
-static json_t *field(const json_t *o, const char *key) {
-    json_t *v = json_object_get(o, key);
-    return json_is_null(v) ? NULL : v;
-}
-
 static int type_err(pgd_api_error *e, const char *param, const char *want, const json_t *v) {
     return pgd_api_error_set(e, 400, param, NULL, "'%s' must be %s, got %s", param, want, jtype(v));
 }
@@ -80,7 +74,7 @@ static int as_int(const json_t *v, int64_t *out) {
 static int get_int(const json_t *o, const char *key, int64_t lo, int64_t hi, const char *allowed,
                    bool *present, int64_t *out, pgd_api_error *e) {
     *present = false;
-    json_t *v = field(o, key);
+    json_t *v = pgd__api_field(o, key);
     if (!v) return 0;
     int64_t x = 0;
     int k = as_int(v, &x);
@@ -98,7 +92,7 @@ static int get_int(const json_t *o, const char *key, int64_t lo, int64_t hi, con
 /* Optional number (integer or real). 0 (with *present), or PGD_EINVAL for another type. */
 static int get_num(const json_t *o, const char *key, bool *present, double *out, pgd_api_error *e) {
     *present = false;
-    json_t *v = field(o, key);
+    json_t *v = pgd__api_field(o, key);
     if (!v) return 0;
     if (!json_is_number(v)) return type_err(e, key, "a number", v);
     *present = true;
@@ -119,7 +113,7 @@ static int get_float(const json_t *o, const char *key, double lo, double hi, con
 }
 
 static int get_bool(const json_t *o, const char *key, bool *out, pgd_api_error *e) {
-    json_t *v = field(o, key);
+    json_t *v = pgd__api_field(o, key);
     if (!v) return 0;
     if (!json_is_boolean(v)) return type_err(e, key, "a boolean (true or false)", v);
     *out = json_is_true(v);
@@ -127,7 +121,7 @@ static int get_bool(const json_t *o, const char *key, bool *out, pgd_api_error *
 }
 
 static int get_str(const json_t *o, const char *key, pgd_str *out, pgd_api_error *e) {
-    json_t *v = field(o, key);
+    json_t *v = pgd__api_field(o, key);
     if (!v) return 0;
     if (!json_is_string(v)) return type_err(e, key, "a string", v);
     out->ptr = json_string_value(v);
@@ -135,13 +129,7 @@ static int get_str(const json_t *o, const char *key, pgd_str *out, pgd_api_error
     return 0;
 }
 
-static int oom(pgd_api_error *e) {
-    pgd_api_error_set(e, 500, NULL, NULL, "Out of memory while parsing the request");
-    return PGD_ENOMEM;
-}
-
-/* Parses body[len] into a JSON object (400 for anything else; 500 when out of memory). */
-static int load_object(const char *body, size_t len, json_t **out, pgd_api_error *e) {
+int pgd__api_load_object(const char *body, size_t len, json_t **out, pgd_api_error *e) {
     *out = NULL;
     if (!body || len == 0) return bad(e, NULL, "The request body is empty; send a JSON object");
     if (!pgd_api_utf8_valid(body, len)) return bad(e, NULL, "The request body is not valid UTF-8");
@@ -150,7 +138,7 @@ static int load_object(const char *body, size_t len, json_t **out, pgd_api_error
     /* jansson reports some allocation failures as such, some with no text, and some as
      * syntax errors (2.14): the last cannot be told apart and give a 400 */
     if (!root && (json_error_code(&je) == json_error_out_of_memory || je.text[0] == '\0'))
-        return oom(e);
+        return pgd__api_oom(e);
     if (!root)
         return bad(e, NULL, "The request body is not valid JSON: %s (line %d, column %d)", je.text,
                    je.line, je.column);
@@ -182,11 +170,11 @@ static int token_err(pgd_api_error *e, const char *param, const json_t *v) {
 
 static int parse_prompt(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     char param[64];
-    json_t *v = field(root, "prompt");
+    json_t *v = pgd__api_field(root, "prompt");
     if (!v) return bad(e, "prompt", "'prompt' is required");
     if (json_is_string(v)) {
         r->prompts = calloc(1, sizeof *r->prompts);
-        if (!r->prompts) return oom(e);
+        if (!r->prompts) return pgd__api_oom(e);
         r->prompts[0].text.ptr = json_string_value(v);
         r->prompts[0].text.len = json_string_length(v);
         r->n_prompts = 1;
@@ -242,7 +230,7 @@ static int parse_prompt(const json_t *root, pgd_api_request *r, pgd_api_error *e
     }
     r->prompts = calloc(n_prompts, sizeof *r->prompts);
     if (n_ids) r->prompt_ids = malloc(n_ids * sizeof *r->prompt_ids);
-    if (!r->prompts || (n_ids && !r->prompt_ids)) return oom(e);
+    if (!r->prompts || (n_ids && !r->prompt_ids)) return pgd__api_oom(e);
     r->n_prompts = n_prompts;
     size_t k = 0;
     if (shape == STRINGS) {
@@ -280,7 +268,7 @@ static int stop_one(const json_t *s, pgd_str *out, size_t i, pgd_api_error *e) {
 }
 
 static int parse_stop(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
-    json_t *v = field(root, "stop");
+    json_t *v = pgd__api_field(root, "stop");
     if (!v) return 0;
     if (json_is_string(v)) {
         int rc = stop_one(v, &r->stop[0], 0, e);
@@ -314,14 +302,14 @@ static int canonical_id(const char *key, int32_t *out) {
 }
 
 static int parse_logit_bias(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
-    json_t *v = field(root, "logit_bias");
+    json_t *v = pgd__api_field(root, "logit_bias");
     if (!v) return 0;
     if (!json_is_object(v))
         return type_err(e, "logit_bias", "an object mapping token ids to numbers", v);
     size_t n = json_object_size(v);
     if (n == 0) return 0;
     r->logit_bias = calloc(n, sizeof *r->logit_bias);
-    if (!r->logit_bias) return oom(e);
+    if (!r->logit_bias) return pgd__api_oom(e);
     const char *key;
     json_t *val;
     size_t k = 0;
@@ -351,10 +339,10 @@ static int parse_logit_bias(const json_t *root, pgd_api_request *r, pgd_api_erro
 static int parse_stream(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     int rc = get_bool(root, "stream", &r->stream, e);
     if (rc) return rc;
-    json_t *so = field(root, "stream_options");
+    json_t *so = pgd__api_field(root, "stream_options");
     if (!so) return 0;
     if (!json_is_object(so)) return type_err(e, "stream_options", "an object", so);
-    json_t *iu = field(so, "include_usage");
+    json_t *iu = pgd__api_field(so, "include_usage");
     if (iu && !json_is_boolean(iu))
         return type_err(e, "stream_options.include_usage", "a boolean (true or false)", iu);
     if (!r->stream)
@@ -439,7 +427,7 @@ static int response_schema(const json_t *rf, pgd_api_request *r, pgd_api_error *
 static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     static const char *const lists[] = {"tools", "functions"};
     for (size_t i = 0; i < PGD_ARRAY_LEN(lists); i++) {
-        json_t *v = field(root, lists[i]);
+        json_t *v = pgd__api_field(root, lists[i]);
         if (v && !json_is_array(v)) return type_err(e, lists[i], "an array", v);
         if (i == 0 && r->kind == PGD_API_CHAT) continue; /* api/tools.h */
         if (v && json_array_size(v))
@@ -448,7 +436,7 @@ static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_er
                               : "'functions' (the legacy function calling) is not supported: "
                                 "send 'tools' instead");
     }
-    json_t *fc = field(root, "function_call");
+    json_t *fc = pgd__api_field(root, "function_call");
     if (fc && !json_is_string(fc) && !json_is_object(fc))
         return type_err(e, "function_call", "a string or an object", fc);
     const char *fs = json_is_string(fc) ? json_string_value(fc) : NULL;
@@ -461,14 +449,14 @@ static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_er
         int rc = pgd_api_tools_parse(root, &r->tools, &forced, e);
         if (rc) return rc;
     } else {
-        json_t *tc = field(root, "tool_choice");
+        json_t *tc = pgd__api_field(root, "tool_choice");
         if (tc && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "none") ||
                                            !strcmp(json_string_value(tc), "auto"))))
             return bad(e, "tool_choice", "'tool_choice' is for chat completions");
     }
     r->json = forced;
     int rc = 0;
-    json_t *rf = field(root, "response_format");
+    json_t *rf = pgd__api_field(root, "response_format");
     if (rf) {
         if (!json_is_object(rf)) return type_err(e, "response_format", "an object", rf);
         json_t *t = json_object_get(rf, "type");
@@ -521,7 +509,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
         if (!m || json_is_null(m)) return bad(e, "messages", "'messages' is required");
         char param[128] = "messages";
         rc = pgd_messages_parse(m, &r->messages, param, sizeof param);
-        if (rc == PGD_ENOMEM) return oom(e);
+        if (rc == PGD_ENOMEM) return pgd__api_oom(e);
         if (rc) return bad(e, param, "%s", pgd_error_detail());
     } else {
         if ((rc = parse_prompt(root, r, e))) return rc;
@@ -638,9 +626,17 @@ static void request_defaults(pgd_api_request *r, pgd_api_kind kind) {
 
 int pgd_api_request_parse(pgd_api_kind kind, const char *body, size_t len, pgd_api_request *out,
                           pgd_api_error *err) {
+    json_t *root;
     request_defaults(out, kind);
-    int rc = load_object(body, len, &out->root, err);
-    if (!rc) rc = parse_fields(out->root, out, err);
+    int rc = pgd__api_load_object(body, len, &root, err);
+    return rc ? rc : pgd_api_request_parse_json(kind, root, out, err);
+}
+
+int pgd_api_request_parse_json(pgd_api_kind kind, json_t *root, pgd_api_request *out,
+                               pgd_api_error *err) {
+    request_defaults(out, kind);
+    out->root = root;
+    int rc = parse_fields(out->root, out, err);
     if (rc) {
         pgd_api_request_free(out);
         request_defaults(out, kind);
@@ -689,7 +685,7 @@ void pgd_api_tokenize_free(pgd_api_tokenize_request *r) {
 static int tokenize_fields(const json_t *root, pgd_api_tokenize_request *r, pgd_api_error *e) {
     int rc;
     if ((rc = get_str(root, "model", &r->model, e))) return rc;
-    json_t *prompt = field(root, "prompt"), *msgs = field(root, "messages");
+    json_t *prompt = pgd__api_field(root, "prompt"), *msgs = pgd__api_field(root, "messages");
     if (prompt && msgs) return bad(e, "messages", "Give either 'prompt' or 'messages', not both");
     if (!prompt && !msgs) return bad(e, "prompt", "'prompt' or 'messages' is required");
     if (prompt) {
@@ -700,7 +696,7 @@ static int tokenize_fields(const json_t *root, pgd_api_tokenize_request *r, pgd_
         r->chat = true;
         r->add_generation_prompt = true;
         rc = pgd_messages_parse(msgs, &r->messages, param, sizeof param);
-        if (rc == PGD_ENOMEM) return oom(e);
+        if (rc == PGD_ENOMEM) return pgd__api_oom(e);
         if (rc) return bad(e, param, "%s", pgd_error_detail());
         if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
         const pgd_json_schema *forced = NULL; /* the prompt is all that counts here */
@@ -714,7 +710,7 @@ static int tokenize_fields(const json_t *root, pgd_api_tokenize_request *r, pgd_
 int pgd_api_tokenize_parse(const char *body, size_t len, pgd_api_tokenize_request *out,
                            pgd_api_error *err) {
     memset(out, 0, sizeof *out);
-    int rc = load_object(body, len, &out->root, err);
+    int rc = pgd__api_load_object(body, len, &out->root, err);
     if (!rc) rc = tokenize_fields(out->root, out, err);
     if (rc) pgd_api_tokenize_free(out);
     return rc;
@@ -730,12 +726,12 @@ void pgd_api_detokenize_free(pgd_api_detokenize_request *r) {
 static int detokenize_fields(const json_t *root, pgd_api_detokenize_request *r, pgd_api_error *e) {
     int rc;
     if ((rc = get_str(root, "model", &r->model, e))) return rc;
-    json_t *v = field(root, "tokens");
+    json_t *v = pgd__api_field(root, "tokens");
     if (!v) return bad(e, "tokens", "'tokens' is required");
     if (!json_is_array(v)) return type_err(e, "tokens", "an array of token ids", v);
     size_t n = json_array_size(v);
     r->tokens = malloc((n ? n : 1) * sizeof *r->tokens);
-    if (!r->tokens) return oom(e);
+    if (!r->tokens) return pgd__api_oom(e);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(v, i);
         if (token_id(t, &r->tokens[i])) {
@@ -751,7 +747,7 @@ static int detokenize_fields(const json_t *root, pgd_api_detokenize_request *r, 
 int pgd_api_detokenize_parse(const char *body, size_t len, pgd_api_detokenize_request *out,
                              pgd_api_error *err) {
     memset(out, 0, sizeof *out);
-    int rc = load_object(body, len, &out->root, err);
+    int rc = pgd__api_load_object(body, len, &out->root, err);
     if (!rc) rc = detokenize_fields(out->root, out, err);
     if (rc) pgd_api_detokenize_free(out);
     return rc;

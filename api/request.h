@@ -130,7 +130,16 @@ typedef struct pgd_api_request {
 int pgd_api_request_parse(pgd_api_kind kind, const char *body, size_t len, pgd_api_request *out,
                           pgd_api_error *err);
 
+/* The same from a JSON object already read (api/responses.c builds one): takes the reference
+ * to `root` whatever it returns. */
+int pgd_api_request_parse_json(pgd_api_kind kind, json_t *root, pgd_api_request *out,
+                               pgd_api_error *err);
+
 void pgd_api_request_free(pgd_api_request *r); /* back to empty; NULL is fine */
+
+/* Internal to api/: body[len] read as one JSON object (*out, a new reference); PGD_EINVAL with
+ * *e a 400 for anything else (not UTF-8, not JSON, not an object), PGD_ENOMEM with *e a 500. */
+int pgd__api_load_object(const char *body, size_t len, json_t **out, pgd_api_error *e);
 
 /* Choices in the response: n for chat, n_prompts * n for completions (choice index =
  * prompt_index * n + j). */

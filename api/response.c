@@ -110,16 +110,10 @@ fail:
     return NULL;
 }
 
-/* {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]} */
-static json_t *chat_logprobs(const pgd_api_choice *c) {
-    json_t *o = json_object(), *content = json_array();
-    if (!o || !content) {
-        json_decref(content);
-        goto fail;
-    }
-    TRY(pgd__api_set(o, "content", content));
-    for (size_t i = 0; i < c->n_tokens; i++) {
-        const pgd_api_token_logprob *t = &c->tokens[i];
+json_t *pgd__api_logprob_entries(const pgd_api_token_logprob *tokens, size_t n) {
+    json_t *content = json_array();
+    for (size_t i = 0; content && i < n; i++) {
+        const pgd_api_token_logprob *t = &tokens[i];
         json_t *e = chat_top(t->text, t->logprob), *tops = json_array();
         if (!e || !tops || pgd__api_set(e, "top_logprobs", tops)) {
             json_decref(e);
@@ -130,10 +124,20 @@ static json_t *chat_logprobs(const pgd_api_choice *c) {
         for (size_t k = 0; k < t->n_top; k++)
             TRY(json_array_append_new(tops, chat_top(t->top[k].text, t->top[k].logprob)));
     }
-    return o;
+    return content;
 fail:
-    json_decref(o);
+    json_decref(content);
     return NULL;
+}
+
+/* {"content": [{token, logprob, bytes, top_logprobs: [...]}, ...]} */
+static json_t *chat_logprobs(const pgd_api_choice *c) {
+    json_t *o = json_object();
+    if (!o || pgd__api_set(o, "content", pgd__api_logprob_entries(c->tokens, c->n_tokens))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 /* Adds key -> logprob unless the key is already there (an earlier, more probable token whose

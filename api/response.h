@@ -41,6 +41,7 @@
 #ifndef PGD_API_RESPONSE_H
 #define PGD_API_RESPONSE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -184,5 +185,9 @@ int pgd_api_detokenize_response(const char *text, size_t len, pgd_buf *out);
 /* Appends "data: " + json[len] + "\n\n". json must not contain a newline (the builders' output
  * never does); PGD_EINVAL if it does. */
 int pgd_api_sse_data(const char *json, size_t len, pgd_buf *out);
+
+/* Internal to api/: the chat logprobs' entries [{token, logprob, bytes, top_logprobs: [{token,
+ * logprob, bytes}]}] of tokens[n]; NULL only when out of memory. */
+json_t *pgd__api_logprob_entries(const pgd_api_token_logprob *tokens, size_t n);
 
 #endif

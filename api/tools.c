@@ -20,16 +20,6 @@
 /* A 400 naming `param`: PGD_EINVAL. */
 #define bad(e, param, ...) pgd_api_error_set((e), 400, (param), NULL, __VA_ARGS__)
 
-static int oom(pgd_api_error *e) {
-    pgd_api_error_set(e, 500, NULL, NULL, "out of memory");
-    return PGD_ENOMEM;
-}
-
-static json_t *field(const json_t *o, const char *key) {
-    json_t *v = json_object_get(o, key);
-    return json_is_null(v) ? NULL : v;
-}
-
 void pgd_api_tools_free(pgd_api_tools *t) {
     if (!t) return;
     free(t->names);
@@ -63,8 +53,8 @@ static int one_tool(const json_t *tool, size_t i, pgd_api_tools *t, size_t *def_
         return bad(e, p, "'%s' must be \"function\" (the only kind of tool)", p);
     snprintf(p, sizeof p, "tools[%zu].function", i);
     if (!json_is_object(fn)) return bad(e, p, "'%s' must be an object", p);
-    const json_t *name = json_object_get(fn, "name"), *desc = field(fn, "description");
-    const json_t *params = field(fn, "parameters"), *strict = field(fn, "strict");
+    const json_t *name = json_object_get(fn, "name"), *desc = pgd__api_field(fn, "description");
+    const json_t *params = pgd__api_field(fn, "parameters"), *strict = pgd__api_field(fn, "strict");
     snprintf(p, sizeof p, "tools[%zu].function.name", i);
     if (!json_is_string(name) || !name_ok(json_string_value(name), json_string_length(name)))
         return bad(e, p, "'%s' must be a string of 1 to %d letters, digits, '_' or '-'", p,
@@ -84,9 +74,9 @@ static int one_tool(const json_t *tool, size_t i, pgd_api_tools *t, size_t *def_
     snprintf(p, sizeof p, "tools[%zu].function.strict", i);
     if (strict && !json_is_boolean(strict)) return bad(e, p, "'%s' must be a boolean", p);
     def_off[2 * i] = t->text.len;
-    if (pgd_api_json_dump_py(tool, &t->text)) return oom(e);
+    if (pgd_api_json_dump_py(tool, &t->text)) return pgd__api_oom(e);
     def_off[2 * i + 1] = t->text.len;
-    if (pgd_api_json_dump_py_indent(tool, 4, &t->text)) return oom(e);
+    if (pgd_api_json_dump_py_indent(tool, 4, &t->text)) return pgd__api_oom(e);
     return 0;
 }
 
@@ -163,7 +153,8 @@ static int rebase_refs(json_t *v, const char *prefix) {
 
 /* The parameters' schema of tool i (an empty object's when it declares none): new reference. */
 static json_t *params_of(const json_t *tools, size_t i) {
-    const json_t *p = field(json_object_get(json_array_get(tools, i), "function"), "parameters");
+    const json_t *p =
+        pgd__api_field(json_object_get(json_array_get(tools, i), "function"), "parameters");
     if (p) return json_deep_copy(p);
     return json_pack("{s:s, s:{}, s:b}", "type", "object", "properties", "additionalProperties", 0);
 }
@@ -172,7 +163,7 @@ static int compile(const json_t *schema, const char *param, const pgd_json_schem
                    pgd_api_error *e) {
     char msg[448];
     int rc = pgd_api_json_schema_compile(schema, out, msg, sizeof msg);
-    if (rc == PGD_ENOMEM) return oom(e);
+    if (rc == PGD_ENOMEM) return pgd__api_oom(e);
     if (rc) return bad(e, param, "'%s' cannot constrain the output: %s", param, msg);
     return 0;
 }
@@ -235,7 +226,7 @@ static int constrain(const json_t *tools, const pgd_api_tools *t,
         char p[64];
         snprintf(p, sizeof p, "tools[%zu].function.parameters", i);
         json_t *s = params_of(tools, i);
-        if (!s) return oom(e);
+        if (!s) return pgd__api_oom(e);
         const pgd_json_schema *c = NULL;
         int rc = compile(s, p, &c, e);
         json_decref(s);
@@ -248,13 +239,13 @@ static int constrain(const json_t *tools, const pgd_api_tools *t,
     }
     json_t *s;
     if (t->n <= PGD_JSON_MAX_BRANCHES) { /* as many as a union holds */
-        if (!(s = required_schema(tools, t))) return oom(e);
+        if (!(s = required_schema(tools, t))) return pgd__api_oom(e);
         char msg[448];
         int rc = pgd_api_json_schema_compile(s, constraint, msg, sizeof msg);
         json_decref(s);
-        if (rc != PGD_EINVAL) return rc == PGD_ENOMEM ? oom(e) : rc;
+        if (rc != PGD_EINVAL) return rc == PGD_ENOMEM ? pgd__api_oom(e) : rc;
     }
-    if (!(s = required_loose(t))) return oom(e);
+    if (!(s = required_loose(t))) return pgd__api_oom(e);
     int rc = compile(s, "tool_choice", constraint, e);
     json_decref(s);
     return rc;
@@ -266,7 +257,8 @@ int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_s
     *constraint = NULL;
     out->parallel = true;
     out->format = PGD_CHAT_TOOLS_HERMES;
-    const json_t *tools = field(root, "tools"), *par = field(root, "parallel_tool_calls");
+    const json_t *tools = pgd__api_field(root, "tools"),
+                 *par = pgd__api_field(root, "parallel_tool_calls");
     if (tools && !json_is_array(tools))
         return bad(e, "tools", "'tools' must be an array of {\"type\": \"function\", ...}");
     size_t n = tools ? json_array_size(tools) : 0;
@@ -284,7 +276,7 @@ int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_s
         out->defs_indent = calloc(n, sizeof *out->defs_indent);
         off = calloc(2 * n, sizeof *off);
         if (!out->names || !out->defs || !out->defs_indent || !off) {
-            rc = oom(e);
+            rc = pgd__api_oom(e);
             goto done;
         }
     }
@@ -298,7 +290,7 @@ int pgd_api_tools_parse(const json_t *root, pgd_api_tools *out, const pgd_json_s
         d->ptr = out->text.data + off[k];
         d->len = (k + 1 < 2 * n ? off[k + 1] : out->text.len) - off[k];
     }
-    if ((rc = read_choice(field(root, "tool_choice"), out, e))) goto done;
+    if ((rc = read_choice(pgd__api_field(root, "tool_choice"), out, e))) goto done;
     if (out->choice == PGD_TOOL_CHOICE_REQUIRED || out->choice == PGD_TOOL_CHOICE_NAMED)
         rc = constrain(tools, out, constraint, e);
 done:

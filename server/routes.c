@@ -1,10 +1,11 @@
 /*
  * server/routes.c — the HTTP endpoints and the life of an API request.
  *
- *   POST /v1/chat/completions, POST /v1/completions   -> tokenize on the threadpool, submit to
- *        the engine, answer from engine events (one JSON body, or an SSE stream)
- *   GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics, POST /tokenize,
- *   POST /detokenize, GET /, GET /admin/tenants
+ *   POST /v1/chat/completions, POST /v1/completions, POST /v1/responses   -> tokenize on the
+ *        threadpool, submit to the engine, answer from engine events (one JSON body, or an SSE
+ *        stream; api/responses.h builds a Responses answer from the same events)
+ *   GET /, and the route table; the other endpoints (models, health, metrics, tokenize,
+ *   detokenize, admin) are in endpoints.c
  *
  * With --allowed-origins, answers to an allowed origin say so (pgd_srv_head, as the head
  * arrives) and a browser's preflight is answered before anything else (cors_preflight;
@@ -34,6 +35,7 @@
 #include "api/error.h"
 #include "api/request.h"
 #include "api/response.h"
+#include "api/responses.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "server/access.h"
@@ -41,8 +43,6 @@
 
 extern const unsigned char pgd_web_index_html[];
 extern const unsigned long pgd_web_index_html_len;
-
-#define JSON_TYPE "application/json"
 
 /* One choice's accumulated output (non-streamed answers; logprobs for both). */
 typedef struct choice_out {
@@ -78,6 +78,9 @@ struct pgd_rctx {
     pgd_api_kind kind;
     pgd_api_request req;
     bool parsed;
+    pgd_api_resp_request rq; /* POST /v1/responses: what the response repeats (its chat request
+                                is moved into req) */
+    pgd_api_resp *resp;      /* POST /v1/responses: the response being built; NULL for others */
     char id[PGD_API_ID_CAP];
     int64_t created;
     uint64_t t_arrival_ns, t_first_ns;
@@ -107,26 +110,16 @@ struct pgd_rctx {
 
 /* ---- small helpers --------------------------------------------------------------------- */
 
-static void respond_json(pgd_http_request *req, int status, const pgd_buf *b,
-                         const pgd_http_header *h, size_t nh) {
-    pgd_http_respond(req, status, JSON_TYPE, b->data ? b->data : "", b->len, h, nh);
+/* An error about a completion request: a /v1/responses request's parameter under its own name. */
+static void respond_req_error(const pgd_rctx *c, pgd_http_request *req, pgd_api_error *e) {
+    if (c->resp) pgd_api_resp_error(&c->rq, e);
+    pgd_srv_respond_error(req, e);
 }
 
-/* Headers decided earlier (Retry-After, x-ratelimit-*) are on the request already. */
-static void respond_error(pgd_http_request *req, pgd_api_error *e) {
-    pgd_buf b = PGD_BUF_INIT;
-    if (pgd_api_error_body(e, &b) == 0)
-        respond_json(req, e->status, &b, NULL, 0);
-    else
-        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
-    pgd_buf_free(&b);
-}
-
-static void respond_simple_error(pgd_http_request *req, int status, const char *param,
-                                 const char *code, const char *msg) {
+static void respond_req_simple(const pgd_rctx *c, int status, const char *param, const char *msg) {
     pgd_api_error e;
-    pgd_api_error_set(&e, status, param, code, "%s", msg);
-    respond_error(req, &e);
+    pgd_api_error_set(&e, status, param, NULL, "%s", msg);
+    respond_req_error(c, c->http, &e);
 }
 
 int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out) {
@@ -134,10 +127,6 @@ int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out)
     pgd_api_error e;
     pgd_api_error_set(&e, status, NULL, NULL, "%s", message);
     return pgd_api_error_body(&e, out);
-}
-
-static bool model_ok(pgd_srv *srv, pgd_str model) {
-    return model.len == 0 || pgd_str_eq(model, srv->served_name);
 }
 
 /* ---- request context lifetime ---------------------------------------------------------- */
@@ -173,6 +162,8 @@ static void rctx_free(pgd_rctx *c) {
     pgd_access_release(srv->access, &c->grant, c->end_reason, c->usage.prompt_tokens,
                        c->usage.completion_tokens, c->usage.cached_tokens, c->ttft_s, c->e2e_s);
     if (c->parsed) pgd_api_request_free(&c->req);
+    pgd_api_resp_request_free(&c->rq);
+    pgd_api_resp_free(c->resp);
     free(c);
 }
 
@@ -240,9 +231,16 @@ static void sse_write_json(pgd_rctx *c, const pgd_buf *json) {
     pgd_buf_free(&f);
 }
 
+/* Writes and frees b: the events of a /v1/responses stream, already framed. */
+static void sse_write_events(pgd_rctx *c, pgd_buf *b) {
+    if (c->stream && b->len) pgd_http_stream_write(c->stream, b->data, b->len);
+    pgd_buf_free(b);
+}
+
 static void sse_end(pgd_rctx *c) {
     if (!c->stream) return;
-    pgd_http_stream_write(c->stream, PGD_API_SSE_DONE, strlen(PGD_API_SSE_DONE));
+    if (!c->resp) /* a Responses stream ends with its last event */
+        pgd_http_stream_write(c->stream, PGD_API_SSE_DONE, strlen(PGD_API_SSE_DONE));
     pgd_http_stream_end(c->stream);
 }
 
@@ -310,8 +308,8 @@ static void tokenize_done(uv_work_t *w, int status) {
     }
     if (c->work_rc) {
         const char *param = c->kind == PGD_API_CHAT ? "messages" : "prompt";
-        respond_simple_error(c->http, c->work_rc == PGD_ENOMEM ? 500 : 400, param, NULL,
-                             c->work_err[0] ? c->work_err : pgd_strerror(c->work_rc));
+        respond_req_simple(c, c->work_rc == PGD_ENOMEM ? 500 : 400, param,
+                           c->work_err[0] ? c->work_err : pgd_strerror(c->work_rc));
         return;
     }
     submit_all(c);
@@ -375,7 +373,7 @@ static void submit_all(pgd_rctx *c) {
     /* Past the shutdown deadline (in-flight requests aborted) nothing new may start: a request
      * still tokenizing then would otherwise run to its end and hold the shutdown up. */
     if (srv->drain_aborted) {
-        respond_simple_error(c->http, 503, NULL, NULL, "the server is shutting down");
+        pgd_srv_respond_simple_error(c->http, 503, NULL, NULL, "the server is shutting down");
         return;
     }
     c->n_per_prompt = (uint32_t)(c->req.n > 0 ? c->req.n : 1);
@@ -383,7 +381,7 @@ static void submit_all(pgd_rctx *c) {
     c->ch = calloc(c->n_prompts * c->n_per_prompt, sizeof *c->ch);
     if (c->req.prompt_logprobs >= 0) c->plp = calloc(c->n_prompts, sizeof *c->plp);
     if (!c->eids || !c->ch || (c->req.prompt_logprobs >= 0 && !c->plp)) {
-        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
     /* echo: each choice's text starts with its prompt (streams send it as the first chunk),
@@ -391,30 +389,30 @@ static void submit_all(pgd_rctx *c) {
     for (size_t k = 0; c->echo && !c->req.stream && k < c->n_prompts * c->n_per_prompt; k++) {
         const pgd_buf *t = &c->echo[k / c->n_per_prompt];
         if (t->len && pgd_buf_append(&c->ch[k].text, t->data, t->len)) {
-            respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+            pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
             return;
         }
     }
     if (wants_prompt_logprobs(c) && add_first_logprobs(c)) {
-        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
     for (size_t k = 0; c->req.tools.choice != PGD_TOOL_CHOICE_NONE && k < c->n_per_prompt; k++) {
         if (pgd_tool_parser_new(&c->req.tools, &c->ch[k].tp)) {
-            respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+            pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
             return;
         }
     }
     int64_t *outs = calloc(c->n_prompts, sizeof *outs);
     double reserve = 0;
     if (!outs) {
-        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
     if (plan_outputs(c, outs, &reserve, &e) ||
         pgd_access_reserve(srv->access, &c->grant, c->http, reserve, &e)) {
         free(outs);
-        respond_error(c->http, &e);
+        respond_req_error(c, c->http, &e);
         return;
     }
     const pgd_tenant_live *t = c->grant.t;
@@ -477,6 +475,12 @@ static void submit_all(pgd_rctx *c) {
             return;
         }
         pgd_api_meta m = meta_of(c);
+        if (c->resp) {
+            pgd_buf b = PGD_BUF_INIT;
+            if (!pgd_api_resp_begin(c->resp, &b)) sse_write_events(c, &b);
+            pgd_buf_free(&b);
+            return;
+        }
         for (uint32_t k = 0; k < c->n_prompts * c->n_per_prompt; k++) {
             if (c->kind == PGD_API_COMPLETION) {
                 /* a prompt whose logprobs are still to come is echoed once they are in */
@@ -493,10 +497,31 @@ static void submit_all(pgd_rctx *c) {
     return;
 refuse:
     free(outs);
-    respond_error(c->http, &e);
+    respond_req_error(c, c->http, &e);
 }
 
-static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind,
+/* Parses the body of a completion request into c->req (for /v1/responses, c->rq and its chat
+ * request, and c->resp to build the answer). 0, or the error in *e. */
+static int parse_body(pgd_rctx *c, bool responses, pgd_api_error *e) {
+    pgd_str body = pgd_http_request_body(c->http);
+    if (!responses) {
+        int rc = pgd_api_request_parse(c->kind, body.ptr, body.len, &c->req, e);
+        c->parsed = !rc;
+        return rc;
+    }
+    int rc = pgd_api_resp_request_parse(body.ptr, body.len, &c->rq, e);
+    if (rc) return rc;
+    c->req = c->rq.chat; /* moved: c->rq keeps what the response repeats */
+    memset(&c->rq.chat, 0, sizeof c->rq.chat);
+    c->parsed = true;
+    pgd_api_format_id(c->id, "resp_", pgd_sampler_random_seed(), pgd_sampler_random_seed());
+    pgd_api_meta m = meta_of(c);
+    if (pgd_api_resp_new(&m, &c->rq, c->req.stream, &c->resp))
+        return pgd_api_error_set(e, 500, NULL, NULL, "out of memory");
+    return 0;
+}
+
+static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind, bool responses,
                              const pgd_caller *who) {
     pgd_rctx *c = calloc(1, sizeof *c);
     if (!c) {
@@ -519,15 +544,13 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
     pgd_http_request_set_on_close(req, on_http_close, c);
 
     pgd_api_error e;
-    pgd_str body = pgd_http_request_body(req);
-    if (pgd_api_request_parse(kind, body.ptr, body.len, &c->req, &e)) {
-        respond_error(req, &e);
+    if (parse_body(c, responses, &e)) {
+        pgd_srv_respond_error(req, &e);
         return;
     }
-    c->parsed = true;
-    if (!model_ok(srv, c->req.model)) {
+    if (!pgd_srv_model_ok(srv, c->req.model)) {
         pgd_api_error_model_not_found(&e, c->req.model.ptr, c->req.model.len);
-        respond_error(req, &e);
+        pgd_srv_respond_error(req, &e);
         return;
     }
     const pgd_chat_template *tmpl = srv->info->tmpl;
@@ -539,11 +562,11 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
                           "tools for chatml templates (the Hermes <tool_call> format) and Llama "
                           "3.1+ templates (JSON calls); this model's template is %s",
                           pgd_chat_family_name(pgd_chat_template_family(tmpl)));
-        respond_error(req, &e);
+        respond_req_error(c, req, &e);
         return;
     }
     if (c->req.n > 1 && c->req.n > (int)PGD_REQUEST_MAX_N) {
-        respond_simple_error(req, 400, "n", NULL, "n is too large");
+        pgd_srv_respond_simple_error(req, 400, "n", NULL, "n is too large");
         return;
     }
     pgd_tenant_live *t = who->kind == PGD_CALLER_TENANT ? who->t : NULL;
@@ -552,18 +575,18 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
         pgd_api_error_set(&e, 400, "max_tokens", NULL,
                           "max_tokens is %lld but this key may ask for at most %lld",
                           (long long)c->req.max_tokens, (long long)cap);
-        respond_error(req, &e);
+        respond_req_error(c, req, &e);
         return;
     }
     if (pgd_access_admit(srv->access, t, req, &c->grant, &e)) {
-        respond_error(req, &e);
+        pgd_srv_respond_error(req, &e);
         return;
     }
     c->work.data = c;
     c->working = true;
     if (uv_queue_work(srv->loop, &c->work, tokenize_work, tokenize_done)) {
         c->working = false;
-        respond_simple_error(req, 500, NULL, NULL, "cannot queue the tokenizer job");
+        pgd_srv_respond_simple_error(req, 500, NULL, NULL, "cannot queue the tokenizer job");
     }
 }
 
@@ -642,7 +665,15 @@ static int64_t utf8_chars(const char *s, size_t n) {
     return k;
 }
 
-/* Streams: the calls the choice's parser found since the last ones sent, in one chunk. */
+/* Streams: logprob entries from `from` on are sent; they are not needed again. */
+static void drop_logprobs(choice_out *co, size_t from) {
+    for (size_t i = from; i < co->n_lp; i++) free((void *)co->lp[i].top);
+    co->n_lp = from;
+    pgd_buf_reset(&co->lp_bytes);
+}
+
+/* Streams: the calls the choice's parser found since the last ones sent, in one chunk (a
+ * Responses stream: as function_call items; the logprobs held for their text are dropped). */
 static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
     if (pgd_tool_parser_n_calls(co->tp) <= co->calls_sent) return;
     size_t n;
@@ -650,11 +681,26 @@ static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
     if (n <= co->calls_sent) return;
     pgd_api_meta m = meta_of(c);
     pgd_buf b = PGD_BUF_INIT;
-    if (!pgd_api_chat_chunk_tool_calls(&m, g, calls + co->calls_sent, n - co->calls_sent,
-                                       co->calls_sent, c->req.include_usage, &b))
+    if (c->resp) {
+        if (!pgd_api_resp_calls(c->resp, calls + co->calls_sent, n - co->calls_sent, &b))
+            sse_write_events(c, &b);
+        drop_logprobs(co, 0);
+    } else if (!pgd_api_chat_chunk_tool_calls(&m, g, calls + co->calls_sent, n - co->calls_sent,
+                                              co->calls_sent, c->req.include_usage, &b)) {
         sse_write_json(c, &b);
+    }
     pgd_buf_free(&b);
     co->calls_sent = n;
+}
+
+/* A Responses stream: text shown with the logprobs held so far (every entry of the choice: with
+ * tools, a token's text may be held back and its entry waits for it). */
+static void send_resp_text(pgd_rctx *c, choice_out *co, pgd_str text) {
+    pgd_buf b = PGD_BUF_INIT;
+    rebase(co, 0);
+    if (!pgd_api_resp_text(c->resp, text, co->lp, co->n_lp, &b)) sse_write_events(c, &b);
+    pgd_buf_free(&b);
+    drop_logprobs(co, 0);
 }
 
 /* The end of a streamed choice with tools: what its parser held back, as content and calls. */
@@ -664,7 +710,9 @@ static void end_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
         pgd_buf_free(&rest);
         return;
     }
-    if (rest.len) {
+    if (c->resp) {
+        send_resp_text(c, co, (pgd_str){rest.data ? rest.data : "", rest.len});
+    } else if (rest.len) {
         pgd_api_meta m = meta_of(c);
         pgd_api_choice ch = {.index = g, .text = {rest.data, rest.len}};
         pgd_buf b = PGD_BUF_INIT;
@@ -709,6 +757,10 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
             text = (pgd_str){co->shown.data ? co->shown.data : "", co->shown.len};
             send_tool_calls(c, co, g);
         }
+        if (c->resp) {
+            if (text.len || !co->tp) send_resp_text(c, co, text);
+            return;
+        }
         if (!text.len && !lp) return;
         pgd_api_meta m = meta_of(c);
         rebase(co, lp_from);
@@ -725,10 +777,7 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
                      : pgd_api_completion_chunk(&m, &ch, c->req.include_usage, &b);
         if (!rc) sse_write_json(c, &b);
         pgd_buf_free(&b);
-        /* Streamed entries are not needed again. */
-        for (size_t i = lp_from; i < co->n_lp; i++) free((void *)co->lp[i].top);
-        co->n_lp = lp_from;
-        pgd_buf_reset(&co->lp_bytes);
+        drop_logprobs(co, lp_from);
     } else if (ev->text_len) {
         pgd_buf_append(&co->text, ev->text, ev->text_len);
     }
@@ -880,6 +929,7 @@ static void on_finish(pgd_rctx *c, const pgd_event *ev) {
             end_tool_calls(c, co, g);
             if (co->calls_sent && co->finish == PGD_FINISH_STOP) co->finish = PGD_FINISH_TOOL_CALLS;
         }
+        if (c->resp) return; /* its end (with the usage) is written in finalize */
         pgd_api_meta m = meta_of(c);
         pgd_buf b = PGD_BUF_INIT;
         int rc;
@@ -902,12 +952,12 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
                       ev->message ? ev->message : pgd_strerror(ev->error));
     if (c->stream && !c->error_sent) {
         pgd_buf b = PGD_BUF_INIT;
-        if (pgd_api_error_sse(&e, &b) == 0) pgd_http_stream_write(c->stream, b.data, b.len);
-        pgd_buf_free(&b);
+        if (c->resp ? pgd_api_resp_fail(c->resp, &e, &b) : pgd_api_error_sse(&e, &b)) b.len = 0;
+        sse_write_events(c, &b);
         c->error_sent = true;
     } else if (c->http && !c->stream && !c->error_sent) {
         c->error_sent = true;
-        respond_error(c->http, &e);
+        pgd_srv_respond_error(c->http, &e);
     }
 }
 
@@ -924,6 +974,14 @@ static int split_tool_calls(choice_out *co) {
     pgd_buf_free(&co->text);
     co->text = content;
     return 0;
+}
+
+/* A whole Responses answer from its one choice: content, then calls. */
+static int resp_whole(pgd_rctx *c, const pgd_api_choice *ch, pgd_buf *out) {
+    int rc = pgd_api_resp_text(c->resp, ch->text, ch->tokens, ch->n_tokens, NULL);
+    if (!rc) rc = pgd_api_resp_calls(c->resp, ch->calls, ch->n_calls, NULL);
+    if (!rc) rc = pgd_api_resp_end(c->resp, ch->finish, &c->usage, out);
+    return rc;
 }
 
 static void finalize(pgd_rctx *c, const pgd_usage *u) {
@@ -948,8 +1006,12 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
                               "the request was aborted: the server is "
                               "shutting down");
             pgd_buf b = PGD_BUF_INIT;
-            if (pgd_api_error_sse(&e, &b) == 0) pgd_http_stream_write(c->stream, b.data, b.len);
-            pgd_buf_free(&b);
+            if (c->resp ? pgd_api_resp_fail(c->resp, &e, &b) : pgd_api_error_sse(&e, &b)) b.len = 0;
+            sse_write_events(c, &b);
+        } else if (!c->errored && c->resp) {
+            pgd_buf b = PGD_BUF_INIT;
+            if (pgd_api_resp_end(c->resp, c->ch[0].finish, &c->usage, &b)) b.len = 0;
+            sse_write_events(c, &b);
         } else if (!c->errored && c->req.include_usage) {
             pgd_api_meta m = meta_of(c);
             pgd_buf b = PGD_BUF_INIT;
@@ -960,8 +1022,8 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
         return;
     }
     if (c->aborted) {
-        respond_simple_error(c->http, 503, NULL, NULL,
-                             "the request was aborted: the server is shutting down");
+        pgd_srv_respond_simple_error(c->http, 503, NULL, NULL,
+                                     "the request was aborted: the server is shutting down");
         return;
     }
     size_t n = c->n_prompts * c->n_per_prompt;
@@ -992,14 +1054,16 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
             chs[i].finish = PGD_FINISH_TOOL_CALLS;
     }
     pgd_api_meta m = meta_of(c);
-    if (!rc)
+    if (!rc && c->resp) /* one choice */
+        rc = resp_whole(c, &chs[0], &b);
+    else if (!rc)
         rc = c->kind == PGD_API_CHAT ? pgd_api_chat_completion(&m, chs, n, &c->usage, &b)
                                      : pgd_api_completion(&m, chs, n, &c->usage, &b);
     for (size_t i = 0; chs && i < n; i++) unbase(&c->ch[i], 0);
     if (rc)
-        respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+        pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
     else
-        respond_json(c->http, 200, &b, NULL, 0);
+        pgd_srv_respond_json(c->http, 200, &b, NULL, 0);
     pgd_buf_free(&b);
     free(views);
     free(alts);
@@ -1046,186 +1110,12 @@ void pgd_srv_abort_all(pgd_srv *srv) {
         if (engine_open(c)) abort_engine(c);
 }
 
-/* ---- other endpoints -------------------------------------------------------------------- */
-
-typedef struct tok_job {
-    uv_work_t work;
-    pgd_srv *srv;
-    pgd_http_request *http;
-    bool detok;
-    pgd_api_tokenize_request treq;
-    pgd_api_detokenize_request dreq;
-    pgd_tokens ids;
-    pgd_buf text;
-    int rc;
-    char err[512];
-} tok_job;
-
-static void tok_job_close(pgd_http_request *req, pgd_http_close_reason reason, void *arg) {
-    (void)req, (void)reason;
-    tok_job *j = arg;
-    j->http = NULL;
-}
-
-static void tok_work(uv_work_t *w) {
-    tok_job *j = w->data;
-    const pgd_model_info *info = j->srv->info;
-    if (j->detok) {
-        for (size_t i = 0; i < j->dreq.n_tokens; i++)
-            if (j->dreq.tokens[i] < 0 || (uint32_t)j->dreq.tokens[i] >= info->n_vocab) {
-                j->rc = PGD_EINVAL;
-                snprintf(j->err, sizeof j->err, "token id %d is out of range [0, %u)",
-                         j->dreq.tokens[i], info->n_vocab);
-                return;
-            }
-        j->rc = pgd_detokenize(info->tok, j->dreq.tokens, j->dreq.n_tokens, false, &j->text);
-    } else if (j->treq.chat) {
-        const pgd_api_tools *t = &j->treq.tools;
-        pgd_chat_tools ct = {t->defs, t->defs_indent, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
-        j->rc = pgd_encode_chat_tools(info, j->treq.messages.msgs, j->treq.messages.n, &ct,
-                                      j->treq.add_generation_prompt, &j->ids);
-    } else {
-        /* add_special_tokens: the BOS the model asks for, as completions prompts get it. */
-        j->rc =
-            j->treq.add_special_tokens
-                ? pgd_encode_text(info, j->treq.prompt.ptr, j->treq.prompt.len, false, &j->ids)
-                : pgd_tokenize(info->tok, j->treq.prompt.ptr, j->treq.prompt.len, NULL, 0, &j->ids);
-    }
-    if (j->rc && !j->err[0]) snprintf(j->err, sizeof j->err, "%s", pgd_error_detail());
-}
-
-static void tok_done(uv_work_t *w, int status) {
-    tok_job *j = w->data;
-    if (j->http && status == 0) {
-        pgd_buf b = PGD_BUF_INIT;
-        if (j->rc) {
-            respond_simple_error(j->http, 400,
-                                 j->detok       ? "tokens"
-                                 : j->treq.chat ? "messages"
-                                                : "prompt",
-                                 NULL, j->err);
-        } else {
-            int rc =
-                j->detok
-                    ? pgd_api_detokenize_response(j->text.data ? j->text.data : "", j->text.len, &b)
-                    : pgd_api_tokenize_response(j->ids.ids, j->ids.n, j->srv->lim.n_ctx, &b);
-            if (rc)
-                respond_simple_error(j->http, 500, NULL, NULL, "out of memory");
-            else
-                respond_json(j->http, 200, &b, NULL, 0);
-        }
-        pgd_buf_free(&b);
-    }
-    if (j->http) pgd_http_request_set_on_close(j->http, NULL, NULL);
-    pgd_api_tokenize_free(&j->treq);
-    pgd_api_detokenize_free(&j->dreq);
-    pgd_tokens_free(&j->ids);
-    pgd_buf_free(&j->text);
-    free(j);
-}
-
-static void start_tokenize(pgd_srv *srv, pgd_http_request *req, bool detok) {
-    tok_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
-        return;
-    }
-    j->srv = srv;
-    j->http = req;
-    j->detok = detok;
-    pgd_api_error e;
-    pgd_str body = pgd_http_request_body(req);
-    int rc = detok ? pgd_api_detokenize_parse(body.ptr, body.len, &j->dreq, &e)
-                   : pgd_api_tokenize_parse(body.ptr, body.len, &j->treq, &e);
-    pgd_str model = detok ? j->dreq.model : j->treq.model;
-    if (!rc && !model_ok(srv, model)) {
-        pgd_api_error_model_not_found(&e, model.ptr, model.len);
-        rc = -1;
-    }
-    if (rc) {
-        respond_error(req, &e);
-        pgd_api_tokenize_free(&j->treq);
-        pgd_api_detokenize_free(&j->dreq);
-        free(j);
-        return;
-    }
-    pgd_http_request_set_on_close(req, tok_job_close, j);
-    j->work.data = j;
-    if (uv_queue_work(srv->loop, &j->work, tok_work, tok_done)) {
-        pgd_http_request_set_on_close(req, NULL, NULL);
-        respond_simple_error(req, 500, NULL, NULL, "cannot queue the tokenizer job");
-        pgd_api_tokenize_free(&j->treq);
-        pgd_api_detokenize_free(&j->dreq);
-        free(j);
-    }
-}
-
-/* GET /v1/models (id NULL: the list) or GET /v1/models/{id} (the served model's object, or 404
- * model_not_found for any other id, as OpenAI answers). */
-static void serve_models(pgd_srv *srv, pgd_http_request *req, const char *id) {
-    pgd_api_model_info mi = {.id = srv->served_name,
-                             .created = srv->created,
-                             .owned_by = "pagoda",
-                             .max_model_len = srv->info ? srv->lim.n_ctx : 0};
-    if (id && strcmp(id, srv->served_name) != 0) {
-        pgd_api_error e;
-        pgd_api_error_model_not_found(&e, id, strlen(id));
-        respond_error(req, &e);
-        return;
-    }
-    pgd_buf b = PGD_BUF_INIT;
-    if (id ? pgd_api_model_object(&mi, &b) : pgd_api_models_list(&mi, 1, &b))
-        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
-    else
-        respond_json(req, 200, &b, NULL, 0);
-    pgd_buf_free(&b);
-}
-
-static void serve_metrics(pgd_srv *srv, pgd_http_request *req) {
-    if (!srv->metrics_ready) {
-        pgd_http_respond(req, 503, "text/plain", "metrics are not ready\n", 22, NULL, 0);
-        return;
-    }
-    if (srv->worker) {
-        pgd_sched_stats st;
-        pgd_worker_get_stats(srv->worker, &st);
-        pgd_pagoda_metrics_apply_stats(&srv->pm, &st);
-        pgd_access_apply_stats(srv->access, &st);
-    }
-    pgd_buf b = PGD_BUF_INIT;
-    if (pgd_metrics_render(srv->registry, &b))
-        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
-    else
-        pgd_http_respond(req, 200, PGD_METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len, NULL, 0);
-    pgd_buf_free(&b);
-}
-
-static void serve_admin_tenants(pgd_srv *srv, pgd_http_request *req) {
-    pgd_sched_stats st;
-    if (srv->worker) pgd_worker_get_stats(srv->worker, &st);
-    pgd_buf b = PGD_BUF_INIT;
-    if (pgd_access_admin_json(srv->access, srv->worker ? &st : NULL, &b))
-        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
-    else
-        respond_json(req, 200, &b, NULL, 0);
-    pgd_buf_free(&b);
-}
-
-static void serve_health(pgd_srv *srv, pgd_http_request *req) {
-    static const char *const k_state[] = {"loading", "ready", "draining", "failed"};
-    char body[64];
-    int n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", k_state[srv->state]);
-    pgd_http_header retry = {"Retry-After", PGD_SRV_LOADING_RETRY_S};
-    bool loading = srv->state == PGD_SRV_LOADING;
-    pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n,
-                     loading ? &retry : NULL, loading ? 1 : 0);
-}
-
 /* ---- routing ---------------------------------------------------------------------------- */
 
 typedef enum {
     R_CHAT,
     R_COMPLETIONS,
+    R_RESPONSES,
     R_MODELS,
     R_MODEL,
     R_HEALTH,
@@ -1248,6 +1138,7 @@ static const struct {
 } k_routes[] = {
     {"/v1/chat/completions", "POST", R_CHAT, true, NULL, NULL},
     {"/v1/completions", "POST", R_COMPLETIONS, true, NULL, NULL},
+    {"/v1/responses", "POST", R_RESPONSES, true, NULL, NULL},
     {"/v1/models", "GET", R_MODELS, false, NULL, NULL},
     {"/v1/models/", "GET", R_MODEL, false, "/v1/models",
      "/v1/models/{id}"}, /* whoever may list may retrieve */
@@ -1334,7 +1225,7 @@ static bool cors_preflight(pgd_srv *srv, pgd_http_request *req, const char *meth
                           "a page of %.200s may not call this server (--allowed-origins does not "
                           "list its origin)",
                           origin);
-        respond_error(req, &e);
+        pgd_srv_respond_error(req, &e);
         return true;
     }
     const char *want = pgd_http_request_header(req, "Access-Control-Request-Headers");
@@ -1355,7 +1246,7 @@ static void respond_unauthorized(pgd_http_request *req, const char *path) {
     if (!strcmp(path, "/")) h.value = "Bearer, Basic realm=\"pagoda\", charset=\"UTF-8\"";
     pgd_buf b = PGD_BUF_INIT;
     pgd_api_error_body(&e, &b);
-    respond_json(req, 401, &b, &h, 1);
+    pgd_srv_respond_json(req, 401, &b, &h, 1);
     pgd_buf_free(&b);
 }
 
@@ -1373,7 +1264,7 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
     pgd_api_error e;
     if (i == PGD_ARRAY_LEN(k_routes)) {
         pgd_api_error_route_not_found(&e, method, path);
-        respond_error(req, &e);
+        pgd_srv_respond_error(req, &e);
         return;
     }
     bool head = !strcmp(method, "HEAD") && !strcmp(k_routes[i].method, "GET");
@@ -1382,54 +1273,57 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         pgd_http_header allow = {"Allow", k_routes[i].method};
         pgd_buf b = PGD_BUF_INIT;
         pgd_api_error_body(&e, &b);
-        respond_json(req, 405, &b, &allow, 1);
+        pgd_srv_respond_json(req, 405, &b, &allow, 1);
         pgd_buf_free(&b);
         return;
     }
     if (!pgd_access_permits(srv->access, &who, k_routes[i].acl ? k_routes[i].acl : path, &e)) {
-        respond_error(req, &e);
+        pgd_srv_respond_error(req, &e);
         return;
     }
     if (k_routes[i].needs_model && srv->state != PGD_SRV_READY) {
         /* Loading ends by itself: say when to come back (shutting down does not). */
         if (srv->state == PGD_SRV_LOADING)
             pgd_http_request_set_header(req, "Retry-After", PGD_SRV_LOADING_RETRY_S);
-        respond_simple_error(req, 503, NULL, NULL,
-                             srv->state == PGD_SRV_LOADING ? "the model is still loading"
-                                                           : "the server is shutting down");
+        pgd_srv_respond_simple_error(req, 503, NULL, NULL,
+                                     srv->state == PGD_SRV_LOADING ? "the model is still loading"
+                                                                   : "the server is shutting down");
         return;
     }
     switch (k_routes[i].id) {
     case R_CHAT:
-        start_completion(srv, req, PGD_API_CHAT, &who);
+        start_completion(srv, req, PGD_API_CHAT, false, &who);
         break;
     case R_COMPLETIONS:
-        start_completion(srv, req, PGD_API_COMPLETION, &who);
+        start_completion(srv, req, PGD_API_COMPLETION, false, &who);
+        break;
+    case R_RESPONSES:
+        start_completion(srv, req, PGD_API_CHAT, true, &who);
         break;
     case R_MODELS:
-        serve_models(srv, req, NULL);
+        pgd_srv_models(srv, req, NULL);
         break;
     case R_MODEL:
-        serve_models(srv, req, path + strlen(k_routes[i].path));
+        pgd_srv_models(srv, req, path + strlen(k_routes[i].path));
         break;
     case R_HEALTH:
-        serve_health(srv, req);
+        pgd_srv_health(srv, req);
         break;
     case R_METRICS:
-        serve_metrics(srv, req);
+        pgd_srv_metrics(srv, req);
         break;
     case R_TOKENIZE:
-        start_tokenize(srv, req, false);
+        pgd_srv_tokenize(srv, req, false);
         break;
     case R_DETOKENIZE:
-        start_tokenize(srv, req, true);
+        pgd_srv_tokenize(srv, req, true);
         break;
     case R_WEB:
         pgd_http_respond(req, 200, "text/html; charset=utf-8", pgd_web_index_html,
                          pgd_web_index_html_len, NULL, 0);
         break;
     case R_ADMIN_TENANTS:
-        serve_admin_tenants(srv, req);
+        pgd_srv_admin_tenants(srv, req);
         break;
     }
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "api/error.h"
 #include "engine/info.h"
 #include "scheduler/worker.h"
 #include "server/access.h"
@@ -66,5 +67,21 @@ const char *pgd_srv_route_label(const char *path);
 void pgd_srv_drain_events(pgd_srv *srv); /* engine events -> responses */
 void pgd_srv_abort_all(pgd_srv *srv);    /* abort every in-flight request */
 int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out);
+
+/* endpoints.c: the answers every route builds, and the endpoints other than completions */
+void pgd_srv_respond_json(pgd_http_request *req, int status, const pgd_buf *b,
+                          const pgd_http_header *h, size_t nh);
+/* e's body with its status (headers decided earlier, Retry-After or x-ratelimit-*, are on the
+ * request already) */
+void pgd_srv_respond_error(pgd_http_request *req, pgd_api_error *e);
+void pgd_srv_respond_simple_error(pgd_http_request *req, int status, const char *param,
+                                  const char *code, const char *msg);
+bool pgd_srv_model_ok(pgd_srv *srv, pgd_str model); /* empty, or the served name */
+void pgd_srv_tokenize(pgd_srv *srv, pgd_http_request *req, bool detok); /* POST /[de]tokenize */
+/* GET /v1/models (id NULL: the list) or GET /v1/models/{id} */
+void pgd_srv_models(pgd_srv *srv, pgd_http_request *req, const char *id);
+void pgd_srv_metrics(pgd_srv *srv, pgd_http_request *req);
+void pgd_srv_admin_tenants(pgd_srv *srv, pgd_http_request *req);
+void pgd_srv_health(pgd_srv *srv, pgd_http_request *req);
 
 #endif

@@ -107,6 +107,48 @@ def chat_seeds():
     return out + BAD
 
 
+def responses_seeds():
+    fn = {"type": "function", "name": "get_weather", "description": "Weather",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                         "required": ["city"]}}
+    out = [
+        j({"input": "Hi"}),
+        j({"input": "Hi", "instructions": "Be brief.", "max_output_tokens": 8, "temperature": 0,
+           "top_p": 0.5, "metadata": {"a": "b"}, "user": "u", "store": True, "stream": True}),
+        j({"input": [{"role": "user", "content": [{"type": "input_text", "text": "a"}]},
+                     {"type": "message", "role": "assistant",
+                      "content": [{"type": "output_text", "text": "b", "annotations": []}]},
+                     {"role": "developer", "content": "c"}]}),
+        j({"input": [{"role": "user", "content": "Weather?"},
+                     {"type": "function_call", "call_id": "c1", "name": "get_weather",
+                      "arguments": "{\"city\": \"Paris\"}"},
+                     {"type": "function_call", "call_id": "c2", "name": "get_weather",
+                      "arguments": "{}"},
+                     {"type": "function_call_output", "call_id": "c1", "output": "18C"},
+                     {"type": "function_call_output", "call_id": "c2",
+                      "output": [{"type": "input_text", "text": "20C"}]}],
+           "tools": [fn], "tool_choice": "auto", "parallel_tool_calls": False}),
+        j({"input": "x", "tools": [fn], "tool_choice": {"type": "function", "name": "get_weather"}}),
+        j({"input": "x", "tools": [fn], "tool_choice": "required"}),
+        j({"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "strict": True,
+                                             "schema": {"type": "object", "properties": {
+                                                 "a": {"type": "integer"}}}}}}),
+        j({"input": "x", "text": {"format": {"type": "json_object"}, "verbosity": "medium"}}),
+        j({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 3,
+           "seed": 7, "stop": ["\n"], "top_k": 4}),
+        j({"input": []}),
+        j({"input": [{"type": "reasoning", "id": "r"}]}),
+        j({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]}),
+        j({"input": "x", "previous_response_id": "resp_1"}),
+        j({"input": "x", "tools": [{"type": "web_search"}]}),
+        j({"input": "x", "reasoning": {"effort": "high"}, "truncation": "auto"}),
+        j({"input": "x", "max_output_tokens": 0}),
+        j({"input": [{"role": "assistant", "content": "a"},
+                     {"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]}),
+    ]
+    return out + BAD
+
+
 def tool_parser_seeds():
     """Byte 0: the choice (0 auto, 1 required, 2 named, 3 none) + 4 for one call at most + 8
     for the Llama 3.x JSON format; byte 1: the piece length when streamed; then an output."""
@@ -407,3 +449,4 @@ if __name__ == "__main__":
     write("fuzz_http", http_seeds())
     write("fuzz_json_schema", schema_seeds())
     write("fuzz_tool_parser", tool_parser_seeds())
+    write("fuzz_api_responses", responses_seeds())

@@ -1,0 +1,170 @@
+/*
+ * api/responses.h — OpenAI's Responses API (POST /v1/responses) as plain C: the request read
+ * into the chat request it asks for (api/request.h), and the response object — whole, or as
+ * its stream of typed events — built as the answer comes.
+ *
+ * Request (unknown fields are ignored; null counts as absent):
+ *   input                 required: a string (one user message) or a non-empty array of items:
+ *                         - a message {"type": "message" (optional), "role": "user" | "system"
+ *                           | "developer" | "assistant", "content": string | [parts]}; parts
+ *                           are {"type": "input_text" | "output_text", "text"} (and
+ *                           {"type": "refusal", "refusal"} in an assistant's); images, files
+ *                           and audio are refused (400 naming the part's type)
+ *                         - {"type": "function_call", "call_id", "name", "arguments" (JSON
+ *                           text of an object), "id", "status"}: an earlier call of the model;
+ *                           calls that follow an assistant message (or each other) join it
+ *                         - {"type": "function_call_output", "call_id", "output": string |
+ *                           [input_text parts]}: a tool's result (a "tool" message)
+ *                         any other item type (reasoning, item_reference, built-in tool calls)
+ *                         is a 400 naming input[i].type
+ *   instructions          string: a system message before the input (not carried over)
+ *   max_output_tokens     >= 1 (chat's max_completion_tokens)
+ *   temperature, top_p    as chat
+ *   tools                 [{"type": "function", "name", "description", "parameters",
+ *                         "strict"}] (chat's tools, flattened); another type (web_search,
+ *                         file_search, mcp, ...) is a 400 naming tools[i].type
+ *   tool_choice           "none" | "auto" | "required" | {"type": "function", "name"}
+ *   parallel_tool_calls   bool
+ *   text                  {"format": {"type": "text"} | {"type": "json_object"} |
+ *                         {"type": "json_schema", "name", "schema", "strict", "description"},
+ *                         "verbosity": "medium" (other values are refused: this server does not
+ *                         steer length)}
+ *   include               array of strings; "message.output_text.logprobs" asks for the output
+ *                         tokens' logprobs (top_logprobs alternatives each, 0..20); the other
+ *                         values OpenAI defines name outputs this server never makes and are
+ *                         accepted; anything else is a 400
+ *   top_logprobs          0..20
+ *   stream                bool; stream_options is accepted and ignored
+ *   metadata              object of at most 16 string values (keys <= 64 characters, values
+ *                         <= 512), echoed
+ *   user, safety_identifier, prompt_cache_key   strings, echoed (user is also chat's user)
+ *   store                 bool, accepted; the response says "store": false — responses are not
+ *                         kept: previous_response_id and conversation are 400s that say so
+ *   reasoning             {"effort": null, "summary": null} passes; an effort or summary is a
+ *                         400 (no reasoning model is served)
+ *   truncation            "disabled" (the default); "auto" is a 400
+ *   max_tool_calls        >= 0, echoed (it limits built-in tools, which there are none of)
+ *   service_tier          string, echoed
+ *   background true, prompt (a stored prompt template): 400
+ *   pagoda's and vLLM's sampling extras, as on chat: seed, top_k, min_p, presence_penalty,
+ *   frequency_penalty, repetition_penalty, stop, logit_bias, ignore_eos, priority, cache_salt.
+ * An error in what the chat request checks is reported under the Responses name of the field
+ * (max_output_tokens, text.format..., tools[i].parameters, tool_choice.name, input[i]).
+ *
+ * Response object (keys in this order): {id "resp_...", object "response", created_at, status
+ * ("completed"; "incomplete" with incomplete_details {"reason": "max_output_tokens"}; in a
+ * stream's first events "in_progress"; "failed" with error {code, message}), background false,
+ * error, incomplete_details, instructions, max_output_tokens, max_tool_calls, model, output,
+ * parallel_tool_calls, previous_response_id null, reasoning {effort, summary} (null),
+ * service_tier (when given), store false, temperature, text {format, verbosity}, tool_choice,
+ * tools, top_logprobs, top_p, truncation, usage, user, metadata, safety_identifier,
+ * prompt_cache_key}; usage {input_tokens, input_tokens_details {cached_tokens}, output_tokens,
+ * output_tokens_details {reasoning_tokens 0}, total_tokens} (null until the end).
+ * Output items, in the order the model wrote them:
+ *   {"id": "msg_...", "type": "message", "status", "role": "assistant", "content":
+ *    [{"type": "output_text", "text", "annotations": [], "logprobs": [{token, logprob, bytes,
+ *    top_logprobs: [{token, logprob, bytes}]}]}]} — logprobs [] unless asked
+ *   {"id": "fc_...", "type": "function_call", "status": "completed", "arguments", "call_id",
+ *    "name"}
+ * An answer with no text and no call still has one (empty) message.
+ *
+ * Stream: server-sent events "event: <type>\ndata: <json>\n\n", each object with "type" and
+ * "sequence_number" (0, 1, ...), and no [DONE]:
+ *   response.created, response.in_progress                     {response}
+ *   per message: response.output_item.added {output_index, item}, response.content_part.added
+ *   {item_id, output_index, content_index 0, part}, response.output_text.delta {item_id,
+ *   output_index, content_index, delta, logprobs} ..., response.output_text.done {..., text,
+ *   logprobs}, response.content_part.done {..., part}, response.output_item.done {output_index,
+ *   item}
+ *   per call: response.output_item.added (arguments ""), response.function_call_arguments.delta
+ *   {item_id, output_index, delta}, response.function_call_arguments.done {item_id,
+ *   output_index, name, arguments}, response.output_item.done
+ *   response.completed | response.incomplete {response} — or, when the answer fails, "error"
+ *   {code, message, param} and response.failed {response} (a message being written then shows
+ *   its text so far, status "incomplete").
+ *
+ * Ownership: pgd_api_resp_request owns its JSON; a pgd_api_resp copies what it is given.
+ * Threading: no shared state; one pgd_api_resp is used by one thread at a time.
+ */
+#ifndef PGD_API_RESPONSES_H
+#define PGD_API_RESPONSES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/error.h"
+#include "api/request.h"
+#include "api/response.h"
+#include "api/tools.h"
+
+/* Where a chat message of the translated request came from. */
+typedef struct pgd_api_resp_src {
+    size_t item;       /* its input item; SIZE_MAX: the instructions */
+    size_t first_call; /* the input item of its first tool call (SIZE_MAX: none) */
+} pgd_api_resp_src;
+
+/* A Responses request: the chat request it asks for, and the fields the response repeats. */
+typedef struct pgd_api_resp_request {
+    pgd_api_request chat;      /* kind PGD_API_CHAT; its root is the translated chat body */
+    json_t *echo;              /* owned: the response object's request fields (instructions,
+                                  max_output_tokens, ..., tools as given), in output order */
+    bool logprobs;             /* include asks for the output's logprobs */
+    size_t n_input;            /* input items (an input string counts as one) */
+    bool input_string;         /* input is a string */
+    pgd_api_resp_src *msg_src; /* [n_msgs] where each chat message came from */
+    size_t n_msgs;
+} pgd_api_resp_request;
+
+/* Parses a /v1/responses body. 0 and *out filled; PGD_EINVAL with *err a 400 naming the field
+ * (its Responses name); PGD_ENOMEM with *err a 500. pgd_api_resp_request_free is safe after
+ * either. */
+int pgd_api_resp_request_parse(const char *body, size_t len, pgd_api_resp_request *out,
+                               pgd_api_error *err);
+void pgd_api_resp_request_free(pgd_api_resp_request *r); /* back to empty; NULL is fine */
+
+/* The Responses name of a chat request's parameter: "max_completion_tokens" is
+ * "max_output_tokens", "response_format[.json_schema].x" "text.format.x", "tools[i].function.x"
+ * "tools[i].x", "tool_choice.function.name" "tool_choice.name", "logprobs" "include"; a chat
+ * message's "messages[k]..." is the input item it came from ("input[i]", "input[i].content", a
+ * call's "input[i].arguments"), "instructions", or "input" for an input string; any other name
+ * is the same. Writes into out[cap] and returns out (NULL for a NULL param). */
+const char *pgd_api_resp_param(const pgd_api_resp_request *r, const char *param, char *out,
+                               size_t cap);
+
+/* An error about the translated chat request told in Responses terms: its param renamed as
+ * above, and so is every chat parameter name its message quotes. */
+void pgd_api_resp_error(const pgd_api_resp_request *r, pgd_api_error *e);
+
+/* ---- the response, as it is built --------------------------------------------------------- */
+
+typedef struct pgd_api_resp pgd_api_resp;
+
+/* A response to `req` with meta m (id "resp_...", created, model). stream: its pieces come as
+ * events into the `sse` buffers below; else only pgd_api_resp_end writes (the whole object).
+ * 0 or PGD_ENOMEM. */
+int pgd_api_resp_new(const pgd_api_meta *m, const pgd_api_resp_request *req, bool stream,
+                     pgd_api_resp **out);
+void pgd_api_resp_free(pgd_api_resp *r); /* NULL is fine */
+
+/* Stream: response.created and response.in_progress. */
+int pgd_api_resp_begin(pgd_api_resp *r, pgd_buf *sse);
+
+/* Output text with its tokens' logprobs (n_lp of them, may be 0; used only when the request
+ * asked for logprobs): added to the open message, which is opened first when there is none (a
+ * piece with neither text nor logprobs opens nothing). Stream: the events into sse. */
+int pgd_api_resp_text(pgd_api_resp *r, pgd_str text, const pgd_api_token_logprob *lp, size_t n_lp,
+                      pgd_buf *sse);
+
+/* Tool calls, each a function_call item after the open message (which is closed first). */
+int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n, pgd_buf *sse);
+
+/* The end: the open message closed (an empty one added when there is no item), status
+ * completed, or incomplete when finish is PGD_FINISH_LENGTH. Stream: the closing events and
+ * response.completed / response.incomplete into out; whole: the response object into out. */
+int pgd_api_resp_end(pgd_api_resp *r, pgd_finish finish, const pgd_api_usage *u, pgd_buf *out);
+
+/* Stream: the answer failed (e, a 5xx): "error" and response.failed into sse. */
+int pgd_api_resp_fail(pgd_api_resp *r, const pgd_api_error *e, pgd_buf *sse);
+
+#endif
