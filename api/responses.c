@@ -53,6 +53,10 @@ typedef struct reader {
     size_t cap;
     bool last_assistant; /* the last chat message is an assistant's that calls may join */
     bool input_string;   /* input is a string (one user message) */
+    bool instructions;   /* the first chat message is the instructions */
+    pgd_api_resp_lookup lookup;
+    void *ud;
+    const json_t *prev; /* previous_response_id's conversation (borrowed) */
     pgd_api_error *e;
 } reader;
 
@@ -206,6 +210,13 @@ static int read_input(reader *rd, size_t *n_input) {
         json_t *m = json_pack("{s:s,s:O}", "role", "system", "content", ins);
         if (!m) return pgd__api_oom(rd->e);
         int rc = add_msg(rd, m, SIZE_MAX, SIZE_MAX);
+        if (rc) return rc;
+        rd->instructions = true;
+    }
+    for (size_t i = 0; rd->prev && i < json_array_size(rd->prev); i++) {
+        /* a copy: a call of this input may join an assistant message */
+        json_t *m = json_deep_copy(json_array_get(rd->prev, i));
+        int rc = m ? add_msg(rd, m, PGD_API_RESP_PREVIOUS, SIZE_MAX) : pgd__api_oom(rd->e);
         if (rc) return rc;
     }
     const json_t *in = pgd__api_field(rd->root, "input");
@@ -379,13 +390,22 @@ static int read_logprobs(reader *rd, bool *logprobs) {
 /* What the response repeats but the chat request does not read, and what is refused. */
 static int read_rest(reader *rd) {
     const json_t *root = rd->root;
-    static const char *const stored[] = {"previous_response_id", "conversation"};
-    for (size_t i = 0; i < PGD_ARRAY_LEN(stored); i++)
-        if (pgd__api_field(root, stored[i]))
-            return bad(rd->e, stored[i],
-                       "'%s' is not supported: this server does not store responses; send the "
-                       "whole conversation in 'input'",
-                       stored[i]);
+    if (pgd__api_field(root, "conversation"))
+        return bad(rd->e, "conversation",
+                   "'conversation' is not supported: continue a response with "
+                   "'previous_response_id', or send the whole conversation in 'input'");
+    const json_t *prev = pgd__api_field(root, "previous_response_id");
+    if (prev && !json_is_string(prev))
+        return bad(rd->e, "previous_response_id", "'previous_response_id' must be a string");
+    if (prev && !rd->lookup)
+        return bad(rd->e, "previous_response_id",
+                   "'previous_response_id' is not supported: this server keeps no responses "
+                   "(--responses-store-mb 0); send the whole conversation in 'input'");
+    if (prev && !(rd->prev = rd->lookup(rd->ud, json_string_value(prev))))
+        return pgd_api_error_set(rd->e, 400, "previous_response_id", "previous_response_not_found",
+                                 "Previous response with id '%.64s' not found (responses are "
+                                 "kept in memory, the least recently used dropped first)",
+                                 json_string_value(prev));
     const json_t *bg = pgd__api_field(root, "background");
     if (bg && !json_is_boolean(bg))
         return bad(rd->e, "background", "'background' must be a boolean");
@@ -439,7 +459,7 @@ static int read_rest(reader *rd) {
 }
 
 /* The response's request fields, in output order (values as given, or their defaults). */
-static json_t *make_echo(const json_t *root, const pgd_api_request *chat) {
+static json_t *make_echo(const json_t *root, const pgd_api_request *chat, bool store) {
     json_t *o = json_object();
     if (!o) return NULL;
     const json_t *v;
@@ -449,10 +469,11 @@ static json_t *make_echo(const json_t *root, const pgd_api_request *chat) {
     ECHO("max_output_tokens", json_null());
     ECHO("max_tool_calls", json_null());
     ECHO("parallel_tool_calls", json_true());
+    ECHO("previous_response_id", json_null());
     TRY(pgd__api_set(o, "reasoning", json_pack("{s:n,s:n}", "effort", "summary")));
     if ((v = pgd__api_field(root, "service_tier")))
         TRY(pgd__api_set(o, "service_tier", json_incref((json_t *)v)));
-    TRY(pgd__api_set(o, "store", json_false()));
+    TRY(pgd__api_set(o, "store", json_boolean(store)));
     TRY(pgd__api_set(o, "temperature", pgd__api_jfloat(chat->temperature, 0.0)));
     const json_t *text = pgd__api_field(root, "text");
     const json_t *fmt = text ? pgd__api_field(text, "format") : NULL;
@@ -479,14 +500,25 @@ void pgd_api_resp_request_free(pgd_api_resp_request *r) {
     if (!r) return;
     pgd_api_request_free(&r->chat);
     json_decref(r->echo);
+    json_decref(r->history);
     free(r->msg_src);
     memset(r, 0, sizeof *r);
 }
 
 int pgd_api_resp_request_parse(const char *body, size_t len, pgd_api_resp_request *out,
                                pgd_api_error *err) {
+    return pgd_api_resp_request_parse_stored(body, len, NULL, NULL, out, err);
+}
+
+void pgd_api_resp_request_no_store(pgd_api_resp_request *r) {
+    r->store = false;
+    if (r->echo) json_object_set_new(r->echo, "store", json_false());
+}
+
+int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp_lookup lookup,
+                                      void *ud, pgd_api_resp_request *out, pgd_api_error *err) {
     memset(out, 0, sizeof *out);
-    reader rd = {.e = err};
+    reader rd = {.e = err, .lookup = lookup, .ud = ud};
     int rc = pgd__api_load_object(body, len, &rd.root, err);
     if (rc) return rc;
     rd.chat = json_object();
@@ -529,7 +561,16 @@ int pgd_api_resp_request_parse(const char *body, size_t len, pgd_api_resp_reques
         pgd_api_resp_error(out, err);
         goto done;
     }
-    out->echo = make_echo(rd.root, &out->chat);
+    const json_t *store = pgd__api_field(rd.root, "store");
+    out->store = !json_is_false(store);
+    out->history = json_array();
+    for (size_t i = rd.instructions; out->history && i < json_array_size(rd.msgs); i++)
+        if (json_array_append(out->history, json_array_get(rd.msgs, i))) {
+            rc = pgd__api_oom(err);
+            goto done;
+        }
+    out->echo = make_echo(rd.root, &out->chat, out->store);
+    if (!out->history) rc = pgd__api_oom(err);
     if (!out->echo) rc = pgd__api_oom(err);
 done:
     free(rd.map);
@@ -581,6 +622,8 @@ const char *pgd_api_resp_param(const pgd_api_resp_request *r, const char *param,
         const char *rest = param + used;
         if (src->item == SIZE_MAX)
             snprintf(out, cap, "instructions");
+        else if (src->item == PGD_API_RESP_PREVIOUS)
+            snprintf(out, cap, "previous_response_id");
         else if (src->first_call != SIZE_MAX &&
                  sscanf(rest, ".tool_calls[%zu]%n", &j, &used2) == 1 && used2 > 0)
             snprintf(out, cap, "input[%zu]%s", src->first_call + j,
@@ -661,6 +704,8 @@ struct pgd_api_resp {
     size_t n, cap;
     bool open; /* the last item is a message still written to */
     int64_t seq;
+    const char *end_status; /* once ended: "completed" or "incomplete" */
+    pgd_api_usage usage;    /* once ended */
 };
 
 static void new_id(char out[PGD_API_ID_CAP], const char *prefix) {
@@ -797,9 +842,7 @@ static json_t *response_obj(const pgd_api_resp *r, const char *status, const pgd
         TRY(json_array_append_new(output, item_obj(&r->items[i], r->items[i].status)));
     for (size_t i = 0; i < PGD_ARRAY_LEN(last); i++) {
         json_t *v = !strcmp(last[i], "usage") ? usage_obj(u)
-                    : !strcmp(last[i], "previous_response_id")
-                        ? json_null()
-                        : json_incref(json_object_get(r->echo, last[i]));
+                                              : json_incref(json_object_get(r->echo, last[i]));
         if (!v && !strcmp(last[i], "service_tier")) continue; /* only when given */
         TRY(pgd__api_set(o, last[i], v));
     }
@@ -981,6 +1024,8 @@ int pgd_api_resp_end(pgd_api_resp *r, pgd_finish finish, const pgd_api_usage *u,
     if (!r->n) rc = open_message(r, out);
     if (!rc) rc = close_message(r, status, out);
     if (rc) return rc;
+    r->end_status = status;
+    r->usage = *u;
     json_t *resp = response_obj(r, status, NULL, u);
     if (!r->stream) {
         rc = resp ? pgd__api_dump(resp, out) : PGD_ENOMEM;
@@ -1004,4 +1049,47 @@ int pgd_api_resp_fail(pgd_api_resp *r, const pgd_api_error *e, pgd_buf *sse) {
         rc = emit(r, sse,
                   with(event("response.failed"), "response", response_obj(r, "failed", e, NULL)));
     return rc;
+}
+
+int pgd_api_resp_object(const pgd_api_resp *r, pgd_buf *out) {
+    if (!r->end_status) return PGD_EINVAL;
+    json_t *resp = response_obj(r, r->end_status, NULL, &r->usage);
+    int rc = resp ? pgd__api_dump(resp, out) : PGD_ENOMEM;
+    json_decref(resp);
+    return rc;
+}
+
+int pgd_api_resp_conversation(const pgd_api_resp *r, const pgd_api_resp_request *req,
+                              json_t **out) {
+    json_t *conv = json_copy(req->history), *calls = json_array();
+    pgd_buf text = PGD_BUF_INIT;
+    bool said = false; /* a message item, even an empty one */
+    *out = NULL;
+    if (!conv || !calls) goto fail;
+    for (size_t i = 0; i < r->n; i++) {
+        const item *it = &r->items[i];
+        if (it->kind == ITEM_MESSAGE) {
+            said = true;
+            if (pgd_buf_append(&text, it->text.data ? it->text.data : "", it->text.len)) goto fail;
+            continue;
+        }
+        json_t *c = json_pack("{s:s,s:s,s:{s:o,s:o}}", "id", it->call_id, "type", "function",
+                              "function", "name", pgd__api_jstr(it->name, strlen(it->name)),
+                              "arguments", jbuf(&it->text));
+        if (!c || json_array_append_new(calls, c)) goto fail;
+    }
+    /* as the chat request of these output items given back as input would hold them */
+    json_t *m =
+        json_pack("{s:s,s:o}", "role", "assistant", "content", said ? jbuf(&text) : json_null());
+    if (!m || json_array_append_new(conv, m)) goto fail;
+    if (json_array_size(calls) && pgd__api_set(m, "tool_calls", json_incref(calls))) goto fail;
+    json_decref(calls);
+    pgd_buf_free(&text);
+    *out = conv;
+    return 0;
+fail:
+    json_decref(conv);
+    json_decref(calls);
+    pgd_buf_free(&text);
+    return PGD_ENOMEM;
 }

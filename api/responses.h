@@ -38,8 +38,12 @@
  *   metadata              object of at most 16 string values (keys <= 64 characters, values
  *                         <= 512), echoed
  *   user, safety_identifier, prompt_cache_key   strings, echoed (user is also chat's user)
- *   store                 bool, accepted; the response says "store": false — responses are not
- *                         kept: previous_response_id and conversation are 400s that say so
+ *   store                 bool, default true: the server keeps the answer (server/resp_store.h:
+ *                         GET/DELETE /v1/responses/{id}); "store" in the response says whether
+ *                         it was kept
+ *   previous_response_id  a kept response of the same caller: its conversation (its input, its
+ *                         own previous ones', its output; not its instructions) comes before
+ *                         this input; echoed. conversation is a 400
  *   reasoning             {"effort": null, "summary": null} passes; an effort or summary is a
  *                         400 (no reasoning model is served)
  *   truncation            "disabled" (the default); "auto" is a 400
@@ -55,8 +59,8 @@
  * ("completed"; "incomplete" with incomplete_details {"reason": "max_output_tokens"}; in a
  * stream's first events "in_progress"; "failed" with error {code, message}), background false,
  * error, incomplete_details, instructions, max_output_tokens, max_tool_calls, model, output,
- * parallel_tool_calls, previous_response_id null, reasoning {effort, summary} (null),
- * service_tier (when given), store false, temperature, text {format, verbosity}, tool_choice,
+ * parallel_tool_calls, previous_response_id, reasoning {effort, summary} (null),
+ * service_tier (when given), store, temperature, text {format, verbosity}, tool_choice,
  * tools, top_logprobs, top_p, truncation, usage, user, metadata, safety_identifier,
  * prompt_cache_key}; usage {input_tokens, input_tokens_details {cached_tokens}, output_tokens,
  * output_tokens_details {reasoning_tokens 0}, total_tokens} (null until the end).
@@ -99,8 +103,9 @@
 #include "api/tools.h"
 
 /* Where a chat message of the translated request came from. */
+#define PGD_API_RESP_PREVIOUS (SIZE_MAX - 1) /* the previous response's conversation */
 typedef struct pgd_api_resp_src {
-    size_t item;       /* its input item; SIZE_MAX: the instructions */
+    size_t item;       /* its input item; SIZE_MAX: the instructions; PGD_API_RESP_PREVIOUS */
     size_t first_call; /* the input item of its first tool call (SIZE_MAX: none) */
 } pgd_api_resp_src;
 
@@ -114,13 +119,28 @@ typedef struct pgd_api_resp_request {
     bool input_string;         /* input is a string */
     pgd_api_resp_src *msg_src; /* [n_msgs] where each chat message came from */
     size_t n_msgs;
+    bool store;      /* `store` (default true): the server keeps the answer */
+    json_t *history; /* owned: the conversation so far as chat messages — the previous
+                        response's, then this input's — without the instructions */
 } pgd_api_resp_request;
+
+/* The conversation of stored response `id` (a JSON array of chat messages, borrowed for the
+ * parse), or NULL when the caller has no such response. */
+typedef const json_t *(*pgd_api_resp_lookup)(void *ud, const char *id);
 
 /* Parses a /v1/responses body. 0 and *out filled; PGD_EINVAL with *err a 400 naming the field
  * (its Responses name); PGD_ENOMEM with *err a 500. pgd_api_resp_request_free is safe after
- * either. */
+ * either. previous_response_id is looked up with lookup(ud, id): its conversation comes after
+ * the instructions and before the input (an id it does not find is a 400, code
+ * "previous_response_not_found"); without a lookup (pgd_api_resp_request_parse) it is a 400
+ * saying that no responses are kept. */
+int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp_lookup lookup,
+                                      void *ud, pgd_api_resp_request *out, pgd_api_error *err);
 int pgd_api_resp_request_parse(const char *body, size_t len, pgd_api_resp_request *out,
                                pgd_api_error *err);
+
+/* The answer will not be kept: "store": false in it. */
+void pgd_api_resp_request_no_store(pgd_api_resp_request *r);
 void pgd_api_resp_request_free(pgd_api_resp_request *r); /* back to empty; NULL is fine */
 
 /* The Responses name of a chat request's parameter: "max_completion_tokens" is
@@ -163,6 +183,15 @@ int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n
  * completed, or incomplete when finish is PGD_FINISH_LENGTH. Stream: the closing events and
  * response.completed / response.incomplete into out; whole: the response object into out. */
 int pgd_api_resp_end(pgd_api_resp *r, pgd_finish finish, const pgd_api_usage *u, pgd_buf *out);
+
+/* Once ended: the response object (as pgd_api_resp_end wrote it, or the stream's last event
+ * held it) into out. 0, PGD_EINVAL before the end, PGD_ENOMEM. */
+int pgd_api_resp_object(const pgd_api_resp *r, pgd_buf *out);
+
+/* The conversation to keep: req's history and the output as one assistant message (its text,
+ * null when there is no message item, and its calls as tool_calls) — what a request that gave
+ * this output back as input items would hold. *out a new reference. 0 or PGD_ENOMEM. */
+int pgd_api_resp_conversation(const pgd_api_resp *r, const pgd_api_resp_request *req, json_t **out);
 
 /* Stream: the answer failed (e, a 5xx): "error" and response.failed into sse. */
 int pgd_api_resp_fail(pgd_api_resp *r, const pgd_api_error *e, pgd_buf *sse);

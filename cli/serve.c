@@ -34,6 +34,9 @@ static const pgd_opt k_server_opts[] = {
      "e.g. http://localhost:3000; * for any (default: none)"},
     {"metrics-prefix", PGD_OPT_STR, O(metrics_prefix), "metric name prefix (default pagoda_)"},
     {"max-body-mb", PGD_OPT_U64, O(max_body_mb), "largest request body in MiB (4; 413 beyond)"},
+    {"responses-store-mb", PGD_OPT_U64, O(responses_store_mb),
+     "memory in MiB for stored /v1/responses answers, the least recently used dropped first "
+     "(64; 0: none kept, no previous_response_id)"},
     {"max-connections", PGD_OPT_U64, O(max_connections), "concurrent connections (1024)"},
     {"idle-timeout", PGD_OPT_U64, O(idle_timeout_s), "seconds an idle connection is kept (30)"},
     {"request-timeout", PGD_OPT_U64, O(request_timeout_s),

@@ -220,3 +220,37 @@ void pgd_srv_health(pgd_srv *srv, pgd_http_request *req) {
     pgd_http_respond(req, srv->state == PGD_SRV_READY ? 200 : 503, JSON_TYPE, body, (size_t)n,
                      loading ? &retry : NULL, loading ? 1 : 0);
 }
+
+/* ---- GET / DELETE /v1/responses/{id} --------------------------------------------------------- */
+
+uint64_t pgd_srv_owner(const pgd_caller *who) {
+    return who->kind == PGD_CALLER_TENANT && who->t ? who->t->id : 0;
+}
+
+void pgd_srv_stored_response(pgd_srv *srv, pgd_http_request *req, const char *id,
+                             const pgd_caller *who, bool del) {
+    uint64_t owner = pgd_srv_owner(who);
+    pgd_str obj;
+    int rc = !srv->responses ? PGD_ENOTFOUND
+             : del           ? pgd_resp_store_delete(srv->responses, id, owner)
+                             : pgd_resp_store_object(srv->responses, id, owner, &obj);
+    if (rc) {
+        pgd_api_error e;
+        pgd_api_error_set(&e, 404, NULL, "not_found", "No response found with id '%.64s'%s", id,
+                          srv->responses ? "" : " (this server keeps no responses)");
+        pgd_srv_respond_error(req, &e);
+        return;
+    }
+    if (!del) {
+        pgd_http_respond(req, 200, JSON_TYPE, obj.ptr, obj.len, NULL, 0);
+        return;
+    }
+    json_t *o = json_pack("{s:s,s:s,s:b}", "id", id, "object", "response", "deleted", 1);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (text)
+        pgd_http_respond(req, 200, JSON_TYPE, text, strlen(text), NULL, 0);
+    else
+        pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
+    free(text);
+    json_decref(o);
+}

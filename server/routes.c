@@ -500,6 +500,12 @@ refuse:
     respond_req_error(c, c->http, &e);
 }
 
+/* previous_response_id: the caller's stored response's conversation (api/responses.h). */
+static const json_t *stored_conversation(void *ud, const char *id) {
+    const pgd_rctx *c = ud;
+    return pgd_resp_store_conversation(c->srv->responses, id, pgd_srv_owner(&c->who));
+}
+
 /* Parses the body of a completion request into c->req (for /v1/responses, c->rq and its chat
  * request, and c->resp to build the answer). 0, or the error in *e. */
 static int parse_body(pgd_rctx *c, bool responses, pgd_api_error *e) {
@@ -509,8 +515,10 @@ static int parse_body(pgd_rctx *c, bool responses, pgd_api_error *e) {
         c->parsed = !rc;
         return rc;
     }
-    int rc = pgd_api_resp_request_parse(body.ptr, body.len, &c->rq, e);
+    int rc = pgd_api_resp_request_parse_stored(
+        body.ptr, body.len, c->srv->responses ? stored_conversation : NULL, c, &c->rq, e);
     if (rc) return rc;
+    if (!c->srv->responses) pgd_api_resp_request_no_store(&c->rq);
     c->req = c->rq.chat; /* moved: c->rq keeps what the response repeats */
     memset(&c->rq.chat, 0, sizeof c->rq.chat);
     c->parsed = true;
@@ -976,11 +984,27 @@ static int split_tool_calls(choice_out *co) {
     return 0;
 }
 
+/* A Responses answer that has ended, when it asked to be kept: into the store (before its
+ * last bytes go out, so that a request continuing it finds it). */
+static void keep_response(pgd_rctx *c) {
+    if (!c->rq.store || !c->srv->responses) return;
+    pgd_buf obj = PGD_BUF_INIT;
+    json_t *conv = NULL;
+    int rc = pgd_api_resp_object(c->resp, &obj);
+    if (!rc) rc = pgd_api_resp_conversation(c->resp, &c->rq, &conv);
+    if (!rc)
+        rc = pgd_resp_store_put(c->srv->responses, c->id, pgd_srv_owner(&c->who), obj.data, obj.len,
+                                conv);
+    if (rc) fprintf(stderr, "pagoda serve: response %s not stored: out of memory\n", c->id);
+    pgd_buf_free(&obj);
+}
+
 /* A whole Responses answer from its one choice: content, then calls. */
 static int resp_whole(pgd_rctx *c, const pgd_api_choice *ch, pgd_buf *out) {
     int rc = pgd_api_resp_text(c->resp, ch->text, ch->tokens, ch->n_tokens, NULL);
     if (!rc) rc = pgd_api_resp_calls(c->resp, ch->calls, ch->n_calls, NULL);
     if (!rc) rc = pgd_api_resp_end(c->resp, ch->finish, &c->usage, out);
+    if (!rc) keep_response(c);
     return rc;
 }
 
@@ -1010,7 +1034,10 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
             sse_write_events(c, &b);
         } else if (!c->errored && c->resp) {
             pgd_buf b = PGD_BUF_INIT;
-            if (pgd_api_resp_end(c->resp, c->ch[0].finish, &c->usage, &b)) b.len = 0;
+            if (pgd_api_resp_end(c->resp, c->ch[0].finish, &c->usage, &b))
+                b.len = 0;
+            else
+                keep_response(c);
             sse_write_events(c, &b);
         } else if (!c->errored && c->req.include_usage) {
             pgd_api_meta m = meta_of(c);
@@ -1116,6 +1143,8 @@ typedef enum {
     R_CHAT,
     R_COMPLETIONS,
     R_RESPONSES,
+    R_RESPONSE_GET,
+    R_RESPONSE_DELETE,
     R_MODELS,
     R_MODEL,
     R_HEALTH,
@@ -1139,6 +1168,8 @@ static const struct {
     {"/v1/chat/completions", "POST", R_CHAT, true, NULL, NULL},
     {"/v1/completions", "POST", R_COMPLETIONS, true, NULL, NULL},
     {"/v1/responses", "POST", R_RESPONSES, true, NULL, NULL},
+    {"/v1/responses/", "GET", R_RESPONSE_GET, false, "/v1/responses", "/v1/responses/{id}"},
+    {"/v1/responses/", "DELETE", R_RESPONSE_DELETE, false, "/v1/responses", "/v1/responses/{id}"},
     {"/v1/models", "GET", R_MODELS, false, NULL, NULL},
     {"/v1/models/", "GET", R_MODEL, false, "/v1/models",
      "/v1/models/{id}"}, /* whoever may list may retrieve */
@@ -1156,15 +1187,31 @@ static bool route_matches(const char *route, const char *path) {
     return !strcmp(route, path);
 }
 
-/* The index of the route `path` reaches, or PGD_ARRAY_LEN(k_routes). */
-static size_t route_of(const char *path) {
-    size_t i = 0;
-    while (i < PGD_ARRAY_LEN(k_routes) && !route_matches(k_routes[i].path, path)) i++;
-    return i;
+/* The index of the route `path` reaches with `method` (HEAD reaches GET routes) — or, when its
+ * path has no such method, its first route; PGD_ARRAY_LEN(k_routes) when no path matches. */
+static size_t route_of(const char *path, const char *method) {
+    size_t first = PGD_ARRAY_LEN(k_routes);
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_routes); i++) {
+        if (!route_matches(k_routes[i].path, path)) continue;
+        if (first == PGD_ARRAY_LEN(k_routes)) first = i;
+        if (method && (!strcmp(method, k_routes[i].method) ||
+                       (!strcmp(method, "HEAD") && !strcmp(k_routes[i].method, "GET"))))
+            return i;
+    }
+    return first;
+}
+
+/* The Allow header of a path's routes ("GET, DELETE"). */
+static void allowed_methods(const char *path, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_routes) && n < cap; i++)
+        if (route_matches(k_routes[i].path, path))
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", k_routes[i].method);
 }
 
 const char *pgd_srv_route_label(const char *path) {
-    size_t i = route_of(path);
+    size_t i = route_of(path, NULL);
     if (i == PGD_ARRAY_LEN(k_routes)) return "other";
     return k_routes[i].label ? k_routes[i].label : k_routes[i].path;
 }
@@ -1229,7 +1276,7 @@ static bool cors_preflight(pgd_srv *srv, pgd_http_request *req, const char *meth
         return true;
     }
     const char *want = pgd_http_request_header(req, "Access-Control-Request-Headers");
-    pgd_http_header h[3] = {{"Access-Control-Allow-Methods", "GET, HEAD, POST"},
+    pgd_http_header h[3] = {{"Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE"},
                             {"Access-Control-Max-Age", "600"},
                             {"Access-Control-Allow-Headers", want}};
     size_t nh = want && *want && pgd_cors_header_list_ok(want) ? 3 : 2;
@@ -1260,7 +1307,7 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         respond_unauthorized(req, path);
         return;
     }
-    size_t i = route_of(path);
+    size_t i = route_of(path, method);
     pgd_api_error e;
     if (i == PGD_ARRAY_LEN(k_routes)) {
         pgd_api_error_route_not_found(&e, method, path);
@@ -1270,7 +1317,9 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
     bool head = !strcmp(method, "HEAD") && !strcmp(k_routes[i].method, "GET");
     if (strcmp(method, k_routes[i].method) && !head) {
         pgd_api_error_method_not_allowed(&e, method, path);
-        pgd_http_header allow = {"Allow", k_routes[i].method};
+        char methods[64];
+        allowed_methods(path, methods, sizeof methods);
+        pgd_http_header allow = {"Allow", methods};
         pgd_buf b = PGD_BUF_INIT;
         pgd_api_error_body(&e, &b);
         pgd_srv_respond_json(req, 405, &b, &allow, 1);
@@ -1299,6 +1348,11 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         break;
     case R_RESPONSES:
         start_completion(srv, req, PGD_API_CHAT, true, &who);
+        break;
+    case R_RESPONSE_GET:
+    case R_RESPONSE_DELETE:
+        pgd_srv_stored_response(srv, req, path + strlen(k_routes[i].path), &who,
+                                k_routes[i].id == R_RESPONSE_DELETE);
         break;
     case R_MODELS:
         pgd_srv_models(srv, req, NULL);

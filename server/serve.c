@@ -30,6 +30,7 @@ void pgd_serve_config_default(pgd_serve_config *c) {
     c->port = 8000;
     c->shutdown_timeout_s = 30;
     c->max_body_mb = 4;
+    c->responses_store_mb = 64;
     c->max_connections = 1024;
     c->idle_timeout_s = 30;
     c->request_timeout_s = 60;
@@ -367,7 +368,9 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
         model_name_of(cfg->load.model_path ? cfg->load.model_path : cfg->load.model_preset,
                       srv->served_name, sizeof srv->served_name);
     if (pgd_access_create(cfg->tenants, cfg->api_key, &srv->access) ||
-        pgd_cors_create(cfg->allowed_origins, &srv->cors)) {
+        pgd_cors_create(cfg->allowed_origins, &srv->cors) ||
+        (cfg->responses_store_mb &&
+         pgd_resp_store_new((size_t)cfg->responses_store_mb << 20, &srv->responses))) {
         fprintf(stderr, "pagoda serve: %s\n", pgd_error_detail());
         pgd_access_destroy(srv->access);
         return 2;
@@ -436,6 +439,7 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     pgd_metrics_destroy(srv->registry);
     pgd_access_destroy(srv->access);
     pgd_cors_destroy(srv->cors);
+    pgd_resp_store_free(srv->responses);
     uv_loop_close(srv->loop);
     fprintf(stderr, "pagoda serve: stopped\n");
     return srv->exit_code;

@@ -25,6 +25,7 @@ typedef struct pgd_serve_config {
     const char *metrics_prefix;    /* "pagoda_" */
     uint64_t shutdown_timeout_s;   /* in-flight requests may finish for this long */
     uint64_t max_body_mb;
+    uint64_t responses_store_mb; /* memory for stored /v1/responses answers; 0: none kept */
     uint64_t max_connections;
     uint64_t idle_timeout_s;
     uint64_t request_timeout_s; /* whole request (headers + body) must arrive within it */
@@ -34,8 +35,9 @@ typedef struct pgd_serve_config {
     pgd_sched_config sched;     /* budgets, max_waiting, prefix caching */
 } pgd_serve_config;
 
-/* The server's defaults: 127.0.0.1:8000, 4 MiB bodies, 1024 connections, 30 s idle, 60 s per
- * request, 30 s to drain at shutdown; the engine's own defaults. */
+/* The server's defaults: 127.0.0.1:8000, 4 MiB bodies, 64 MiB of stored responses, 1024
+ * connections, 30 s idle, 60 s per request, 30 s to drain at shutdown; the engine's own defaults.
+ */
 void pgd_serve_config_default(pgd_serve_config *c);
 
 /* Listen, load the model (GET /health answers 503 "loading" meanwhile), serve until SIGINT or

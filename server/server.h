@@ -23,6 +23,7 @@
 #include "server/serve.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/resp_store.h"
 
 typedef enum { PGD_SRV_LOADING, PGD_SRV_READY, PGD_SRV_DRAINING, PGD_SRV_FAILED } pgd_srv_state;
 
@@ -45,6 +46,8 @@ typedef struct pgd_srv {
     pgd_pagoda_metrics pm;
     pgd_access *access; /* keys, tenants, quotas (server/access.h) */
     pgd_cors *cors;     /* origins of browser pages allowed to call (server/cors.h); NULL: none */
+    pgd_resp_store *responses; /* stored /v1/responses answers (server/resp_store.h); NULL:
+                                  none kept (--responses-store-mb 0) */
     bool metrics_ready;
     pgd_srv_state state;
     int64_t created; /* unix seconds at start (for /v1/models) */
@@ -83,5 +86,10 @@ void pgd_srv_models(pgd_srv *srv, pgd_http_request *req, const char *id);
 void pgd_srv_metrics(pgd_srv *srv, pgd_http_request *req);
 void pgd_srv_admin_tenants(pgd_srv *srv, pgd_http_request *req);
 void pgd_srv_health(pgd_srv *srv, pgd_http_request *req);
+/* GET /v1/responses/{id} (the stored object) or DELETE (drops it): the caller's own only */
+void pgd_srv_stored_response(pgd_srv *srv, pgd_http_request *req, const char *id,
+                             const pgd_caller *who, bool del);
+/* The owner of what a caller stores: its tenant's id, 0 without one */
+uint64_t pgd_srv_owner(const pgd_caller *who);
 
 #endif

@@ -16,7 +16,7 @@ The references are independent of the endpoint under test:
   /v1/completions on those token ids) read by Python: the tool calls an "auto" answer carries.
 - the tools' parameters and the text.format schemas, checked with the jsonschema package; the
   SDK's pydantic models (Response, the stream event union) for the object's and events' shapes.
-- OpenAI's documented behaviour: ids "resp_" / "msg_" / "fc_" / "call_", store false, the
+- OpenAI's documented behaviour: ids "resp_" / "msg_" / "fc_" / "call_", store as asked, the
   stream's events "event: <type>\\ndata: <json>" numbered 0, 1, ... from response.created and
   response.in_progress to response.completed / response.incomplete, without "data: [DONE]";
   deltas that add up to the *.done events and to the final object.
@@ -190,7 +190,8 @@ def check_response(r, sent, streamed_start=False):
     assert r["object"] == "response"
     assert isinstance(r["created_at"], int) and abs(r["created_at"] - time.time()) < 120, r
     assert r["model"] == NAME
-    assert r["background"] is False and r["store"] is False
+    # the server keeps responses (the default --responses-store-mb) unless asked not to
+    assert r["background"] is False and r["store"] is (sent.get("store") is not False)
     assert r["previous_response_id"] is None
     assert r["reasoning"] == {"effort": None, "summary": None}, r["reasoning"]
     assert r["truncation"] == "disabled"
@@ -441,7 +442,7 @@ def test_response_object_echoes_the_request(srv, client):
     assert typed.output_text == output_text(r)
     assert typed.metadata == body["metadata"] and typed.user == "u-42"
     assert typed.tools[0].type == "function" and typed.tools[0].name == "get_weather"
-    assert typed.store is False
+    assert typed.store is True
     assert typed.output[0].id.startswith("msg_")
 
 

@@ -879,6 +879,86 @@ static void test_error_rename(void) {
     pgd_api_resp_request_free(&r);
 }
 
+/* ---- previous_response_id ------------------------------------------------------------------ */
+
+/* A lookup over one stored conversation, "resp_prev": a user turn and an assistant call. */
+static const json_t *lookup_one(void *ud, const char *id) {
+    return strcmp(id, "resp_prev") ? NULL : (const json_t *)ud;
+}
+
+static void test_previous_response(void) {
+    char *conv_s = dq("[{'role':'user','content':'weather?'},{'role':'assistant','content':null,"
+                      "'tool_calls':[{'id':'c1','type':'function','function':{'name':'get_weather',"
+                      "'arguments':'{}'}}]}]");
+    json_t *conv = json_loads(conv_s, 0, NULL);
+    free(conv_s);
+    REQUIRE(conv != NULL);
+    json_t *before = json_deep_copy(conv);
+    /* the stored turns come after the instructions and before the input, as the equivalent chat
+     * request has them; a call of the new input starts a message of its own (the stored ones
+     * are not changed) */
+    const char *body_q = "{'instructions':'Be brief.','previous_response_id':'resp_prev',"
+                         "'input':[{'type':'function_call_output','call_id':'c1','output':'18C'},"
+                         "{'type':'function_call','call_id':'c2','name':'get_weather',"
+                         "'arguments':'{}'}]}";
+    char *body = dq(body_q);
+    pgd_api_resp_request r;
+    pgd_api_error e;
+    int rc = pgd_api_resp_request_parse_stored(body, strlen(body), lookup_one, conv, &r, &e);
+    free(body);
+    REQUIRE(rc == 0);
+    pgd_api_request c;
+    memset(&c, 0, sizeof c);
+    REQUIRE(cparse("{'messages':[{'role':'system','content':'Be brief.'},{'role':'user','content':"
+                   "'weather?'},{'role':'assistant','content':null,'tool_calls':[{'id':'c1',"
+                   "'type':'function','function':{'name':'get_weather','arguments':'{}'}}]},"
+                   "{'role':'tool','tool_call_id':'c1','content':'18C'},{'role':'assistant',"
+                   "'content':null,'tool_calls':[{'id':'c2','type':'function','function':{"
+                   "'name':'get_weather','arguments':'{}'}}]}]}",
+                   &c) == 0);
+    same_messages(__LINE__, &r.chat.messages, &c.messages);
+    pgd_api_request_free(&c);
+    CHECK(json_equal(conv, before));
+    CHECK_EQ_STR(json_string_value(json_object_get(r.echo, "previous_response_id")), "resp_prev");
+    CHECK(r.store);
+    /* the history: everything but the instructions */
+    CHECK_EQ_INT((int)json_array_size(r.history), 4);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(r.history, 0), "content")),
+                 "weather?");
+    /* where each message came from, and the names errors use */
+    REQUIRE(r.n_msgs == 5);
+    CHECK(r.msg_src[0].item == SIZE_MAX && r.msg_src[1].item == PGD_API_RESP_PREVIOUS &&
+          r.msg_src[2].item == PGD_API_RESP_PREVIOUS && r.msg_src[3].item == 0 &&
+          r.msg_src[4].item == 1 && r.msg_src[4].first_call == 1);
+    char p[64];
+    CHECK_EQ_STR(
+        pgd_api_resp_param(&r, "messages[2].tool_calls[0].function.arguments", p, sizeof p),
+        "previous_response_id");
+    CHECK_EQ_STR(
+        pgd_api_resp_param(&r, "messages[4].tool_calls[0].function.arguments", p, sizeof p),
+        "input[1].arguments");
+    pgd_api_resp_request_no_store(&r);
+    CHECK(!r.store && json_is_false(json_object_get(r.echo, "store")));
+    pgd_api_resp_request_free(&r);
+
+    /* an id the lookup does not find; no lookup at all; store false */
+    body = dq("{'input':'x','previous_response_id':'resp_other'}");
+    CHECK_EQ_INT(pgd_api_resp_request_parse_stored(body, strlen(body), lookup_one, conv, &r, &e),
+                 PGD_EINVAL);
+    CHECK_EQ_STR(e.param, "previous_response_id");
+    CHECK_EQ_STR(e.code, "previous_response_not_found");
+    CHECK_EQ_INT(pgd_api_resp_request_parse(body, strlen(body), &r, &e), PGD_EINVAL);
+    CHECK_EQ_STR(e.param, "previous_response_id");
+    CHECK_EQ_STR(e.code, "");
+    free(body);
+    CHECK_EQ_INT(rparse("{'input':'x','store':false}", &r), 0);
+    CHECK(!r.store && json_is_false(json_object_get(r.echo, "store")));
+    CHECK(json_is_null(json_object_get(r.echo, "previous_response_id")));
+    pgd_api_resp_request_free(&r);
+    json_decref(before);
+    json_decref(conv);
+}
+
 int main(void) {
     RUN(test_request_messages);
     RUN(test_request_generation);
@@ -888,5 +968,6 @@ int main(void) {
     RUN(test_request_errors);
     RUN(test_param_map);
     RUN(test_error_rename);
+    RUN(test_previous_response);
     return test_summary();
 }

@@ -182,7 +182,8 @@ static void check_response_head(const json_t *resp, const pgd_api_meta *m,
     CHECK_EQ_STR(sget(resp, "status"), status);
     CHECK(json_is_false(json_object_get(resp, "background")));
     CHECK(json_is_null(json_object_get(resp, "previous_response_id")));
-    CHECK(json_is_false(json_object_get(resp, "store")));
+    CHECK(json_is_boolean(json_object_get(resp, "store")) &&
+          json_boolean_value(json_object_get(resp, "store")) == req->store);
     json_t *rs = json_object_get(resp, "reasoning");
     CHECK(keys_are(rs, KEYS("effort", "summary")));
     CHECK(json_is_null(json_object_get(rs, "effort")) &&
@@ -464,6 +465,7 @@ static void test_response_defaults_and_copies(void) {
     pgd_api_resp_request view;
     memset(&view, 0, sizeof view);
     view.echo = echo;
+    view.store = true; /* the default */
     check_response_head(resp, &m0, &view, "completed", false);
     CHECK(json_is_null(json_object_get(resp, "instructions")));
     CHECK(json_is_null(json_object_get(resp, "max_output_tokens")));
@@ -1149,6 +1151,73 @@ static void test_stream_fail(void) {
     pgd_api_resp_request_free(&req);
 }
 
+/* ---- what a stored response keeps ---------------------------------------------------------- */
+
+static void test_conversation_and_object(void) {
+    pgd_api_resp_request req;
+    memset(&req, 0, sizeof req);
+    REQUIRE(rparse("{'instructions':'Be brief.','input':[{'role':'user','content':'hi'}]}", &req) ==
+            0);
+    pgd_api_meta m = {"resp_conv", 5, S("m"), NULL};
+    for (int calls_only = 0; calls_only < 2; calls_only++) {
+        for (int stream = 0; stream < 2; stream++) {
+            pgd_api_resp *r = NULL;
+            REQUIRE(pgd_api_resp_new(&m, &req, stream, &r) == 0);
+            pgd_buf out = PGD_BUF_INIT, obj = PGD_BUF_INIT;
+            CHECK_EQ_INT(pgd_api_resp_object(r, &obj), PGD_EINVAL); /* not ended */
+            if (!calls_only) CHECK_EQ_INT(pgd_api_resp_text(r, S("Sure."), NULL, 0, &out), 0);
+            CHECK_EQ_INT(pgd_api_resp_calls(r, k_calls, 2, &out), 0);
+            CHECK_EQ_INT(pgd_api_resp_end(r, PGD_FINISH_STOP, &k_usage, &out), 0);
+            CHECK_EQ_INT(pgd_api_resp_object(r, &obj), 0);
+            json_t *o = load(obj.data, obj.len);
+            if (!stream) { /* the whole answer is that object */
+                json_t *w = load(out.data, out.len);
+                CHECK(w && o && json_equal(w, o));
+                json_decref(w);
+            } else { /* the stream's last event holds it */
+                sse_events ev;
+                if (split_events(out.data, out.len, &ev)) {
+                    CHECK(json_equal(json_object_get(ev.ev[ev.n - 1].j, "response"), o));
+                    events_free(&ev);
+                } else {
+                    CHECK(false);
+                }
+            }
+            json_decref(o);
+            /* the conversation: the input (not the instructions), then the answer as one
+             * assistant message with its calls */
+            json_t *conv = NULL;
+            REQUIRE(pgd_api_resp_conversation(r, &req, &conv) == 0);
+            char *want_q =
+                dq(calls_only
+                       ? "[{'role':'user','content':'hi'},{'role':'assistant','content':null,"
+                         "'tool_calls':[{'id':'call_aaaaaaaaaaaaaaaaaaaaaaaa','type':'function',"
+                         "'function':{'name':'get_weather','arguments':'{\\'city\\': "
+                         "\\'Paris\\'}'}},{'id':'call_bbbbbbbbbbbbbbbbbbbbbbbb','type':'function',"
+                         "'function':{'name':'ping','arguments':'{}'}}]}]"
+                       : "[{'role':'user','content':'hi'},{'role':'assistant','content':'Sure.',"
+                         "'tool_calls':[{'id':'call_aaaaaaaaaaaaaaaaaaaaaaaa','type':'function',"
+                         "'function':{'name':'get_weather','arguments':'{\\'city\\': "
+                         "\\'Paris\\'}'}},{'id':'call_bbbbbbbbbbbbbbbbbbbbbbbb','type':'function',"
+                         "'function':{'name':'ping','arguments':'{}'}}]}]");
+            json_t *want = json_loads(want_q, 0, NULL);
+            free(want_q);
+            CHECK(want && json_equal(conv, want));
+            if (!json_equal(conv, want)) {
+                char *got = json_dumps(conv, JSON_COMPACT);
+                fprintf(stderr, "  conversation: %s\n", got ? got : "?");
+                free(got);
+            }
+            json_decref(want);
+            json_decref(conv);
+            pgd_buf_free(&out);
+            pgd_buf_free(&obj);
+            pgd_api_resp_free(r);
+        }
+    }
+    pgd_api_resp_request_free(&req);
+}
+
 int main(void) {
     RUN(test_response_whole);
     RUN(test_response_defaults_and_copies);
@@ -1157,5 +1226,6 @@ int main(void) {
     RUN(test_stream);
     RUN(test_stream_plain_and_empty);
     RUN(test_stream_fail);
+    RUN(test_conversation_and_object);
     return test_summary();
 }
