@@ -3,15 +3,16 @@
  * pgd_api_resp_request_parse, and every accepted request's answer built from the body's own
  * bytes (api/responses.h).
  *
- * Input: a request body. A refusal must be a 400 (PGD_EINVAL) or 500 (PGD_ENOMEM) with a valid
- * JSON error body, and a param that pgd_api_resp_param leaves as it is (already a Responses
- * name). An accepted request must hold a chat request with at least one message and its own
- * echo of the request fields; then its answer is built twice, whole and streamed, from pieces
- * of the body taken as output text (and, when it offers tools, as calls): the whole answer must
- * be one JSON object whose output text is the pieces joined, and the stream a run of
- * "event: T\ndata: {...}\n\n" events whose type is T, whose sequence numbers count up from 0,
- * whose deltas join to the same text and whose last event holds the same output. The body is
- * copied into a buffer of exactly its size so ASan catches a read past it.
+ * Input: a request body (previous_response_id "resp_prev" finds a stored turn). A refusal must be a
+ * 400 (PGD_EINVAL) or 500 (PGD_ENOMEM) with a valid JSON error body, and a param that
+ * pgd_api_resp_param leaves as it is (already a Responses name). An accepted request must hold a
+ * chat request with at least one message and its own echo of the request fields; then its answer is
+ * built twice, whole and streamed, from pieces of the body taken as output text (and, when it
+ * offers tools, as calls): the whole answer must be one JSON object whose output text is the pieces
+ * joined, and the stream a run of "event: T\ndata: {...}\n\n" events whose type is T, whose
+ * sequence numbers count up from 0, whose deltas join to the same text and whose last event holds
+ * the same output. The body is copied into a buffer of exactly its size so ASan catches a read past
+ * it.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -136,6 +137,17 @@ static void check_answer(const pgd_api_resp_request *q, const char *text, size_t
     pgd_buf_free(&got);
 }
 
+/* previous_response_id "resp_prev": a stored turn (a question and a call); others: none. */
+static const json_t *lookup(void *ud, const char *id) {
+    static json_t *conv;
+    (void)ud;
+    if (!conv)
+        conv = json_pack("[{s:s,s:s},{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s}}]}]", "role", "user",
+                         "content", "weather?", "role", "assistant", "content", "tool_calls", "id",
+                         "c1", "type", "function", "function", "name", "f", "arguments", "{}");
+    return strcmp(id, "resp_prev") ? NULL : conv;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *body = malloc(size ? size : 1);
     if (!body) return 0;
@@ -144,10 +156,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pgd_api_resp_request q;
     pgd_api_error e;
     memset(&e, 0, sizeof e);
-    int rc = pgd_api_resp_request_parse(body, size, &q, &e);
+    int rc = pgd_api_resp_request_parse_stored(body, size, lookup, NULL, &q, &e);
     if (rc == 0) {
         FUZZ_CHECK(q.chat.kind == PGD_API_CHAT && q.chat.messages.n >= 1 && q.echo);
-        FUZZ_CHECK(q.n_msgs == q.chat.messages.n && q.msg_src);
+        FUZZ_CHECK(q.n_msgs == q.chat.messages.n && q.msg_src && q.history);
+        FUZZ_CHECK(json_array_size(q.history) <= q.n_msgs);
         check_answer(&q, body, size);
     } else {
         check_error(&q, rc, &e);

@@ -145,6 +145,9 @@ def responses_seeds():
         j({"input": "x", "max_output_tokens": 0}),
         j({"input": [{"role": "assistant", "content": "a"},
                      {"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]}),
+        j({"input": [{"type": "function_call_output", "call_id": "c1", "output": "18C"}],
+           "previous_response_id": "resp_prev", "instructions": "Be brief.", "store": False}),
+        j({"input": "x", "previous_response_id": "resp_other"}),
     ]
     return out + BAD
 
