@@ -231,10 +231,9 @@ static void sse_write_json(pgd_rctx *c, const pgd_buf *json) {
     pgd_buf_free(&f);
 }
 
-/* Writes and frees b: the events of a /v1/responses stream, already framed. */
-static void sse_write_events(pgd_rctx *c, pgd_buf *b) {
+/* Writes b: events of a /v1/responses stream (or an error event), already framed. */
+static void sse_write_events(pgd_rctx *c, const pgd_buf *b) {
     if (c->stream && b->len) pgd_http_stream_write(c->stream, b->data, b->len);
-    pgd_buf_free(b);
 }
 
 static void sse_end(pgd_rctx *c) {
@@ -522,7 +521,6 @@ static int parse_body(pgd_rctx *c, bool responses, pgd_api_error *e) {
     c->req = c->rq.chat; /* moved: c->rq keeps what the response repeats */
     memset(&c->rq.chat, 0, sizeof c->rq.chat);
     c->parsed = true;
-    pgd_api_format_id(c->id, "resp_", pgd_sampler_random_seed(), pgd_sampler_random_seed());
     pgd_api_meta m = meta_of(c);
     if (pgd_api_resp_new(&m, &c->rq, c->req.stream, &c->resp))
         return pgd_api_error_set(e, 500, NULL, NULL, "out of memory");
@@ -543,7 +541,10 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
     c->finished_reason = -1;
     c->who = *who;
     c->ttft_s = c->e2e_s = -1;
-    pgd_api_new_id(c->id, kind);
+    if (responses)
+        pgd_api_format_id(c->id, "resp_", pgd_sampler_random_seed(), pgd_sampler_random_seed());
+    else
+        pgd_api_new_id(c->id, kind);
     c->next = srv->inflight;
     if (c->next) c->next->prev = c;
     srv->inflight = c;
@@ -962,6 +963,7 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
         pgd_buf b = PGD_BUF_INIT;
         if (c->resp ? pgd_api_resp_fail(c->resp, &e, &b) : pgd_api_error_sse(&e, &b)) b.len = 0;
         sse_write_events(c, &b);
+        pgd_buf_free(&b);
         c->error_sent = true;
     } else if (c->http && !c->stream && !c->error_sent) {
         c->error_sent = true;
@@ -985,16 +987,18 @@ static int split_tool_calls(choice_out *co) {
 }
 
 /* A Responses answer that has ended, when it asked to be kept: into the store (before its
- * last bytes go out, so that a request continuing it finds it). */
-static void keep_response(pgd_rctx *c) {
+ * last bytes go out, so that a request continuing it finds it). whole: the object's text when
+ * it was just written whole; NULL: written again here (a stream's last event holds it). */
+static void keep_response(pgd_rctx *c, const pgd_buf *whole) {
     if (!c->rq.store || !c->srv->responses) return;
     pgd_buf obj = PGD_BUF_INIT;
     json_t *conv = NULL;
-    int rc = pgd_api_resp_object(c->resp, &obj);
+    int rc = whole ? 0 : pgd_api_resp_object(c->resp, &obj);
+    if (!whole) whole = &obj;
     if (!rc) rc = pgd_api_resp_conversation(c->resp, &c->rq, &conv);
     if (!rc)
-        rc = pgd_resp_store_put(c->srv->responses, c->id, pgd_srv_owner(&c->who), obj.data, obj.len,
-                                conv);
+        rc = pgd_resp_store_put(c->srv->responses, c->id, pgd_srv_owner(&c->who),
+                                whole->data ? whole->data : "", whole->len, conv);
     if (rc) fprintf(stderr, "pagoda serve: response %s not stored: out of memory\n", c->id);
     pgd_buf_free(&obj);
 }
@@ -1004,7 +1008,7 @@ static int resp_whole(pgd_rctx *c, const pgd_api_choice *ch, pgd_buf *out) {
     int rc = pgd_api_resp_text(c->resp, ch->text, ch->tokens, ch->n_tokens, NULL);
     if (!rc) rc = pgd_api_resp_calls(c->resp, ch->calls, ch->n_calls, NULL);
     if (!rc) rc = pgd_api_resp_end(c->resp, ch->finish, &c->usage, out);
-    if (!rc) keep_response(c);
+    if (!rc) keep_response(c, out);
     return rc;
 }
 
@@ -1032,13 +1036,15 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
             pgd_buf b = PGD_BUF_INIT;
             if (c->resp ? pgd_api_resp_fail(c->resp, &e, &b) : pgd_api_error_sse(&e, &b)) b.len = 0;
             sse_write_events(c, &b);
+            pgd_buf_free(&b);
         } else if (!c->errored && c->resp) {
             pgd_buf b = PGD_BUF_INIT;
             if (pgd_api_resp_end(c->resp, c->ch[0].finish, &c->usage, &b))
                 b.len = 0;
             else
-                keep_response(c);
+                keep_response(c, NULL);
             sse_write_events(c, &b);
+            pgd_buf_free(&b);
         } else if (!c->errored && c->req.include_usage) {
             pgd_api_meta m = meta_of(c);
             pgd_buf b = PGD_BUF_INIT;
