@@ -279,8 +279,8 @@ static const char *const k_llama31_markers[] = {
     "Environment: ipython\\n",
     "Given the following functions, please respond with a JSON for a function call ",
     "with its proper arguments that best answers the given prompt.\\n\\n",
-    "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
-    "argument name and its value}.",
+    ("Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+     "argument name and its value}."), /* one marker, split to fit the line */
     "Do not use variables.\\n\\n",
     "t | tojson(indent=4)",
     "messages[0]['content']|trim",
