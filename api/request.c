@@ -168,10 +168,11 @@ static int token_err(pgd_api_error *e, const char *param, const json_t *v) {
 
 /* ---- prompt (completions) ----------------------------------------------------------------- */
 
-static int parse_prompt(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
+/* "prompt" (completions) or "input" (embeddings): one or more prompts, text or token ids. */
+static int parse_prompt(const json_t *root, const char *key, pgd_api_request *r, pgd_api_error *e) {
     char param[64];
-    json_t *v = pgd__api_field(root, "prompt");
-    if (!v) return bad(e, "prompt", "'prompt' is required");
+    json_t *v = pgd__api_field(root, key);
+    if (!v) return bad(e, key, "'%s' is required", key);
     if (json_is_string(v)) {
         r->prompts = calloc(1, sizeof *r->prompts);
         if (!r->prompts) return pgd__api_oom(e);
@@ -181,12 +182,12 @@ static int parse_prompt(const json_t *root, pgd_api_request *r, pgd_api_error *e
         return 0;
     }
     if (!json_is_array(v))
-        return type_err(e, "prompt",
+        return type_err(e, key,
                         "a string, an array of strings, an array of token ids or an array of "
                         "arrays of token ids",
                         v);
     size_t n = json_array_size(v);
-    if (n == 0) return bad(e, "prompt", "'prompt' must not be an empty array");
+    if (n == 0) return bad(e, key, "'%s' must not be an empty array", key);
     json_t *first = json_array_get(v, 0);
     size_t n_ids = 0, n_prompts = 0;
     enum { STRINGS, IDS, LISTS } shape;
@@ -201,13 +202,16 @@ static int parse_prompt(const json_t *root, pgd_api_request *r, pgd_api_error *e
         shape = LISTS;
         n_prompts = n;
     } else {
-        return type_err(e, "prompt[0]", "a string, a token id or an array of token ids", first);
+        {
+            snprintf(param, sizeof param, "%s[0]", key);
+            return type_err(e, param, "a string, a token id or an array of token ids", first);
+        }
     }
     /* validate the shape and count ids */
     for (size_t i = 0; i < n; i++) {
         json_t *el = json_array_get(v, i);
         int32_t id;
-        snprintf(param, sizeof param, "prompt[%zu]", i);
+        snprintf(param, sizeof param, "%s[%zu]", key, i);
         if (shape == STRINGS) {
             if (!json_is_string(el))
                 return type_err(e, param, "a string (like the other prompts of the list)", el);
@@ -221,7 +225,7 @@ static int parse_prompt(const json_t *root, pgd_api_request *r, pgd_api_error *e
             for (size_t j = 0; j < m; j++) {
                 json_t *t = json_array_get(el, j);
                 if (token_id(t, &id)) {
-                    snprintf(param, sizeof param, "prompt[%zu][%zu]", i, j);
+                    snprintf(param, sizeof param, "%s[%zu][%zu]", key, i, j);
                     return token_err(e, param, t);
                 }
             }
@@ -497,12 +501,40 @@ static int refuse_unsupported(const json_t *root, pgd_api_request *r, pgd_api_er
     return 0;
 }
 
+/* POST /v1/embeddings (api/embeddings.h). */
+static int parse_embedding(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
+    int rc;
+    bool present;
+    int64_t x;
+    if ((rc = parse_prompt(root, "input", r, e))) return rc;
+    if (r->n_prompts > PGD_API_MAX_INPUTS)
+        return bad(e, "input", "'input' holds %zu inputs; at most %d are allowed", r->n_prompts,
+                   PGD_API_MAX_INPUTS);
+    pgd_str fmt = {NULL, 0};
+    if ((rc = get_str(root, "encoding_format", &fmt, e))) return rc;
+    if (fmt.ptr && !pgd_str_eq(fmt, "float") && !pgd_str_eq(fmt, "base64"))
+        return bad(e, "encoding_format",
+                   "'encoding_format' must be 'float' or 'base64', got '%.*s'",
+                   (int)(fmt.len > 64 ? 64 : fmt.len), fmt.ptr);
+    r->base64 = fmt.ptr && pgd_str_eq(fmt, "base64");
+    if ((rc = get_int(root, "dimensions", 1, INT32_MAX, "an integer >= 1", &present, &x, e)))
+        return rc;
+    r->dimensions = present ? x : 0;
+    if ((rc = get_str(root, "user", &r->user, e))) return rc;
+    if ((rc = get_int(root, "priority", INT32_MIN, INT32_MAX, "a 32-bit signed integer", &present,
+                      &x, e)))
+        return rc;
+    if (present) r->priority = (int32_t)x;
+    return 0;
+}
+
 static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
     int rc;
     bool present;
     int64_t x;
 
     if ((rc = get_str(root, "model", &r->model, e))) return rc;
+    if (r->kind == PGD_API_EMBEDDING) return parse_embedding(root, r, e);
 
     if (r->kind == PGD_API_CHAT) {
         json_t *m = json_object_get(root, "messages");
@@ -512,7 +544,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
         if (rc == PGD_ENOMEM) return pgd__api_oom(e);
         if (rc) return bad(e, param, "%s", pgd_error_detail());
     } else {
-        if ((rc = parse_prompt(root, r, e))) return rc;
+        if ((rc = parse_prompt(root, "prompt", r, e))) return rc;
     }
 
     bool p_kind = r->kind == PGD_API_COMPLETION; /* 0 asks for the prompt alone (with echo) */
@@ -646,7 +678,7 @@ int pgd_api_request_parse_json(pgd_api_kind kind, json_t *root, pgd_api_request 
 
 size_t pgd_api_request_n_choices(const pgd_api_request *r) {
     size_t per = r->n > 0 ? (size_t)r->n : 1;
-    return r->kind == PGD_API_COMPLETION ? r->n_prompts * per : per;
+    return r->kind == PGD_API_CHAT ? per : r->n_prompts * per;
 }
 
 void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint64_t random_seed,

@@ -61,10 +61,12 @@
 #define PGD_API_MAX_N        16 /* choices per prompt */
 #define PGD_API_MAX_LOGPROBS 20 /* top logprobs */
 #define PGD_API_MAX_STOP     PGD_STOP_MAX_STRINGS
+#define PGD_API_MAX_INPUTS   2048 /* embeddings' inputs per request (OpenAI's limit) */
 
 typedef enum pgd_api_kind {
     PGD_API_CHAT = 0,       /* /v1/chat/completions */
     PGD_API_COMPLETION = 1, /* /v1/completions */
+    PGD_API_EMBEDDING = 2,  /* /v1/embeddings (api/embeddings.h) */
 } pgd_api_kind;
 
 /* One completions prompt: either text or token ids. */
@@ -85,7 +87,7 @@ typedef struct pgd_api_request {
     pgd_messages messages;
     pgd_api_tools tools; /* tools, tool_choice, parallel_tool_calls (api/tools.h) */
 
-    /* completions */
+    /* completions; embeddings: the inputs */
     pgd_api_prompt *prompts; /* [n_prompts], owned */
     size_t n_prompts;
     int32_t *prompt_ids; /* storage of every token prompt, owned */
@@ -122,9 +124,14 @@ typedef struct pgd_api_request {
     bool include_usage; /* stream_options.include_usage */
     pgd_str user;       /* ptr NULL when absent */
     pgd_str cache_salt; /* ptr NULL when absent */
+
+    /* embeddings */
+    bool base64;        /* encoding_format "base64" (default "float") */
+    int64_t dimensions; /* 0 when absent, else >= 1 (checked against the model by the caller) */
 } pgd_api_request;
 
-/* Parses and validates a chat (PGD_API_CHAT) or completions (PGD_API_COMPLETION) body.
+/* Parses and validates a chat (PGD_API_CHAT), completions (PGD_API_COMPLETION) or embeddings
+ * (PGD_API_EMBEDDING: fields in api/embeddings.h) body.
  * 0 and *out filled; or PGD_EINVAL with *err filled (status 400) and *out empty; or PGD_ENOMEM
  * with *err filled (status 500). Either way pgd_api_request_free(out) is safe. */
 int pgd_api_request_parse(pgd_api_kind kind, const char *body, size_t len, pgd_api_request *out,

@@ -37,6 +37,9 @@ static const pgd_opt k_server_opts[] = {
     {"responses-store-mb", PGD_OPT_U64, O(responses_store_mb),
      "memory in MiB for stored /v1/responses answers, the least recently used dropped first "
      "(64; 0: none kept, no previous_response_id)"},
+    {"pooling", PGD_OPT_STR, O(pooling),
+     "how /v1/embeddings pool a prompt's final hidden states: last (token), mean, or auto (the "
+     "model's pooling_type when it has one, else last; the default)"},
     {"max-connections", PGD_OPT_U64, O(max_connections), "concurrent connections (1024)"},
     {"idle-timeout", PGD_OPT_U64, O(idle_timeout_s), "seconds an idle connection is kept (30)"},
     {"request-timeout", PGD_OPT_U64, O(request_timeout_s),

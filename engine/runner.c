@@ -34,6 +34,9 @@ struct pgd_runner {
     int32_t *b_sample_of;         /* [T] item -> its entry in b_samples, or -1 (host sampling) */
     float *logits;                /* [logits_rows][n_vocab] */
     uint32_t logits_rows;
+    uint32_t *b_hidden_rows; /* [T] tokens whose hidden states come back */
+    float *hidden;           /* [hidden_rows][n_embd] */
+    uint32_t hidden_rows;
     uint64_t n_forward_tokens;
     uint64_t n_steps, lost_at; /* steps run; PGD_FAULT_DEVICE_LOST (0: none) */
 };
@@ -61,8 +64,9 @@ static int finish_init(pgd_runner *r) {
     r->b_samples = malloc(T * sizeof *r->b_samples);
     r->b_sampled = malloc(T * sizeof *r->b_sampled);
     r->b_sample_of = malloc(T * sizeof *r->b_sample_of);
-    if (!r->b_tokens || !r->b_pos || !r->b_qstart || !r->b_kvlen || !r->b_rows || !r->b_samples ||
-        !r->b_sampled || !r->b_sample_of)
+    r->b_hidden_rows = malloc(T * sizeof *r->b_hidden_rows);
+    if (!r->b_hidden_rows || !r->b_tokens || !r->b_pos || !r->b_qstart || !r->b_kvlen ||
+        !r->b_rows || !r->b_samples || !r->b_sampled || !r->b_sample_of)
         return PGD_ENOMEM;
     return pgd_sampler_scratch_create((int32_t)r->n_vocab, &r->sscratch);
 }
@@ -133,6 +137,8 @@ void pgd_runner_destroy(pgd_runner *r) {
     free(r->b_sampled);
     free(r->b_sample_of);
     free(r->logits);
+    free(r->b_hidden_rows);
+    free(r->hidden);
     free((void *)r->vocab.plain);
     free(r);
 }
@@ -188,18 +194,40 @@ const float *pgd_runner_logits(const pgd_runner *r, uint32_t row) {
     return r->logits + (uint64_t)row * r->n_vocab;
 }
 
+const float *pgd_runner_hidden(const pgd_runner *r, uint32_t row) {
+    PGD_ASSERT(row < r->hidden_rows);
+    return r->hidden + (uint64_t)row * r->info->cfg.n_embd;
+}
+
+const char *pgd_pooling_str(pgd_pooling p) {
+    return p == PGD_POOL_LAST ? "last" : p == PGD_POOL_MEAN ? "mean" : "none";
+}
+
+int pgd_pooling_parse(const char *s, pgd_pooling *out) {
+    if (!strcmp(s, "auto"))
+        *out = PGD_POOL_NONE;
+    else if (!strcmp(s, "last"))
+        *out = PGD_POOL_LAST;
+    else if (!strcmp(s, "mean"))
+        *out = PGD_POOL_MEAN;
+    else
+        return pgd_error_set(PGD_EINVAL, "pooling '%s': use auto, last or mean", s);
+    return 0;
+}
+
 uint64_t pgd_runner_n_forward_tokens(const pgd_runner *r) {
     return r->n_forward_tokens;
 }
 
 /* ---- the step ----------------------------------------------------------------------------- */
 
-static int ensure_logits(pgd_runner *r, uint32_t rows) {
-    if (rows <= r->logits_rows) return 0;
-    float *p = realloc(r->logits, (uint64_t)rows * r->n_vocab * sizeof(float));
-    if (!p) return pgd_error_set(PGD_ENOMEM, "out of memory for %u logit rows", rows);
-    r->logits = p;
-    r->logits_rows = rows;
+static int ensure_rows(float **buf, uint32_t *have, uint32_t rows, uint32_t width,
+                       const char *what) {
+    if (rows <= *have) return 0;
+    float *p = realloc(*buf, (uint64_t)rows * width * sizeof(float));
+    if (!p) return pgd_error_set(PGD_ENOMEM, "out of memory for %u %s rows", rows, what);
+    *buf = p;
+    *have = rows;
     return 0;
 }
 
@@ -218,7 +246,7 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
      * computed by its item samples its next one: on the backend when its sampler allows it (no
      * bias, no penalty; the host draws its random bits now), else on the host from full
      * logits, as does every token of an evaluation item. */
-    uint32_t t = 0, rows = 0, n_samples = 0;
+    uint32_t t = 0, rows = 0, n_samples = 0, n_hidden = 0;
     for (uint32_t i = 0; i < plan->n_items; i++) {
         pgd_step_item *it = &plan->items[i];
         pgd_seq *s = it->seq;
@@ -228,8 +256,12 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
         r->b_qstart[i] = t;
         r->b_kvlen[i] = c0 + n;
         it->logits_row = rows;
+        it->hidden_row = n_hidden;
         r->b_sample_of[i] = -1;
-        bool sample = c0 + n == s->tokens.n && s->finish == PGD_FINISH_NONE;
+        uint32_t hid = pgd_step_item_hidden(it, (uint32_t)s->tokens.n);
+        for (uint32_t j = n - hid; j < n; j++) r->b_hidden_rows[n_hidden++] = t + j;
+        bool sample =
+            c0 + n == s->tokens.n && s->finish == PGD_FINISH_NONE && it->pool == PGD_POOL_NONE;
         bool on_device = sample && !it->all_logits && pgd_sampler_on_device(s->sampler);
         pgd_sample_spec spec;
         if (on_device) {
@@ -250,9 +282,12 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
             r->b_sample_of[i] = (int32_t)n_samples++;
         }
     }
-    PGD_ASSERT(t == plan->n_tokens && rows + n_samples <= r->backend->caps.max_logit_rows);
+    PGD_ASSERT(t == plan->n_tokens && rows + n_samples <= r->backend->caps.max_logit_rows &&
+               n_hidden <= r->backend->caps.max_hidden_rows);
     r->b_qstart[plan->n_items] = t;
-    if ((rc = ensure_logits(r, rows))) return rc;
+    if ((rc = ensure_rows(&r->logits, &r->logits_rows, rows, r->n_vocab, "logit")) ||
+        (rc = ensure_rows(&r->hidden, &r->hidden_rows, n_hidden, r->info->cfg.n_embd, "hidden")))
+        return rc;
     pgd_batch batch = {.n_tokens = t,
                        .tokens = r->b_tokens,
                        .positions = r->b_pos,
@@ -265,7 +300,10 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
                        .n_logits = rows,
                        .logit_rows = r->b_rows,
                        .n_samples = n_samples,
-                       .samples = r->b_samples};
+                       .samples = r->b_samples,
+                       .n_hidden = n_hidden,
+                       .hidden_rows = r->b_hidden_rows,
+                       .hidden = r->hidden};
     if ((rc = pgd_backend_forward(r->backend, &batch, r->logits, r->b_sampled))) return rc;
     r->n_forward_tokens += t;
 
@@ -274,7 +312,9 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan) {
         pgd_step_item *it = &plan->items[i];
         pgd_seq *s = it->seq;
         uint32_t n = it->n_tokens;
-        if (it->start + n != s->tokens.n || s->finish != PGD_FINISH_NONE) continue;
+        if (it->start + n != s->tokens.n || s->finish != PGD_FINISH_NONE ||
+            it->pool != PGD_POOL_NONE)
+            continue;
         pgd_sample_result res;
         if (r->b_sample_of[i] >= 0) {
             res = r->b_sampled[r->b_sample_of[i]];

@@ -7,7 +7,8 @@
  * runner a pgd_step_plan that says which tokens of which sequences run, where their K/V go
  * (slots), which blocks each sequence attends over (a flat [S][stride] block table) and which
  * blocks to copy first (copy-on-write). The runner only computes: copy, one forward pass,
- * sample every sequence whose known tokens are then all computed, append, detokenize. It never
+ * sample every sequence whose known tokens are then all computed (but an embedding's), append,
+ * detokenize; and keeps the hidden states an embedding's items ask for. It never
  * allocates KV memory and never fails for lack of it.
  *
  * Ownership: a runner owns its backend and (when it loaded them) the weights; it borrows the
@@ -65,14 +66,37 @@ pgd_sampler_scratch *pgd_runner_sampler_scratch(pgd_runner *r);
  * filled on the first call (scheduler thread). */
 const pgd_vocab_bytes *pgd_runner_vocab_bytes(pgd_runner *r);
 
+/* How an embedding pools its prompt's final hidden states (after the output norm). */
+typedef enum pgd_pooling {
+    PGD_POOL_NONE = 0, /* not an embedding */
+    PGD_POOL_LAST,     /* the last prompt token's state */
+    PGD_POOL_MEAN,     /* the mean of every prompt token's state */
+} pgd_pooling;
+
+/* "last", "mean" ("none" for NONE). */
+const char *pgd_pooling_str(pgd_pooling p);
+/* "last", "mean", or "auto" (NONE: the model's own) into *out: 0, or PGD_EINVAL with a
+ * detail. */
+int pgd_pooling_parse(const char *s, pgd_pooling *out);
+
 /* One item of a plan: compute tokens [start, start + n_tokens) of seq. */
 typedef struct pgd_step_item {
     pgd_seq *seq;
     uint32_t start;      /* first position computed; the KV cache holds [0, start) */
     uint32_t n_tokens;   /* > 0; start + n_tokens <= seq->tokens.n */
     bool all_logits;     /* keep the logits of every one of these tokens (evaluation) */
+    pgd_pooling pool;    /* an embedding's item: it samples nothing, and the hidden states of
+                            its tokens come back — MEAN: every one; LAST: its last token's when
+                            that is the sequence's last known token; NONE: none */
     uint32_t logits_row; /* out: first row of pgd_runner_logits for this item (if any) */
+    uint32_t hidden_row; /* out: first row of pgd_runner_hidden for this item (if any) */
 } pgd_step_item;
+
+/* The hidden rows an item asks for (see pgd_step_item.pool). */
+static inline uint32_t pgd_step_item_hidden(const pgd_step_item *it, uint32_t n_known) {
+    if (it->pool == PGD_POOL_MEAN) return it->n_tokens;
+    return it->pool == PGD_POOL_LAST && it->start + it->n_tokens == n_known;
+}
 
 /* A finished plan (S items, T tokens in item order). */
 typedef struct pgd_step_plan {
@@ -99,6 +123,10 @@ int pgd_runner_step(pgd_runner *r, pgd_step_plan *plan);
 
 /* Row `row` of the latest step's logits ([n_vocab] floats), valid until the next step. */
 const float *pgd_runner_logits(const pgd_runner *r, uint32_t row);
+
+/* Row `row` of the latest step's hidden states ([n_embd] floats, after the output norm), valid
+ * until the next step. */
+const float *pgd_runner_hidden(const pgd_runner *r, uint32_t row);
 
 /* Tokens run through the forward pass so far. */
 uint64_t pgd_runner_n_forward_tokens(const pgd_runner *r);

@@ -105,6 +105,11 @@ int pgd_plan_add(pgd_plan *p, pgd_seq *seq, pgd_block_table *bt, uint32_t start,
     return 0;
 }
 
+void pgd_plan_set_pool(pgd_plan *p, uint32_t index, pgd_pooling pool) {
+    PGD_ASSERT(index < p->n && !p->dropped[index]);
+    p->items[index].pool = pool;
+}
+
 void pgd_plan_drop(pgd_plan *p, uint32_t index) {
     PGD_ASSERT(index < p->n && !p->dropped[index]);
     p->dropped[index] = true;

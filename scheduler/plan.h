@@ -47,6 +47,9 @@ void pgd_plan_reset(pgd_plan *p);
 int pgd_plan_add(pgd_plan *p, pgd_seq *seq, pgd_block_table *bt, uint32_t start, uint32_t n,
                  bool all_logits, void *owner, uint32_t *index);
 
+/* Make item `index` (as pgd_plan_add gave it) an embedding's: see pgd_step_item.pool. */
+void pgd_plan_set_pool(pgd_plan *p, uint32_t index, pgd_pooling pool);
+
 /* Remove item `index` (its sequence was preempted: its table was freed). Its tokens and its
  * copy-on-write leave the plan. */
 void pgd_plan_drop(pgd_plan *p, uint32_t index);

@@ -47,12 +47,30 @@ void pgd_req_limits_of(const pgd_model_info *info, const pgd_backend_caps *caps,
                             .block_size = caps->block_size,
                             .usable_blocks = caps->n_blocks - 1,
                             .max_n = max_n < PGD_REQUEST_MAX_N ? max_n : PGD_REQUEST_MAX_N,
-                            .n_eog = (uint32_t)pgd_tokenizer_eog_ids(info->tok, &eog)};
+                            .n_eog = (uint32_t)pgd_tokenizer_eog_ids(info->tok, &eog),
+                            .embeddings = caps->max_hidden_rows >= caps->max_tokens};
 }
 
 int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim) {
     if (!r->prompt || r->n_prompt == 0)
         return pgd_error_set_param(PGD_EINVAL, "prompt", "the prompt is empty");
+    if (r->pooling != PGD_POOL_NONE) {
+        if (r->pooling != PGD_POOL_LAST && r->pooling != PGD_POOL_MEAN)
+            return pgd_error_set_param(PGD_EINVAL, "input", "unknown pooling %d", (int)r->pooling);
+        if (!lim->embeddings)
+            return pgd_error_set_param(PGD_EINVAL, "input",
+                                       "this backend does not compute embeddings");
+        if ((r->n && r->n != 1) || r->prompt_logprobs >= 0 || r->prompt_only)
+            return pgd_error_set_param(PGD_EINVAL, "input",
+                                       "an embedding has one choice, no prompt logprobs and is "
+                                       "not prompt_only");
+        if (r->n_prompt >= lim->n_ctx)
+            return pgd_error_set_param(PGD_EINVAL, "input",
+                                       "This model's maximum context length is %u tokens. "
+                                       "However, your input has %u tokens; an input may have at "
+                                       "most %u.",
+                                       lim->n_ctx, r->n_prompt, lim->n_ctx - 1);
+    }
     if (r->n_prompt >= lim->n_ctx)
         return pgd_error_set_param(PGD_EINVAL, "prompt",
                                    "This model's maximum context length is %u tokens. However, "
@@ -149,6 +167,7 @@ int pgd__request_dup(const pgd_request *r, const pgd_req_limits *lim, pgd__req_s
     s->user = r->user;
     s->prompt_logprobs = r->prompt_logprobs;
     s->prompt_only = r->prompt_only;
+    s->pooling = r->pooling;
     s->params.stop = NULL;
     s->params.stop_ids = NULL;
     s->params.sampling.logit_bias = NULL;

@@ -50,6 +50,10 @@ typedef struct pgd_request {
                                 whole: the prefix cache serves none of it */
     bool prompt_only;        /* generate nothing: compute the prompt (only when its logprobs are
                                 asked) and finish every choice (length, no output) */
+    pgd_pooling pooling;     /* an embedding (not NONE): compute the whole prompt, generate
+                                nothing, and finish (stop) with the prompt's final hidden states
+                                pooled this way in the FINISH event; n 1, no prompt logprobs,
+                                not prompt_only; the runner must be able to (limits.embeddings) */
 } pgd_request;
 
 /* Zero everything, default seq params (pgd_seq_params_default), n = 1, weight = 1, no prompt
@@ -101,7 +105,10 @@ typedef struct pgd_event {
     const int32_t *prompt_rank; /* [n_lp] each prompt token's rank (1 + the ids more probable) */
     /* FINISH */
     pgd_finish_reason reason;
-    uint32_t n_output; /* this choice's output tokens (an end id counts) */
+    uint32_t n_output;      /* this choice's output tokens (an end id counts) */
+    const float *embedding; /* an embedding's pooled vector ([n_embd], not normalized); NULL
+                               unless the request pooled and was not aborted */
+    uint32_t n_embd;
     /* FINISH, ERROR */
     bool done;       /* the request's last event */
     pgd_usage usage; /* the request's usage; complete when done */
@@ -159,6 +166,7 @@ typedef struct pgd_req_limits {
     uint32_t usable_blocks; /* KV blocks one sequence may hold at most */
     uint32_t max_n;         /* most choices */
     uint32_t n_eog;         /* end-of-generation ids the tokenizer adds to every sequence */
+    bool embeddings;        /* the runner returns hidden states for a whole step's tokens */
 } pgd_req_limits;
 
 /* The limits of a runner made from `info` with capabilities `caps`, allowing max_n choices. */
@@ -190,6 +198,7 @@ typedef struct pgd__req_spec {
     void *user;
     int32_t prompt_logprobs; /* as pgd_request */
     bool prompt_only;
+    pgd_pooling pooling;
     pgd_str *stops;         /* [params.n_stop] views into stop_bytes */
     char *stop_bytes;       /* all stop strings back to back */
     int32_t *stop_ids;      /* [params.n_stop_ids] */

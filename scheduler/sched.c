@@ -340,6 +340,8 @@ static void free_req(sreq *r) {
         pgd_block_table_destroy(&r->ch[i].bt);
     }
     pgd__request_free(r->spec);
+    free(r->pool_sum);
+    free(r->embedding);
     free(r);
 }
 
@@ -441,6 +443,10 @@ static void retire(pgd_sched *S, sseq *q, pgd_finish_reason reason) {
     ev.reason = reason;
     ev.n_output = n_out;
     ev.done = r->n_live == 0;
+    if (reason != PGD_REASON_ABORT && r->embedding) {
+        ev.embedding = r->embedding;
+        ev.n_embd = pgd_runner_info(S->runner)->cfg.n_embd;
+    }
     if (S->emit) S->emit(&ev, S->ud);
     if (r->n_live == 0) {
         resolve(S, r);
@@ -465,6 +471,42 @@ static void retire_all(pgd_sched *S, sreq *r, pgd_finish_reason reason) {
 static void finish_prompt_only(pgd_sched *S, sreq *r) {
     S->st.n_finished++;
     retire_all(S, r, PGD_REASON_LENGTH);
+}
+
+/* After a step: the hidden rows of embedding item `it` of q into its request's pool_sum. Whether
+ * every prompt row is in (the embedding is done). */
+static bool pool_rows(pgd_sched *S, sseq *q, const pgd_step_item *it) {
+    sreq *r = q->req;
+    const uint32_t E = pgd_runner_info(S->runner)->cfg.n_embd, end = it->start + it->n_tokens;
+    uint32_t n = pgd_step_item_hidden(it, (uint32_t)q->seq->tokens.n);
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t p = end - n + j; /* its position */
+        const float *h = pgd_runner_hidden(S->runner, it->hidden_row + j);
+        if (r->spec->pooling == PGD_POOL_LAST) {
+            for (uint32_t i = 0; i < E; i++) r->pool_sum[i] = h[i];
+        } else if (p == r->pool_next) { /* each position once (a recompute repeats none) */
+            for (uint32_t i = 0; i < E; i++) r->pool_sum[i] += h[i];
+            r->pool_next++;
+        }
+    }
+    return end >= r->spec->n_prompt;
+}
+
+static void fail_request(pgd_sched *S, sreq *r, int code, const char *msg);
+
+/* An embedding's rows are all in: its vector, then its choice finishes (stop) with it. */
+static void finish_embedding(pgd_sched *S, sreq *r) {
+    const uint32_t E = pgd_runner_info(S->runner)->cfg.n_embd;
+    double div = r->spec->pooling == PGD_POOL_MEAN ? (double)r->spec->n_prompt : 1.0;
+    PGD_ASSERT(r->spec->pooling != PGD_POOL_MEAN || r->pool_next == r->spec->n_prompt);
+    r->embedding = malloc(E * sizeof *r->embedding);
+    if (!r->embedding) {
+        fail_request(S, r, PGD_ENOMEM, "out of memory for an embedding");
+        return;
+    }
+    for (uint32_t i = 0; i < E; i++) r->embedding[i] = (float)(r->pool_sum[i] / div);
+    S->st.n_finished++;
+    retire_all(S, r, PGD_REASON_STOP);
 }
 
 /* After a step: the prompt logprobs of evaluation item `it` of q not reported yet — position
@@ -539,6 +581,15 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
     r->submit_ns = pgd_now_ns();
     r->n = r->n_live = spec->n;
     r->fork_pending = spec->n > 1 && !spec->prompt_only; /* prompt_only: the others never run */
+    if (spec->pooling != PGD_POOL_NONE) {
+        uint32_t E = pgd_runner_info(S->runner)->cfg.n_embd;
+        r->pool_sum = calloc(E, sizeof *r->pool_sum);
+        r->embedding = NULL;
+        if (!r->pool_sum) {
+            rc = pgd_error_set(PGD_ENOMEM, "out of memory queueing a request");
+            goto refuse;
+        }
+    }
     for (uint32_t i = 0; i < r->n; i++) {
         r->ch[i] = (sseq){.req = r, .index = i, .item = -1};
         pgd_block_table_init(&r->ch[i].bt, S->pool, spec->params.cache_salt);
@@ -552,6 +603,7 @@ int pgd_sched_submit_spec(pgd_sched *S, uint64_t id, pgd__req_spec *spec) {
     S->st.n_submitted++;
     return 0;
 refuse:
+    if (r) free(r->pool_sum);
     free(r);
     pgd__request_free(spec);
     S->n_resolved++;
@@ -663,6 +715,8 @@ static bool plan_item(pgd_sched *S, sseq *q, uint32_t start, uint32_t n) {
         return false;
     }
     q->item = (int32_t)k;
+    if (q->req->spec->pooling != PGD_POOL_NONE)
+        pgd_plan_set_pool(S->plan, k, q->req->spec->pooling);
     S->budget -= n;
     S->rows += rows_of(q, pgd_plan_item(S->plan, k));
     S->eval_rows += eval ? n : 0;
@@ -998,6 +1052,7 @@ static void admit(pgd_sched *S) {
         /* The prefix cache may serve only positions whose prompt logprobs were reported (a
          * prefix of n_match tokens serves at most n_match - 1). */
         uint32_t n_match = eval_pending(q) && r->lp_next + 1 < n_tok ? r->lp_next + 1 : n_tok;
+        if (r->spec->pooling == PGD_POOL_MEAN) n_match = 1; /* every row is pooled: no hit */
         uint32_t hit = pgd_block_table_find_prefix(&q->bt, s->tokens.ids, n_match);
         uint32_t limit = stops_before_last(q) ? s->n_prompt - 1 - hit : n_tok - hit;
         uint32_t take = chunk_cap(S, t, seats_of(q), limit < S->budget ? limit : S->budget);
@@ -1154,6 +1209,10 @@ int pgd_sched_step(pgd_sched *S, pgd_sched_step_info *info) {
         q->item = -1;
         q->charge = 0;
         if (it->all_logits) emit_prompt_logprobs(S, q, it);
+        if (it->pool != PGD_POOL_NONE && pool_rows(S, q, it)) {
+            finish_embedding(S, r); /* frees r */
+            continue;
+        }
         if (r->spec->prompt_only && q->bt.n_tokens + 1 >= s->n_prompt) {
             finish_prompt_only(S, r); /* frees r */
             continue;

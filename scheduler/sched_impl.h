@@ -77,6 +77,10 @@ struct sreq {
     uint32_t lp_next;             /* prompt_logprobs: positions [0, lp_next) had their rows
                                      reported (row p gives token p + 1's logprob) */
     uint64_t submit_ns, queue_ns; /* submit time; submit to first admission */
+    double *pool_sum;             /* an embedding: [n_embd] its rows' hidden states summed in
+                                     position order (MEAN) or the last one's (LAST) */
+    float *embedding;             /* [n_embd] the pooled vector, once every row is in */
+    uint32_t pool_next;           /* MEAN: positions [0, pool_next) are in pool_sum */
     sreq *hnext;
     sseq ch[]; /* [n] */
 };
@@ -148,10 +152,11 @@ static inline bool eval_pending(const sseq *q) {
     return q->index == 0 && r->spec->prompt_logprobs >= 0 && r->lp_next + 1 < r->spec->n_prompt;
 }
 
-/* The logit rows of a planned item: each token's for an evaluation item, else one when it
- * samples (all known tokens computed). */
+/* The logit rows of a planned item: each token's for an evaluation item, none for an
+ * embedding's, else one when it samples (all known tokens computed). */
 static inline uint32_t rows_of(const sseq *q, const pgd_step_item *it) {
     if (it->all_logits) return it->n_tokens;
+    if (it->pool != PGD_POOL_NONE) return 0; /* an embedding samples nothing */
     return it->start + it->n_tokens == q->seq->tokens.n;
 }
 

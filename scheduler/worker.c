@@ -24,8 +24,8 @@ typedef struct ev_node {
     pgd_mpsc_node link;
     pgd_event ev;
     pgd_sample_result lp;
-    _Alignas(pgd_sample_result) char data[]; /* prompt logprobs [n_lp], their ranks [n_lp], text,
-                                                NUL, message, NUL */
+    _Alignas(pgd_sample_result) char data[]; /* prompt logprobs [n_lp], their ranks [n_lp], an
+                                                embedding [n_embd], text, NUL, message, NUL */
 } ev_node;
 
 struct pgd_worker {
@@ -60,7 +60,8 @@ static void sink(const pgd_event *ev, void *ud) {
     size_t tl = ev->text ? ev->text_len : 0, ml = ev->message ? strlen(ev->message) : 0;
     size_t pl = ev->prompt_lp ? ev->n_lp * sizeof *ev->prompt_lp : 0;
     size_t rl = ev->prompt_rank ? ev->n_lp * sizeof *ev->prompt_rank : 0;
-    ev_node *n = malloc(sizeof *n + pl + rl + tl + ml + 2);
+    size_t el = ev->embedding ? ev->n_embd * sizeof *ev->embedding : 0; /* 4-byte aligned */
+    ev_node *n = malloc(sizeof *n + pl + rl + el + tl + ml + 2);
     PGD_ASSERT(n); /* an event cannot be dropped without breaking the stream's contract */
     n->ev = *ev;
     if (pl) {
@@ -71,7 +72,11 @@ static void sink(const pgd_event *ev, void *ud) {
         memcpy(n->data + pl, ev->prompt_rank, rl);
         n->ev.prompt_rank = (const int32_t *)(void *)(n->data + pl);
     }
-    char *text = n->data + pl + rl;
+    if (el) {
+        memcpy(n->data + pl + rl, ev->embedding, el);
+        n->ev.embedding = (const float *)(void *)(n->data + pl + rl);
+    }
+    char *text = n->data + pl + rl + el;
     memcpy(text, tl ? ev->text : "", tl);
     text[tl] = '\0';
     n->ev.text = text;

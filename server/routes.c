@@ -1,9 +1,10 @@
 /*
  * server/routes.c — the HTTP endpoints and the life of an API request.
  *
- *   POST /v1/chat/completions, POST /v1/completions, POST /v1/responses   -> tokenize on the
- *        threadpool, submit to the engine, answer from engine events (one JSON body, or an SSE
- *        stream; api/responses.h builds a Responses answer from the same events)
+ *   POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, POST /v1/embeddings
+ *        -> tokenize on the threadpool, submit to the engine, answer from engine events (one
+ *        JSON body, or an SSE stream; api/responses.h builds a Responses answer from the same
+ *        events; embeddings.c an embeddings answer from the vectors their FINISH events carry)
  *   GET /, and the route table; the other endpoints (models, health, metrics, tokenize,
  *   detokenize, admin) are in endpoints.c
  *
@@ -57,6 +58,7 @@ typedef struct choice_out {
     pgd_tool_parser *tp; /* chat with tools offered: the output's tool calls */
     size_t calls_sent;   /* streams: calls sent so far */
     pgd_buf shown;       /* streams with tools: a token's text known to be content */
+    float *emb;          /* embeddings: the input's pooled vector ([n_embd]) once in */
 } choice_out;
 
 typedef struct lp_ref {
@@ -110,6 +112,11 @@ struct pgd_rctx {
 
 /* ---- small helpers --------------------------------------------------------------------- */
 
+/* The field that holds a request's prompts: messages, prompt or input. */
+static const char *prompt_param(const pgd_rctx *c) {
+    return c->kind == PGD_API_CHAT ? "messages" : c->kind == PGD_API_EMBEDDING ? "input" : "prompt";
+}
+
 /* An error about a completion request: a /v1/responses request's parameter under its own name. */
 static void respond_req_error(const pgd_rctx *c, pgd_http_request *req, pgd_api_error *e) {
     if (c->resp) pgd_api_resp_error(&c->rq, e);
@@ -147,6 +154,7 @@ static void rctx_free(pgd_rctx *c) {
         free(c->ch[i].lp);
         pgd_tool_parser_free(c->ch[i].tp);
         pgd_buf_free(&c->ch[i].shown);
+        free(c->ch[i].emb);
     }
     free(c->ch);
     for (size_t i = 0; c->prompts && i < c->n_prompts; i++) pgd_tokens_free(&c->prompts[i]);
@@ -269,6 +277,8 @@ static void tokenize_work(uv_work_t *w) {
                                  t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
             rc = pgd_encode_chat_tools(info, c->req.messages.msgs, c->req.messages.n, &ct, true,
                                        &c->prompts[0]);
+        } else if (c->kind == PGD_API_EMBEDDING) {
+            rc = pgd_srv_embed_encode(info, &c->req.prompts[i], &c->prompts[i]);
         } else if (c->req.prompts[i].is_tokens) {
             for (size_t j = 0; j < c->req.prompts[i].n_ids && !rc; j++)
                 rc = pgd_tokens_push(&c->prompts[i], c->req.prompts[i].ids[j]);
@@ -306,8 +316,7 @@ static void tokenize_done(uv_work_t *w, int status) {
         return;
     }
     if (c->work_rc) {
-        const char *param = c->kind == PGD_API_CHAT ? "messages" : "prompt";
-        respond_req_simple(c, c->work_rc == PGD_ENOMEM ? 500 : 400, param,
+        respond_req_simple(c, c->work_rc == PGD_ENOMEM ? 500 : 400, prompt_param(c),
                            c->work_err[0] ? c->work_err : pgd_strerror(c->work_rc));
         return;
     }
@@ -320,7 +329,8 @@ static void tokenize_done(uv_work_t *w, int status) {
  * max_context, and what its tokens per minute can ever hold. 0, or PGD_EINVAL with *e a 400. */
 static int plan_outputs(pgd_rctx *c, int64_t *outs, double *reserve, pgd_api_error *e) {
     const pgd_tenant_live *t = c->grant.t;
-    const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
+    const char *pparam = prompt_param(c);
+    bool embed = c->kind == PGD_API_EMBEDDING; /* nothing generated either */
     uint64_t cap = pgd_req_token_cap(&c->srv->lim), prompts = 0, n = c->n_per_prompt;
     int64_t mt = c->req.max_tokens;
     double total = 0;
@@ -331,7 +341,12 @@ static int plan_outputs(pgd_rctx *c, int64_t *outs, double *reserve, pgd_api_err
         if (t) {
             const pgd_tenant_limits *l = &t->conf.limits;
             if (l->max_context != PGD_TENANT_UNLIMITED) {
-                if ((int64_t)np + (mt > 0 ? mt : 1) > l->max_context)
+                if (embed && (int64_t)np > l->max_context)
+                    return pgd_api_error_set(e, 400, pparam, "context_length_exceeded",
+                                             "the input (%llu tokens) exceeds this key's "
+                                             "max_context of %lld tokens",
+                                             (unsigned long long)np, (long long)l->max_context);
+                if (!embed && (int64_t)np + (mt > 0 ? mt : 1) > l->max_context)
                     return pgd_api_error_set(
                         e, 400, mt > 0 ? "max_tokens" : pparam, "context_length_exceeded",
                         "the prompt (%llu tokens) and max_tokens (%lld) exceed this key's "
@@ -346,7 +361,7 @@ static int plan_outputs(pgd_rctx *c, int64_t *outs, double *reserve, pgd_api_err
         }
         if (mt > 0) outs[i] = mt;
         prompts += np;
-        if (c->req.prompt_only) room = outs[i] = 0; /* nothing is generated */
+        if (c->req.prompt_only || embed) room = outs[i] = 0; /* nothing is generated */
         total += (double)np + (double)n * (double)(outs[i] > 0 ? outs[i] : room);
     }
     /* Without max_tokens, the output is capped by what the bucket holds when full. */
@@ -367,7 +382,7 @@ static int plan_outputs(pgd_rctx *c, int64_t *outs, double *reserve, pgd_api_err
 
 static void submit_all(pgd_rctx *c) {
     pgd_srv *srv = c->srv;
-    const char *pparam = c->kind == PGD_API_CHAT ? "messages" : "prompt";
+    const char *pparam = prompt_param(c);
     pgd_api_error e;
     /* Past the shutdown deadline (in-flight requests aborted) nothing new may start: a request
      * still tokenizing then would otherwise run to its end and hold the shutdown up. */
@@ -434,6 +449,7 @@ static void submit_all(pgd_rctx *c) {
         r->n = c->n_per_prompt;
         r->priority = c->req.priority;
         r->prompt_only = c->req.prompt_only;
+        r->pooling = c->kind == PGD_API_EMBEDDING ? srv->pooling : PGD_POOL_NONE;
         r->prompt_logprobs = engine_prompt_logprobs(c);
         if (t) {
             r->tenant = t->id;
@@ -571,6 +587,19 @@ static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind k
                           "tools for chatml templates (the Hermes <tool_call> format) and Llama "
                           "3.1+ templates (JSON calls); this model's template is %s",
                           pgd_chat_family_name(pgd_chat_template_family(tmpl)));
+        respond_req_error(c, req, &e);
+        return;
+    }
+    if (kind == PGD_API_EMBEDDING && !srv->lim.embeddings) {
+        pgd_srv_respond_simple_error(req, 400, "input", NULL,
+                                     "embeddings are not available on this backend yet (the CPU "
+                                     "backend computes them: --device cpu)");
+        return;
+    }
+    if (kind == PGD_API_EMBEDDING && c->req.dimensions > (int64_t)srv->info->cfg.n_embd) {
+        pgd_api_error_set(&e, 400, "dimensions", NULL,
+                          "dimensions is %lld but this model's embeddings have %u",
+                          (long long)c->req.dimensions, srv->info->cfg.n_embd);
         respond_req_error(c, req, &e);
         return;
     }
@@ -931,6 +960,8 @@ static void on_finish(pgd_rctx *c, const pgd_event *ev) {
     if (!co) return;
     co->finished = true;
     co->finish = finish_of(ev->reason);
+    if (ev->embedding && !co->emb && (co->emb = malloc(ev->n_embd * sizeof *co->emb)))
+        memcpy(co->emb, ev->embedding, ev->n_embd * sizeof *co->emb);
     if (g == 0) c->finished_reason = (int)ev->reason;
     if (ev->reason == PGD_REASON_ABORT) c->aborted = true;
     if (c->req.stream && ev->reason != PGD_REASON_ABORT) {
@@ -1012,6 +1043,21 @@ static int resp_whole(pgd_rctx *c, const pgd_api_choice *ch, pgd_buf *out) {
     return rc;
 }
 
+/* The /v1/embeddings answer, once every input's vector is in. */
+static void respond_embeddings(pgd_rctx *c) {
+    float **v = calloc(c->n_prompts, sizeof *v);
+    bool all = v != NULL;
+    for (size_t i = 0; all && i < c->n_prompts; i++) all = (v[i] = c->ch[i].emb) != NULL;
+    pgd_buf b = PGD_BUF_INIT;
+    if (!all ||
+        pgd_srv_embeddings_answer(c->srv, &c->req, v, c->n_prompts, c->usage.prompt_tokens, &b))
+        pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
+    else
+        pgd_srv_respond_json(c->http, 200, &b, NULL, 0);
+    pgd_buf_free(&b);
+    free(v);
+}
+
 static void finalize(pgd_rctx *c, const pgd_usage *u) {
     pgd_srv *srv = c->srv;
     uint64_t now = pgd_now_ns();
@@ -1057,6 +1103,10 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     if (c->aborted) {
         pgd_srv_respond_simple_error(c->http, 503, NULL, NULL,
                                      "the request was aborted: the server is shutting down");
+        return;
+    }
+    if (c->kind == PGD_API_EMBEDDING) {
+        respond_embeddings(c);
         return;
     }
     size_t n = c->n_prompts * c->n_per_prompt;
@@ -1149,6 +1199,7 @@ typedef enum {
     R_CHAT,
     R_COMPLETIONS,
     R_RESPONSES,
+    R_EMBEDDINGS,
     R_RESPONSE_GET,
     R_RESPONSE_DELETE,
     R_MODELS,
@@ -1174,6 +1225,7 @@ static const struct {
     {"/v1/chat/completions", "POST", R_CHAT, true, NULL, NULL},
     {"/v1/completions", "POST", R_COMPLETIONS, true, NULL, NULL},
     {"/v1/responses", "POST", R_RESPONSES, true, NULL, NULL},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS, true, NULL, NULL},
     {"/v1/responses/", "GET", R_RESPONSE_GET, false, "/v1/responses", "/v1/responses/{id}"},
     {"/v1/responses/", "DELETE", R_RESPONSE_DELETE, false, "/v1/responses", "/v1/responses/{id}"},
     {"/v1/models", "GET", R_MODELS, false, NULL, NULL},
@@ -1354,6 +1406,9 @@ void pgd_srv_handle(void *arg, pgd_http_request *req) {
         break;
     case R_RESPONSES:
         start_completion(srv, req, PGD_API_CHAT, true, &who);
+        break;
+    case R_EMBEDDINGS:
+        start_completion(srv, req, PGD_API_EMBEDDING, false, &who);
         break;
     case R_RESPONSE_GET:
     case R_RESPONSE_DELETE:

@@ -192,6 +192,9 @@ static void load_done(uv_work_t *w, int status) {
     }
     srv->info = j->info;
     pgd_worker_limits(srv->worker, &srv->lim);
+    const char *pool_note;
+    srv->pooling = pgd_srv_pooling_of(srv->info, srv->pooling, &pool_note);
+    if (pool_note) fprintf(stderr, "pagoda serve: /v1/embeddings: %s\n", pool_note);
     const pgd_backend_caps *caps = pgd_worker_caps(srv->worker);
     const pgd_sched_config *sc = pgd_worker_config_of(srv->worker);
     note_clamped(srv, sc);
@@ -367,7 +370,9 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
     else
         model_name_of(cfg->load.model_path ? cfg->load.model_path : cfg->load.model_preset,
                       srv->served_name, sizeof srv->served_name);
-    if (pgd_access_create(cfg->tenants, cfg->api_key, &srv->access) ||
+    pgd_pooling pooling = PGD_POOL_NONE;
+    if ((cfg->pooling && pgd_pooling_parse(cfg->pooling, &pooling)) ||
+        pgd_access_create(cfg->tenants, cfg->api_key, &srv->access) ||
         pgd_cors_create(cfg->allowed_origins, &srv->cors) ||
         (cfg->responses_store_mb &&
          pgd_resp_store_new((size_t)cfg->responses_store_mb << 20, &srv->responses))) {
@@ -375,6 +380,7 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
         pgd_access_destroy(srv->access);
         return 2;
     }
+    srv->pooling = pooling; /* NONE (auto) resolved once the model is loaded */
     srv->loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
     if (pgd_metrics_create(&srv->registry)) {

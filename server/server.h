@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "api/error.h"
+#include "api/request.h"
 #include "engine/info.h"
 #include "scheduler/worker.h"
 #include "server/access.h"
@@ -41,6 +42,7 @@ typedef struct pgd_srv {
     pgd_worker *worker;   /* NULL until loaded */
     pgd_model_info *info; /* NULL until loaded; closed after the worker */
     pgd_req_limits lim;   /* the worker's (valid once loaded) */
+    pgd_pooling pooling;  /* how /v1/embeddings pool (valid once loaded) */
     pgd_metrics *registry;
     pgd_metric *http_requests; /* http_requests_total{model_name,method,route,status} */
     pgd_pagoda_metrics pm;
@@ -91,5 +93,18 @@ void pgd_srv_stored_response(pgd_srv *srv, pgd_http_request *req, const char *id
                              const pgd_caller *who, bool del);
 /* The owner of what a caller stores: its tenant's id, 0 without one */
 uint64_t pgd_srv_owner(const pgd_caller *who);
+
+/* embeddings.c: POST /v1/embeddings beside the completion path of routes.c */
+/* One input's tokens (any thread): its ids, or its text encoded (BOS, and EOS when the model
+ * adds one). 0, or the tokenizer's error. */
+int pgd_srv_embed_encode(const pgd_model_info *info, const pgd_api_prompt *in, pgd_tokens *out);
+/* The pooling embeddings use: `asked` (--pooling), or with NONE (auto) the model's own (GGUF
+ * pooling_type mean or last; last otherwise, with *note saying why when the model asks for one
+ * pagoda does not do). */
+pgd_pooling pgd_srv_pooling_of(const pgd_model_info *info, pgd_pooling asked, const char **note);
+/* The answer from each input's pooled vector (n_embd floats, in input order). 0 or
+ * PGD_ENOMEM. */
+int pgd_srv_embeddings_answer(const pgd_srv *srv, const pgd_api_request *rq, float *const *pooled,
+                              size_t n, int64_t prompt_tokens, pgd_buf *out);
 
 #endif

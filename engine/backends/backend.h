@@ -10,9 +10,10 @@
  * the rows whose sequences need no host sampler (greedy, temperature, top-k/p, min-p, logprobs:
  * engine/sampling/sampler.h, with the random bits the host drew from each request's RNG), and
  * returns full logits only for the rows that need them (logit bias, penalties, evaluation): a
- * row's logits never leave the device by default. KV memory belongs to the backend; kvpool hands
- * out block ids. The backend owns its layer loop so each implementation can fuse and keep
- * activations where it likes.
+ * row's logits never leave the device by default. It also returns the final hidden states
+ * (after the output norm) of the rows asked (embeddings), when its caps allow any. KV memory
+ * belongs to the backend; kvpool hands out block ids. The backend owns its layer loop so each
+ * implementation can fuse and keep activations where it likes.
  *
  * Batch conventions (shape comments: T tokens, S sequences, R logit rows, V vocabulary):
  *   - tokens of sequence s are the contiguous range q_start[s] .. q_start[s+1]-1, in position
@@ -59,6 +60,10 @@ typedef struct pgd_batch {
     const uint32_t *logit_rows;    /* [R] token indices whose full logits are wanted */
     uint32_t n_samples;            /* N */
     const pgd_sample_row *samples; /* [N] rows the backend samples */
+    uint32_t n_hidden;             /* H (<= caps.max_hidden_rows) */
+    const uint32_t *hidden_rows;   /* [H] tokens whose final hidden states come back */
+    float *hidden;                 /* out: [H][n_embd] f32, row h token hidden_rows[h]'s state
+                                      after the output norm (what its logits are made from) */
 } pgd_batch;
 
 /* Where a backend computes. */
@@ -94,19 +99,20 @@ typedef struct pgd_backend_config {
  * and never looks at the backend's name. */
 typedef struct pgd_backend_caps {
     pgd_device_kind kind;
-    const char *name;        /* for logs: "cpu", ... */
-    const char *device;      /* for logs: which device, e.g. "cuda:0, NVIDIA H100 80GB HBM3"
-                                (NULL: nothing to add to the name); the backend's storage */
-    uint32_t n_blocks;       /* KV blocks, including the null block */
-    uint32_t block_size;     /* tokens per block */
-    uint32_t max_tokens;     /* largest T of one forward (the scheduler's default token budget) */
-    uint32_t max_seqs;       /* preferred sequences per step (the scheduler's default) */
-    uint32_t seqs_limit;     /* most sequences one step may hold (0: no limit of its own) */
-    uint32_t max_logit_rows; /* most rows one step may ask logits of, full or sampled */
-    uint32_t max_context;    /* longest context one sequence can attend over (its KV memory) */
-    pgd_kv_dtype kv_dtype;   /* KV cache elements */
-    uint64_t kv_bytes;       /* KV memory the backend holds */
-    uint64_t device_memory;  /* the device's memory in bytes (CPU: the machine's RAM) */
+    const char *name;         /* for logs: "cpu", ... */
+    const char *device;       /* for logs: which device, e.g. "cuda:0, NVIDIA H100 80GB HBM3"
+                                 (NULL: nothing to add to the name); the backend's storage */
+    uint32_t n_blocks;        /* KV blocks, including the null block */
+    uint32_t block_size;      /* tokens per block */
+    uint32_t max_tokens;      /* largest T of one forward (the scheduler's default token budget) */
+    uint32_t max_seqs;        /* preferred sequences per step (the scheduler's default) */
+    uint32_t seqs_limit;      /* most sequences one step may hold (0: no limit of its own) */
+    uint32_t max_logit_rows;  /* most rows one step may ask logits of, full or sampled */
+    uint32_t max_context;     /* longest context one sequence can attend over (its KV memory) */
+    pgd_kv_dtype kv_dtype;    /* KV cache elements */
+    uint64_t kv_bytes;        /* KV memory the backend holds */
+    uint64_t device_memory;   /* the device's memory in bytes (CPU: the machine's RAM) */
+    uint32_t max_hidden_rows; /* most hidden rows one step may ask (embeddings); 0: none */
 } pgd_backend_caps;
 
 typedef struct pgd_backend pgd_backend;

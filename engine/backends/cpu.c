@@ -248,7 +248,8 @@ static void assert_batch(const cpu_backend *b, const pgd_batch *bt) {
     }
     for (uint32_t r = 0; r < bt->n_logits; r++) PGD_ASSERT(bt->logit_rows[r] < bt->n_tokens);
     for (uint32_t i = 0; i < bt->n_samples; i++) PGD_ASSERT(bt->samples[i].token < bt->n_tokens);
-    PGD_ASSERT(bt->n_logits + bt->n_samples <= bt->n_tokens);
+    PGD_ASSERT(bt->n_logits + bt->n_samples <= bt->n_tokens && bt->n_hidden <= bt->n_tokens);
+    for (uint32_t h = 0; h < bt->n_hidden; h++) PGD_ASSERT(bt->hidden_rows[h] < bt->n_tokens);
 }
 
 /* Room for `rows` rows of logits in b->lbuf. */
@@ -335,6 +336,8 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
         if ((rc = matmul(b, &L->w_down, pk ? pk[PK_DOWN] : NULL, b->gate, T, b->xb))) return rc;
         for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
     }
+    if (bt->n_hidden) /* the final hidden states asked, before the logits reuse xb */
+        rmsnorm_rows(b, b->x, bt->hidden_rows, bt->n_hidden, &m->output_norm, bt->hidden);
     return cpu_logits(b, bt, logits, sampled);
 }
 
@@ -476,6 +479,7 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg,
         .max_tokens = b->max_tokens,
         .max_seqs = PGD_CPU_STEP_SEQS,
         .max_logit_rows = b->max_tokens,
+        .max_hidden_rows = b->max_tokens,
         .max_context = b->max_ctx,
         .kv_dtype = b->kv_dtype,
         .kv_bytes = 2 * c->n_layer * b->layer_bytes,

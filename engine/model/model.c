@@ -78,7 +78,8 @@ int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg) {
     cfg->n_head_kv = cfg->n_head;
     cfg->n_ctx_train = 2048;
     if ((rc = get_u32(g, a, "attention.head_count_kv", &cfg->n_head_kv, false)) ||
-        (rc = get_u32(g, a, "context_length", &cfg->n_ctx_train, false)))
+        (rc = get_u32(g, a, "context_length", &cfg->n_ctx_train, false)) ||
+        (rc = get_u32(g, a, "pooling_type", &cfg->pooling_type, false)))
         return rc;
     if (cfg->n_layer == 0 || cfg->n_layer > 1024 || cfg->n_embd == 0 || cfg->n_embd > 65536 ||
         cfg->n_head == 0 || cfg->n_head > 1024 || cfg->n_head_kv == 0 ||

@@ -45,6 +45,8 @@ typedef struct pgd_model_config {
     float rms_eps;
     bool tied_output; /* output.weight absent: logits use token_embd */
     bool qkv_bias;
+    uint32_t pooling_type; /* GGUF {arch}.pooling_type, how an embedding model pools (0 none or
+                              absent, 1 mean, 2 cls, 3 last, 4 rank) */
 } pgd_model_config;
 
 /* A 2-D weight W[rows][cols] (cols = the row length, GGUF ne[0]) or a 1-D vector (rows = 1). */

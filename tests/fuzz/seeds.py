@@ -191,6 +191,11 @@ def completion_seeds():
         j({"tokens": []}),
         j({"tokens": [-1, 2.5]}),
         j({"model": "tiny", "tokens": [72, 105]}),
+        j({"input": "Hello"}),
+        j({"input": ["a", "", "c"], "encoding_format": "base64", "dimensions": 2}),
+        j({"input": [[1, 2], [3]], "encoding_format": "float", "user": "u"}),
+        j({"input": [5, 6], "dimensions": 0}),
+        j({"input": [], "encoding_format": "int8"}),
     ]
     return out + BAD
 

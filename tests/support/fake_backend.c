@@ -3,7 +3,8 @@
  * fake_backend.h).
  *
  * Owns: its slot array ([n_blocks * block_size] records {hash, token, position}), a per-slot
- * stamp used to find two writes to one slot within a batch, and the step log.
+ * stamp used to find two writes to one slot within a batch, and the step log. Hidden states
+ * are not stored: each is computed from its slot's hash when asked.
  * Threading: one caller at a time (the scheduler thread).
  */
 #include "support/fake_backend.h"
@@ -41,15 +42,21 @@ typedef struct fake_backend {
     size_t n_log, cap_log;
 } fake_backend;
 
-static uint64_t chain(uint64_t prev, int32_t token, uint32_t pos) {
+uint64_t pgd_fake_chain(uint64_t prev, int32_t token, uint32_t pos) {
     return pgd_hash64(prev ^ ((uint64_t)(uint32_t)token * 0x9E3779B97F4A7C15ull) ^
                       ((uint64_t)pos << 40) ^ 0xD6E8FEB86659FD93ull);
 }
 
 uint64_t pgd_fake_hash(const int32_t *tokens, uint32_t n) {
     uint64_t h = H0;
-    for (uint32_t i = 0; i < n; i++) h = chain(h, tokens[i], i);
+    for (uint32_t i = 0; i < n; i++) h = pgd_fake_chain(h, tokens[i], i);
     return h;
+}
+
+float pgd_fake_hidden(uint64_t h, uint32_t i) {
+    uint64_t x =
+        pgd_hash64(h ^ ((uint64_t)(i + 1) * 0xC2B2AE3D27D4EB4Full) ^ 0x5851F42D4C957F2Dull);
+    return (float)((int32_t)(x >> 40) - (1 << 23)) / (float)(1 << 23); /* 24 bits: exact */
 }
 
 int32_t pgd_fake_next(uint64_t h, uint32_t eos_every) {
@@ -64,7 +71,7 @@ uint32_t pgd_fake_greedy(const int32_t *prompt, uint32_t n_prompt, uint32_t max_
     while (n < max_tokens) {
         int32_t t = pgd_fake_next(h, eos_every);
         out[n] = t;
-        h = chain(h, t, n_prompt + n);
+        h = pgd_fake_chain(h, t, n_prompt + n);
         n++;
         if (t == PGD_FAKE_EOS && !ignore_eos) break;
     }
@@ -110,7 +117,7 @@ static int verify_context(const fake_backend *fb, const int32_t *table, uint32_t
     for (uint32_t p = 0; p <= last; p++) {
         const fake_slot *sl = &fb->slots[(uint64_t)table[p / bs] * bs + p % bs];
         if (sl->pos != (int32_t)p) return bad("context slot holds another position", p, sl->pos);
-        h = chain(h, sl->token, p);
+        h = pgd_fake_chain(h, sl->token, p);
         if (h != sl->h) return bad("context hash mismatch at position", p, last);
     }
     return 0;
@@ -157,7 +164,7 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits,
                 prev = ps->h;
             }
             fake_slot *sl = &fb->slots[slot];
-            sl->h = chain(prev, batch->tokens[t], pos);
+            sl->h = pgd_fake_chain(prev, batch->tokens[t], pos);
             sl->token = batch->tokens[t];
             sl->pos = (int32_t)pos;
         }
@@ -185,6 +192,25 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits,
                                    &sampled[r - batch->n_logits]);
         if (rc) return rc;
     }
+    /* hidden rows: each one's state from its position's context hash */
+    if (batch->n_hidden > fb->base.caps.max_hidden_rows)
+        return bad("too many hidden rows", batch->n_hidden, fb->base.caps.max_hidden_rows);
+    if (batch->n_hidden && (!batch->hidden_rows || !batch->hidden))
+        return bad("hidden rows without their arrays", batch->n_hidden, 0);
+    for (uint32_t r = 0; r < batch->n_hidden; r++) {
+        uint32_t t = batch->hidden_rows[r];
+        if (t >= batch->n_tokens) return bad("hidden row out of range", t, batch->n_tokens);
+        if (fb->cfg.verify) {
+            uint32_t s = 0;
+            while (batch->q_start[s + 1] <= t) s++;
+            int rc = verify_context(fb, batch->block_tables + (uint64_t)s * batch->bt_stride,
+                                    (uint32_t)batch->positions[t]);
+            if (rc) return rc;
+        }
+        uint64_t h = fb->slots[batch->slots[t]].h;
+        for (uint32_t i = 0; i < PGD_FAKE_EMBD; i++)
+            batch->hidden[(uint64_t)r * PGD_FAKE_EMBD + i] = pgd_fake_hidden(h, i);
+    }
     if (fb->cfg.record) {
         if (fb->n_log == fb->cap_log) {
             size_t cap = fb->cap_log ? fb->cap_log * 2 : 256;
@@ -193,8 +219,8 @@ static int fake_forward(pgd_backend *b, const pgd_batch *batch, float *logits,
             fb->log = p;
             fb->cap_log = cap;
         }
-        fb->log[fb->n_log++] =
-            (pgd_fake_batch){batch->n_tokens, batch->n_seqs, batch->n_logits + batch->n_samples};
+        fb->log[fb->n_log++] = (pgd_fake_batch){
+            batch->n_tokens, batch->n_seqs, batch->n_logits + batch->n_samples, batch->n_hidden};
     }
     if (fb->cfg.delay_us) {
         struct timespec ts = {fb->cfg.delay_us / 1000000,
@@ -300,6 +326,7 @@ int pgd_fake_create(const pgd_fake_config *c, pgd_model_info **info, pgd_runner 
     mc->n_vocab = PGD_FAKE_VOCAB;
     mc->n_ctx_train = cfg.n_ctx;
     mc->n_layer = 1;
+    mc->n_embd = PGD_FAKE_EMBD;
     fb->cfg = cfg;
     fb->base.ops = &k_fake_ops;
     fb->base.model = &fb->model;
@@ -312,7 +339,8 @@ int pgd_fake_create(const pgd_fake_config *c, pgd_model_info **info, pgd_runner 
                                        .max_logit_rows = cfg.max_tokens,
                                        .max_context = (uint32_t)n_slots,
                                        .kv_dtype = PGD_KV_F32,
-                                       .kv_bytes = n_slots * sizeof(fake_slot)};
+                                       .kv_bytes = n_slots * sizeof(fake_slot),
+                                       .max_hidden_rows = cfg.no_hidden ? 0 : cfg.max_tokens};
     if ((rc = pgd_model_info_wrap(mc, tok, NULL, 0, info))) {
         fake_destroy(&fb->base);
         return rc;

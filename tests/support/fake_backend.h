@@ -25,8 +25,15 @@
  * Sampling: rows the runner hands over to sample (backend.h) go through pgd_sample_logits on
  * the row's logits, as the CPU backend does.
  *
- * Step log: with `record`, every forward call appends {n_tokens, n_seqs, n_logits} (n_logits:
- * full and sampled rows together).
+ * Hidden states (embeddings): the model has n_embd = PGD_FAKE_EMBD and takes hidden rows
+ * (caps.max_hidden_rows = max_tokens; 0 with `no_hidden`). The hidden state of the token at
+ * position p is pgd_fake_hidden(h(p), i) for i in [0, PGD_FAKE_EMBD): a pure function of that
+ * position's context hash, so a test computes an expected embedding from token ids alone
+ * (pgd_fake_hash, or pgd_fake_chain step by step). Hidden rows are checked like logit rows (in
+ * range, whole context re-hashed with `verify`).
+ *
+ * Step log: with `record`, every forward call appends {n_tokens, n_seqs, n_logits, n_hidden}
+ * (n_logits: full and sampled rows together).
  *
  * Threading: like any backend, one thread at a time.
  */
@@ -43,6 +50,7 @@
 
 #define PGD_FAKE_VOCAB 257
 #define PGD_FAKE_EOS   256
+#define PGD_FAKE_EMBD  8 /* the model's n_embd: floats per hidden state */
 
 typedef struct pgd_fake_config {
     uint32_t n_blocks;   /* KV blocks including the null block */
@@ -55,10 +63,11 @@ typedef struct pgd_fake_config {
     uint32_t delay_us;   /* sleep per forward call (benchmarks, thread tests) */
     uint64_t fail_at;    /* forward call number fail_at (1 = the first) fails with PGD_EIO */
     bool lost;           /* ... with PGD_EDEVLOST instead, and so does every later one */
+    bool no_hidden;      /* returns no hidden states (caps.max_hidden_rows 0: no embeddings) */
 } pgd_fake_config;
 
 typedef struct pgd_fake_batch {
-    uint32_t n_tokens, n_seqs, n_logits;
+    uint32_t n_tokens, n_seqs, n_logits, n_hidden;
 } pgd_fake_batch;
 
 /* The fake model (see above): its info and a runner over the fake backend. The caller destroys
@@ -74,6 +83,11 @@ uint64_t pgd_fake_n_forwards(const pgd_backend *b); /* forward calls */
 
 /* The model's hash chain and greedy choice, from token ids alone. */
 uint64_t pgd_fake_hash(const int32_t *tokens, uint32_t n); /* h(n - 1); H0 for n = 0 */
+/* One link of the chain: h(pos) from h(pos - 1) (H0 = pgd_fake_hash(NULL, 0) for pos 0). */
+uint64_t pgd_fake_chain(uint64_t prev, int32_t token, uint32_t pos);
+/* Element i (< PGD_FAKE_EMBD) of the hidden state of a token whose context hash is h: a
+ * multiple of 2^-23 in [-1, 1), a pure function of (h, i). */
+float pgd_fake_hidden(uint64_t h, uint32_t i);
 int32_t pgd_fake_next(uint64_t h, uint32_t eos_every);
 /* The greedy continuation of prompt[0..n_prompt): at most max_tokens ids into out (stops after
  * an EOS unless ignore_eos). Returns how many. */
