@@ -20,10 +20,11 @@
  * PGD_CUDA_DECODE_TC=0 keeps them on CUDA cores), as the metadata's attention work
  * says (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
  * gate/up GEMM (bf16 out), SiLU*up, down GEMM; the final add + norm for the asked rows only, the
- * output GEMM, device sampling; the results (and any full-logit rows) back; one wait on the step's
- * event. Nothing is allocated inside a step. After it, a sampled row the device handed back (a
- * top-p nucleus past its candidate list) is sampled on the host from its logits, still on the
- * device (one copy and one wait more, for that row only).
+ * output GEMM, device sampling; the results (and any full-logit rows) back, and the normed
+ * rows an embedding asks for (bf16, widened to f32 on the host: added after bd7e959, untested on
+ * hardware); one wait on the step's event. Nothing is allocated inside a step. After it, a sampled
+ * row the device handed back (a top-p nucleus past its candidate list) is sampled on the host from
+ * its logits, still on the device (one copy and one wait more, for that row only).
  *
  * CUDA graphs: a decode-only step whose rows are all sampled on the device
  * (pgd_cuda_graph_fits) runs as a graph captured for its padded size and block-table stride
@@ -128,6 +129,7 @@ typedef struct cuda_backend {
     pgd_cuda_meta_layout ml; /* the step's metadata, host (pinned) and device alike */
     uint8_t *h_meta, *d_meta;
     pgd_sample_result *h_results; /* [SEQS_LIMIT] pinned */
+    uint16_t *h_hidden;           /* bf16 [T][E] pinned: a step's hidden rows (embeddings) */
     /* rows the device leaves to the host sampler (PGD_CUDA_SAMPLE_ON_HOST) */
     float *host_row; /* [V] */
     pgd_sampler_scratch *host_sc;
@@ -361,6 +363,7 @@ static int alloc_step(cuda_backend *b) {
     PGD_CUDA_TRY(cudaMemset(b->attn_arrived, 0, arrived_bytes));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_results, SEQS_LIMIT * sizeof(pgd_sample_result)));
+    PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_hidden, T * E * sizeof(uint16_t)));
     if (!(b->host_row = malloc((size_t)b->V * sizeof *b->host_row))) return PGD_ENOMEM;
     return pgd_sampler_scratch_create((int32_t)b->V, &b->host_sc);
 }
@@ -476,11 +479,12 @@ static int attention(cuda_backend *b, uint32_t li, uint32_t T, uint32_t stride,
 }
 
 /* Enqueue a step's work after its metadata upload, for T tokens of which R rows get full logits
- * (copied into `logits`) and the N after them are sampled (results into b->h_results); table
- * rows of `stride` entries; attention as `work` says (attention()). Only kernel launches and
- * copies between fixed buffers: what a decode graph captures. */
-static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, uint32_t stride,
-                           const pgd_cuda_attn_work *work, float *logits) {
+ * (copied into `logits`), the N after them are sampled (results into b->h_results) and the H
+ * after those come back as hidden states (bf16, into b->h_hidden); table rows of `stride`
+ * entries; attention as `work` says (attention()). Only kernel launches and copies between
+ * fixed buffers: what a decode graph captures (H 0 there). */
+static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, uint32_t H,
+                           uint32_t stride, const pgd_cuda_attn_work *work, float *logits) {
     const pgd_model_config *c = &b->base.model->cfg;
     const uint32_t E = b->E;
     const pgd_cuda_meta_layout *l = &b->ml;
@@ -510,11 +514,17 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
             (rc = ffn(b, L, T, s)))
             return rc;
     }
+    /* the last layer's output joins the residual of the asked rows only (distinct rows: a
+     * sequence's tokens are logit rows, a sampled row or an embedding's hidden rows) */
+    if (R + N + H && (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, b->output_norm, c->rms_eps, d_rows,
+                                                R + N + H, E, b->xb, s)))
+        return rc;
+    if (H) /* the normed rows after the R + N the output GEMM reads */
+        PGD_CUDA_TRY(cudaMemcpyAsync(b->h_hidden, b->xb + (uint64_t)(R + N) * E,
+                                     (uint64_t)H * E * sizeof(uint16_t), cudaMemcpyDeviceToHost,
+                                     s));
     if (R + N) {
-        /* the last layer's output joins the residual of the asked rows only */
-        if ((rc = pgd_cuda_add_rmsnorm(b->x, b->proj, b->output_norm, c->rms_eps, d_rows, R + N, E,
-                                       b->xb, s)) ||
-            (rc = pgd_cuda_gemm_run(b->gemm, b->p_out, b->xb, b->output, b->logits, R + N, s)))
+        if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_out, b->xb, b->output, b->logits, R + N, s)))
             return rc;
         if (N && (rc = pgd_cuda_sample(b->logits + (uint64_t)R * b->V, N, b->V, d_specs, d_draws,
                                        b->d_results, s)))
@@ -531,11 +541,11 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
 
 /* Enqueue a step eagerly: the metadata upload, then its work. */
 static int enqueue_step(cuda_backend *b, const pgd_batch *bt, float *logits) {
-    PGD_ASSERT(bt->n_logits + bt->n_samples <= bt->n_tokens);
+    PGD_ASSERT(bt->n_logits + bt->n_samples + bt->n_hidden <= bt->n_tokens);
     int rc = upload_meta(b, bt);
     if (rc) return rc;
-    return enqueue_compute(b, bt->n_tokens, bt->n_logits, bt->n_samples, bt->bt_stride, &b->work,
-                           logits);
+    return enqueue_compute(b, bt->n_tokens, bt->n_logits, bt->n_samples, bt->n_hidden,
+                           bt->bt_stride, &b->work, logits);
 }
 
 static void graphs_off(cuda_backend *b, const char *what) {
@@ -566,7 +576,7 @@ static cudaGraphExec_t decode_graph_for(cuda_backend *b, uint32_t n, uint32_t st
         graphs_off(b, why);
         return NULL;
     }
-    int rc = enqueue_compute(b, n, 0, n, stride, NULL, NULL);
+    int rc = enqueue_compute(b, n, 0, n, 0, stride, NULL, NULL);
     snprintf(why, sizeof why, "capturing a decode step of %u rows: %s", n,
              rc ? pgd_error_detail() : "");
     cudaError_t e = cudaStreamEndCapture(b->stream, &graph); /* ends it even after a failure */
@@ -670,6 +680,10 @@ static int cuda_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
              * before the next step rewrites them. Its own error is not the one reported. */
         return after_failure(b, rc);
     if (bt->n_samples) memcpy(sampled, b->h_results, bt->n_samples * sizeof *sampled);
+    for (uint64_t i = 0; i < (uint64_t)bt->n_hidden * b->E; i++) { /* bf16 -> f32: exact */
+        uint32_t bits = (uint32_t)b->h_hidden[i] << 16;
+        memcpy(&bt->hidden[i], &bits, sizeof bits);
+    }
     for (uint32_t i = 0; i < bt->n_samples; i++)
         if (sampled[i].token == PGD_CUDA_SAMPLE_ON_HOST &&
             (rc = sample_on_host(b, bt, i, &sampled[i])))
@@ -713,6 +727,7 @@ static void cuda_destroy(pgd_backend *base) {
     free(b->allocs);
     if (b->h_meta) cudaFreeHost(b->h_meta);
     if (b->h_results) cudaFreeHost(b->h_results);
+    if (b->h_hidden) cudaFreeHost(b->h_hidden);
     if (b->done) cudaEventDestroy(b->done);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b->layers);
@@ -805,6 +820,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
         .max_tokens = b->max_tokens,
         .max_seqs = PGD_GPU_STEP_SEQS,
         .max_logit_rows = SEQS_LIMIT,
+        .max_hidden_rows = b->max_tokens,
         .max_context = (uint32_t)(pool_tokens < c->n_ctx_train ? pool_tokens : c->n_ctx_train),
         .kv_dtype = PGD_KV_F16,
         .kv_bytes = (uint64_t)b->n_blocks * pgd_kv_block_elems(b->geom) * 2,

@@ -23,7 +23,7 @@ pgd_cuda_meta_layout pgd_cuda_meta_layout_of(uint32_t max_tokens, uint32_t max_r
     PART(pos, (size_t)max_tokens * sizeof(int32_t))
     PART(slots, (size_t)max_tokens * sizeof(int64_t))
     PART(seq_of, (size_t)max_tokens * sizeof(uint32_t))
-    PART(rows, (size_t)max_rows * sizeof(uint32_t))
+    PART(rows, ((size_t)max_rows + max_tokens) * sizeof(uint32_t))
     PART(specs, (size_t)max_rows * sizeof(pgd_sample_spec))
     PART(draws, (size_t)max_rows * sizeof(uint64_t))
     PART(tiles, (size_t)max_tokens * sizeof(pgd_attn_tile))
@@ -52,6 +52,9 @@ static void pack_rows(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint8_
         specs[i] = bt->samples[i].spec;
         draws[i] = bt->samples[i].draw;
     }
+    if (bt->n_hidden)
+        memcpy(rows + bt->n_logits + bt->n_samples, bt->hidden_rows,
+               bt->n_hidden * sizeof(uint32_t));
 }
 
 /* The positions tile_cmp reads (qsort has no context argument; one per thread). */
@@ -88,7 +91,8 @@ pgd_cuda_attn_work pgd_cuda_attn_plan(const pgd_batch *bt, uint32_t tile_rows, p
 size_t pgd_cuda_meta_pack(const pgd_cuda_meta_layout *l, const pgd_batch *bt, uint32_t tile_rows,
                           pgd_cuda_attn_work *work, uint8_t *buf) {
     PGD_ASSERT((size_t)bt->n_tokens * sizeof(int32_t) <= l->pos - l->tokens &&
-               (size_t)(bt->n_logits + bt->n_samples) * sizeof(uint32_t) <= l->specs - l->rows &&
+               (size_t)(bt->n_logits + bt->n_samples + bt->n_hidden) * sizeof(uint32_t) <=
+                   l->specs - l->rows &&
                (size_t)bt->n_seqs * bt->bt_stride * sizeof(int32_t) <= l->total - l->tables);
     pack_rows(l, bt, buf);
     *work = pgd_cuda_attn_plan(bt, tile_rows, (pgd_attn_tile *)(buf + l->tiles),
@@ -120,7 +124,8 @@ uint32_t pgd_cuda_graph_stride(uint32_t stride, uint32_t stride_max) {
 
 bool pgd_cuda_graph_fits(const pgd_batch *bt) {
     const uint32_t n = bt->n_seqs;
-    if (n == 0 || bt->n_tokens != n || bt->n_logits != 0 || bt->n_samples != n) return false;
+    if (n == 0 || bt->n_tokens != n || bt->n_logits != 0 || bt->n_samples != n || bt->n_hidden)
+        return false;
     for (uint32_t s = 0; s < n; s++)
         if (bt->q_start[s] != s || bt->samples[s].token != s) return false;
     return bt->q_start[n] == n;

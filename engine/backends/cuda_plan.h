@@ -24,7 +24,8 @@ typedef struct pgd_cuda_meta_layout {
     size_t pos;       /* int32 [max_tokens] */
     size_t slots;     /* int64 [max_tokens] */
     size_t seq_of;    /* uint32 [max_tokens]: the sequence of each token */
-    size_t rows;      /* uint32 [max_rows]: the full-logit rows, then the sampled rows */
+    size_t rows;      /* uint32 [max_rows + max_tokens]: the full-logit rows, the sampled rows,
+                         then the hidden rows (embeddings) */
     size_t specs;     /* pgd_sample_spec [max_rows] of the sampled rows */
     size_t draws;     /* uint64 [max_rows] */
     size_t tiles;     /* pgd_attn_tile [max_tokens]: the tensor-core attention's query tiles */
@@ -76,7 +77,8 @@ uint32_t pgd_cuda_graph_size(uint32_t n, uint32_t limit);
 uint32_t pgd_cuda_graph_stride(uint32_t stride, uint32_t stride_max);
 
 /* Whether batch bt can replay a decode graph: at least one sequence, each with one query token,
- * no full-logit rows, and sampled row i on the device for token i, for every token. */
+ * no full-logit rows, no hidden rows, and sampled row i on the device for token i, for every
+ * token. */
 bool pgd_cuda_graph_fits(const pgd_batch *bt);
 
 /* Pack decode batch bt (pgd_cuda_graph_fits) padded to n_pad >= bt->n_seqs rows, block-table

@@ -125,6 +125,7 @@ def test_serve_smoke_script(pagoda_bin):
     assert p.returncode == 0 and out["failures"] == [], out
     assert out["concurrent_ok"] == 16 and out["stream_chunks"] >= 2 and out["exit_status"] == 0
     assert out["chat_tokens"] == 16 and out["metrics_series"] > 0
+    assert out["embedding_dim"] == 576 and out["embedding_cos_alone"] > 0.999, out
     assert 0 <= out["warmup_s"] <= out["ready_s"], out
 
 

@@ -16,7 +16,9 @@
  *     default; the others are opened without it, so cuBLASLt runs those) held to the same
  *     tolerance and greedy tokens;
  *   - a step with host rows and sampled rows together gives the host rows the bits of the
- *     full-logits step and the sampled rows its tokens;
+ *     full-logits step and the sampled rows its tokens; with the other rows asked as hidden
+ *     states too (embeddings), those are the CPU's within the logits' relative L2 error (bf16
+ *     normed rows), and the logits and tokens keep their bits;
  *   - decode steps replayed as CUDA graphs (padded sizes 1, 2, 4, 8, each after one eager
  *     warm-up step; greedy, temperature, min-p, top-k + top-p rows with logprobs, and top-p
  *     rows whose nucleus outgrows the device's candidate list, which the backend samples on
@@ -123,7 +125,8 @@ static pgd_batch view(batch *b, bool samples) {
 }
 
 static double g_worst;
-static int g_sampled_checked;
+static int g_sampled_checked, g_hidden_checked;
+static double g_worst_hidden;
 
 /* Run the batch on every device: full logits compared, then (same batch again: K/V rewritten
  * with the same values) the sampled rows against the CPU's argmax. devs: the CPU, then CUDA
@@ -195,6 +198,44 @@ static void run(dev *devs, int n_dev, batch *b) {
         for (uint32_t i = 0; i < b->n_samples; i++)
             CHECK_EQ_INT(res[i].token, devs[d].sampled[i].token);
     }
+    /* the same step asking the other rows' hidden states too: the CPU's values within bf16's
+     * rounding, the logits and tokens unchanged */
+    uint32_t hrows[MAXT], H = 0;
+    for (uint32_t t = 1; t < b->n_tokens; t += 2)
+        if (!sampled_row[t]) hrows[H++] = t;
+    float *hid = malloc((uint64_t)MAXT * 256 * sizeof(float) * 2), *cpu_hid = hid + MAXT * 256;
+    REQUIRE(hid);
+    bt.n_hidden = H;
+    bt.hidden_rows = hrows;
+    bt.hidden = cpu_hid;
+    CHECK_EQ_INT(pgd_backend_forward(devs[0].b, &bt, mixed, res), 0);
+    bt.hidden = hid;
+    for (int d = 1; d < n_dev && H; d++) {
+        const uint32_t E = devs[0].b->model->cfg.n_embd;
+        REQUIRE(E <= 256 && devs[d].b->caps.max_hidden_rows >= b->n_tokens);
+        for (uint64_t i = 0; i < (uint64_t)H * E; i++) hid[i] = NAN;
+        CHECK_EQ_INT(pgd_backend_forward(devs[d].b, &bt, mixed, res), 0);
+        for (uint32_t h = 0; h < H; h++) {
+            double d2 = 0, r2 = 0;
+            for (uint32_t e = 0; e < E; e++) {
+                double g = hid[(uint64_t)h * E + e], c = cpu_hid[(uint64_t)h * E + e];
+                d2 += (g - c) * (g - c);
+                r2 += c * c;
+            }
+            double err = r2 > 0 ? sqrt(d2 / r2) : INFINITY;
+            if (err > g_worst_hidden || err != err) g_worst_hidden = err;
+            CHECK(err <= 3e-2); /* as the logits; a NaN left fails too */
+        }
+        if (d < 3) {
+            for (uint32_t r = 0; r < R; r++)
+                CHECK(memcmp(mixed + (uint64_t)r * V, devs[d].logits + (uint64_t)mrows[r] * V,
+                             V * sizeof(float)) == 0);
+            for (uint32_t i = 0; i < b->n_samples; i++)
+                CHECK_EQ_INT(res[i].token, devs[d].sampled[i].token);
+        }
+        g_hidden_checked += H;
+    }
+    free(hid);
     free(mixed);
 }
 
@@ -227,7 +268,8 @@ static void forward_matches(bool qwen) {
     REQUIRE(open_dev(&devs[2], data, PGD_DEVICE_CUDA) == 0);
     REQUIRE(open_dev_opts(&devs[3], data, PGD_DEVICE_CUDA, false, true) == 0);
     g_worst = 0;
-    g_sampled_checked = 0;
+    g_sampled_checked = g_hidden_checked = 0;
+    g_worst_hidden = 0;
 
     int32_t a[64], c[64], f[64];
     for (int i = 0; i < 64; i++) {
@@ -266,9 +308,13 @@ static void forward_matches(bool qwen) {
     add_seq(&b, f, 37, 8, tf, true);
     add_seq(&b, a, 40, 1, ta, true);
     run(devs, N_DEV, &b);
-    fprintf(stderr, "    %s: worst logits error %.2e, %d device greedy tokens checked\n",
-            qwen ? "qwen2" : "llama3", g_worst, g_sampled_checked);
+    fprintf(stderr,
+            "    %s: worst logits error %.2e, %d device greedy tokens checked; worst hidden-state "
+            "error %.2e over %d rows\n",
+            qwen ? "qwen2" : "llama3", g_worst, g_sampled_checked, g_worst_hidden,
+            g_hidden_checked);
     CHECK(g_sampled_checked >= 5);
+    CHECK(g_hidden_checked >= 20);
     for (int d = 0; d < N_DEV; d++) close_dev(&devs[d]);
     pgd_model_free(data);
     pgd_model_free(shapes);

@@ -33,6 +33,7 @@ static void test_layout(void) {
     CHECK(l.pos - l.tokens >= 8192 * 4 && l.seq_of - l.slots >= 8192 * 8);
     CHECK(l.total - l.tables >= 256ull * 512 * 4);
     CHECK(l.draws - l.specs >= 256 * sizeof(pgd_sample_spec));
+    CHECK(l.specs - l.rows >= (256 + 8192) * 4); /* logit + sampled rows, then hidden rows */
     CHECK(l.attn_rows - l.tiles >= 8192 * sizeof(pgd_attn_tile));
     CHECK(l.tables - l.attn_rows >= 8192 * 4);
 }
@@ -83,6 +84,18 @@ static void test_pack(void) {
     CHECK(((const uint64_t *)(buf + l.draws))[0] == 77);
     const int32_t *tb = (const int32_t *)(buf + l.tables);
     CHECK(tb[0] == 1 && tb[3] == 3 && tb[4] == 4);
+    /* hidden rows (an embedding's) come after the logit and sampled rows; nothing else moves */
+    uint32_t hidden[3] = {1, 3, 0};
+    bt.n_hidden = 3;
+    bt.hidden_rows = hidden;
+    uint8_t *buf2 = calloc(1, l.total);
+    REQUIRE(buf2);
+    CHECK_EQ_INT(pgd_cuda_meta_pack(&l, &bt, 2, &w, buf2), n);
+    r = (const uint32_t *)(buf2 + l.rows);
+    CHECK(r[0] == 0 && r[1] == 4 && r[2] == 2 && r[3] == 4 && r[4] == 1 && r[5] == 3 && r[6] == 0);
+    CHECK(memcmp(buf2 + l.specs, buf + l.specs, l.total - l.specs) == 0);
+    CHECK(memcmp(buf2, buf, l.rows) == 0);
+    free(buf2);
     free(buf);
 }
 
@@ -231,6 +244,10 @@ static void test_graph_fits(void) {
     CHECK(!pgd_cuda_graph_fits(&d.bt));
     decode3_init(&d);
     d.bt.n_samples = 2; /* a row sampled nowhere on the device */
+    CHECK(!pgd_cuda_graph_fits(&d.bt));
+    decode3_init(&d);
+    d.bt.n_hidden = 1; /* a hidden row asked besides (not by the runner: it samples none then) */
+    d.bt.hidden_rows = rows;
     CHECK(!pgd_cuda_graph_fits(&d.bt));
     decode3_init(&d);
     d.samples[1].token = 2, d.samples[2].token = 1; /* rows out of token order */
