@@ -7,7 +7,10 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/jsonutil.h"
 #include "common/error.h"
@@ -34,7 +37,12 @@ int pgd_api_embeddings_item(pgd_buf *out, size_t index, const float *v, uint32_t
     if (!rc) rc = pgd_buf_reserve(out, (size_t)dim * 17 + 4);
     for (uint32_t i = 0; i < dim && !rc; i++) {
         double x = isfinite(v[i]) ? v[i] : 0.0; /* a unit vector's values are finite */
-        rc = pgd_buf_printf(out, "%s%.9g", i ? "," : "[", x);
+        char num[32];
+        int n = snprintf(num, sizeof num, "%.9g", x);
+        /* always a JSON number with a fraction or exponent (-1.0, not -1): a float to any
+         * client that types what it reads */
+        bool whole = !strpbrk(num, ".e");
+        rc = pgd_buf_printf(out, "%s%.*s%s", i ? "," : "[", n, num, whole ? ".0" : "");
     }
     if (!rc) rc = pgd_buf_puts(out, "]}");
     return rc;

@@ -214,12 +214,13 @@ static int parse_prompt(const json_t *root, const char *key, pgd_api_request *r,
         snprintf(param, sizeof param, "%s[%zu]", key, i);
         if (shape == STRINGS) {
             if (!json_is_string(el))
-                return type_err(e, param, "a string (like the other prompts of the list)", el);
+                return type_err(e, param, "a string (like the list's first element)", el);
         } else if (shape == IDS) {
             if (token_id(el, &id)) return token_err(e, param, el);
         } else {
             if (!json_is_array(el))
-                return type_err(e, param, "an array of token ids (like the other prompts)", el);
+                return type_err(e, param, "an array of token ids (like the list's first element)",
+                                el);
             size_t m = json_array_size(el);
             if (m == 0) return bad(e, param, "'%s' must not be an empty array of token ids", param);
             for (size_t j = 0; j < m; j++) {

@@ -53,7 +53,9 @@ void pgd_req_limits_of(const pgd_model_info *info, const pgd_backend_caps *caps,
 
 int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim) {
     if (!r->prompt || r->n_prompt == 0)
-        return pgd_error_set_param(PGD_EINVAL, "prompt", "the prompt is empty");
+        return r->pooling != PGD_POOL_NONE
+                   ? pgd_error_set_param(PGD_EINVAL, "input", "the input is empty (no tokens)")
+                   : pgd_error_set_param(PGD_EINVAL, "prompt", "the prompt is empty");
     if (r->pooling != PGD_POOL_NONE) {
         if (r->pooling != PGD_POOL_LAST && r->pooling != PGD_POOL_MEAN)
             return pgd_error_set_param(PGD_EINVAL, "input", "unknown pooling %d", (int)r->pooling);

@@ -119,7 +119,7 @@
 #define PGD_SCHED_EVAL_ROWS 256
 
 /* Requests that may wait for their first admission when not told (written once). */
-#define PGD_DEFAULT_MAX_WAITING 1024
+#define PGD_DEFAULT_MAX_WAITING 4096 /* two /v1/embeddings requests of 2048 inputs */
 
 /* How the running and waiting sequences share the steps (see "Fair share" above). */
 typedef enum pgd_sched_policy {

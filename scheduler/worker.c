@@ -246,11 +246,12 @@ int pgd_worker_submit_n(pgd_worker *e, const pgd_request *rs, size_t n, uint64_t
         goto fail;
     }
     if (max_waiting && n > max_waiting) {
-        rc = pgd_error_set_param(PGD_EINVAL, "prompt",
-                                 "this request has %zu prompts but at most %u requests may wait "
-                                 "for admission (max_waiting), so it could never be admitted; "
-                                 "send at most %u prompts per request",
-                                 n, max_waiting, max_waiting);
+        bool embed = rs[0].pooling != PGD_POOL_NONE;
+        rc = pgd_error_set_param(PGD_EINVAL, embed ? "input" : "prompt",
+                                 "this request has %zu %s but at most %u requests may wait for "
+                                 "admission (max_waiting), so it could never be admitted; send "
+                                 "at most %u per request",
+                                 n, embed ? "inputs" : "prompts", max_waiting, max_waiting);
         goto fail;
     }
     if (!(msgs = calloc(n, sizeof *msgs))) {

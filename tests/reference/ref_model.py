@@ -89,6 +89,16 @@ class RefModel:
 
         cache: list of per-layer (K, V) arrays [P, Hkv, D] for the P earlier positions (updated
         in place when given)."""
+        return self.hidden(tokens, cache) @ self.output.T
+
+    def hidden(self, tokens, cache=None):
+        """The final hidden states [T, n_embd] after the output RMSNorm (what the logits are
+        computed from; what an embedding pools) for `tokens` after the cached prefix (cache as
+        in forward)."""
+        return self._rms(self._blocks(tokens, cache), self.output_norm)
+
+    def _blocks(self, tokens, cache=None):
+        """The residual stream [T, n_embd] after the last block (before the output norm)."""
         tokens = np.asarray(tokens, dtype=np.int64)
         T = len(tokens)
         P = 0 if not cache else cache[0][0].shape[0]
@@ -121,7 +131,7 @@ class RefModel:
             h = self._rms(x, L["ffn_norm"])
             gt, up = h @ L["gate"].T, h @ L["up"].T
             x = x + ((gt / (1.0 + np.exp(-gt))) * up) @ L["down"].T
-        return self._rms(x, self.output_norm) @ self.output.T
+        return x
 
     def greedy(self, prompt, n, stop_ids=()):
         """Greedy continuation of `prompt` for n tokens (stops early on a stop id)."""

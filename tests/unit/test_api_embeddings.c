@@ -185,6 +185,11 @@ static void test_answer(void) {
     }
     json_decref(root);
     pgd_buf_free(&b);
+    /* whole values are still written as JSON reals */
+    const float w[4] = {1.0f, 0.0f, -0.5f, -2.0f};
+    REQUIRE(pgd_api_embeddings_item(&b, 0, w, 4) == 0);
+    CHECK(b.data && strstr(b.data, "[1.0,0.0,-0.5,-2.0]") != NULL);
+    pgd_buf_free(&b);
 }
 
 int main(void) {
