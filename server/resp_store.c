@@ -97,7 +97,11 @@ int pgd_resp_store_put(pgd_resp_store *s, const char *id, uint64_t owner, const 
     free(text);
     if (!text || bytes > s->max_bytes) {
         json_decref(conversation);
-        return text ? 0 : PGD_ENOMEM;
+        if (!text) return PGD_ENOMEM;
+        return pgd_error_set(PGD_EFULL,
+                             "it takes %zu bytes, more than the whole store holds (%zu: "
+                             "--responses-store-mb)",
+                             bytes, s->max_bytes);
     }
     entry *e = calloc(1, sizeof *e);
     if (!e || !(e->id = strdup(id)) || !(e->json = malloc(len ? len : 1))) goto fail;

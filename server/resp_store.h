@@ -27,8 +27,9 @@ int pgd_resp_store_new(size_t max_bytes, pgd_resp_store **out);
 void pgd_resp_store_free(pgd_resp_store *s); /* NULL is fine */
 
 /* Keeps response `id` of `owner`: its object's JSON text json[len] (copied) and its
- * conversation (a JSON array of chat messages; the store takes the reference). An entry larger
- * than the whole store is not kept. 0, or PGD_ENOMEM (nothing kept; the reference dropped). */
+ * conversation (a JSON array of chat messages; the store takes the reference). 0; PGD_EFULL
+ * with a detail, an entry larger than the whole store (not kept, nothing dropped); or
+ * PGD_ENOMEM (nothing kept). The reference is dropped when nothing is kept. */
 int pgd_resp_store_put(pgd_resp_store *s, const char *id, uint64_t owner, const char *json,
                        size_t len, json_t *conversation);
 

@@ -1030,7 +1030,9 @@ static void keep_response(pgd_rctx *c, const pgd_buf *whole) {
     if (!rc)
         rc = pgd_resp_store_put(c->srv->responses, c->id, pgd_srv_owner(&c->who),
                                 whole->data ? whole->data : "", whole->len, conv);
-    if (rc) fprintf(stderr, "pagoda serve: response %s not stored: out of memory\n", c->id);
+    if (rc) /* a later GET or previous_response_id finds none: the log says why */
+        fprintf(stderr, "pagoda serve: response %s not stored: %s\n", c->id,
+                rc == PGD_ENOMEM ? "out of memory" : pgd_error_detail());
     pgd_buf_free(&obj);
 }
 

@@ -48,7 +48,8 @@ static void test_too_large(void) {
     REQUIRE(pgd_resp_store_new(256, &s) == 0);
     char big[300];
     memset(big, 'x', sizeof big);
-    CHECK_EQ_INT(pgd_resp_store_put(s, "resp_big", 0, big, sizeof big, conv_of("c")), 0);
+    CHECK_EQ_INT(pgd_resp_store_put(s, "resp_big", 0, big, sizeof big, conv_of("c")), PGD_EFULL);
+    CHECK(strstr(pgd_error_detail(), "more than the whole store") != NULL);
     CHECK_EQ_INT((int)pgd_resp_store_count(s), 0); /* not kept, nothing else dropped */
     CHECK(pgd_resp_store_conversation(s, "resp_big", 0) == NULL);
     pgd_resp_store_free(s);
