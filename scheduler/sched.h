@@ -53,6 +53,14 @@
  *      prefix cache; then TOKEN / FINISH events, counters charged, finished sequences retired
  *      (their full blocks stay in the prefix cache, evictable).
  *
+ * Embeddings (pgd_request.pooling): one sequence that computes its whole prompt like any other
+ * (chunks, prefix hits — none for MEAN, which pools every row —, preemption) and samples
+ * nothing: its items ask the runner for hidden rows (pgd_step_item.pool), which phase 5 pools
+ * into the request (LAST: the last prompt row; MEAN: each position's row once, in position
+ * order, in double — so a recompute after a preemption adds nothing twice and the vector is the
+ * same bits whatever the chunks were); once the last prompt row is in, it finishes (stop) with
+ * the vector in its FINISH event.
+ *
  * Fair share (policy FAIR, the default: the Virtual Token Counter of Sheng et al., "Fairness in
  * Serving Large Language Models", OSDI 2024). Each tenant has a counter of the service it got:
  *   vtime += (prompt tokens computed x fair_prompt_factor + tokens sampled x fair_output_factor)

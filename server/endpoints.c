@@ -192,6 +192,10 @@ void pgd_srv_metrics(pgd_srv *srv, pgd_http_request *req) {
         pgd_pagoda_metrics_apply_stats(&srv->pm, &st);
         pgd_access_apply_stats(srv->access, &st);
     }
+    pgd_series_set(srv->pm.stored,
+                   srv->responses ? (double)pgd_resp_store_count(srv->responses) : 0);
+    pgd_series_set(srv->pm.stored_bytes,
+                   srv->responses ? (double)pgd_resp_store_bytes(srv->responses) : 0);
     pgd_buf b = PGD_BUF_INIT;
     if (pgd_metrics_render(srv->registry, &b))
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);

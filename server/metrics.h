@@ -124,7 +124,9 @@ int pgd_metrics_render(pgd_metrics *r, pgd_buf *out);
  *               num_preemptions_total, prefix_cache_queries_total, prefix_cache_hits_total
  *               (in tokens), requests_aborted_total
  *   gauges      num_requests_running, num_requests_waiting, kv_cache_usage_perc (0..1),
- *               build_info{version,model_name} = 1
+ *               build_info{version,model_name} = 1, responses_stored and
+ *               responses_store_bytes (the stored /v1/responses answers and the bytes they
+ *               count against --responses-store-mb; 0 without a store)
  * Who feeds what: the HTTP loop observes TTFT, inter-token latency and, per finished request,
  * pgd_pagoda_metrics_request_done (which also counts requests_aborted_total: API requests,
  * not the engine requests of their prompts); at each scrape, pgd_pagoda_metrics_apply_stats
@@ -145,7 +147,7 @@ typedef struct pgd_pagoda_metrics {
         *prefix_hits, *aborted;
     pgd_metric *success; /* labels: model_name, finished_reason */
     /* gauges */
-    pgd_metric_series *running, *waiting, *kv_usage, *build_info;
+    pgd_metric_series *running, *waiting, *kv_usage, *build_info, *stored, *stored_bytes;
     const char *model_name; /* as registered (the registry's copy) */
 } pgd_pagoda_metrics;
 

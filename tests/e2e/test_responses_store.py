@@ -708,6 +708,30 @@ def test_least_recently_used_dropped_first(small):
         assert kept(small, r["id"]), r["id"]
 
 
+def test_store_gauges(small, srv0):
+    """responses_stored counts the answers a GET finds, responses_store_bytes what they take of
+    the 1 MiB (each at least its 64,000-byte input, kept in its conversation); both move with a
+    new answer and a DELETE; a server without a store shows 0."""
+    def gauges(s):
+        m = s.metrics()
+        return metric(m, "pagoda_responses_stored"), metric(m, "pagoda_responses_store_bytes")
+
+    rs = [big(small, i, "g") for i in range(3)]
+    n0, b0 = gauges(small)
+    assert 3 <= n0 and n0 * len(PAD) <= b0 <= MIB, (n0, b0)
+    assert all(kept(small, r["id"]) for r in rs)
+    st, body = delete(small, rs[-1]["id"])
+    assert st == 200, body
+    n1, b1 = gauges(small)
+    assert n1 == n0 - 1 and b0 - b1 >= len(PAD), (n0, b0, n1, b1)
+    r = respond(small, dict(input="Hi", max_output_tokens=1))
+    n2, b2 = gauges(small)
+    assert n2 == n1 + 1 and 0 < b2 - b1 < len(PAD), (n1, b1, n2, b2)
+    assert kept(small, r["id"])
+    respond(srv0, dict(input="Hi", max_output_tokens=1), store=False)
+    assert gauges(srv0) == (0, 0)
+
+
 # ---- tenants ---------------------------------------------------------------------------------
 
 def test_tenants_see_only_their_own(tsrv):

@@ -25,7 +25,8 @@ HISTOGRAMS = ["time_to_first_token_seconds", "inter_token_latency_seconds",
 COUNTERS = ["prompt_tokens_total", "generation_tokens_total", "request_success_total",
             "num_preemptions_total", "prefix_cache_queries_total", "prefix_cache_hits_total",
             "requests_aborted_total", "http_requests_total"]
-GAUGES = ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "build_info"]
+GAUGES = ["num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "build_info",
+          "responses_stored", "responses_store_bytes"]
 
 
 @pytest.fixture(scope="module")

@@ -808,7 +808,7 @@ static void test_promtool(void) {
         p = nl ? nl + 1 : p + len;
     }
     CHECK_EQ_INT(n_other, 0);
-    CHECK_EQ_INT(n_lines, 17); /* build_info + the 16 families of pagoda_families */
+    CHECK_EQ_INT(n_lines, 19); /* build_info + the 18 families of pagoda_families */
     if (n_other == 0)
         unlink(path);
     else
