@@ -38,6 +38,13 @@ def wait(d, pred, timeout, msg=""):
     return WebDriverWait(d, timeout, poll_frequency=0.02).until(lambda _: pred(), msg)
 
 
+def model_options(d):
+    """The model list's values, read in one script call: the page may replace the options while
+    they are read (element by element, an option replaced in between is a stale reference)."""
+    return d.execute_script(
+        "return [...document.querySelectorAll('#model option')].map(o => o.value)")
+
+
 def assistants(d):
     return d.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant")
 

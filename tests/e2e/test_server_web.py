@@ -14,7 +14,8 @@ import pytest
 from pagoda_e2e import metric, poll
 
 import chromium_page
-from chromium_page import assistants, needs_chromium, start_chromium, text_of, type_and_enter
+from chromium_page import (assistants, model_options, needs_chromium, start_chromium, text_of,
+                           type_and_enter)
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = needs_chromium
@@ -37,12 +38,6 @@ def srv(start_server):
 
 
 wait = functools.partial(chromium_page.wait, timeout=20)
-
-
-def model_options(d):
-    # One script call: the page may replace the options while they are read.
-    return d.execute_script(
-        "return [...document.querySelectorAll('#model option')].map(o => o.value)")
 
 
 def open_page(d, srv):

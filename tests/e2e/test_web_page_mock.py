@@ -24,8 +24,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from mock_openai_server import MODEL, PAGE, REPLY, MockOpenAI  # noqa: E402
 
 import chromium_page  # noqa: E402
-from chromium_page import (assistants, needs_chromium, start_chromium, text_of,  # noqa: E402
-                           type_and_enter)
+from chromium_page import (assistants, model_options, needs_chromium, start_chromium,  # noqa: E402
+                           text_of, type_and_enter)
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -57,9 +57,7 @@ def open_page(d, mock):
     d.get(mock.url + "/")
     d.execute_script("localStorage.clear(); sessionStorage.clear();")
     d.get(mock.url + "/")
-    wait(d, lambda: [o.get_attribute("value")
-                     for o in d.find_elements(By.CSS_SELECTOR, "#model option")] == [MODEL],
-         msg="model list not loaded")
+    wait(d, lambda: model_options(d) == [MODEL], msg="model list not loaded")
     return d
 
 
@@ -333,8 +331,7 @@ def test_api_key_sent_as_bearer():
             assert key.get_attribute("type") == "password"
             key.send_keys("sk-test")
             d.find_element(By.ID, "system").click()  # blur: change event reloads the models
-            wait(d, lambda: [o.get_attribute("value") for o in
-                             d.find_elements(By.CSS_SELECTOR, "#model option")] == [MODEL])
+            wait(d, lambda: model_options(d) == [MODEL])
             assert status(d) == ""
             type_and_enter(d, "hi")
             m.wait_for(lambda rs: rs and rs[0]["state"] == "done")
