@@ -62,27 +62,11 @@ static void env_close(env *e) {
 }
 
 static int step(env *e, pgd_sched_step_info *info) {
-    pgd_sched_step_info tmp;
-    e->rec.step++;
-    int rc = pgd_sched_step(e->S, info ? info : &tmp);
-    if (rc)
-        fprintf(stderr, "  step %llu: %s\n", (unsigned long long)e->rec.step, pgd_error_detail());
-    return rc;
+    return sched_step(e->S, &e->rec, info);
 }
 
-/* Steps until idle; -1 on a step error or when max_steps is not enough. */
 static int run_idle(env *e, int max_steps) {
-    for (int i = 0; i < max_steps; i++) {
-        if (!pgd_sched_has_work(e->S)) return i;
-        if (step(e, NULL)) return -1;
-    }
-    return -1;
-}
-
-static bool pool_all_free(const pgd_sched *S) {
-    const pgd_kvpool *pool = pgd_sched_pool(S);
-    return pgd_kvpool_num_free(pool) == pgd_kvpool_num_blocks(pool) - 1 &&
-           pgd_kvpool_check(pool) == 0;
+    return sched_run_idle(e->S, &e->rec, max_steps);
 }
 
 static bool output_is(const recorder *rc, uint64_t id, uint32_t choice, const int32_t *want,
@@ -125,7 +109,7 @@ static void test_greedy_matches_reference(void) {
     CHECK_EQ_INT(st.n_finished, 10);
     CHECK_EQ_INT(st.generation_tokens, total);
     CHECK_EQ_INT(st.n_running + st.n_waiting + st.n_requests, 0);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -171,7 +155,7 @@ static void test_eos_and_stop_strings(void) {
     }
     CHECK_EQ_INT(e.rec.r[6].ch[0].reason, PGD_REASON_STOP);
     CHECK_EQ_STR(e.rec.r[6].ch[0].text.data ? e.rec.r[6].ch[0].text.data : "", expect);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -229,7 +213,7 @@ static void test_chunked_prefill_keeps_streams_going(void) {
     }
     uint32_t n = pgd_fake_greedy(lp, LONG, 5, 0, true, want);
     CHECK(output_is(&e.rec, 10, 0, want, n));
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     free(lp);
     env_close(&e);
 }
@@ -278,7 +262,7 @@ static void run_prefix_case(bool caching) {
     CHECK(output_is(&e.rec, 3, 0, want, n));
     CHECK_EQ_INT(s2.prefix_hit_tokens, s1.prefix_hit_tokens);
     CHECK_EQ_INT(s2.prompt_computed_tokens - s1.prompt_computed_tokens, SYS + SUF);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -318,7 +302,7 @@ static void run_load(uint32_t n_blocks, float temperature, int32_t out[LOAD_N][1
         memcpy(out[i], c->tok, c->n * sizeof(int32_t));
     }
     CHECK_EQ_INT(st.n_finished, LOAD_N);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -378,7 +362,7 @@ static void test_preemption_victim_is_lowest_priority(void) {
     CHECK(output_is(&e.rec, 1, 0, want, n));
     n = pgd_fake_greedy(hi, 40, 120, 0, true, want);
     CHECK(output_is(&e.rec, 2, 0, want, n));
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -422,7 +406,7 @@ static void test_refuse_what_can_never_fit(void) {
     pgd_sched_get_stats(e.S, &st);
     CHECK_EQ_INT(st.n_refused, 6);
     CHECK_EQ_INT(st.n_finished, 3);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -443,7 +427,7 @@ static void test_max_waiting(void) {
     CHECK_EQ_INT(pgd_sched_submit(e.S, 7, &r), PGD_EFULL);
     CHECK(run_idle(&e, 1000) > 0);
     CHECK_EQ_INT(e.rec.n_done, 5);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -507,7 +491,7 @@ static void test_n_choices_share_prompt(void) {
     CHECK(run_idle(&e, 200) > 0);
     n = pgd_fake_greedy(p, 1, 7, 0, true, want);
     for (uint32_t c = 0; c < 3; c++) CHECK(output_is(&e.rec, 10, c, want, n));
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -575,7 +559,7 @@ static void test_abort_from_every_state(void) {
     pgd_sched_get_stats(e.S, &st);
     CHECK_EQ_INT(st.n_aborted, n_aborted);
     CHECK(st.n_preemptions > 0);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -633,7 +617,7 @@ static void test_tenant_fairness_no_starvation(void) {
     CHECK(max_wait[3] <= 20);
     CHECK_EQ_INT(fifo_breaks, 0);
     CHECK_EQ_INT((uint64_t)n_done, id - (uint64_t)refused);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -689,14 +673,14 @@ static void test_forward_failure_fails_its_step(void) {
     CHECK_EQ_INT(e.rec.r[1].error, PGD_EIO);
     CHECK(strstr(e.rec.r[1].message, "forward") != NULL);
     CHECK_EQ_INT(pgd_sched_check(e.S), 0);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     /* the scheduler goes on: a new request runs to its end */
     r = greedy_req(p[2], 24, 8);
     CHECK_EQ_INT(pgd_sched_submit(e.S, 3, &r), 0);
     CHECK(run_idle(&e, 100) > 0);
     CHECK_EQ_INT(e.rec.r[3].n_error, 0);
     CHECK_EQ_INT(e.rec.r[3].ch[0].n, 8);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 

@@ -132,27 +132,11 @@ static void env_close(env *e) {
 }
 
 static int step(env *e, pgd_sched_step_info *info) {
-    pgd_sched_step_info tmp;
-    e->rec.step++;
-    int rc = pgd_sched_step(e->S, info ? info : &tmp);
-    if (rc)
-        fprintf(stderr, "  step %llu: %s\n", (unsigned long long)e->rec.step, pgd_error_detail());
-    return rc;
+    return sched_step(e->S, &e->rec, info);
 }
 
-/* Steps until idle: how many; -1 on a step error or when max_steps is not enough. */
 static int run_idle(env *e, int max_steps) {
-    for (int i = 0; i < max_steps; i++) {
-        if (!pgd_sched_has_work(e->S)) return i;
-        if (step(e, NULL)) return -1;
-    }
-    return -1;
-}
-
-static bool pool_all_free(const pgd_sched *S) {
-    const pgd_kvpool *pool = pgd_sched_pool(S);
-    return pgd_kvpool_num_free(pool) == pgd_kvpool_num_blocks(pool) - 1 &&
-           pgd_kvpool_check(pool) == 0;
+    return sched_run_idle(e->S, &e->rec, max_steps);
 }
 
 /* The expected embedding of prompt[0..n), from token ids alone (see the file comment). */
@@ -276,7 +260,7 @@ static void test_embed_short_prompts(void) {
             CHECK_EQ_INT(log_hidden_rows(&e), pool == PGD_POOL_LAST ? 1 : lens[k]);
             CHECK_EQ_INT(embedding_mismatches(&e.rec, &e.emb, id, p[k], lens[k], (pgd_pooling)pool),
                          0);
-            CHECK(pool_all_free(e.S));
+            CHECK(sched_pool_all_free(e.S));
         }
     }
     /* all of them in one step */
@@ -298,7 +282,7 @@ static void test_embed_short_prompts(void) {
     CHECK_EQ_INT(st.n_finished, id - 1);
     CHECK_EQ_INT(st.generation_tokens, 0);
     CHECK_EQ_INT(st.n_running + st.n_waiting + st.n_requests, 0);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -343,7 +327,7 @@ static void test_embed_chunked_prompts(void) {
         pgd_pooling pool = (i - first) % 2 ? PGD_POOL_MEAN : PGD_POOL_LAST;
         CHECK_EQ_INT(embedding_mismatches(&e.rec, &e.emb, i, p[k], lens[k], pool), 0);
     }
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -389,7 +373,7 @@ static void test_embed_mixed_with_generation(void) {
     pgd_sched_get_stats(e.S, &st);
     CHECK_EQ_INT(st.n_finished, N);
     CHECK_EQ_INT(e.rec.n_done, N);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -445,7 +429,7 @@ static void test_embed_prefix_cache(void) {
     CHECK_EQ_INT(embedding_mismatches(&e.rec, &e.emb, 5, q, 120, PGD_POOL_LAST), 0);
     CHECK(greedy_output_ok(&e.rec, 6, q, 120, 10));
     CHECK_EQ_INT(s3.prefix_hit_tokens - s2.prefix_hit_tokens, 224);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -472,7 +456,7 @@ static void test_embed_prefix_cache_block_edges(void) {
             embedding_mismatches(&e.rec, &e.emb, id, p, 1, id == 4 ? PGD_POOL_LAST : PGD_POOL_MEAN),
             0);
     }
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -536,7 +520,7 @@ static void check_preemption(pgd_sched_policy policy) {
         CHECK_EQ_INT(embedding_mismatches(&e.rec, &e.emb, i + 1, p[i], len[i], pool), 0);
     }
     CHECK_EQ_INT(st.n_finished, N);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -599,7 +583,7 @@ static void test_embed_abort_mid_prefill(void) {
     CHECK_EQ_INT(st.n_aborted, 2);
     CHECK_EQ_INT(st.n_finished, 2);
     CHECK_EQ_INT(st.n_running + st.n_waiting + st.n_requests, 0);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 
@@ -644,13 +628,13 @@ static void test_embed_forward_failure(void) {
         CHECK_EQ_INT(embedding_mismatches(&e.rec, &e.emb, 2, p[1], 100, PGD_POOL_LAST), 0);
     }
     if (!rec_get(&e.rec, 3)->n_error) CHECK(greedy_output_ok(&e.rec, 3, p[2], 30, 10));
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     /* it goes on */
     r = embed_req(p[3], 150, PGD_POOL_MEAN);
     CHECK_EQ_INT(pgd_sched_submit(e.S, 4, &r), 0);
     CHECK(run_idle(&e, 100) > 0);
     CHECK_EQ_INT(embedding_mismatches(&e.rec, &e.emb, 4, p[3], 150, PGD_POOL_MEAN), 0);
-    CHECK(pool_all_free(e.S));
+    CHECK(sched_pool_all_free(e.S));
     env_close(&e);
 }
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "common/text.h"
 #include "scheduler/request.h"
 #include "scheduler/sched.h"
@@ -223,6 +224,31 @@ static inline pgd_request greedy_req(const int32_t *prompt, uint32_t n, int64_t 
     r.params.max_tokens = max_tokens;
     r.params.ignore_eos = true;
     return r;
+}
+
+/* One step of S, counted in rec->step (the recorder's step number); its error said. */
+static inline int sched_step(pgd_sched *S, recorder *rec, pgd_sched_step_info *info) {
+    pgd_sched_step_info tmp;
+    rec->step++;
+    int rc = pgd_sched_step(S, info ? info : &tmp);
+    if (rc) fprintf(stderr, "  step %llu: %s\n", (unsigned long long)rec->step, pgd_error_detail());
+    return rc;
+}
+
+/* Steps until idle: how many; -1 on a step error or when max_steps is not enough. */
+static inline int sched_run_idle(pgd_sched *S, recorder *rec, int max_steps) {
+    for (int i = 0; i < max_steps; i++) {
+        if (!pgd_sched_has_work(S)) return i;
+        if (sched_step(S, rec, NULL)) return -1;
+    }
+    return -1;
+}
+
+/* Every usable KV block free again, and the pool consistent. */
+static inline bool sched_pool_all_free(const pgd_sched *S) {
+    const pgd_kvpool *pool = pgd_sched_pool(S);
+    return pgd_kvpool_num_free(pool) == pgd_kvpool_num_blocks(pool) - 1 &&
+           pgd_kvpool_check(pool) == 0;
 }
 
 #endif
