@@ -102,8 +102,9 @@ static void print_text(const char *path, const pgd_gguf *g, const pgd_model_conf
            c->rope_style == PGD_ROPE_NEOX ? "neox" : "normal",
            c->rope_freq_factors ? ", frequency factors" : "");
     if (c->rope_linear_scale != 1.0f) printf(", linear scale %g", c->rope_linear_scale);
-    printf("\n  rms epsilon: %g\n  output: %s\n  qkv bias: %s\n", c->rms_eps,
-           c->tied_output ? "tied to the token embedding" : "separate", c->qkv_bias ? "yes" : "no");
+    printf("\n  rms epsilon: %g\n  output: %s\n  qkv bias: %s\n  q/k head norms: %s\n", c->rms_eps,
+           c->tied_output ? "tied to the token embedding" : "separate", c->qkv_bias ? "yes" : "no",
+           c->qk_norm ? "yes" : "no");
     printf("tensors: %zu, %.1f M parameters (", pgd_gguf_n_tensors(g), ts->n_params / 1e6);
     int first = 1;
     for (int t = 0; t < PGD_TYPE__MAX; t++)
@@ -162,6 +163,7 @@ static int print_json(const char *path, const pgd_gguf *g, const pgd_model_confi
     json_object_set_new(o, "rms_eps", json_real(c->rms_eps));
     json_object_set_new(o, "tied_output", json_boolean(c->tied_output));
     json_object_set_new(o, "qkv_bias", json_boolean(c->qkv_bias));
+    json_object_set_new(o, "qk_norm", json_boolean(c->qk_norm));
     json_object_set_new(o, "n_tensors", json_integer((json_int_t)pgd_gguf_n_tensors(g)));
     json_object_set_new(o, "n_params", json_integer((json_int_t)ts->n_params));
     for (int t = 0; t < PGD_TYPE__MAX; t++)

@@ -158,7 +158,8 @@ static void add_bias(float *y, const pgd_weight *bias, uint32_t m, uint64_t n) {
         for (uint64_t i = 0; i < n; i++) y[t * n + i] += bv[i];
 }
 
-/* Task per token: RoPE on q and k, then store k and v in the token's KV slot. */
+/* Task per token: the q and k heads' RMSNorm (qwen3), RoPE on q and k, then store k and v in
+ * the token's KV slot. */
 static void rope_store_task(int t_, int thread, void *arg) {
     uint32_t t = (uint32_t)t_;
     step_ctx *c = arg;
@@ -168,6 +169,15 @@ static void rope_store_task(int t_, int thread, void *arg) {
     const uint32_t BS = b->block_size;
     bool neox = cfg->rope_style == PGD_ROPE_NEOX;
     float *q = b->q + (uint64_t)t * H * D, *k = b->k + (uint64_t)t * HK * D;
+    if (cfg->qk_norm) {
+        const pgd_layer_weights *L = &b->base.model->layers[c->layer];
+        for (uint32_t h = 0; h < H; h++)
+            pgd_rmsnorm_f32(q + (uint64_t)h * D, L->q_norm.data, q + (uint64_t)h * D, D,
+                            cfg->rms_eps);
+        for (uint32_t h = 0; h < HK; h++)
+            pgd_rmsnorm_f32(k + (uint64_t)h * D, L->k_norm.data, k + (uint64_t)h * D, D,
+                            cfg->rms_eps);
+    }
     const float *cs = b->cs + (uint64_t)t * cfg->rope_dim;
     pgd_rope_apply(q, cs, H, D, cfg->rope_dim, neox);
     pgd_rope_apply(k, cs, HK, D, cfg->rope_dim, neox);

@@ -4,20 +4,22 @@
  * (scripts/gpu-check: bench/results/gpu-h200.md, gpu-h100.md), every CUDA test passing.
  *
  * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
- * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms and biases in f32 — the RoPE cos/sin
- * table [n_ctx_train][rope_dim] computed on the host by the CPU's own function (bit-identical
- * angles), the KV slab (kernels/cuda/kv_layout.h), activations for max_tokens tokens, the logits
- * of the rows a step computes, the step's metadata; on the host a pinned mirror of the metadata
- * and of the sampled results. One stream; one event per step.
+ * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
+ * [D] each) and biases in f32 — the RoPE cos/sin table [n_ctx_train][rope_dim] computed on the
+ * host by the CPU's own function (bit-identical angles), the KV slab (kernels/cuda/kv_layout.h),
+ * activations for max_tokens tokens, the logits of the rows a step computes, the step's
+ * metadata; on the host a pinned mirror of the metadata and of the sampled results. One stream;
+ * one event per step.
  *
  * A step: one host-to-device copy of the packed metadata (tokens, positions, slots, sequence of
  * each token, the block table rows, the rows whose logits are computed, the sampled rows' specs
  * and random bits); then embedding; per layer: residual add + RMSNorm (the previous layer's
- * output added in the same kernel), QKV GEMM, bias + RoPE + KV write, paged attention — the
- * prefill chunks' query tiles on tensor cores, the other rows on CUDA cores (split over the KV
- * chunks for launches of few rows: pgd_cuda_attn_splits; those launches on the tensor-core
- * decode kernel, the default since an H200 measured it 6.4% faster a batch-1 decode token;
- * PGD_CUDA_DECODE_TC=0 keeps them on CUDA cores), as the metadata's attention work
+ * output added in the same kernel), QKV GEMM, the RMSNorm of every q and k head (qwen3's
+ * qk_norm: kernels/cuda/head_norm.h; untested on hardware), bias + RoPE + KV write, paged
+ * attention — the prefill chunks' query tiles on tensor cores, the other rows on CUDA cores
+ * (split over the KV chunks for launches of few rows: pgd_cuda_attn_splits; those launches on
+ * the tensor-core decode kernel, the default since an H200 measured it 6.4% faster a batch-1
+ * decode token; PGD_CUDA_DECODE_TC=0 keeps them on CUDA cores), as the metadata's attention work
  * says (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
  * gate/up GEMM (bf16 out), SiLU*up, down GEMM; the final add + norm for the asked rows only, the
  * output GEMM, device sampling; the results (and any full-logit rows) back, and the normed
@@ -65,6 +67,7 @@
 #include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -79,6 +82,7 @@
 typedef struct layer {
     uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16 */
     float *attn_norm, *ffn_norm, *bqkv;
+    float *q_norm, *k_norm; /* f32 [D] each: qwen3's head norms (NULL without qk_norm) */
 } layer;
 
 /* One captured decode graph: its padded size and block-table stride. */
@@ -295,6 +299,11 @@ static int load_weights(cuda_backend *b) {
                             (rc = put_vector(b, m, &L->bk, ID(BK), 0.0f, d->bqkv + QD)) ||
                             (rc = put_vector(b, m, &L->bv, ID(BV), 0.0f, d->bqkv + QD + KVD))))
             break;
+        if (c->qk_norm && ((rc = DALLOC(b, d->q_norm, b->D * sizeof(float))) ||
+                           (rc = put_vector(b, m, &L->q_norm, ID(Q_NORM), 1.0f, d->q_norm)) ||
+                           (rc = DALLOC(b, d->k_norm, b->D * sizeof(float))) ||
+                           (rc = put_vector(b, m, &L->k_norm, ID(K_NORM), 1.0f, d->k_norm))))
+            break;
 #undef ID
     }
     if (!rc && cudaStreamSynchronize(b->stream) != cudaSuccess)
@@ -505,6 +514,8 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
         if ((rc = pgd_cuda_add_rmsnorm(b->x, li ? b->proj : NULL, L->attn_norm, c->rms_eps, NULL, T,
                                        E, b->xb, s)) ||
             (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
+            (c->qk_norm && (rc = pgd_cuda_head_rmsnorm(b->qkv, L->q_norm, L->k_norm, c->rms_eps,
+                                                       d_pos, T, b->H, b->HKV, b->D, s))) ||
             (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
                                    b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
             (rc = attention(b, li, T, stride, work)) ||
@@ -746,6 +757,13 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (cfg->block_size == 0) return pgd_error_set(PGD_EINVAL, "a KV block holds no tokens");
     if (cfg->kv_dtype != PGD_KV_F16)
         return pgd_error_set(PGD_EUNSUPPORTED, "the CUDA backend keeps its KV cache in f16");
+    /* the head norm runs before rope_kv, which adds the bias: a model with both would have its
+     * heads normed unbiased (no model pagoda knows has both: qwen3 has no bias) */
+    if (c->qk_norm && (c->qkv_bias || c->head_dim > PGD_HEAD_NORM_MAX_DIM))
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "the CUDA backend norms query and key heads (qk_norm) only without "
+                             "Q/K/V biases and for heads of at most %u (head_dim %u)",
+                             PGD_HEAD_NORM_MAX_DIM, c->head_dim);
     const int n_dev = pgd_cuda_devices(NULL);
     if (o->device_index < 0 || o->device_index >= n_dev)
         return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d (%d visible)", o->device_index,

@@ -175,7 +175,8 @@ uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c) {
                    KVD = (uint64_t)c->n_head_kv * c->head_dim;
     const uint64_t matrices = V * E * (c->tied_output ? 1 : 2) +
                               L * ((QD + 2 * KVD) * E + E * QD + 3 * (uint64_t)c->n_ff * E);
-    const uint64_t vectors = (2 * L + 1) * E + (c->qkv_bias ? L * (QD + 2 * KVD) : 0);
+    const uint64_t vectors = (2 * L + 1) * E + (c->qkv_bias ? L * (QD + 2 * KVD) : 0) +
+                             (c->qk_norm ? L * 2 * (uint64_t)c->head_dim : 0);
     return 2 * matrices + 4 * vectors;
 }
 

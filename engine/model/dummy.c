@@ -118,6 +118,9 @@ int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, 
                             (rc = vector(m, seed, ID(BK), KV, 0.0f, &L->bk)) ||
                             (rc = vector(m, seed, ID(BV), KV, 0.0f, &L->bv))))
             goto fail;
+        if (c->qk_norm && ((rc = vector(m, seed, ID(Q_NORM), c->head_dim, 1.0f, &L->q_norm)) ||
+                           (rc = vector(m, seed, ID(K_NORM), c->head_dim, 1.0f, &L->k_norm))))
+            goto fail;
 #undef ID
     }
     *out = m;

@@ -43,7 +43,9 @@ enum {
     PGD_DUMMY_FFN_NORM,
     PGD_DUMMY_GATE,
     PGD_DUMMY_UP,
-    PGD_DUMMY_DOWN
+    PGD_DUMMY_DOWN,
+    PGD_DUMMY_Q_NORM,
+    PGD_DUMMY_K_NORM
 };
 
 static inline uint32_t pgd_dummy_tensor_id(uint32_t layer, uint32_t which) {

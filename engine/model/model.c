@@ -64,9 +64,13 @@ int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg) {
         cfg->arch = PGD_ARCH_QWEN2;
         cfg->rope_style = PGD_ROPE_NEOX;
         cfg->qkv_bias = true;
+    } else if (!strcmp(cfg->arch_name, "qwen3")) {
+        cfg->arch = PGD_ARCH_QWEN3;
+        cfg->rope_style = PGD_ROPE_NEOX;
+        cfg->qk_norm = true;
     } else {
         return pgd_error_set(PGD_EUNSUPPORTED,
-                             "architecture '%s' is not supported (supported: llama, qwen2)",
+                             "architecture '%s' is not supported (supported: llama, qwen2, qwen3)",
                              cfg->arch_name);
     }
     const char *a = cfg->arch_name;
@@ -302,6 +306,8 @@ int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out) {
         BIND(bq, "attn_q.bias", 0, Q, !c->qkv_bias)
         BIND(bk, "attn_k.bias", 0, KV, !c->qkv_bias)
         BIND(bv, "attn_v.bias", 0, KV, !c->qkv_bias)
+        BIND(q_norm, "attn_q_norm.weight", 0, c->head_dim, !c->qk_norm)
+        BIND(k_norm, "attn_k_norm.weight", 0, c->head_dim, !c->qk_norm)
         BIND(ffn_norm, "ffn_norm.weight", 0, E, false)
         BIND(w_gate, "ffn_gate.weight", c->n_ff, E, false)
         BIND(w_up, "ffn_up.weight", c->n_ff, E, false)

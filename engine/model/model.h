@@ -2,10 +2,11 @@
  * engine/model/model.h — a llama-family model: hyper-parameters read from GGUF metadata and the
  * weight tensors bound by name, in the type the CPU kernels use.
  *
- * Supported: general.architecture "llama" (Llama 2/3, SmolLM2, Mistral, TinyLlama) and "qwen2"
- * (Q/K/V bias, NEOX-style RoPE). RMSNorm, RoPE (base; linear scaling; per-dimension frequency
- * factors from rope_freqs.weight as Llama 3.1 GGUFs carry them), GQA, SwiGLU, tied or untied
- * output. YaRN scaling is refused as unsupported.
+ * Supported: general.architecture "llama" (Llama 2/3, SmolLM2, Mistral, TinyLlama), "qwen2"
+ * (Q/K/V bias, NEOX-style RoPE) and "qwen3" (NEOX-style RoPE, no bias, an RMSNorm over each
+ * query and key head before RoPE: attn_q_norm / attn_k_norm, [head_dim] weights). RMSNorm, RoPE
+ * (base; linear scaling; per-dimension frequency factors from rope_freqs.weight as Llama 3.1 GGUFs
+ * carry them), GQA, SwiGLU, tied or untied output. YaRN scaling is refused as unsupported.
  *
  * Weights: F32, F16, Q8_0, Q4_0, Q4_1 tensors stay in their GGUF type and point into the file
  * mapping (zero copy). Other types are converted once at load (K-quants and Q5 to Q8_0, BF16 to
@@ -23,7 +24,7 @@
 
 #include "engine/model/gguf.h"
 
-typedef enum { PGD_ARCH_LLAMA, PGD_ARCH_QWEN2 } pgd_arch;
+typedef enum { PGD_ARCH_LLAMA, PGD_ARCH_QWEN2, PGD_ARCH_QWEN3 } pgd_arch;
 typedef enum { PGD_ROPE_NORM, PGD_ROPE_NEOX } pgd_rope_style; /* adjacent pairs / half split */
 
 typedef struct pgd_model_config {
@@ -45,6 +46,7 @@ typedef struct pgd_model_config {
     float rms_eps;
     bool tied_output; /* output.weight absent: logits use token_embd */
     bool qkv_bias;
+    bool qk_norm; /* RMSNorm of every q and k head (weights [head_dim]) before RoPE (qwen3) */
     uint32_t pooling_type; /* GGUF {arch}.pooling_type, how an embedding model pools (0 none or
                               absent, 1 mean, 2 cls, 3 last, 4 rank) */
 } pgd_model_config;
@@ -64,6 +66,8 @@ typedef struct pgd_layer_weights {
     pgd_weight wv;         /* [n_head_kv*head_dim][n_embd] */
     pgd_weight wo;         /* [n_embd][n_head*head_dim] */
     pgd_weight bq, bk, bv; /* qwen2 biases, F32; data NULL when absent */
+    pgd_weight q_norm;     /* [head_dim] F32, qwen3: each q head's RMSNorm; data NULL when absent */
+    pgd_weight k_norm;     /* [head_dim] F32, qwen3: each k head's RMSNorm; data NULL when absent */
     pgd_weight ffn_norm;   /* [n_embd] F32 */
     pgd_weight w_gate;     /* [n_ff][n_embd] */
     pgd_weight w_up;       /* [n_ff][n_embd] */

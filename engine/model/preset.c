@@ -94,10 +94,21 @@ static int parse(json_t *root, pgd_model_preset *p) {
         c->arch = PGD_ARCH_QWEN2;
         c->rope_style = PGD_ROPE_NEOX;
         c->qkv_bias = true;
+    } else if (!strcmp(type, "qwen3")) {
+        c->arch = PGD_ARCH_QWEN3;
+        c->rope_style = PGD_ROPE_NEOX;
+        c->qk_norm = true;
     } else {
         return pgd_error_set(PGD_EUNSUPPORTED,
-                             "preset: model_type '%s' is not supported (llama, qwen2)", type);
+                             "preset: model_type '%s' is not supported (llama, qwen2, qwen3)",
+                             type);
     }
+    /* attention_bias (Qwen3's config.json: false; a model with it true is not one pagoda knows) */
+    json_t *ab = json_object_get(root, "attention_bias");
+    if (ab && json_is_true(ab) && !c->qkv_bias)
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "preset: attention_bias true is not supported for model_type '%s'",
+                             type);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", type);
     int rc;
     c->n_ctx_train = 2048;

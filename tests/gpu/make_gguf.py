@@ -9,8 +9,11 @@ as a quantizer could have written. Float weights are N(0, 0.05^2) (0.125 for the
 larger ones make the logits ill-conditioned, the bf16 rounding of activations alone then moving
 them by several percent. Shapes: 1 layer, 256 wide, 4 heads of 64 over 2 KV heads
 (the tensor-core attention's shapes), FFN 512, a byte-level vocabulary padded to 1,500 ids (the
-test's V). Deterministic: the same files every run (about 20 MB in all). Run by `make
-test-cuda-emu` and `scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
+test's V). Also tiny-qwen3-F16.gguf: the same sizes as a Qwen3 (general.architecture "qwen3":
+heads of 128, wider than 256 / 4, and each query and key head RMS-normed before NEOX RoPE by
+attn_q_norm / attn_k_norm, written first: tiny-Q6_K.gguf stays the last file written) in F16.
+Deterministic: the same files every run (about 22 MB in all). Run by `make test-cuda-emu` and
+`scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
 import pathlib
 import sys
 
@@ -53,17 +56,22 @@ def mat(rng, wtype, rows, cols, scale):
     return quantize(a, qt), qt
 
 
-def write(path, wtype, seed):
+def write(path, wtype, seed, arch="llama"):
     rng = np.random.default_rng(seed)
-    w = start_model(path, "llama", embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
-                    rope_base=10000.0, rms_eps=1e-5, pre="llama-bpe", vocab=VOCAB)
+    qwen3 = arch == "qwen3"
+    w = start_model(path, arch, embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
+                    rope_base=1000000.0 if qwen3 else 10000.0, rms_eps=1e-6 if qwen3 else 1e-5,
+                    pre="qwen2" if qwen3 else "llama-bpe", vocab=VOCAB)
     vec = lambda n: (1 + rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
 
     def add(name, rows, cols, scale):
         arr, qt = mat(rng, wtype, rows, cols, scale)
         w.add_tensor(name, arr, raw_dtype=qt)
 
-    D = E // H
+    D = 2 * E // H if qwen3 else E // H  # qwen3: heads wider than E / H, as Qwen3-0.6B's
+    if qwen3:
+        w.add_key_length(D)
+        w.add_value_length(D)
     add("token_embd.weight", VOCAB, E, 0.125)
     add("output.weight", VOCAB, E, 0.05)
     w.add_tensor("output_norm.weight", vec(E))
@@ -73,6 +81,11 @@ def write(path, wtype, seed):
         add(p + "attn_q.weight", H * D, E, 0.05)
         add(p + "attn_k.weight", HKV * D, E, 0.05)
         add(p + "attn_v.weight", HKV * D, E, 0.05)
+        if qwen3:  # spread widely, so that a norm left out or swapped changes the logits
+            w.add_tensor(p + "attn_q_norm.weight",
+                         vec(D) * np.linspace(0.5, 2, D, dtype=np.float32))
+            w.add_tensor(p + "attn_k_norm.weight",
+                         vec(D) * np.linspace(2, 0.5, D, dtype=np.float32))
         add(p + "attn_output.weight", E, H * D, 0.05)
         w.add_tensor(p + "ffn_norm.weight", vec(E))
         add(p + "ffn_gate.weight", FF, E, 0.05)
@@ -90,6 +103,7 @@ def main():
         return 2
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
+    write(out / "tiny-qwen3-F16.gguf", "F16", seed=999, arch="qwen3")
     for i, t in enumerate(TYPES):
         write(out / f"tiny-{t}.gguf", t, seed=1000 + i)
     return 0

@@ -1,8 +1,9 @@
 /*
  * tests/gpu/test_cuda_forward.c — the whole CUDA forward pass against the CPU backend on the same
  * dummy weights (exact in f16 and bf16: engine/model/dummy.h), for a Llama shape with Llama 3
- * RoPE scaling (head_dim 64: prefill chunks' attention on tensor cores) and a Qwen2 shape
- * (biases, NEOX RoPE; head_dim 32: every row's attention on CUDA cores):
+ * RoPE scaling (head_dim 64: prefill chunks' attention on tensor cores), a Qwen2 shape (biases,
+ * NEOX RoPE; head_dim 32: every row's attention on CUDA cores) and a Qwen3 shape (each q and k
+ * head RMS-normed before NEOX RoPE; 4 heads of 32 over a hidden size of 64):
  *   - chunked prefill of two sequences, then decode steps mixing them, then a third sequence that
  *     reuses the first one's full blocks (a prefix hit: only its suffix is computed) and a fourth
  *     that forks the first one's last, partial block (copy-on-write) — all in mixed batches;
@@ -26,8 +27,10 @@
  *     same steps give eagerly
  *     (--enforce-eager), leave the same KV cache behind (a full-logits step over every sequence
  *     afterwards: the same bits), and do replay graphs (the backend's graph counters); again
- *     with decode_gemv on both sides.
- * Exit 77 (skipped) without a GPU. Label `cuda`. Passes on an H200 (bench/results/gpu-h200.md).
+ *     with decode_gemv on both sides, and again on the Qwen3 shape;
+ *   - the GGUF files of every weight type (below), and a Qwen3 one.
+ * Exit 77 (skipped) without a GPU. Label `cuda`. Passes on an H200 (bench/results/gpu-h200.md;
+ * the Qwen3 cases, added since, have run only in the CUDA emulator).
  */
 #include <math.h>
 #include <stdio.h>
@@ -239,25 +242,41 @@ static void run(dev *devs, int n_dev, batch *b) {
     free(mixed);
 }
 
-/* The test's Llama (or Qwen2) shape, through a config.json as a user would give it. */
-static void load_preset(bool qwen, pgd_model_preset *p) {
-    const char *json =
-        qwen ? "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
-               "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
-               "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
-               "\"tie_word_embeddings\": true}"
-             : "{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
-               "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-               "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
-               "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
-               "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
-               "\"original_max_position_embeddings\": 64}}";
-    REQUIRE(pgd_test_preset_json(json, p) == 0);
+/* The test's model shapes. */
+typedef enum { SHAPE_LLAMA3, SHAPE_QWEN2, SHAPE_QWEN3 } shape;
+static const char *const k_shape_names[] = {"llama3", "qwen2", "qwen3"};
+
+/* The test's Llama, Qwen2 or Qwen3 shape, through a config.json as a user would give it. Qwen3:
+ * heads of 32 over a hidden size of 64 (four heads, 128 wide: wider than the hidden state, as
+ * Qwen3-0.6B's), each q and k head RMS-normed before RoPE. */
+static void load_preset(shape sh, pgd_model_preset *p) {
+    static const char *const json[] = {
+        [SHAPE_LLAMA3] =
+            "{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
+            "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+            "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
+            "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+            "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+            "\"original_max_position_embeddings\": 64}}",
+        [SHAPE_QWEN2] =
+            "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
+            "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
+            "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
+            "\"tie_word_embeddings\": true}",
+        [SHAPE_QWEN3] =
+            "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 192, "
+            "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+            "\"head_dim\": 32, \"vocab_size\": 1500, \"max_position_embeddings\": 512, "
+            "\"rope_theta\": 1000000, \"rms_norm_eps\": 1e-6, \"attention_bias\": false, "
+            "\"tie_word_embeddings\": true}",
+    };
+    REQUIRE(pgd_test_preset_json(json[sh], p) == 0);
+    if (sh == SHAPE_QWEN3) REQUIRE(p->cfg.qk_norm && p->cfg.head_dim == 32 && !p->cfg.qkv_bias);
 }
 
-static void forward_matches(bool qwen) {
+static void forward_matches(shape sh) {
     pgd_model_preset p;
-    load_preset(qwen, &p);
+    load_preset(sh, &p);
     pgd_model *data = NULL, *shapes = NULL;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &data) == 0);
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
@@ -311,8 +330,7 @@ static void forward_matches(bool qwen) {
     fprintf(stderr,
             "    %s: worst logits error %.2e, %d device greedy tokens checked; worst hidden-state "
             "error %.2e over %d rows\n",
-            qwen ? "qwen2" : "llama3", g_worst, g_sampled_checked, g_worst_hidden,
-            g_hidden_checked);
+            k_shape_names[sh], g_worst, g_sampled_checked, g_worst_hidden, g_hidden_checked);
     CHECK(g_sampled_checked >= 5);
     CHECK(g_hidden_checked >= 20);
     for (int d = 0; d < N_DEV; d++) close_dev(&devs[d]);
@@ -321,7 +339,7 @@ static void forward_matches(bool qwen) {
 }
 
 static void test_llama(void) {
-    forward_matches(false);
+    forward_matches(SHAPE_LLAMA3);
 }
 
 static bool same_result(const pgd_sample_result *a, const pgd_sample_result *b) {
@@ -335,11 +353,11 @@ static bool same_result(const pgd_sample_result *a, const pgd_sample_result *b) 
     return true;
 }
 
-/* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama shape; with gemv, both
- * with decode_gemv (the GEMV kernel in the one-row graph, cuBLASLt in the others). */
-static void graphs_match_eager(bool gemv) {
+/* Decode steps as CUDA graphs vs the same steps run eagerly, on a Llama (or Qwen3) shape; with
+ * gemv, both with decode_gemv (the GEMV kernel in the one-row graph, cuBLASLt in the others). */
+static void graphs_match_eager(shape sh, bool gemv) {
     pgd_model_preset p;
-    load_preset(false, &p);
+    load_preset(sh, &p);
     pgd_model *shapes = NULL;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
     dev g = {0}, e = {0}; /* graphs, eager */
@@ -422,9 +440,10 @@ static void graphs_match_eager(bool gemv) {
     pgd_cuda_graph_stats gs, es;
     pgd_backend_cuda_graph_stats(g.b, &gs);
     pgd_backend_cuda_graph_stats(e.b, &es);
-    fprintf(stderr, "    graphs%s: %u captured, %llu replays of %u decode steps, %u rows equal\n",
-            gemv ? " (decode_gemv)" : "", gs.captured, (unsigned long long)gs.replays, steps,
-            checked);
+    fprintf(stderr,
+            "    graphs (%s%s): %u captured, %llu replays of %u decode steps, %u rows equal\n",
+            k_shape_names[sh], gemv ? ", decode_gemv" : "", gs.captured,
+            (unsigned long long)gs.replays, steps, checked);
     CHECK(!gs.off && gs.captured == 4 && gs.replays == steps - 4);
     CHECK(es.off && es.captured == 0 && es.replays == 0);
     close_dev(&g);
@@ -433,27 +452,37 @@ static void graphs_match_eager(bool gemv) {
 }
 
 static void test_graphs_match_eager(void) {
-    graphs_match_eager(false);
+    graphs_match_eager(SHAPE_LLAMA3, false);
 }
 
 static void test_graphs_match_eager_gemv(void) {
-    graphs_match_eager(true);
+    graphs_match_eager(SHAPE_LLAMA3, true);
+}
+
+static void test_graphs_match_eager_qwen3(void) {
+    graphs_match_eager(SHAPE_QWEN3, false);
 }
 
 static void test_qwen(void) {
-    forward_matches(true);
+    forward_matches(SHAPE_QWEN2);
+}
+
+static void test_qwen3(void) {
+    forward_matches(SHAPE_QWEN3);
 }
 
 /* Every weight type the device dequantizes, from GGUF files the gguf package wrote
- * (tests/gpu/make_gguf.py: 1 layer, head_dim 64, vocabulary V): the CUDA backend loads the raw
+ * (tests/gpu/make_gguf.py: 1 layer, head_dim 64, vocabulary V), and a Qwen3 file (F16, head_dim
+ * 128, attn_q_norm / attn_k_norm read from the file): the CUDA backend loads the raw
  * tensors (dequantized to bf16 on the device, fused there) and the CPU backend the same file
  * dequantized to f32 (PGD_MODEL_F32: the precise reference); a chunked prefill, then decode
  * steps, through run() (logits within its tolerance, greedy tokens where the CPU's top two are
  * clear). The folder is PGD_TEST_GGUF_DIR (make test-cuda-emu and scripts/gpu-check set it; unset:
  * said, not checked; set with a file missing: a failure). */
 static void test_gguf_types(void) {
-    static const char *const types[] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
-                                        "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+    static const char *const types[] = {"F32",  "F16",  "BF16", "Q8_0",     "Q4_0",
+                                        "Q4_1", "Q5_0", "Q5_1", "Q2_K",     "Q3_K",
+                                        "Q4_K", "Q5_K", "Q6_K", "qwen3-F16"};
     const char *dir = getenv("PGD_TEST_GGUF_DIR");
     if (!dir) {
         fprintf(stderr, "    PGD_TEST_GGUF_DIR unset: the GGUF weight types are not checked (run "
@@ -510,8 +539,10 @@ int main(void) {
     }
     RUN(test_llama);
     RUN(test_qwen);
+    RUN(test_qwen3);
     RUN(test_graphs_match_eager);
     RUN(test_graphs_match_eager_gemv);
+    RUN(test_graphs_match_eager_qwen3);
     RUN(test_gguf_types);
     return test_summary();
 }

@@ -1,11 +1,12 @@
 /*
  * tests/gpu/test_cuda_ops.c — each CUDA op against its CPU twin (kernels/cuda/..._twin.c) on
- * fresh random inputs: embedding, add + RMSNorm, bias + RoPE + KV write, SiLU * mul (bit for
- * bit, but SiLU * mul within the tolerance of silu_mul.h), and the dummy fills against
- * common/counter_hash.h. Token counts T in {1, 3, 17, 64, 300}, widths across the 256-thread
- * edges, a KV slab with random non-contiguous slots and a padding row. Outputs are poisoned with
- * NaN before each run; the seed is printed (PGD_SEED repeats it). Dequantization has its own
- * test (test_cuda_dequant.c). Exit 77 (skipped) when no GPU is present. Label `cuda`.
+ * fresh random inputs: embedding, add + RMSNorm, the q/k head RMSNorm (qwen3), bias + RoPE + KV
+ * write, SiLU * mul (bit for bit, but SiLU * mul within the tolerance of silu_mul.h), and the
+ * dummy fills against common/counter_hash.h. Token counts T in {1, 3, 17, 64, 300}, widths across
+ * the 256-thread edges, a KV slab with random non-contiguous slots and a padding row. Outputs are
+ * poisoned with NaN before each run (but the head norm's, which works in place); the seed is
+ * printed (PGD_SEED repeats it). Dequantization has its own test (test_cuda_dequant.c). Exit 77
+ * (skipped) when no GPU is present. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -20,6 +21,7 @@
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/dummy.h"
 #include "kernels/cuda/embed.h"
+#include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -112,6 +114,57 @@ static void test_rmsnorm(void) {
     for (size_t ie = 0; ie < PGD_ARRAY_LEN(Es); ie++)
         for (size_t it = 0; it < PGD_ARRAY_LEN(k_Ts); it++)
             for (int mode = 0; mode < 4; mode++) rmsnorm_case(Es[ie], k_Ts[it], mode);
+}
+
+/* One q/k head RMSNorm case: T rows of Hq + 2 Hk heads of D, each head at its own scale (2^-10
+ * .. 2^9), a padding row (untouched, as v). In place: the input is the output, so a head left
+ * as it was differs from the twin's. Then the last row alone, in a poisoned buffer: the bits it
+ * had in the batch. */
+static void head_norm_case(uint32_t Hq, uint32_t Hk, uint32_t D, uint32_t T) {
+    const uint32_t W = (Hq + 2 * Hk) * D;
+    const uint64_t n = (uint64_t)T * W;
+    const float eps = 1e-6f;
+    float *qkv = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    float *qw = malloc(sizeof(float) * D), *kw = malloc(sizeof(float) * D);
+    int32_t *pos = malloc(sizeof(int32_t) * T);
+    REQUIRE(qkv && got && qw && kw && pos);
+    for (uint64_t i = 0; i < n; i += D) {
+        const float scale = ldexpf(1.0f, (int)gt_urand(20) - 10);
+        for (uint32_t e = 0; e < D; e++) qkv[i + e] = gt_frand() * scale;
+    }
+    for (uint32_t e = 0; e < D; e++) qw[e] = 1.0f + gt_frand() * 0.5f, kw[e] = 0.5f + gt_frand();
+    for (uint32_t t = 0; t < T; t++) pos[t] = (int32_t)gt_urand(4096);
+    if (T > 2) pos[T / 2] = -1; /* a padding row */
+    float *d_qkv = gt_upload(qkv, sizeof(float) * n), *d_qw = gt_upload(qw, sizeof(float) * D);
+    float *d_kw = gt_upload(kw, sizeof(float) * D);
+    int32_t *d_pos = gt_upload(pos, sizeof(int32_t) * T);
+    float *d_one = gt_poisoned(sizeof(float) * W);
+    REQUIRE(d_qkv && d_qw && d_kw && d_pos && d_one);
+    const float *last = qkv + (uint64_t)(T - 1) * W; /* the last row, before the norm */
+    REQUIRE(cudaMemcpy(d_one, last, sizeof(float) * W, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK_EQ_INT(pgd_cuda_head_rmsnorm(d_qkv, d_qw, d_kw, eps, d_pos, T, Hq, Hk, D, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_head_rmsnorm(d_one, d_qw, d_kw, eps, d_pos + (T - 1), 1, Hq, Hk, D, NULL),
+                 0);
+    pgd_cuda_head_rmsnorm_twin(qkv, qw, kw, eps, pos, T, Hq, Hk, D);
+    REQUIRE(gt_download(got, d_qkv, sizeof(float) * n) == 0);
+    CHECK_EQ_INT(gt_count_diff("head_norm", got, qkv, n, sizeof(float)), 0);
+    REQUIRE(gt_download(got, d_one, sizeof(float) * W) == 0);
+    CHECK_EQ_INT(gt_count_diff("head_norm alone", got, last, W, sizeof(float)), 0);
+    cudaFree(d_qkv), cudaFree(d_qw), cudaFree(d_kw), cudaFree(d_pos), cudaFree(d_one);
+    free(qkv), free(got), free(qw), free(kw), free(pos);
+}
+
+static void test_head_norm(void) {
+    static const uint32_t shapes[][3] = {
+        {16, 8, 128},                          /* Qwen3-0.6B */
+        {32, 8, 128},                          /* Qwen3-8B */
+        {3, 1, 64},   {5, 1, 128},             /* odd head counts */
+        {4, 2, 32},   {3, 3, 7},   {1, 1, 33}, /* fewer elements than lanes; a lane with two */
+        {2, 1, 256},                           /* the widest head */
+    };
+    for (size_t s = 0; s < PGD_ARRAY_LEN(shapes); s++)
+        for (size_t it = 0; it < PGD_ARRAY_LEN(k_Ts); it++)
+            head_norm_case(shapes[s][0], shapes[s][1], shapes[s][2], k_Ts[it]);
 }
 
 typedef struct {
@@ -299,7 +352,13 @@ static void test_errors(void) {
         CHECK_EQ_INT(pgd_cuda_rope_kv(NULL, NULL, NULL, NULL, NULL, 1, 4, bad[i][0], 64, bad[i][1],
                                       false, NULL, g, bad[i][2], NULL),
                      PGD_EINVAL);
+    /* a head of no elements, or wider than 256 */
+    CHECK_EQ_INT(pgd_cuda_head_rmsnorm(NULL, NULL, NULL, 1e-6f, NULL, 1, 2, 1, 0, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_head_rmsnorm(NULL, NULL, NULL, 1e-6f, NULL, 1, 2, 1, 257, NULL),
+                 PGD_EINVAL);
     /* nothing to do: no launch, no fault */
+    CHECK_EQ_INT(pgd_cuda_head_rmsnorm(NULL, NULL, NULL, 1e-6f, NULL, 0, 2, 1, 64, NULL), 0);
     CHECK_EQ_INT(pgd_cuda_embed(NULL, NULL, 0, 64, NULL, NULL), 0);
     CHECK_EQ_INT(pgd_cuda_add_rmsnorm(NULL, NULL, NULL, 1e-5f, NULL, 0, 64, NULL, NULL), 0);
     CHECK_EQ_INT(pgd_cuda_silu_mul(NULL, 0, 64, NULL, NULL), 0);
@@ -311,6 +370,7 @@ int main(void) {
     if (!gt_start()) return 77;
     RUN(test_embed);
     RUN(test_rmsnorm);
+    RUN(test_head_norm);
     RUN(test_rope_kv);
     RUN(test_silu_mul);
     RUN(test_dummy);

@@ -7,7 +7,9 @@ logits and greedy continuations.
 
 GGUF facts relied on: tensors are stored with ne[0] innermost, so a [rows, cols] weight W maps
 x -> x @ W.T; llama-arch GGUFs rotate adjacent pairs (x[2i], x[2i+1]) in RoPE ("normal" style),
-qwen2 rotates (x[i], x[i + d/2]) ("neox" style).
+qwen2 and qwen3 rotate (x[i], x[i + d/2]) ("neox" style); qwen3 also RMS-normalises every query
+and key head (attn_q_norm / attn_k_norm, weights of head_dim) before the rotation, as its
+published modelling code does (q_norm(q_proj(x).view(..., head_dim)), then RoPE).
 """
 import numpy as np
 from gguf import GGUFReader
@@ -34,7 +36,7 @@ class RefModel:
         self.rope_dim = int(_field(r, f"{a}.rope.dimension_count", self.head_dim))
         self.rope_base = float(_field(r, f"{a}.rope.freq_base", 10000.0))
         self.eps = float(_field(r, f"{a}.attention.layer_norm_rms_epsilon", 1e-5))
-        self.neox = a == "qwen2"
+        self.neox = a in ("qwen2", "qwen3")
         tensors = {t.name: t for t in r.tensors}
 
         def w(name):
@@ -58,6 +60,9 @@ class RefModel:
             for b in ("q", "k", "v"):
                 name = p + f"attn_{b}.bias"
                 layer["b" + b] = w(name) if name in tensors else None
+            for b in ("q", "k"):
+                name = p + f"attn_{b}_norm.weight"
+                layer[b + "_norm"] = w(name) if name in tensors else None
             self.layers.append(layer)
         i = np.arange(self.rope_dim // 2, dtype=np.float64)
         self.inv_freq = self.rope_base ** (-2.0 * i / self.rope_dim)
@@ -111,8 +116,10 @@ class RefModel:
             q, k, v = h @ L["wq"].T, h @ L["wk"].T, h @ L["wv"].T
             if L["bq"] is not None:
                 q, k, v = q + L["bq"], k + L["bk"], v + L["bv"]
-            q = self._rope(q.reshape(T, H, D), pos)
-            k = self._rope(k.reshape(T, Hkv, D), pos)
+            q, k = q.reshape(T, H, D), k.reshape(T, Hkv, D)
+            if L["q_norm"] is not None:  # qwen3: each head RMS-normalised
+                q, k = self._rms(q, L["q_norm"]), self._rms(k, L["k_norm"])
+            q, k = self._rope(q, pos), self._rope(k, pos)
             v = v.reshape(T, Hkv, D)
             if cache is not None:
                 if len(cache) <= l:

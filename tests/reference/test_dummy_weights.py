@@ -3,8 +3,9 @@ describes: this file re-implements the counter hash, the per-tensor scales and t
 RoPE frequency factors from engine/model/dummy.h, common/counter_hash.h and Meta's published
 formula, writes those weights into a GGUF file with the gguf package, and checks that pagoda's
 logits from the preset equal, bit for bit, its logits from that file, and match the float64
-reference model (ref_model.py) within 1e-4. Two tiny presets: Llama with "llama3" rope scaling
-and an untied output, and Qwen2 (Q/K/V biases, NEOX RoPE, tied output)."""
+reference model (ref_model.py) within 1e-4. Three tiny presets: Llama with "llama3" rope scaling
+and an untied output, Qwen2 (Q/K/V biases, NEOX RoPE, tied output) and Qwen3 (q/k head norms,
+heads wider than hidden / heads)."""
 import json
 import math
 import pathlib
@@ -74,6 +75,13 @@ PRESETS = {
         "vocab_size": 300, "max_position_embeddings": 256, "rope_theta": 1000000.0,
         "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "rope_scaling": None,
     },
+    "qwen3": {
+        "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 80,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "vocab_size": 300, "max_position_embeddings": 256,
+        "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+        "attention_bias": False, "rope_scaling": None,
+    },
 }
 
 
@@ -82,8 +90,11 @@ def write_gguf(path, p):
     arch = p["model_type"]
     E, FF, L = p["hidden_size"], p["intermediate_size"], p["num_hidden_layers"]
     H, HKV, V = p["num_attention_heads"], p["num_key_value_heads"], p["vocab_size"]
-    D = E // H
+    D = p.get("head_dim", E // H)
     w = gguf.GGUFWriter(str(path), arch)
+    if "head_dim" in p:
+        w.add_key_length(D)
+        w.add_value_length(D)
     w.add_block_count(L)
     w.add_embedding_length(E)
     w.add_feed_forward_length(FF)
@@ -128,6 +139,9 @@ def write_gguf(path, p):
             vec(b + "attn_q.bias", t(5), H * D, 0.0)
             vec(b + "attn_k.bias", t(6), HKV * D, 0.0)
             vec(b + "attn_v.bias", t(7), HKV * D, 0.0)
+        if arch == "qwen3":
+            vec(b + "attn_q_norm.weight", t(12), D, 1.0)
+            vec(b + "attn_k_norm.weight", t(13), D, 1.0)
         vec(b + "ffn_norm.weight", t(8), E, 1.0)
         mat(b + "ffn_gate.weight", t(9), FF, E, matrix_shift(E))
         mat(b + "ffn_up.weight", t(10), FF, E, matrix_shift(E))
@@ -168,7 +182,7 @@ def test_dummy_weights_are_the_spec(run_pagoda, tmp_path, name):
 
 def test_builtin_presets_generate(run_pagoda):
     """Every built-in preset's shapes load (the smallest two also generate, deterministically)."""
-    for name in ("smollm2-135m", "qwen2.5-0.5b"):
+    for name in ("smollm2-135m", "qwen2.5-0.5b", "qwen3-0.6b"):
         runs = [json.loads(run_pagoda("generate", "--model-preset", name, "--prompt", "hi",
                                       "--max-tokens", "6", "--temperature", "0",
                                       "--ignore-eos", "--json").stdout) for _ in range(2)]

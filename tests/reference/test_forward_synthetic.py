@@ -1,5 +1,7 @@
 """Model variants the default model does not exercise, on tiny random-weight GGUFs written here
-with the gguf package's writer: Qwen2 (Q/K/V biases, NEOX-style RoPE), Llama with
+with the gguf package's writer: Qwen2 (Q/K/V biases, NEOX-style RoPE), Qwen3 (an RMSNorm of
+every query and key head before NEOX-style RoPE, and heads wider than embedding / heads, as
+Qwen3's 128-wide heads are), Llama with
 rope_freqs.weight (Llama 3.1-style frequency factors), untied output, F16 and Q8_0 weights.
 pagoda's logits at every position must match the float64 reference model (ref_model.py) within
 1e-4, over an f32 KV cache (the f16 cache's rounding is checked in test_forward.py and
@@ -24,8 +26,12 @@ def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):
     rng = np.random.default_rng(seed)
     w = start_model(path, arch, embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
                     rope_base=10000.0 if arch == "llama" else 1000000.0, rms_eps=1e-6,
-                    pre="qwen2" if arch == "qwen2" else "llama-bpe")
+                    pre="llama-bpe" if arch == "llama" else "qwen2")
     vocab = 258
+    D = 2 * E // H if arch == "qwen3" else E // H  # qwen3: heads wider than E / H
+    if arch == "qwen3":
+        w.add_key_length(D)
+        w.add_value_length(D)
 
     def mat(rows, cols, scale):
         a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
@@ -45,8 +51,7 @@ def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):
         add("output.weight", mat(vocab, E, 0.2))
     w.add_tensor("output_norm.weight", vec(E))
     if rope_freqs:
-        w.add_tensor("rope_freqs.weight", np.linspace(1, 8, (E // H) // 2).astype(np.float32))
-    D = E // H
+        w.add_tensor("rope_freqs.weight", np.linspace(1, 8, D // 2).astype(np.float32))
     for l in range(LAYERS):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", vec(E))
@@ -57,6 +62,9 @@ def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):
             w.add_tensor(p + "attn_q.bias", (rng.standard_normal(H * D) * 0.1).astype(np.float32))
             w.add_tensor(p + "attn_k.bias", (rng.standard_normal(HKV * D) * 0.1).astype(np.float32))
             w.add_tensor(p + "attn_v.bias", (rng.standard_normal(HKV * D) * 0.1).astype(np.float32))
+        if arch == "qwen3":  # spread widely, so that a norm left out changes the logits
+            w.add_tensor(p + "attn_q_norm.weight", vec(D) * np.linspace(0.5, 2, D, dtype=np.float32))
+            w.add_tensor(p + "attn_k_norm.weight", vec(D) * np.linspace(2, 0.5, D, dtype=np.float32))
         add(p + "attn_output.weight", mat(E, H * D, 0.2))
         w.add_tensor(p + "ffn_norm.weight", vec(E))
         add(p + "ffn_gate.weight", mat(FF, E, 0.2))
@@ -70,6 +78,8 @@ def write_model(path, arch, wtype, rope_freqs=False, tied=True, seed=0):
 
 
 VARIANTS = [
+    ("qwen3", "F32", False, True),
+    ("qwen3", "Q8_0", False, False),
     ("qwen2", "F32", False, True),
     ("qwen2", "Q8_0", False, False),
     ("llama", "F16", True, True),
@@ -83,7 +93,8 @@ def test_variant_logits(run_pagoda, tmp_path, arch, wtype, rope_freqs, tied):
     vocab = write_model(path, arch, wtype, rope_freqs=rope_freqs, tied=tied)
     info = json.loads(run_pagoda("info", "--model", path, "--json").stdout)
     assert info["architecture"] == arch and info["qkv_bias"] is (arch == "qwen2")
-    assert info["rope_style"] == ("neox" if arch == "qwen2" else "normal")
+    assert info["qk_norm"] is (arch == "qwen3")
+    assert info["rope_style"] == ("normal" if arch == "llama" else "neox")
     assert info["tied_output"] is tied
     rng = np.random.default_rng(7)
     tokens = [int(t) for t in rng.integers(0, 256, size=40)]

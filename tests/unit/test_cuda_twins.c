@@ -2,12 +2,14 @@
  * tests/unit/test_cuda_twins.c — the CPU twins of the CUDA kernels (kernels/cuda/..._twin.c)
  * against independent CPU references already in the tree: the embedding against
  * pgd_bf16_to_f32, add + RMSNorm against pgd_rmsnorm_f32 (one bf16 ulp: the double sums run in
- * different orders), bias + RoPE + KV write against pgd_rope_apply + pgd_f32_to_f16 + the slab
- * layout written out by hand (bit-exact), SiLU * mul against pgd_swiglu_f32 then bf16
- * (bit-exact; its bf16-product form against the f32 form on the widened values), the GEMV's sum
- * (gemv.h) against the double-accumulation GEMM twin (within the f32 error bound of its chains) and
- * on a case whose result shows its order; and the f32 -> bf16 rounding on hand-checked values. No
- * GPU needed (label unit); tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
+ * different orders), the q/k head RMSNorm against pgd_rmsnorm_f32 on each head (two f32 ulp;
+ * bit-exact where the sums are exact in any order), bias + RoPE + KV write against
+ * pgd_rope_apply + pgd_f32_to_f16 + the slab layout written out by hand (bit-exact), SiLU * mul
+ * against pgd_swiglu_f32 then bf16 (bit-exact; its bf16-product form against the f32 form on the
+ * widened values), the GEMV's sum (gemv.h) against the double-accumulation GEMM twin (within the
+ * f32 error bound of its chains) and on a case whose result shows its order; and the f32 -> bf16
+ * rounding on hand-checked values. No GPU needed (label unit); tests/gpu/test_cuda_ops.c then
+ * holds each kernel to its twin.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -46,6 +49,12 @@ static float bits_f32(uint32_t u) {
 /* A bf16 value's place on the number line (+0 and -0 at 0): adjacent values differ by 1. */
 static int64_t bf16_ord(uint16_t h) {
     return (h & 0x8000u) ? -(int64_t)(h & 0x7fffu) : (int64_t)h;
+}
+/* The same for an f32 value. */
+static int64_t f32_ord(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (u & 0x80000000u) ? -(int64_t)(u & 0x7fffffffu) : (int64_t)u;
 }
 
 static void test_bf16_round(void) {
@@ -165,6 +174,78 @@ static void test_rmsnorm(void) {
                 }
                 free(x), free(xref), free(add), free(w), free(y), free(out);
             }
+}
+
+/* The q/k head RMSNorm (qwen3) against pgd_rmsnorm_f32 on each head. exact: inputs k * 2^-8,
+ * |k| <= 512, whose squares' sums are exact in double in any order: then the same bits; else
+ * at most 2 f32 ulp apart (the double sum's order can move the f32 scale by one ulp), and
+ * rarely off at all. v and padding rows (pos < 0) untouched. */
+static void head_norm_case(uint32_t Hq, uint32_t Hk, uint32_t D, uint32_t T, bool exact) {
+    const uint32_t W = (Hq + 2 * Hk) * D;
+    const float eps = 1e-6f;
+    float *qkv = malloc(sizeof(float) * T * W), *orig = malloc(sizeof(float) * T * W);
+    float *qw = malloc(sizeof(float) * D), *kw = malloc(sizeof(float) * D);
+    float *y = malloc(sizeof(float) * D);
+    int32_t pos[17];
+    REQUIRE(qkv && orig && qw && kw && y && T <= 17);
+    for (uint32_t i = 0; i < T * W; i++)
+        orig[i] = qkv[i] = exact ? (float)((int32_t)urand(1025) - 512) / 256.0f : frand() * 4;
+    for (uint32_t e = 0; e < D; e++) qw[e] = 1.0f + frand() * 0.5f, kw[e] = 0.5f + frand();
+    for (uint32_t t = 0; t < T; t++) pos[t] = (int32_t)urand(1000);
+    if (T > 2) pos[T / 2] = -1; /* a padding row */
+    pgd_cuda_head_rmsnorm_twin(qkv, qw, kw, eps, pos, T, Hq, Hk, D);
+    int64_t far = 0, off = 0, worst = 0, untouched_bad = 0;
+    for (uint32_t t = 0; t < T; t++) {
+        const float *row = qkv + (uint64_t)t * W, *o = orig + (uint64_t)t * W;
+        if (pos[t] < 0) {
+            untouched_bad += memcmp(row, o, sizeof(float) * W) != 0;
+            continue;
+        }
+        untouched_bad +=
+            memcmp(row + (Hq + Hk) * D, o + (Hq + Hk) * D, sizeof(float) * Hk * D) != 0; /* v */
+        for (uint32_t h = 0; h < Hq + Hk; h++) {
+            pgd_rmsnorm_f32(o + (uint64_t)h * D, h < Hq ? qw : kw, y, D, eps);
+            for (uint32_t e = 0; e < D; e++) {
+                int64_t d = f32_ord(row[(uint64_t)h * D + e]) - f32_ord(y[e]);
+                d = d < 0 ? -d : d;
+                worst = d > worst ? d : worst;
+                far += d > 2;
+                off += d != 0;
+            }
+        }
+    }
+    CHECK_EQ_INT(untouched_bad, 0);
+    CHECK_EQ_INT(far, 0);
+    if (exact) CHECK_EQ_INT(off, 0);
+    const int64_t n = (int64_t)T * (Hq + Hk) * D;
+    if (off * 100 > n)
+        fprintf(stderr, "  head_norm %u+%u heads of %u, T %u: %lld of %lld off (worst %lld ulp)\n",
+                Hq, Hk, D, T, (long long)off, (long long)n, (long long)worst);
+    CHECK(off * 100 <= n);
+    /* a head alone (one token of it) gives the bits it had among the others */
+    for (uint32_t t = 0; t < T; t++) {
+        if (pos[t] < 0) continue;
+        float *one = orig + (uint64_t)t * W;
+        pgd_cuda_head_rmsnorm_twin(one, qw, kw, eps, &pos[t], 1, Hq, Hk, D);
+        CHECK(memcmp(one, qkv + (uint64_t)t * W, sizeof(float) * W) == 0);
+        break;
+    }
+    free(qkv), free(orig), free(qw), free(kw), free(y);
+}
+
+static void test_head_norm(void) {
+    static const uint32_t shapes[][3] = {
+        {16, 8, 128},                          /* Qwen3-0.6B */
+        {32, 8, 128},                          /* Qwen3-8B */
+        {4, 2, 64},   {3, 1, 64}, {5, 1, 128}, /* odd head counts */
+        {4, 2, 32},   {3, 3, 7},  {1, 1, 33},  /* fewer elements than lanes; a lane with two */
+        {2, 1, 256},                           /* the widest head */
+    };
+    static const uint32_t Ts[] = {1, 3, 17};
+    for (size_t s = 0; s < PGD_ARRAY_LEN(shapes); s++)
+        for (size_t it = 0; it < PGD_ARRAY_LEN(Ts); it++)
+            for (int exact = 0; exact < 2; exact++)
+                head_norm_case(shapes[s][0], shapes[s][1], shapes[s][2], Ts[it], exact);
 }
 
 typedef struct {
@@ -333,6 +414,7 @@ int main(void) {
     RUN(test_bf16_round);
     RUN(test_embed);
     RUN(test_rmsnorm);
+    RUN(test_head_norm);
     RUN(test_rope_kv);
     RUN(test_silu_mul);
     RUN(test_gemv);

@@ -31,6 +31,8 @@ static void test_builtin_shapes(void) {
         {"qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151936, 32768, 64, true, false, PGD_ARCH_QWEN2},
         {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 64, true, true, PGD_ARCH_LLAMA},
         {"llama-3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 128, false, false, PGD_ARCH_LLAMA},
+        {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 151936, 40960, 128, true, false, PGD_ARCH_QWEN3},
+        {"qwen3-8b", 4096, 12288, 36, 32, 8, 151936, 40960, 128, false, false, PGD_ARCH_QWEN3},
     };
     for (size_t i = 0; i < PGD_ARRAY_LEN(want); i++) {
         pgd_model_preset p;
@@ -49,6 +51,8 @@ static void test_builtin_shapes(void) {
         CHECK_EQ_INT(c->rope_freq_factors, want[i].factors);
         CHECK_EQ_INT(c->arch, want[i].arch);
         CHECK_EQ_INT(c->qkv_bias, want[i].arch == PGD_ARCH_QWEN2);
+        CHECK_EQ_INT(c->qk_norm, want[i].arch == PGD_ARCH_QWEN3);
+        CHECK_EQ_INT(c->rope_style, want[i].arch == PGD_ARCH_LLAMA ? PGD_ROPE_NORM : PGD_ROPE_NEOX);
     }
     /* Llama 3.2's factors: 1 for the fastest pairs, 32 for the slowest, increasing between */
     pgd_model_preset p;
@@ -77,6 +81,14 @@ static void test_errors(void) {
     fclose(f);
     CHECK_EQ_INT(pgd_model_preset_load(path, &p), PGD_EFORMAT);
     CHECK(strstr(pgd_error_detail(), "intermediate_size") != NULL);
+    f = fopen(path, "w"); /* a Qwen3 with attention biases is not the published architecture */
+    fputs("{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 64, "
+          "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"vocab_size\": 300, "
+          "\"attention_bias\": true}",
+          f);
+    fclose(f);
+    CHECK_EQ_INT(pgd_model_preset_load(path, &p), PGD_EUNSUPPORTED);
+    CHECK(strstr(pgd_error_detail(), "attention_bias") != NULL);
     remove(path);
 }
 
@@ -128,6 +140,24 @@ static void test_dummy_model_binds_every_weight(void) {
     CHECK(m->weight_bytes > 250000000ull && m->weight_bytes < 290000000ull);
     const uint16_t *e = m->tok_embd.data;
     CHECK(pgd_f16_to_f32(e[0]) == pgd_dummy_value(PGD_DUMMY_SEED, PGD_DUMMY_TOK_EMBD, 0, 7));
+    pgd_model_free(m);
+
+    /* qwen3: the q and k head norms, [head_dim] each, from their own hash ids; no biases */
+    REQUIRE(pgd_model_preset_load("qwen3-0.6b", &p) == 0);
+    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &m) == 0);
+    c = &m->cfg;
+    CHECK(c->head_dim == 128 && (uint64_t)c->n_head * c->head_dim == 2 * c->n_embd);
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const pgd_layer_weights *L = &m->layers[l];
+        CHECK(L->q_norm.data && L->k_norm.data && L->q_norm.cols == c->head_dim &&
+              L->k_norm.cols == c->head_dim && !L->bq.data);
+        CHECK(L->wq.rows == 2048 && L->wo.cols == 2048);
+    }
+    const float *qn = m->layers[3].q_norm.data, *kn = m->layers[3].k_norm.data;
+    CHECK(qn[5] ==
+          1.0f + pgd_dummy_value(PGD_DUMMY_SEED, pgd_dummy_tensor_id(3, PGD_DUMMY_Q_NORM), 5, 10));
+    CHECK(kn[5] ==
+          1.0f + pgd_dummy_value(PGD_DUMMY_SEED, pgd_dummy_tensor_id(3, PGD_DUMMY_K_NORM), 5, 10));
     pgd_model_free(m);
 }
 
