@@ -1,9 +1,10 @@
 /*
  * api/messages.c — OpenAI messages array -> pgd_chat_msg[] (see messages.h).
  *
- * Owns the pgd_messages arrays: msgs, parts, calls (each sized by a first pass over the array,
- * never reallocated) and args, the tool calls' re-dumped arguments back to back. args grows while
- * parsing, so the calls' argument views are set from their lengths once it is complete.
+ * Owns the pgd_messages arrays: msgs, parts, calls, reasoning (each sized by a first pass over
+ * the array, never reallocated) and args, the tool calls' re-dumped arguments back to back.
+ * args grows while parsing, so the calls' argument views are set from their lengths once it is
+ * complete.
  */
 #include "api/messages.h"
 
@@ -21,6 +22,7 @@ void pgd_messages_free(pgd_messages *m) {
     free(m->parts);
     free(m->calls);
     free(m->args);
+    free(m->reasoning);
     memset(m, 0, sizeof *m);
 }
 
@@ -153,6 +155,7 @@ int pgd_messages_parse(const json_t *arr, pgd_messages *out, char *param, size_t
         return pgd_error_set(PGD_EINVAL, "messages must be an array of message objects");
     }
     size_t n = json_array_size(arr), n_parts = 0, n_calls = 0;
+    bool any_reasoning = false;
     if (n == 0) {
         snprintf(param, param_cap, "messages");
         return pgd_error_set(PGD_EINVAL, "messages must not be empty");
@@ -162,12 +165,15 @@ int pgd_messages_parse(const json_t *arr, pgd_messages *out, char *param, size_t
         json_t *tc = json_object_get(json_array_get(arr, i), "tool_calls");
         n_parts += json_is_array(c) ? json_array_size(c) : 1;
         n_calls += json_is_array(tc) ? json_array_size(tc) : 0;
+        any_reasoning |= given(json_object_get(json_array_get(arr, i), "reasoning_content"));
     }
     out->msgs = calloc(n, sizeof *out->msgs);
     out->parts = calloc(n_parts ? n_parts : 1, sizeof *out->parts);
     out->calls = n_calls ? calloc(n_calls, sizeof *out->calls) : NULL;
+    out->reasoning = any_reasoning ? calloc(n, sizeof *out->reasoning) : NULL;
     int rc = PGD_ENOMEM;
-    if (!out->msgs || !out->parts || (n_calls && !out->calls)) {
+    if (!out->msgs || !out->parts || (n_calls && !out->calls) ||
+        (any_reasoning && !out->reasoning)) {
         snprintf(param, param_cap, "messages");
         rc = pgd_error_set(PGD_ENOMEM, "out of memory reading messages");
         goto fail;
@@ -187,6 +193,16 @@ int pgd_messages_parse(const json_t *arr, pgd_messages *out, char *param, size_t
         out->msgs[i].role = json_string_value(role);
         if ((rc = tools_of(m, i, out, &kc, &args, param, param_cap))) goto fail;
         if (!strcmp(out->msgs[i].role, "developer")) out->msgs[i].role = "system";
+        json_t *rs = json_object_get(m, "reasoning_content");
+        if (given(rs) && !strcmp(out->msgs[i].role, "assistant")) {
+            if (!json_is_string(rs)) {
+                rc = bad(param, param_cap, "messages[%zu].reasoning_content", i, 0,
+                         "must be a string (an assistant's reasoning)");
+                goto fail;
+            }
+            out->reasoning[i].ptr = json_string_value(rs);
+            out->reasoning[i].len = json_string_length(rs);
+        }
         bool may_be_null =
             !strcmp(out->msgs[i].role, "assistant") || !strcmp(out->msgs[i].role, "tool");
         out->msgs[i].parts = out->parts + k;
@@ -240,4 +256,25 @@ fail:
     pgd_buf_free(&args);
     pgd_messages_free(out);
     return rc;
+}
+
+int pgd_messages_template_kwargs(const json_t *v, pgd_chat_render_opts *opts, char *param,
+                                 size_t param_cap) {
+    if (!given(v)) return 0;
+    if (!json_is_object(v)) {
+        snprintf(param, param_cap, "chat_template_kwargs");
+        return pgd_error_set(PGD_EINVAL,
+                             "'chat_template_kwargs' must be an object (the chat template's "
+                             "variables, e.g. {\"enable_thinking\": false})");
+    }
+    const json_t *et = json_object_get(v, "enable_thinking");
+    if (!given(et)) return 0;
+    if (!json_is_boolean(et)) {
+        snprintf(param, param_cap, "chat_template_kwargs.enable_thinking");
+        return pgd_error_set(PGD_EINVAL,
+                             "'chat_template_kwargs.enable_thinking' must be a boolean (true or "
+                             "false)");
+    }
+    opts->enable_thinking = json_is_true(et);
+    return 0;
 }

@@ -23,6 +23,9 @@ typedef struct pgd_messages {
     pgd_str *parts;            /* all messages' parts, in order */
     pgd_chat_tool_call *calls; /* all messages' tool calls, in order (NULL when none) */
     char *args;                /* the calls' arguments text, back to back (NULL when none) */
+    pgd_str *reasoning;        /* [n] the assistant messages' reasoning_content (ptr NULL where
+                                  none is given), or NULL when no message has one: what
+                                  pgd_chat_render_opts.reasoning takes */
     size_t n;
 } pgd_messages;
 
@@ -46,8 +49,22 @@ typedef struct pgd_messages {
  * as OpenAI sends them; they must hold an object ("" counts as {}), which is parsed and written
  * again as Python's json.dumps would (pgd_api_json_dump_py) — what vLLM renders: it json.loads
  * the arguments and the template's tojson dumps them. msgs[i].calls / n_calls point into
- * out->calls, whose arguments point into out->args; both live until pgd_messages_free. */
+ * out->calls, whose arguments point into out->args; both live until pgd_messages_free.
+ *
+ * An assistant message may carry "reasoning_content" (vLLM's: its reasoning, which Qwen3's
+ * template renders in a <think> block): a string, or null / missing for none (on other roles it
+ * is ignored, as templates read it from assistant messages only); out->reasoning[i] points into
+ * the tree. */
 int pgd_messages_parse(const json_t *arr, pgd_messages *out, char *param, size_t param_cap);
+
+/* vLLM's "chat_template_kwargs" of a chat request: the template variables a client sets. `v`
+ * (NULL or null: absent, nothing changes) must be an object; of its keys only
+ * "enable_thinking" is read (a boolean, or null for absent: opts->enable_thinking, which only
+ * Qwen3's template reads); others are ignored, as a template ignores variables it does not use.
+ * 0, or PGD_EINVAL with a detail and param[param_cap] ("chat_template_kwargs" or
+ * "chat_template_kwargs.enable_thinking"). */
+int pgd_messages_template_kwargs(const json_t *v, pgd_chat_render_opts *opts, char *param,
+                                 size_t param_cap);
 
 void pgd_messages_free(pgd_messages *m); /* back to empty; NULL is fine */
 

@@ -544,6 +544,11 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
         rc = pgd_messages_parse(m, &r->messages, param, sizeof param);
         if (rc == PGD_ENOMEM) return pgd__api_oom(e);
         if (rc) return bad(e, param, "%s", pgd_error_detail());
+        pgd_chat_render_opts opts = PGD_CHAT_RENDER_OPTS_DEFAULT;
+        if (pgd_messages_template_kwargs(pgd__api_field(root, "chat_template_kwargs"), &opts, param,
+                                         sizeof param))
+            return bad(e, param, "%s", pgd_error_detail());
+        r->enable_thinking = opts.enable_thinking;
     } else {
         if ((rc = parse_prompt(root, "prompt", r, e))) return rc;
     }
@@ -655,6 +660,7 @@ static void request_defaults(pgd_api_request *r, pgd_api_kind kind) {
     r->repetition_penalty = 1.0f;
     r->n = 1;
     r->prompt_logprobs = -1;
+    r->enable_thinking = true;
 }
 
 int pgd_api_request_parse(pgd_api_kind kind, const char *body, size_t len, pgd_api_request *out,
@@ -732,6 +738,11 @@ static int tokenize_fields(const json_t *root, pgd_api_tokenize_request *r, pgd_
         if (rc == PGD_ENOMEM) return pgd__api_oom(e);
         if (rc) return bad(e, param, "%s", pgd_error_detail());
         if ((rc = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))) return rc;
+        pgd_chat_render_opts opts = PGD_CHAT_RENDER_OPTS_DEFAULT;
+        if (pgd_messages_template_kwargs(pgd__api_field(root, "chat_template_kwargs"), &opts, param,
+                                         sizeof param))
+            return bad(e, param, "%s", pgd_error_detail());
+        r->enable_thinking = opts.enable_thinking;
         const pgd_json_schema *forced = NULL; /* the prompt is all that counts here */
         rc = pgd_api_tools_parse(root, &r->tools, &forced, e);
         pgd_json_schema_unref(forced);

@@ -33,6 +33,9 @@
  *   stream                    bool
  *   stream_options            object, only with stream true; include_usage: bool
  *   tools, tool_choice, parallel_tool_calls (C)   api/tools.h
+ *   chat_template_kwargs (C)  vLLM's: an object of template variables; only "enable_thinking"
+ *                             (boolean, default true: Qwen3's template) is read, other keys are
+ *                             ignored (pgd_messages_template_kwargs)
  *   user string, ignore_eos bool, priority int32, echo (P) bool, cache_salt string (vLLM's:
  *   requests share prefix-cache hits only with requests of the same salt)
  *
@@ -85,7 +88,8 @@ typedef struct pgd_api_request {
 
     /* chat */
     pgd_messages messages;
-    pgd_api_tools tools; /* tools, tool_choice, parallel_tool_calls (api/tools.h) */
+    pgd_api_tools tools;  /* tools, tool_choice, parallel_tool_calls (api/tools.h) */
+    bool enable_thinking; /* chat_template_kwargs.enable_thinking, default true */
 
     /* completions; embeddings: the inputs */
     pgd_api_prompt *prompts; /* [n_prompts], owned */
@@ -166,7 +170,8 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
 
 /* /tokenize: {"prompt": "..."} (+ "add_special_tokens", default true) or
  * {"messages": [...]} (+ "add_generation_prompt" default true, "add_special_tokens" default
- * false, "tools" / "tool_choice" as in a chat request), "model" optional. Giving both prompt
+ * false, "tools" / "tool_choice" and "chat_template_kwargs" as in a chat request), "model"
+ * optional. Giving both prompt
  * and messages, or neither, is a 400. */
 typedef struct pgd_api_tokenize_request {
     json_t *root; /* owned */
@@ -176,6 +181,7 @@ typedef struct pgd_api_tokenize_request {
     pgd_messages messages; /* chat */
     pgd_api_tools tools;   /* chat: tools offered (as in a chat request) */
     bool add_generation_prompt;
+    bool enable_thinking; /* chat: chat_template_kwargs.enable_thinking (as in a chat request) */
     bool add_special_tokens;
 } pgd_api_tokenize_request;
 

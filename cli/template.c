@@ -8,9 +8,11 @@
  *                   [--no-generation-prompt] [--spans] MESSAGES_JSON|-
  *   pagoda template --detect FILE
  *
- * MESSAGES_JSON is a messages array, or an object {"messages": [...], "tools": [...]} (tools
- * optional: an array of tool objects, each given to the template as Python's json.dumps writes
- * it, compact and with indent=4, as Hugging Face's tojson does).
+ * MESSAGES_JSON is a messages array, or an object {"messages": [...], "tools": [...],
+ * "chat_template_kwargs": {...}} (tools optional: an array of tool objects, each given to the
+ * template as Python's json.dumps writes it, compact and with indent=4, as Hugging Face's tojson
+ * does; chat_template_kwargs optional, as in a chat request: {"enable_thinking": false} for
+ * Qwen3's template).
  *
  * The template source comes from the model's tokenizer.chat_template (--model) or from a Jinja
  * file (--template-file); --chat-template picks the family by name and overrides detection.
@@ -50,8 +52,9 @@ static void usage(FILE *f) {
         "\n"
         "Render an OpenAI messages array (JSON; '-' reads it from stdin) with a chat\n"
         "template and print the prompt text exactly (no newline added). MESSAGES_JSON may\n"
-        "also be an object {\"messages\": [...], \"tools\": [...]} offering tools (OpenAI\n"
-        "tool objects; rendered for chatml and Llama 3.1+ templates only).\n"
+        "also be an object {\"messages\": [...], \"tools\": [...], \"chat_template_kwargs\":\n"
+        "{...}} offering tools (OpenAI tool objects; rendered for chatml, qwen3 and Llama 3.1+\n"
+        "templates only) and setting template variables ({\"enable_thinking\": false}).\n"
         "\n"
         "  --model PATH            GGUF model: its tokenizer.chat_template and bos/eos tokens\n"
         "  --template-file FILE    a Jinja chat template file to detect and render\n"
@@ -168,12 +171,13 @@ done:
     return rc;
 }
 
-/* The input's messages and tools: `root` is a messages array, or an object with "messages" and
- * optionally "tools" (an array of objects, or null). Each tool's definition text, compact then
- * with indent=4, is appended to *text; defs[0..*n) and defs[*n..2 * *n) view them (malloc'd;
- * NULL when none). 0 or 1 (printed). */
-static int split_input(const json_t *root, const json_t **messages, pgd_buf *text, pgd_str **defs,
-                       size_t *n) {
+/* The input's messages, tools and template variables: `root` is a messages array, or an object
+ * with "messages" and optionally "tools" (an array of objects, or null) and
+ * "chat_template_kwargs" (into *opts). Each tool's definition text, compact then with indent=4,
+ * is appended to *text; defs[0..*n) and defs[*n..2 * *n) view them (malloc'd; NULL when none).
+ * 0 or 1 (printed). */
+static int split_input(const json_t *root, const json_t **messages, pgd_chat_render_opts *opts,
+                       pgd_buf *text, pgd_str **defs, size_t *n) {
     *messages = root;
     *defs = NULL;
     *n = 0;
@@ -181,10 +185,11 @@ static int split_input(const json_t *root, const json_t **messages, pgd_buf *tex
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)root, key, v) {
-        if (strcmp(key, "messages") && strcmp(key, "tools")) {
+        if (strcmp(key, "messages") && strcmp(key, "tools") &&
+            strcmp(key, "chat_template_kwargs")) {
             fprintf(stderr,
                     "pagoda template: unknown key \"%s\" in the input object (known: "
-                    "messages, tools)\n",
+                    "messages, tools, chat_template_kwargs)\n",
                     key);
             return 1;
         }
@@ -192,6 +197,12 @@ static int split_input(const json_t *root, const json_t **messages, pgd_buf *tex
     *messages = json_object_get(root, "messages");
     if (!*messages) {
         fprintf(stderr, "pagoda template: the input object has no \"messages\"\n");
+        return 1;
+    }
+    char param[64];
+    if (pgd_messages_template_kwargs(json_object_get(root, "chat_template_kwargs"), opts, param,
+                                     sizeof param)) {
+        fprintf(stderr, "pagoda template: %s\n", pgd_error_detail());
         return 1;
     }
     const json_t *tools = json_object_get(root, "tools");
@@ -247,6 +258,7 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
     const json_t *messages;
     pgd_buf tools_text = PGD_BUF_INIT;
     pgd_chat_tools tools = {NULL, NULL, 0};
+    pgd_chat_render_opts opts = PGD_CHAT_RENDER_OPTS_DEFAULT;
     pgd_str *defs = NULL;
     const char *what = strcmp(messages_arg, "-") ? "MESSAGES_JSON" : "stdin";
     json_t *root;
@@ -262,14 +274,16 @@ static int render_json(const pgd_chat_template *t, const char *messages_arg, boo
                 jerr.line, jerr.column, jerr.text);
         return 1;
     }
-    if (split_input(root, &messages, &tools_text, &defs, &tools.n)) goto done;
+    if (split_input(root, &messages, &opts, &tools_text, &defs, &tools.n)) goto done;
     tools.defs = defs;
     tools.defs_indent = defs ? defs + tools.n : NULL;
     if (pgd_messages_parse(messages, &pm, param, sizeof param)) {
         fprintf(stderr, "pagoda template: %s\n", pgd_error_detail());
         goto done;
     }
-    if (pgd_chat_render_tools(t, pm.msgs, pm.n, &tools, gen, &prompt)) {
+    opts.add_generation_prompt = gen;
+    opts.reasoning = pm.reasoning;
+    if (pgd_chat_render_with(t, pm.msgs, pm.n, &tools, &opts, &prompt)) {
         fprintf(stderr, "pagoda template: %s\n", pgd_error_detail());
         pgd_messages_free(&pm);
         goto done;

@@ -183,13 +183,21 @@ int pgd_encode_chat(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t
 int pgd_encode_chat_tools(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t n,
                           const pgd_chat_tools *tools, bool add_generation_prompt,
                           pgd_tokens *out) {
+    pgd_chat_render_opts opts = PGD_CHAT_RENDER_OPTS_DEFAULT;
+    opts.add_generation_prompt = add_generation_prompt;
+    return pgd_encode_chat_with(info, msgs, n, tools, &opts, out);
+}
+
+int pgd_encode_chat_with(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t n,
+                         const pgd_chat_tools *tools, const pgd_chat_render_opts *opts,
+                         pgd_tokens *out) {
     if (!info->tmpl)
         return pgd_error_set(PGD_EINVAL,
                              "this model has no usable chat template (%s); use "
                              "--chat-template NAME or plain completions",
                              info->tmpl_error);
     pgd_chat_prompt p = {0};
-    int rc = pgd_chat_render_tools(info->tmpl, msgs, n, tools, add_generation_prompt, &p);
+    int rc = pgd_chat_render_with(info->tmpl, msgs, n, tools, opts, &p);
     size_t start = out->n;
     if (!rc) rc = pgd_tokenize(info->tok, p.text.data, p.text.len, p.special, p.n_special, out);
     if (!rc) rc = with_bos(info, out, start);

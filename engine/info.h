@@ -68,5 +68,10 @@ int pgd_encode_chat(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t
 /* Same, offering tools (pgd_chat_render_tools; NULL: none). */
 int pgd_encode_chat_tools(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t n,
                           const pgd_chat_tools *tools, bool add_generation_prompt, pgd_tokens *out);
+/* Same, with render options (pgd_chat_render_with; NULL: the defaults): a request's
+ * chat_template_kwargs and reasoning_content. */
+int pgd_encode_chat_with(const pgd_model_info *info, const pgd_chat_msg *msgs, size_t n,
+                         const pgd_chat_tools *tools, const pgd_chat_render_opts *opts,
+                         pgd_tokens *out);
 
 #endif

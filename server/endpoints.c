@@ -82,8 +82,11 @@ static void tok_work(uv_work_t *w) {
     } else if (j->treq.chat) {
         const pgd_api_tools *t = &j->treq.tools;
         pgd_chat_tools ct = {t->defs, t->defs_indent, t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
-        j->rc = pgd_encode_chat_tools(info, j->treq.messages.msgs, j->treq.messages.n, &ct,
-                                      j->treq.add_generation_prompt, &j->ids);
+        pgd_chat_render_opts o = {.add_generation_prompt = j->treq.add_generation_prompt,
+                                  .enable_thinking = j->treq.enable_thinking,
+                                  .reasoning = j->treq.messages.reasoning};
+        j->rc =
+            pgd_encode_chat_with(info, j->treq.messages.msgs, j->treq.messages.n, &ct, &o, &j->ids);
     } else {
         /* add_special_tokens: the BOS the model asks for, as completions prompts get it. */
         j->rc =

@@ -8,19 +8,20 @@
  * the few published variants whose rendering differs: a variant we render identically is
  * accepted (with its details recorded: default system prompt, whether bos_token appears, Gemma-2
  * refusing system messages, Phi-3.5 dropping empty system messages, the braces of Qwen2.5's
- * tools block, Meta's Llama 3.1+ template and its date); one we would render differently is
- * refused with a message that names it, so a prompt is never silently wrong.
+ * tools block, Meta's Llama 3.1+ template and its date, Qwen3's template); one we would render
+ * differently is refused with a message that names it, so a prompt is never silently wrong.
  *
  * Rendering mirrors the published templates statement by statement (comments quote them). Every
  * byte goes through put(): template text extends the `special` span list, message content (and
  * tool names, call arguments, tool definitions, quoted tool results) does not, so no span can
- * cover content. Tools render for ChatML in Qwen2.5's Hermes format (render_chatml) and for
- * Llama 3.1+ in Meta's JSON format (render_llama3_dated); the texts of tool definitions and call
- * arguments arrive already formatted as the template's tojson would print them (the caller's
- * job: api/jsonutil.h), so rendering needs no JSON beyond quoting a tool result
- * (pgd_json_quote_py). Llama 3.2's date is read from the clock at each render. Python's
- * str.strip() (Jinja's |trim and .strip()) is reproduced exactly: it strips the code points for
- * which str.isspace() is true.
+ * cover content. Tools render for ChatML in Qwen2.5's Hermes format (render_chatml, and
+ * render_qwen3 with the same pieces) and for Llama 3.1+ in Meta's JSON format
+ * (render_llama3_dated); the texts of tool definitions and call arguments arrive already
+ * formatted as the template's tojson would print them (the caller's job: api/jsonutil.h), so
+ * rendering needs no JSON beyond quoting a tool result (pgd_json_quote_py). Llama 3.2's date is
+ * read from the clock at each render. Python's str.strip() (Jinja's |trim and .strip()) is
+ * reproduced exactly: it strips the code points for which str.isspace() is true; Qwen3's
+ * .strip('\n') / .lstrip('\n') / .rstrip('\n') strip newlines only.
  *
  * Invariants: a rendered text is NUL-terminated; spans are sorted, non-empty and never touch.
  * Threading: a template is immutable once created; renders use only their own memory.
@@ -53,9 +54,9 @@ struct pgd_chat_template {
 };
 
 static const char *const k_family_names[PGD_CHAT_FAMILY_COUNT] = {
-    "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3"};
+    "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3"};
 
-static const char k_names_list[] = "chatml, llama2, llama3, mistral, gemma, zephyr, phi3";
+static const char k_names_list[] = "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3";
 
 static const char k_alternate[] =
     "Conversation roles must alternate user/assistant/user/assistant/...";
@@ -337,6 +338,54 @@ static int classify_llama3_dated(const char *src, size_t len, variant *v) {
     return 0;
 }
 
+/* The markers of Qwen3's published hybrid-thinking template, as its source spells them (\\n is
+ * the two characters of the escape inside a Jinja literal): a ChatML source with "<think>" or
+ * "last_query_index" must hold them all. */
+static const char *const k_qwen3_markers[] = {
+    "namespace(multi_step_tool=true, last_query_index=messages|length - 1)",
+    ("message.content.startswith('<tool_response>') and "
+     "message.content.endswith('</tool_response>')"),
+    "(message.role == \"user\") or (message.role == \"system\" and not loop.first)",
+    "'<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n'",
+    "messages[0].content + '\\n\\n'",
+    ("\"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+     "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>\""),
+    ("\"\\n</tools>\\n\\nFor each function call, return a json object with function name and "
+     "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": "
+     "<function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\""),
+    "reasoning_content",
+    "split('</think>')[-1].lstrip('\\n')",
+    "split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n')",
+    "loop.index0 > ns.last_query_index",
+    "loop.last or (not loop.last and reasoning_content)",
+    "'\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + "
+    "content.lstrip('\\n')",
+    "(loop.first and content) or (not loop.first)",
+    "'<tool_call>\\n{\"name\": \"'",
+    "'\", \"arguments\": '",
+    "tool_call.arguments is string",
+    "'}\\n</tool_call>'",
+    "'\\n<tool_response>\\n'",
+    "'\\n</tool_response>'",
+    "enable_thinking is defined and enable_thinking is false",
+    "'<think>\\n\\n</think>\\n\\n'",
+};
+
+/* Qwen3: all its markers, none of what would render differently (an exception raised, a
+ * generation prompt that always opens <think>, a default system prompt). */
+static int classify_qwen3(const char *src, size_t len, variant *v) {
+    static const char what[] = "a reasoning (<think>) ChatML template other than Qwen3's "
+                               "published one (QwQ, Qwen3-*-2507 or an edited Qwen3 template)";
+    v->family = PGD_CHAT_QWEN3;
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_qwen3_markers); i++)
+        if (!has(src, len, k_qwen3_markers[i])) return unsupported_variant(what, v->family);
+    if (has(src, len, "raise_exception") || has(src, len, "<|im_start|>assistant\\n<think>"))
+        return unsupported_variant(what, v->family);
+    int rc = find_default_system(src, len, v);
+    if (!rc && v->default_system) rc = unsupported_variant(what, v->family);
+    return rc;
+}
+
 /* Recognise a family (and its variant) from markers in the source. 0, PGD_EUNSUPPORTED (no
  * family, or a variant that renders differently; with a detail) or PGD_ENOMEM. */
 static int classify(const char *src, size_t len, variant *v) {
@@ -351,9 +400,8 @@ static int classify(const char *src, size_t len, variant *v) {
                           has(src, len, "{{\"name\": <function-name>");
         if (has(src, len, "<|im_sep|>"))
             return unsupported_variant("Phi-4's <|im_sep|> format", v->family);
-        if (has(src, len, "<think>"))
-            return unsupported_variant("a reasoning (<think>) ChatML variant such as Qwen3",
-                                       v->family);
+        if (has(src, len, "<think>") || has(src, len, "last_query_index"))
+            return classify_qwen3(src, len, v);
         return find_default_system(src, len, v);
     }
     if (has(src, len, "<|start_header_id|>") && has(src, len, "<|eot_id|>")) {
@@ -604,6 +652,8 @@ typedef struct {
     size_t n;
     const pgd_chat_msg *msgs;    /* the messages (for their tool calls) */
     const pgd_chat_tools *tools; /* offered tools, NULL when none (never n == 0) */
+    const pgd_str *reasoning;    /* [n] reasoning_content (ptr NULL: none), or NULL */
+    bool thinking;               /* enable_thinking */
 } render;
 
 static int put(render *r, const char *s, size_t n, bool tmpl) {
@@ -680,28 +730,20 @@ static const char k_tools_tail_a[] =
 static const char k_tools_tail_b[] = "\"name\": <function-name>, \"arguments\": <args-json-object>";
 static const char k_tools_tail_c[] = "\n</tool_call><|im_end|>\n";
 
-/* ChatML (SmolLM2 / Qwen2.5), as Qwen2.5-Instruct's template renders it (SmolLM2's renders the
- * same without tools; with tools, this Hermes format is what pagoda gives every ChatML model).
+/* The system turn of ChatML (SmolLM2 / Qwen2.5, and Qwen3's):
  *   {%- if tools %} '<|im_start|>system\n' + (messages[0] content if it is a system message,
  *   else DEFAULT) + TOOLS_HEAD + ('\n' + tool|tojson for each tool) + TOOLS_TAIL (braces as the
  *   source writes them)
  *   {%- else %} messages[0] is system ? '<|im_start|>system\n' + content + '<|im_end|>\n'
  *   : '<|im_start|>system\nDEFAULT<|im_end|>\n' {%- endif %}
- *   then each message but a leading system one:
- *   user, later system, assistant without tool_calls: '<|im_start|>' + role + '\n' + content +
- *     '<|im_end|>\n';
- *   assistant with tool_calls: '<|im_start|>assistant' + ('\n' + content if content) + for each
- *     call '\n<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments|tojson +
- *     '}\n</tool_call>', then '<|im_end|>\n';
- *   tool: '<|im_start|>user' unless the previous message is a tool's too, '\n<tool_response>\n'
- *     + content + '\n</tool_response>', '<|im_end|>\n' unless the next message is a tool's too;
- *   {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}.
- * A template without a default system prompt (plain ChatML) writes no system turn when
+ * A template without a default system prompt (plain ChatML, Qwen3) writes no system turn when
  * messages[0] is not a system message; offered tools then open a system turn of their own,
  * '<|im_start|>system\n# Tools...' (the tools block without its leading "\n\n", as there is no
- * system text to separate it from). */
-static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
+ * system text to separate it from). *first: the first message the loop renders (a leading
+ * system message is written here and skipped by the loop). */
+static int chatml_system(const pgd_chat_template *t, render *r, size_t *first) {
     bool sys0 = r->role[0] == ROLE_SYSTEM;
+    *first = sys0 ? 1 : 0;
     if (r->tools) {
         TRY(tmpl(r, "<|im_start|>system\n"));
         if (sys0)
@@ -717,20 +759,65 @@ static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
         TRY(tmpl(r, t->double_brace ? "{{" : "{"));
         TRY(tmpl(r, k_tools_tail_b));
         TRY(tmpl(r, t->double_brace ? "}}" : "}"));
-        TRY(tmpl(r, k_tools_tail_c));
-    } else if (t->default_system && !sys0) {
-        TRY(tmpl(r, "<|im_start|>system\n"));
-        TRY(put(r, t->default_system, t->default_system_len, true));
-        TRY(tmpl(r, "<|im_end|>\n"));
+        return tmpl(r, k_tools_tail_c);
     }
-    for (size_t i = r->tools && sys0 ? 1 : 0; i < r->n; i++) {
+    if (sys0) {
+        TRY(tmpl(r, "<|im_start|>system\n"));
+        TRY(put_content(r, content_of(r, 0)));
+        return tmpl(r, "<|im_end|>\n");
+    }
+    if (!t->default_system) return 0;
+    TRY(tmpl(r, "<|im_start|>system\n"));
+    TRY(put(r, t->default_system, t->default_system_len, true));
+    return tmpl(r, "<|im_end|>\n");
+}
+
+/* A plain turn: '<|im_start|>' + role + '\n' + content + '<|im_end|>\n'. */
+static int chatml_turn(render *r, size_t i) {
+    TRY(tmpl(r, "<|im_start|>"));
+    TRY(tmpl(r, k_roles[r->role[i]]));
+    TRY(tmpl(r, "\n"));
+    TRY(put_content(r, content_of(r, i)));
+    return tmpl(r, "<|im_end|>\n");
+}
+
+/* A tool's result: '<|im_start|>user' unless the previous message is a tool's too,
+ * '\n<tool_response>\n' + content + '\n</tool_response>', '<|im_end|>\n' unless the next
+ * message is a tool's too. */
+static int chatml_tool_result(render *r, size_t i) {
+    if (i == 0 || r->role[i - 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_start|>user"));
+    TRY(tmpl(r, "\n<tool_response>\n"));
+    TRY(put_content(r, content_of(r, i)));
+    TRY(tmpl(r, "\n</tool_response>"));
+    if (i + 1 == r->n || r->role[i + 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_end|>\n"));
+    return 0;
+}
+
+/* One call: '<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments|tojson +
+ * '}\n</tool_call>'. */
+static int hermes_call(render *r, const pgd_chat_tool_call *c) {
+    TRY(tmpl(r, "<tool_call>\n{\"name\": \""));
+    TRY(put(r, c->name.ptr, (size_t)c->name.len, false));
+    TRY(tmpl(r, "\", \"arguments\": "));
+    TRY(put(r, c->arguments.ptr, (size_t)c->arguments.len, false));
+    return tmpl(r, "}\n</tool_call>");
+}
+
+/* ChatML (SmolLM2 / Qwen2.5), as Qwen2.5-Instruct's template renders it (SmolLM2's renders the
+ * same without tools; with tools, this Hermes format is what pagoda gives every ChatML model):
+ * the system turn (chatml_system), then each message but a leading system one:
+ *   user, later system, assistant without tool_calls: a plain turn (chatml_turn);
+ *   assistant with tool_calls: '<|im_start|>assistant' + ('\n' + content if content) + for each
+ *     call '\n' + the call (hermes_call), then '<|im_end|>\n';
+ *   tool: chatml_tool_result;
+ *   {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}. */
+static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
+    size_t first;
+    TRY(chatml_system(t, r, &first));
+    for (size_t i = first; i < r->n; i++) {
         const pgd_chat_msg *m = &r->msgs[i];
         if (r->role[i] == ROLE_TOOL) {
-            if (i == 0 || r->role[i - 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_start|>user"));
-            TRY(tmpl(r, "\n<tool_response>\n"));
-            TRY(put_content(r, content_of(r, i)));
-            TRY(tmpl(r, "\n</tool_response>"));
-            if (i + 1 == r->n || r->role[i + 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_end|>\n"));
+            TRY(chatml_tool_result(r, i));
         } else if (m->n_calls) { /* an assistant's (checked before rendering) */
             TRY(tmpl(r, "<|im_start|>assistant"));
             if (r->off[i + 1] > r->off[i]) {
@@ -738,22 +825,124 @@ static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
                 TRY(put_content(r, content_of(r, i)));
             }
             for (size_t c = 0; c < m->n_calls; c++) {
-                TRY(tmpl(r, "\n<tool_call>\n{\"name\": \""));
-                TRY(put(r, m->calls[c].name.ptr, (size_t)m->calls[c].name.len, false));
-                TRY(tmpl(r, "\", \"arguments\": "));
-                TRY(put(r, m->calls[c].arguments.ptr, (size_t)m->calls[c].arguments.len, false));
-                TRY(tmpl(r, "}\n</tool_call>"));
+                TRY(tmpl(r, "\n"));
+                TRY(hermes_call(r, &m->calls[c]));
             }
             TRY(tmpl(r, "<|im_end|>\n"));
         } else {
-            TRY(tmpl(r, "<|im_start|>"));
-            TRY(tmpl(r, k_roles[r->role[i]]));
-            TRY(tmpl(r, "\n"));
-            TRY(put_content(r, content_of(r, i)));
-            TRY(tmpl(r, "<|im_end|>\n"));
+            TRY(chatml_turn(r, i));
         }
     }
     if (gen) TRY(tmpl(r, "<|im_start|>assistant\n"));
+    return 0;
+}
+
+/* Qwen3: the last occurrence of needle in p, or NULL. */
+static const char *last_of(piece p, const char *needle) {
+    size_t nl = strlen(needle);
+    const char *found = NULL, *at = p.p, *end = p.p + p.n;
+    while (at < end && (at = memmem(at, (size_t)(end - at), needle, nl))) found = at++;
+    return found;
+}
+
+/* Python's s.lstrip('\n') / s.rstrip('\n') on a piece. */
+static piece lstrip_nl(piece p) {
+    while (p.n && p.p[0] == '\n') p.p++, p.n--;
+    return p;
+}
+
+static piece rstrip_nl(piece p) {
+    while (p.n && p.p[p.n - 1] == '\n') p.n--;
+    return p;
+}
+
+static bool starts_with(piece p, const char *s) {
+    size_t n = strlen(s);
+    return p.n >= n && !memcmp(p.p, s, n);
+}
+
+static bool ends_with(piece p, const char *s) {
+    size_t n = strlen(s);
+    return p.n >= n && !memcmp(p.p + p.n - n, s, n);
+}
+
+/* Qwen3's last_query_index: the last "user" message whose content is not a tool result the
+ * client wrapped itself (startswith('<tool_response>') and endswith('</tool_response>')),
+ * else the last message. */
+static size_t qwen3_last_query(const render *r) {
+    for (size_t i = r->n; i-- > 0;) {
+        piece c = content_of(r, i);
+        if (r->role[i] == ROLE_USER &&
+            !(starts_with(c, "<tool_response>") && ends_with(c, "</tool_response>")))
+            return i;
+    }
+    return r->n - 1;
+}
+
+/* Qwen3's hybrid-thinking template, statement by statement:
+ *   the system turn as chatml's (no default system prompt; single braces in the tools block);
+ *   ns.last_query_index (qwen3_last_query); then each message:
+ *   user, later system: a plain turn (chatml_turn); tool: chatml_tool_result;
+ *   assistant: content = message.content; reasoning_content = message.reasoning_content when
+ *     given, else if '</think>' in content: content = content.split('</think>')[-1].lstrip('\n'),
+ *     reasoning = message.content.split('</think>')[0].rstrip('\n').split('<think>')[-1]
+ *     .lstrip('\n'); else ''.
+ *     {% if loop.index0 > ns.last_query_index and (loop.last or reasoning_content) %}
+ *       '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' +
+ *       content.lstrip('\n') {% else %} '<|im_start|>assistant\n' + content {% endif %};
+ *     for each tool call: '\n' unless it is the first and content is empty, then the call
+ *     (hermes_call: the caller's text is the template's tojson branch; a string it would print
+ *     as given); then '<|im_end|>\n';
+ *   {% if add_generation_prompt %} '<|im_start|>assistant\n' + ('<think>\n\n</think>\n\n' if
+ *   enable_thinking is false).
+ * The <think> markers the template writes are template text; the reasoning is content (and so
+ * are the markers of a content it splits, which are dropped). */
+static int render_qwen3(const pgd_chat_template *t, render *r, bool gen) {
+    size_t first, last_query = qwen3_last_query(r);
+    TRY(chatml_system(t, r, &first));
+    for (size_t i = first; i < r->n; i++) {
+        const pgd_chat_msg *m = &r->msgs[i];
+        if (r->role[i] == ROLE_TOOL) {
+            TRY(chatml_tool_result(r, i));
+            continue;
+        }
+        if (r->role[i] != ROLE_ASSISTANT) {
+            TRY(chatml_turn(r, i));
+            continue;
+        }
+        piece content = content_of(r, i), reasoning = {"", 0, false};
+        const char *end_think;
+        if (r->reasoning && r->reasoning[i].ptr) {
+            reasoning = (piece){r->reasoning[i].ptr, (size_t)r->reasoning[i].len, false};
+        } else if ((end_think = memmem(content.p, content.n, "</think>", 8))) {
+            const char *after = last_of(content, "</think>") + 8;
+            reasoning = rstrip_nl((piece){content.p, (size_t)(end_think - content.p), false});
+            const char *open = last_of(reasoning, "<think>");
+            if (open) {
+                reasoning.n -= (size_t)(open + 7 - reasoning.p);
+                reasoning.p = open + 7;
+            }
+            reasoning = lstrip_nl(reasoning);
+            content = lstrip_nl((piece){after, (size_t)(content.p + content.n - after), false});
+        }
+        TRY(tmpl(r, "<|im_start|>assistant\n"));
+        if (i > last_query && (i + 1 == r->n || reasoning.n)) {
+            TRY(tmpl(r, "<think>\n"));
+            TRY(put_content(r, rstrip_nl(lstrip_nl(reasoning))));
+            TRY(tmpl(r, "\n</think>\n\n"));
+            TRY(put_content(r, lstrip_nl(content)));
+        } else {
+            TRY(put_content(r, content));
+        }
+        for (size_t c = 0; c < m->n_calls; c++) {
+            if (c || content.n) TRY(tmpl(r, "\n"));
+            TRY(hermes_call(r, &m->calls[c]));
+        }
+        TRY(tmpl(r, "<|im_end|>\n"));
+    }
+    if (gen)
+        TRY(tmpl(r, r->thinking ? "<|im_start|>assistant\n"
+                                : "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     return 0;
 }
 
@@ -999,7 +1188,7 @@ static int role_of(const char *name) {
 }
 
 pgd_chat_tool_format pgd_chat_template_tool_format(const pgd_chat_template *t) {
-    if (t->family == PGD_CHAT_CHATML) return PGD_CHAT_TOOLS_HERMES;
+    if (t->family == PGD_CHAT_CHATML || t->family == PGD_CHAT_QWEN3) return PGD_CHAT_TOOLS_HERMES;
     if (t->family == PGD_CHAT_LLAMA3 && t->dated) return PGD_CHAT_TOOLS_LLAMA_JSON;
     return PGD_CHAT_TOOLS_NONE;
 }
@@ -1012,8 +1201,8 @@ bool pgd_chat_template_renders_tools(const pgd_chat_template *t) {
 static int no_tools(const pgd_chat_template *t, const char *why) {
     return pgd_error_set(PGD_EINVAL,
                          "tool calling needs a chat template with a tool format: pagoda renders "
-                         "tools for chatml (Hermes <tool_call>) and Meta's Llama 3.1+ templates "
-                         "(JSON calls) only; this model's template is %s (%s%s)",
+                         "tools for chatml and qwen3 (Hermes <tool_call>) and Meta's Llama 3.1+ "
+                         "templates (JSON calls) only; this model's template is %s (%s%s)",
                          pgd_chat_family_name(t->family),
                          t->family == PGD_CHAT_LLAMA3 ? "Llama 3.0's, without tools; " : "", why);
 }
@@ -1048,8 +1237,18 @@ int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t
 int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
                           const pgd_chat_tools *tools, bool add_generation_prompt,
                           pgd_chat_prompt *out) {
+    pgd_chat_render_opts opts = PGD_CHAT_RENDER_OPTS_DEFAULT;
+    opts.add_generation_prompt = add_generation_prompt;
+    return pgd_chat_render_with(t, msgs, n, tools, &opts, out);
+}
+
+int pgd_chat_render_with(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
+                         const pgd_chat_tools *tools, const pgd_chat_render_opts *opts,
+                         pgd_chat_prompt *out) {
     memset(out, 0, sizeof *out);
-    render r = {PGD_BUF_INIT, NULL, 0, 0, NULL, NULL, NULL, n, msgs, NULL};
+    const pgd_chat_render_opts o = opts ? *opts : PGD_CHAT_RENDER_OPTS_DEFAULT;
+    bool add_generation_prompt = o.add_generation_prompt;
+    render r = {.text = PGD_BUF_INIT, .n = n, .msgs = msgs, .thinking = o.enable_thinking};
     pgd_buf joined = PGD_BUF_INIT;
     int rc = 0;
     bool with_tools = pgd_chat_template_renders_tools(t);
@@ -1092,6 +1291,10 @@ int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, 
             goto fail;
         }
         if ((rc = check_calls(t, &msgs[i], r.role[i], i))) goto fail;
+        if (o.reasoning && !o.reasoning[i].ptr && o.reasoning[i].len) {
+            rc = pgd_error_set(PGD_EINVAL, "message %zu has a reasoning without its text", i);
+            goto fail;
+        }
         for (size_t p = 0; p < msgs[i].n_parts; p++) {
             const pgd_str *s = &msgs[i].parts[p];
             if (s->len && !s->ptr) {
@@ -1105,6 +1308,7 @@ int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, 
     }
     if (pgd_buf_append(&joined, "", 0)) goto nomem; /* data is never NULL */
     r.content = joined.data;
+    r.reasoning = o.reasoning;
 
     switch (t->family) {
     case PGD_CHAT_CHATML:
@@ -1128,6 +1332,9 @@ int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, 
         break;
     case PGD_CHAT_PHI3:
         rc = render_phi3(t, &r, add_generation_prompt);
+        break;
+    case PGD_CHAT_QWEN3:
+        rc = render_qwen3(t, &r, add_generation_prompt);
         break;
     default:
         rc = pgd_error_set(PGD_EINVAL, "bad chat template family %d", (int)t->family);

@@ -20,6 +20,20 @@
  *            with single ones. SmolLM2's template has no tool branch at all: pagoda deliberately
  *            gives every ChatML model this same format (with the model's own default system
  *            prompt), as the one a ChatML model is most likely to have seen.
+ *   qwen3    Qwen3's hybrid-thinking template (the Qwen3 models of April 2025, Qwen3-0.6B ...
+ *            235B-A22B; recognised by all its markers, e.g. last_query_index and the </think>
+ *            split): ChatML turns, no default system prompt; tools, calls and results as chatml
+ *            renders them (single braces). An assistant message's reasoning is its
+ *            reasoning_content when given (pgd_chat_render_opts), else, when its content holds
+ *            "</think>", the text before the first "</think>" (after the last "<think>" in
+ *            it), and the content
+ *            is then what follows the last "</think>" (newlines trimmed as the template trims
+ *            them). Turns after the last user query (the last "user" message that is not a
+ *            <tool_response> wrapper) write it as "<think>\n" + reasoning + "\n</think>\n\n"
+ *            when they are the last message or the reasoning is not empty; other turns drop
+ *            it. The generation prompt is "<|im_start|>assistant\n", followed by
+ *            "<think>\n\n</think>\n\n" when enable_thinking is false. Another reasoning
+ *            (<think>) ChatML template (QwQ, Qwen3-*-2507, an edited Qwen3 one) is refused.
  *   llama2   Llama-2-chat: [INST] / <<SYS>>, bos before every user turn, .strip() on content
  *   llama3   Meta-Llama-3-Instruct: <|start_header_id|>ROLE<|end_header_id|>\n\n ... <|eot_id|>;
  *            no tools. Variant "dated": Meta's Llama-3.1/3.2/3.3-Instruct template (recognised
@@ -72,19 +86,22 @@ typedef enum {
     PGD_CHAT_MISTRAL,
     PGD_CHAT_GEMMA,
     PGD_CHAT_ZEPHYR,
-    PGD_CHAT_PHI3
+    PGD_CHAT_PHI3,
+    PGD_CHAT_QWEN3
 } pgd_chat_family;
 
-#define PGD_CHAT_FAMILY_COUNT 7
+#define PGD_CHAT_FAMILY_COUNT 8
 
-/* "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3"; "?" if out of range. */
+/* "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3"; "?" if out of
+ * range. */
 const char *pgd_chat_family_name(pgd_chat_family f);
 
 /* Family of a name (exact, lower case). 0, or PGD_EINVAL with a detail listing the known
  * names. */
 int pgd_chat_family_from_name(const char *name, pgd_chat_family *out);
 
-/* "chatml, llama2, llama3, mistral, gemma, zephyr, phi3" (static string, for messages). */
+/* "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3" (static string, for
+ * messages). */
 const char *pgd_chat_family_names(void);
 
 /* One tool call of an assistant message: the function's name, and its arguments as the JSON
@@ -122,7 +139,8 @@ typedef struct {
 /* How a family's template offers tools, and so how the model writes its calls. */
 typedef enum {
     PGD_CHAT_TOOLS_NONE = 0,   /* no tool format: tools are refused */
-    PGD_CHAT_TOOLS_HERMES,     /* chatml: <tool_call>{"name": ..., "arguments": ...}</tool_call> */
+    PGD_CHAT_TOOLS_HERMES,     /* chatml, qwen3: <tool_call>{"name": ..., "arguments": ...}
+                                  </tool_call> */
     PGD_CHAT_TOOLS_LLAMA_JSON, /* Llama 3.1+: {"name": ..., "parameters": ...} as the answer */
 } pgd_chat_tool_format;
 
@@ -193,6 +211,32 @@ int pgd_chat_render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t
 int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
                           const pgd_chat_tools *tools, bool add_generation_prompt,
                           pgd_chat_prompt *out);
+
+/* What a render takes beyond the messages and the tools. Every family reads
+ * add_generation_prompt; only qwen3 reads the others (its template's variables), the rest ignore
+ * them. */
+typedef struct {
+    bool add_generation_prompt; /* end with the assistant header (as pgd_chat_render) */
+    bool enable_thinking;       /* qwen3: false adds "<think>\n\n</think>\n\n" to the
+                                   generation prompt (the template's enable_thinking, which
+                                   clients pass in vLLM's chat_template_kwargs); default true */
+    const pgd_str *reasoning;   /* NULL, or [n] parallel to the messages: an assistant
+                                   message's reasoning_content (ptr NULL: it has none, and qwen3
+                                   splits its content at </think> instead; ptr set, even with
+                                   len 0: the reasoning, the content left whole). Borrowed. */
+} pgd_chat_render_opts;
+
+/* The defaults: a generation prompt, thinking enabled, no reasoning_content. */
+#define PGD_CHAT_RENDER_OPTS_DEFAULT                                                               \
+    ((pgd_chat_render_opts){                                                                       \
+        .add_generation_prompt = true, .enable_thinking = true, .reasoning = NULL})
+
+/* pgd_chat_render_tools with options (NULL: PGD_CHAT_RENDER_OPTS_DEFAULT); pgd_chat_render and
+ * pgd_chat_render_tools are this with the defaults but add_generation_prompt. Same errors, and
+ * PGD_EINVAL for a reasoning entry with a length but no text. */
+int pgd_chat_render_with(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t n,
+                         const pgd_chat_tools *tools, const pgd_chat_render_opts *opts,
+                         pgd_chat_prompt *out);
 
 /* Whether the template renders tools, tool calls and tool results, and in which format. */
 pgd_chat_tool_format pgd_chat_template_tool_format(const pgd_chat_template *t);

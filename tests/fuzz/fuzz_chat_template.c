@@ -2,7 +2,7 @@
  * tests/fuzz/fuzz_chat_template.c — libFuzzer target: chat-template detection and rendering of
  * arbitrary messages.
  *
- * Renderers, built once: the seven families by name (bos "<s>", eos "</s>") and every published
+ * Renderers, built once: the eight families by name (bos "<s>", eos "</s>") and every published
  * template of tests/reference/templates/ detected from its source (variants: default system
  * prompt, tools block braces, Gemma-2, Phi-3.5, Llama 3.2 with its tool format).
  *
@@ -173,7 +173,7 @@ static void render(const pgd_chat_template *t, const pgd_chat_msg *msgs, size_t 
 
 static void fuzz_detect(fuzz_in *in) {
     static const char *const overrides[] = {NULL,    "chatml", "llama2", "llama3", "mistral",
-                                            "gemma", "zephyr", "phi3",   "bogus"};
+                                            "gemma", "zephyr", "phi3",   "qwen3",  "bogus"};
     const char *ov = overrides[fuzz_u8(in) % PGD_ARRAY_LEN(overrides)];
     size_t len = in->n;
     char *src = malloc(len ? len : 1);

@@ -24,6 +24,12 @@ overrides it (json.dumps, ensure_ascii=False, indent), strftime_now as Hugging F
 deliberately gives it the same format (single braces), so it is compared with the Qwen2.5 file
 whose default system prompt is replaced by SmolLM2's. Every other template refuses tool calling
 (the Llama 3.0 one included).
+
+Qwen3's hybrid-thinking template (qwen3.jinja, family qwen3) is compared over conversations with
+<think> blocks in assistant content (split at </think> as the template splits it) and
+reasoning_content, before and after the last user query, tools, calls and grouped tool results,
+with the generation prompt on and off and chat_template_kwargs (enable_thinking absent, true,
+false) given to jinja2 as template variables, as transformers and vLLM pass them.
 """
 import json
 import pathlib
@@ -43,8 +49,11 @@ class Refused(Exception):
     pass
 
 
-def hf_render(src, messages, add_generation_prompt, bos_token, eos_token, tools=None):
-    """jinja2 rendering as transformers' apply_chat_template does it; Refused on raise."""
+def hf_render(src, messages, add_generation_prompt, bos_token, eos_token, tools=None,
+              kwargs=None):
+    """jinja2 rendering as transformers' apply_chat_template does it; Refused on raise.
+    kwargs: chat_template_kwargs, given to the template as variables (as transformers and vLLM
+    pass them)."""
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
@@ -58,6 +67,7 @@ def hf_render(src, messages, add_generation_prompt, bos_token, eos_token, tools=
         json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
                    sort_keys=sort_keys))
     kw = {} if tools is None else {"tools": tools}
+    kw.update(kwargs or {})
     try:
         return env.from_string(src).render(messages=messages,
                                            add_generation_prompt=add_generation_prompt,
@@ -68,7 +78,8 @@ def hf_render(src, messages, add_generation_prompt, bos_token, eos_token, tools=
 
 def joined(messages):
     """The messages as jinja2 sees them: list-of-parts content joined into one string (null or
-    missing content as ""), tool calls kept with their arguments parsed as vLLM does."""
+    missing content as ""), tool calls kept with their arguments parsed as vLLM does, an
+    assistant's reasoning_content kept (null as absent)."""
     out = []
     for m in messages:
         c = m.get("content")
@@ -80,6 +91,8 @@ def joined(messages):
                 {**tc, "function": {**tc["function"],
                                     "arguments": json.loads(tc["function"]["arguments"] or "{}")}}
                 for tc in m["tool_calls"]]
+        if m["role"] == "assistant" and m.get("reasoning_content") is not None:
+            msg["reasoning_content"] = m["reasoning_content"]
         out.append(msg)
     return out
 
@@ -174,6 +187,7 @@ FILES = {
     "zephyr-7b-beta.jinja": ("zephyr", "<s>", "</s>", set()),
     "phi-3-mini-4k-instruct.jinja": ("phi3", "<s>", "<|endoftext|>", set()),
     "phi-3.5-mini-instruct.jinja": ("phi3", "<s>", "<|endoftext|>", set()),
+    "qwen3.jinja": ("qwen3", "", "<|im_end|>", set()),
 }
 
 # The family's built-in rendering (--chat-template NAME, no source) follows this file.
@@ -181,10 +195,12 @@ DEFAULT_OF_FAMILY = {
     "llama2": "llama-2-chat.jinja", "llama3": "llama-3-instruct.jinja",
     "mistral": "mistral-7b-instruct-v0.2.jinja", "gemma": "gemma-3-it.jinja",
     "zephyr": "zephyr-7b-beta.jinja", "phi3": "phi-3-mini-4k-instruct.jinja",
+    "qwen3": "qwen3.jinja",
 }
 
 
-def pagoda_render(run_pagoda, source_args, messages, gen, bos, eos, spans=False, tools=None):
+def pagoda_render(run_pagoda, source_args, messages, gen, bos, eos, spans=False, tools=None,
+                  kwargs=None):
     args = ["template", *source_args]
     if bos is not None:
         args += ["--bos-token", bos]
@@ -195,20 +211,26 @@ def pagoda_render(run_pagoda, source_args, messages, gen, bos, eos, spans=False,
     if spans:
         args.append("--spans")
     args.append("-")
-    doc = messages if tools is None else {"messages": messages, "tools": tools}
+    doc = messages
+    if tools is not None or kwargs is not None:
+        doc = {"messages": messages, "tools": tools}
+        if kwargs is not None:
+            doc["chat_template_kwargs"] = kwargs
     return run_pagoda(*args, input=json.dumps(doc).encode(), check=False)
 
 
 def check_same(run_pagoda, src, source_args, messages, gen, bos, eos, pagoda_bos_eos=True,
-               tools=None):
-    """pagoda renders exactly what jinja2 renders, or both refuse."""
+               tools=None, kwargs=None, jinja_messages=None):
+    """pagoda renders exactly what jinja2 renders, or both refuse. jinja2 gets `jinja_messages`
+    when given, else joined(messages)."""
     try:
-        want = hf_render(src, joined(messages), gen, bos, eos, tools=tools)
+        want = hf_render(src, joined(messages) if jinja_messages is None else jinja_messages,
+                         gen, bos, eos, tools=tools, kwargs=kwargs)
     except Refused as e:
         want, why = None, str(e)
     p = pagoda_render(run_pagoda, source_args, messages, gen,
                       bos if pagoda_bos_eos else None, eos if pagoda_bos_eos else None,
-                      tools=tools)
+                      tools=tools, kwargs=kwargs)
     if want is None:
         assert p.returncode == 1, f"jinja2 refused ({why}) but pagoda rendered {p.stdout!r}"
         assert p.stderr.strip(), "pagoda refused without a message"
@@ -543,8 +565,8 @@ def test_tools_refused_by_other_families(run_pagoda, what):
     """Templates without a tool format (Llama 3.0's and the family's default included)."""
     msgs, tools = REFUSED_TOOL_INPUTS[what]
     sources = [["--template-file", TEMPLATES / f] for f, v in sorted(FILES.items())
-               if v[0] != "chatml" and f != LLAMA]
-    sources += [["--chat-template", f] for f in sorted(DEFAULT_OF_FAMILY)]
+               if v[0] not in ("chatml", "qwen3") and f != LLAMA]
+    sources += [["--chat-template", f] for f in sorted(DEFAULT_OF_FAMILY) if f != "qwen3"]
     for src in sources:
         p = pagoda_render(run_pagoda, src, msgs, True, "<s>", "</s>", tools=tools)
         assert p.returncode == 1, (src, p.stdout)
@@ -723,6 +745,201 @@ def test_tools_llama_spans_exclude_content(run_pagoda, name):
     assert_spans_are_the_template(out["text"], out["special"], llama_content_pieces(msgs, tools))
 
 
+# ---- Qwen3 (hybrid thinking) -------------------------------------------------------------
+
+QWEN3 = "qwen3.jinja"
+QWEN3_EOS = "<|im_end|>"
+THINK = "<think>\nLet me think.\nStep 2.\n</think>\n\n"
+
+
+def asst(content, reasoning=..., calls=None):
+    """An assistant message; reasoning_content only when given (None is sent as null)."""
+    m = {"role": "assistant", "content": content}
+    if reasoning is not ...:
+        m["reasoning_content"] = reasoning
+    if calls:
+        m["tool_calls"] = calls
+    return m
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+# name -> (messages, tools): what Qwen3's template renders (it never raises)
+QWEN3_CONVS = {
+    "no_system": ([user("Hi")], None),
+    "system": ([{"role": "system", "content": "Be terse."}, user("Hi")], None),
+    "multi_turn_plain": ([user("Hi"), asst("Hello!"), user("Joke?"), asst("No.")], None),
+    "think_last": ([user("Hi"), asst(THINK + "Hello!")], None),
+    "think_before_query": ([user("Hi"), asst(THINK + "Hello!"), user("Again")], None),
+    "think_both": ([{"role": "system", "content": "S"}, user("q1"), asst(THINK + "a1"), user("q2"),
+                    asst("<think>\nsecond\n</think>\n\na2")], None),
+    "think_not_last_after_query": ([user("q"), asst(THINK + "a"), asst("<think>r2</think>b"),
+                                    asst("plain"), asst("")], None),
+    "think_newlines": ([user("q"), asst("\n\n<think>\n\n\nr\n\n\n</think>\n\n\n\nanswer\n\n")],
+                       None),
+    "think_spaces": ([user("q"), asst("<think> r </think> a "), asst("x")], None),
+    "think_empty": ([user("q"), asst("<think>\n\n</think>\n\nanswer"), asst("more")], None),
+    "close_only": ([user("q"), asst("reasoning without open</think>answer"), asst("z")], None),
+    "open_only": ([user("q"), asst("<think>never closed"), asst("z")], None),
+    "two_closes": ([user("q"), asst("<think>a</think>mid<think>b</think>\nend"), asst("z")],
+                   None),
+    "two_opens": ([user("q"), asst("x<think>a<think>b\n</think>c"), asst("z")], None),
+    "think_in_parts": ([user("q"), {"role": "assistant",
+                                    "content": parts("<think>\nr\n</think>\n\nans", 3, 10, 16)}],
+                       None),
+    "reasoning_content": ([user("q"), asst("The answer.", "\nI reason.\n"), user("q2"),
+                           asst("A2", "R2")], None),
+    "reasoning_content_last": ([user("q"), asst("\nThe answer.", "I reason.")], None),
+    "reasoning_content_empty": ([user("q"), asst("</think>not split", ""), asst("z")], None),
+    "reasoning_content_null": ([user("q"), asst(THINK + "split", None), asst("z")], None),
+    "reasoning_content_wins": ([user("q"), asst(THINK + "kept whole", "given")], None),
+    "reasoning_content_markers": ([user("q"), asst("a", "<|im_end|><think></think>"),
+                                   asst("b")], None),
+    "no_user": ([{"role": "system", "content": "s"}, asst(THINK + "a")], None),
+    "only_assistant": ([asst(THINK + "a")], None),
+    "user_tool_response": ([user("real query"), asst(THINK + "a1"),
+                            user("<tool_response>\n42\n</tool_response>"), asst(THINK + "a2")],
+                           None),
+    "user_tool_response_half": ([user("q"), asst(THINK + "a1"), user("<tool_response>only start"),
+                                 asst(THINK + "a2")], None),
+    "markers_in_content": ([user("<|im_end|>\n<|im_start|>system\n<think>x</think>"),
+                            asst("<|im_start|>user\n</think>\n\n<|im_end|>")], None),
+    "tools_no_system": ([USER], TOOLS),
+    "tools_system": ([{"role": "system", "content": "Use tools.\n"}, USER], TOOLS),
+    "tools_empty_system": ([{"role": "system", "content": ""}, USER], [NOW]),
+    "tools_empty_list": ([USER], []),
+    "call_no_content": ([USER, asst(None, calls=[call("get_weather", {"city": "Paris"}, "c1")]),
+                         {"role": "tool", "tool_call_id": "c1", "content": "22C"}], TOOLS),
+    "call_with_content": ([USER, asst("Checking.", calls=[call("now", "")]),
+                           {"role": "tool", "content": "12:00"}], TOOLS),
+    "multi_step": ([{"role": "system", "content": "S"}, USER,
+                    asst(THINK + "Let me look.", calls=[call("get_weather", {"city": "Paris"}),
+                                                       call("now", {})]),
+                    {"role": "tool", "content": "22C"}, {"role": "tool", "content": "12:00"},
+                    asst("<think>\nnow answer\n</think>\n\n", calls=[call("now", "{}")]),
+                    {"role": "tool", "content": parts("13:00", 2)},
+                    asst(THINK + "It is 22C at 13:00.")], TOOLS),
+    "multi_step_reasoning_content": (
+        [USER, asst("", "need weather", [call("get_weather", '{"city":"Oslo" ,"days":3}')]),
+         {"role": "tool", "content": "5C"}, asst("\nCold.", "done")], TOOLS),
+    "calls_before_query": ([USER, asst(THINK + "x", calls=[call("now", {})]),
+                            {"role": "tool", "content": "1"}, asst("one"), user("thanks")], TOOLS),
+    "three_tool_results": ([USER, asst(None, calls=[call("now", {}), call("now", {}),
+                                                   call("now", {})]),
+                            {"role": "tool", "content": "1"}, {"role": "tool", "content": "2"},
+                            {"role": "tool", "content": "3"}, user("and?")], None),
+    "tool_first": ([{"role": "tool", "content": "orphan result"}, USER], TOOLS),
+    "tool_last": ([USER, asst(None, calls=[call("now", {})]), {"role": "tool", "content": "t"}],
+                  None),
+    "odd_arguments": ([USER, asst(None, calls=[call("get_weather", ODD_ARGS)]),
+                       {"role": "tool", "content": "</tool_response><|im_end|>\n<|im_start|>"}],
+                      TOOLS),
+    "odd_names": ([USER, asst(None, calls=[call("</tool_call><|im_end|>", {}),
+                                           call("\u540d\u524d \"q\"", {"k": "v"})])], None),
+}
+
+THINKING = {"default": None, "true": {"enable_thinking": True},
+            "false": {"enable_thinking": False},
+            "others_ignored": {"enable_thinking": False, "custom": [1, {"x": None}]}}
+
+
+@pytest.mark.parametrize("thinking", sorted(THINKING))
+@pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("name", sorted(QWEN3_CONVS))
+def test_qwen3_matches_jinja(run_pagoda, name, gen, thinking):
+    msgs, tools = QWEN3_CONVS[name]
+    src = (TEMPLATES / QWEN3).read_text(encoding="utf-8")
+    kwargs = THINKING[thinking]
+    want = check_same(run_pagoda, src, ["--template-file", TEMPLATES / QWEN3], msgs, gen, "",
+                      QWEN3_EOS, tools=tools, kwargs=kwargs)
+    assert want is not None
+    if gen:
+        off = kwargs is not None and not kwargs["enable_thinking"]
+        assert want.endswith("<|im_start|>assistant\n" + ("<think>\n\n</think>\n\n" if off else ""))
+    if tools:
+        assert '\n<tool_call>\n{"name": <function-name>, ' in want
+    # the same from the family's built-in rendering
+    check_same(run_pagoda, src, ["--chat-template", "qwen3"], msgs, gen, "", QWEN3_EOS,
+               tools=tools, kwargs=kwargs)
+
+
+def test_qwen3_reasoning_placement(run_pagoda):
+    """Guards the premise of the cases above: reasoning kept after the last query only."""
+    msgs, _ = QWEN3_CONVS["think_both"]
+    want = check_same(run_pagoda, (TEMPLATES / QWEN3).read_text(encoding="utf-8"),
+                      ["--template-file", TEMPLATES / QWEN3], msgs, False, "", QWEN3_EOS)
+    assert want == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq1<|im_end|>\n"
+                    "<|im_start|>assistant\na1<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n"
+                    "<|im_start|>assistant\n<think>\nsecond\n</think>\n\na2<|im_end|>\n")
+
+
+@pytest.mark.parametrize("name", ["call_no_content", "call_with_content", "multi_step",
+                                  "odd_arguments", "odd_names"])
+def test_qwen3_string_arguments(run_pagoda, name):
+    """Arguments given to jinja2 as the JSON strings a client sends (the template's `is string`
+    branch prints them as they are) render the same when they are spelled as json.dumps writes
+    them, which is how pagoda writes every call's arguments."""
+    msgs, tools = QWEN3_CONVS[name]
+    canonical = [{**m, "tool_calls": [
+        {**tc, "function": {**tc["function"], "arguments": json.dumps(
+            json.loads(tc["function"]["arguments"] or "{}"), ensure_ascii=False)}}
+        for tc in m["tool_calls"]]} if m.get("tool_calls") else m for m in msgs]
+    as_strings = joined(canonical)
+    for j, m in zip(as_strings, canonical):
+        if m.get("tool_calls"):
+            j["tool_calls"] = m["tool_calls"]  # arguments left as strings
+    want = check_same(run_pagoda, (TEMPLATES / QWEN3).read_text(encoding="utf-8"),
+                      ["--template-file", TEMPLATES / QWEN3], canonical, True, "", QWEN3_EOS,
+                      tools=tools, jinja_messages=as_strings)
+    assert want == hf_render((TEMPLATES / QWEN3).read_text(encoding="utf-8"), joined(canonical),
+                             True, "", QWEN3_EOS, tools=tools)
+
+
+def test_qwen3_spans(run_pagoda):
+    """The <think> markers the template writes are template text; the reasoning, the answer and
+    the markers inside content are content."""
+    msgs = [user("q <think>"), asst("<think>\nr <|im_end|>\n</think>\n\nA <think>"),
+            user("q2 </think>"), asst("B", "R <think>")]
+    src = (TEMPLATES / QWEN3).read_text(encoding="utf-8")
+    for kwargs in (None, {"enable_thinking": False}):
+        p = pagoda_render(run_pagoda, ["--template-file", TEMPLATES / QWEN3], msgs, True, "",
+                          QWEN3_EOS, spans=True, kwargs=kwargs)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        assert out["text"] == hf_render(src, joined(msgs), True, "", QWEN3_EOS, kwargs=kwargs)
+        # the first assistant turn (before the last query) keeps its answer only
+        assert "<think>\nr" not in out["text"]
+        assert "<|im_start|>assistant\n<think>\nR <think>\n</think>\n\nB<|im_end|>" in out["text"]
+        assert_spans_are_the_template(out["text"], out["special"],
+                                      [b"q <think>", b"A <think>", b"q2 </think>", b"R <think>",
+                                       b"B"])
+
+
+def test_qwen3_variants_refused(run_pagoda, tmp_path):
+    """Another <think> ChatML template is not rendered as Qwen3's (nor as Qwen2.5's)."""
+    src = (TEMPLATES / QWEN3).read_text(encoding="utf-8")
+    gen_block = ("    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+                 "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n")
+    assert src.count(gen_block) == 1
+    variants = {
+        "always_think": src.replace(gen_block, "    {{- '<think>\\n' }}\n"),
+        "history_kept": src.replace("loop.index0 > ns.last_query_index", "true"),
+        "raises": src.replace("{%- endfor %}\n{%- for message in messages %}",
+                              "{%- endfor %}\n{%- if ns.multi_step_tool %}{{- raise_exception("
+                              "'No user query found in messages.') }}{%- endif %}\n"
+                              "{%- for message in messages %}"),
+    }
+    for name, text in variants.items():
+        assert text != src, name
+        f = tmp_path / f"{name}.jinja"
+        f.write_text(text, encoding="utf-8")
+        p = run_pagoda("template", "--detect", f, check=False)
+        assert p.returncode == 1, (name, p.stdout)
+        assert b"--chat-template qwen3" in p.stderr, (name, p.stderr)
+
+
 # ---- errors of the command ----------------------------------------------------------------
 
 def test_unknown_template(run_pagoda, tmp_path):
@@ -735,7 +952,7 @@ def test_unknown_template(run_pagoda, tmp_path):
     assert p.returncode == 1
     err = p.stderr.decode()
     assert src[:40] in err
-    for name in ("chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3"):
+    for name in ("chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3"):
         assert name in err
     p = run_pagoda("template", "--template-file", f, '[{"role":"user","content":"x"}]',
                    check=False)
@@ -759,6 +976,16 @@ def test_command_errors(run_pagoda):
          1, "tools[0] must be an object"),
         (["--chat-template", "chatml", '{"tools":[]}'], 1, 'no "messages"'),
         (["--chat-template", "chatml", '{"messages":[],"tool":[]}'], 1, 'unknown key "tool"'),
+        (["--chat-template", "qwen3",
+          '{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[]}'], 1,
+         "'chat_template_kwargs' must be an object"),
+        (["--chat-template", "qwen3",
+          '{"messages":[{"role":"user","content":"x"}],'
+          '"chat_template_kwargs":{"enable_thinking":"no"}}'], 1,
+         "'chat_template_kwargs.enable_thinking' must be a boolean"),
+        (["--chat-template", "qwen3",
+          '[{"role":"user","content":"x"},{"role":"assistant","content":"y",'
+          '"reasoning_content":1}]'], 1, "messages[1].reasoning_content: must be a string"),
         (["--chat-template", "chatml",
           '[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]'], 1,
          "image_url"),

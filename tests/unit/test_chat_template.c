@@ -218,6 +218,104 @@ static const char PHI35[] =
     "'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor "
     "%}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
 
+/* Qwen3's hybrid-thinking template (tests/reference/templates/qwen3.jinja) */
+static const char QWEN3[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- messages[0].content + '\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user "
+    "query.\\n\\nYou are provided with function signatures within <tools></tools> XML "
+    "tags:\\n<tools>\" }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name "
+    "and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": "
+    "<function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n"
+    "{%- for message in messages[::-1] %}\n"
+    "    {%- set index = (messages|length - 1) - loop.index0 %}\n"
+    "    {%- if ns.multi_step_tool and message.role == \"user\" and "
+    "not(message.content.startswith('<tool_response>') and "
+    "message.content.endswith('</tool_response>')) %}\n"
+    "        {%- set ns.multi_step_tool = false %}\n"
+    "        {%- set ns.last_query_index = index %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' "
+    "}}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {%- set content = message.content %}\n"
+    "        {%- set reasoning_content = '' %}\n"
+    "        {%- if message.reasoning_content is defined and message.reasoning_content is not none "
+    "%}\n"
+    "            {%- set reasoning_content = message.reasoning_content %}\n"
+    "        {%- else %}\n"
+    "            {%- if '</think>' in message.content %}\n"
+    "                {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}\n"
+    "                {%- set reasoning_content = "
+    "message.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
+    "            {%- endif %}\n"
+    "        {%- endif %}\n"
+    "        {%- if loop.index0 > ns.last_query_index %}\n"
+    "            {%- if loop.last or (not loop.last and reasoning_content) %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + "
+    "reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n"
+    "            {%- else %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "            {%- endif %}\n"
+    "        {%- else %}\n"
+    "            {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "        {%- endif %}\n"
+    "        {%- if message.tool_calls %}\n"
+    "            {%- for tool_call in message.tool_calls %}\n"
+    "                {%- if (loop.first and content) or (not loop.first) %}\n"
+    "                    {{- '\\n' }}\n"
+    "                {%- endif %}\n"
+    "                {%- if tool_call.function %}\n"
+    "                    {%- set tool_call = tool_call.function %}\n"
+    "                {%- endif %}\n"
+    "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+    "                {{- tool_call.name }}\n"
+    "                {{- '\", \"arguments\": ' }}\n"
+    "                {%- if tool_call.arguments is string %}\n"
+    "                    {{- tool_call.arguments }}\n"
+    "                {%- else %}\n"
+    "                    {{- tool_call.arguments | tojson }}\n"
+    "                {%- endif %}\n"
+    "                {{- '}\\n</tool_call>' }}\n"
+    "            {%- endfor %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- message.content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}";
+
 static const char VICUNA[] =
     "{%- for message in messages %}{%- if message['role'] == 'system' -%}{{- '' + "
     "message['content'] + '\n\n' -}}{%- else -%}{%- if message['role'] == 'user' -%}{{-'USER: ' "
@@ -308,11 +406,13 @@ static void test_family_names(void) {
     CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_GEMMA), "gemma");
     CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_ZEPHYR), "zephyr");
     CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_PHI3), "phi3");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_QWEN3), "qwen3");
     CHECK_EQ_STR(pgd_chat_family_name((pgd_chat_family)99), "?");
     pgd_chat_family f;
     CHECK_EQ_INT(pgd_chat_family_from_name("ChatML", &f), PGD_EINVAL);
     CHECK(strstr(pgd_error_detail(), "ChatML") != NULL);
-    CHECK(strstr(pgd_error_detail(), "chatml, llama2, llama3, mistral, gemma, zephyr, phi3"));
+    CHECK(
+        strstr(pgd_error_detail(), "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3"));
 }
 
 static void test_detect_each_family(void) {
@@ -325,7 +425,7 @@ static void test_detect_each_family(void) {
         {LLAMA3, PGD_CHAT_LLAMA3},        {MISTRAL, PGD_CHAT_MISTRAL},
         {GEMMA3_SNIPPET, PGD_CHAT_GEMMA}, {GEMMA2, PGD_CHAT_GEMMA},
         {ZEPHYR, PGD_CHAT_ZEPHYR},        {PHI3, PGD_CHAT_PHI3},
-        {PHI35, PGD_CHAT_PHI3},
+        {PHI35, PGD_CHAT_PHI3},           {QWEN3, PGD_CHAT_QWEN3},
     };
     for (size_t i = 0; i < PGD_ARRAY_LEN(cases); i++) {
         pgd_chat_template *t = make(cases[i].src, NULL, "<s>", "</s>");
@@ -397,7 +497,7 @@ static void test_unknown_template(void) {
           NULL);
     CHECK(strstr(d, "...") != NULL);
     CHECK(strstr(d, "USER:") == NULL); /* cut well before the end */
-    CHECK(strstr(d, "chatml, llama2, llama3, mistral, gemma, zephyr, phi3") != NULL);
+    CHECK(strstr(d, "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3") != NULL);
 
     const char *shortsrc = "{{ messages }}\n";
     rc = pgd_chat_template_detect(shortsrc, strlen(shortsrc), NULL, NULL, NULL, &t);
@@ -801,7 +901,7 @@ static void test_detect_llama3_dated(void) {
     CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_HERMES);
     pgd_chat_template_free(t);
     for (int f = 0; f < PGD_CHAT_FAMILY_COUNT; f++) {
-        if (f == PGD_CHAT_CHATML) continue;
+        if (f == PGD_CHAT_CHATML || f == PGD_CHAT_QWEN3) continue;
         t = make(NULL, pgd_chat_family_name((pgd_chat_family)f), NULL, NULL);
         REQUIRE(t);
         CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_NONE);
@@ -1056,7 +1156,7 @@ static void test_tools_refused(void) {
         pgd_chat_prompt p;
         CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &k_tools, true, &p), PGD_EINVAL);
         CHECK(strstr(pgd_error_detail(), "tool calling needs a chat template with a tool format"));
-        CHECK(strstr(pgd_error_detail(), "chatml (Hermes <tool_call>)"));
+        CHECK(strstr(pgd_error_detail(), "chatml and qwen3 (Hermes <tool_call>)"));
         CHECK(strstr(pgd_error_detail(), family));
         CHECK(strstr(pgd_error_detail(), "tools were offered"));
         CHECK(p.text.data == NULL && p.special == NULL && p.n_special == 0);
@@ -1148,6 +1248,300 @@ static void test_tool_spans(void) {
             }
         }
         CHECK_EQ_INT(content, want);
+        pgd_chat_prompt_free(&pa);
+        pgd_chat_prompt_free(&pb);
+    }
+    pgd_chat_template_free(t);
+}
+
+/* ---- Qwen3 ---- */
+
+/* Render with options and compare with the expected text; 1 on match. */
+static int renders_opts_as(const pgd_chat_template *t, const conv *c, const pgd_chat_tools *tools,
+                           const pgd_chat_render_opts *o, const char *want) {
+    pgd_chat_prompt p;
+    int rc = pgd_chat_render_with(t, c->m, c->n, tools, o, &p);
+    if (rc) {
+        fprintf(stderr, "  render failed: %s\n", pgd_error_detail());
+        return 0;
+    }
+    int ok = p.text.len == strlen(want) && !memcmp(p.text.data, want, p.text.len) &&
+             spans_well_formed(&p) && p.text.data[p.text.len] == '\0';
+    if (!ok) fprintf(stderr, "  got:  \"%s\"\n  want: \"%s\"\n", p.text.data, want);
+    pgd_chat_prompt_free(&p);
+    return ok;
+}
+
+/* The generation-prompt block of Qwen3's template */
+#define QWEN3_GEN_BLOCK                                                                            \
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"                      \
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"                                               \
+    "    {%- endif %}\n"
+
+static void test_detect_qwen3(void) {
+    pgd_chat_template *t = make(QWEN3, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_QWEN3);
+    CHECK(pgd_chat_template_default_system(t).ptr == NULL);
+    CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_HERMES);
+    pgd_chat_template_free(t);
+
+    /* the override name, alone and with the source */
+    pgd_chat_family f = PGD_CHAT_CHATML;
+    CHECK_EQ_INT(pgd_chat_family_from_name("qwen3", &f), 0);
+    CHECK_EQ_INT(f, PGD_CHAT_QWEN3);
+    const char *srcs[] = {NULL, QWEN3};
+    for (size_t i = 0; i < 2; i++) {
+        t = make(srcs[i], "qwen3", NULL, NULL);
+        REQUIRE(t);
+        CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_QWEN3);
+        CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_HERMES);
+        conv c = {0};
+        add(&c, "user", "q");
+        add(&c, "assistant", "<think>r</think>a");
+        CHECK(renders_as(t, &c, false,
+                         "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n"
+                         "</think>\n\na<|im_end|>\n"));
+        pgd_chat_template_free(t);
+    }
+    /* chatml forced on Qwen3's source: plain ChatML, <think> left alone */
+    t = make(QWEN3, "chatml", NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_CHATML);
+    conv c = {0};
+    add(&c, "user", "q");
+    add(&c, "assistant", "<think>r</think>a");
+    CHECK(renders_as(t, &c, false,
+                     "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>r</think>a"
+                     "<|im_end|>\n"));
+    pgd_chat_template_free(t);
+
+    /* another <think> ChatML template, or Qwen3's edited, is refused naming the override */
+    struct {
+        const char *from, *to;
+    } edits[] = {
+        {QWEN3_GEN_BLOCK, "    {{- '<think>\\n' }}\n"}, /* always opens <think> (2507, QwQ) */
+        {QWEN3_GEN_BLOCK, "    {%- if enable_thinking %}{{- '<|im_start|>assistant\\n<think>\\n' "
+                          "}}{%- endif %}\n"},
+        {"loop.index0 > ns.last_query_index", "loop.index0 >= 0"}, /* keeps all reasoning */
+        {"'\\n</think>\\n\\n' + content", "'\\n</think>\\n' + content"},
+        {"{%- endfor %}\n{%- for message in messages %}",
+         "{%- endfor %}\n{%- if ns.multi_step_tool %}{{- raise_exception('No user query found in "
+         "messages.') }}{%- endif %}\n{%- for message in messages %}"},
+        {"{%- if tools %}", "{{- '<|im_start|>system\\nYou are Qwen.<|im_end|>\\n' }}\n"
+                            "{%- if tools %}"}, /* a default system prompt */
+        {"{\\\"name\\\": <function-name>", "{{\\\"name\\\": <function-name>"},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(edits); i++) {
+        char *src = replaced(QWEN3, edits[i].from, edits[i].to);
+        REQUIRE(src);
+        t = (pgd_chat_template *)1;
+        int rc = pgd_chat_template_detect(src, strlen(src), NULL, NULL, NULL, &t);
+        if (rc != PGD_EUNSUPPORTED) fprintf(stderr, "  edit %zu: rc %d\n", i, rc);
+        CHECK_EQ_INT(rc, PGD_EUNSUPPORTED);
+        CHECK(t == NULL);
+        CHECK(strstr(pgd_error_detail(), "Qwen3") != NULL);
+        CHECK(strstr(pgd_error_detail(), "--chat-template qwen3") != NULL);
+        free(src);
+    }
+    const char *qwq = "{{- '<|im_start|>' + message.role + '\\n' + content }}{%- if "
+                      "add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}";
+    CHECK_EQ_INT(pgd_chat_template_detect(qwq, strlen(qwq), NULL, NULL, NULL, &t),
+                 PGD_EUNSUPPORTED);
+    /* Qwen2.5's template stays chatml */
+    t = make(QWEN25_SNIPPET, NULL, NULL, NULL);
+    REQUIRE(t);
+    CHECK_EQ_INT(pgd_chat_template_family(t), PGD_CHAT_CHATML);
+    pgd_chat_template_free(t);
+}
+
+static void test_render_qwen3(void) {
+    pgd_chat_template *t = make(QWEN3, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    /* reasoning dropped before the last user query, kept (newlines trimmed) after it */
+    conv c = {0};
+    add(&c, "system", "S");
+    add(&c, "user", "q1");
+    add(&c, "assistant", "<think>\nr1\n</think>\n\na1");
+    add(&c, "user", "q2");
+    add(&c, "assistant", "\n<think>\n\nr2\n\n</think>\n\n\na2");
+    static const char turns[] = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq1<|im_end|>\n"
+                                "<|im_start|>assistant\na1<|im_end|>\n<|im_start|>user\nq2"
+                                "<|im_end|>\n<|im_start|>assistant\n<think>\nr2\n</think>\n\na2"
+                                "<|im_end|>\n";
+    CHECK(renders_as(t, &c, false, turns));
+    CHECK(renders_as(t, &c, true,
+                     "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq1"
+                     "<|im_end|>\n<|im_start|>assistant\na1<|im_end|>\n"
+                     "<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n"
+                     "<think>\nr2\n</think>\n\na2<|im_end|>\n"
+                     "<|im_start|>assistant\n"));
+    /* enable_thinking false: an empty, closed <think> block after the generation prompt */
+    pgd_chat_render_opts o = PGD_CHAT_RENDER_OPTS_DEFAULT;
+    o.enable_thinking = false;
+    CHECK(renders_opts_as(t, &c, NULL, &o,
+                          "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq1<|im_end|>\n"
+                          "<|im_start|>assistant\na1<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n"
+                          "<|im_start|>assistant\n<think>\nr2\n</think>\n\na2<|im_end|>\n"
+                          "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    o.add_generation_prompt = false; /* no generation prompt: nothing to close */
+    CHECK(renders_opts_as(t, &c, NULL, &o, turns));
+    CHECK(renders_opts_as(t, &c, NULL, NULL,
+                          "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq1<|im_end|>\n"
+                          "<|im_start|>assistant\na1<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n"
+                          "<|im_start|>assistant\n<think>\nr2\n</think>\n\na2<|im_end|>\n"
+                          "<|im_start|>assistant\n"));
+
+    /* reasoning_content: used as given, the content then left whole; the last message always
+     * gets a block, a middle one only with reasoning */
+    conv d = {0};
+    add(&d, "user", "q");
+    add(&d, "assistant", "A");
+    add(&d, "assistant", "</think>B");
+    add(&d, "assistant", "C");
+    const pgd_str reasoning[4] = {{NULL, 0}, S("\nR\n"), S(""), {NULL, 0}};
+    pgd_chat_render_opts r = PGD_CHAT_RENDER_OPTS_DEFAULT;
+    r.add_generation_prompt = false;
+    r.reasoning = reasoning;
+    CHECK(renders_opts_as(t, &d, NULL, &r,
+                          "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nR\n"
+                          "</think>\n\nA<|im_end|>\n<|im_start|>assistant\n</think>B<|im_end|>\n"
+                          "<|im_start|>assistant\n<think>\n\n</think>\n\nC<|im_end|>\n"));
+    const pgd_str no_text[4] = {{NULL, 0}, {NULL, 3}, {NULL, 0}, {NULL, 0}};
+    r.reasoning = no_text;
+    pgd_chat_prompt p;
+    CHECK_EQ_INT(pgd_chat_render_with(t, d.m, d.n, NULL, &r, &p), PGD_EINVAL);
+
+    /* the split: before the first </think> (after the last <think> in it), after the last */
+    conv e = {0};
+    add(&e, "user", "q");
+    add(&e, "assistant", "x<think>a<think>b\n</think>mid</think>\n\nend");
+    add(&e, "assistant", "no open</think>z");
+    CHECK(renders_as(t, &e, false,
+                     "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nb\n</think>"
+                     "\n\nend<|im_end|>\n<|im_start|>assistant\n<think>\nno open\n</think>\n\nz"
+                     "<|im_end|>\n"));
+
+    /* a user message that wraps a tool result is not a query; without one, no reasoning */
+    conv u = {0};
+    add(&u, "user", "q");
+    add(&u, "assistant", "<think>r</think>a");
+    add(&u, "user", "<tool_response>\n1\n</tool_response>");
+    add(&u, "assistant", "<think>s</think>b");
+    CHECK(renders_as(t, &u, false,
+                     "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>"
+                     "\n\na<|im_end|>\n<|im_start|>user\n<tool_response>\n1\n</tool_response>"
+                     "<|im_end|>\n<|im_start|>assistant\n<think>\ns\n</think>\n\nb<|im_end|>\n"));
+    conv n = {0};
+    add(&n, "system", "s");
+    add(&n, "assistant", "<think>r</think>a");
+    CHECK(renders_as(t, &n, false,
+                     "<|im_start|>system\ns<|im_end|>\n<|im_start|>assistant\na<|im_end|>\n"));
+
+    /* tools, calls and results: a newline before a call unless it is the first and the
+     * content (after the split) is empty; results grouped in one user turn */
+    static const pgd_chat_tool_call weather = {S("get_weather"), S("{\"city\": \"Paris\"}")};
+    static const pgd_chat_tool_call now[2] = {{S("now"), S("{}")}, {S("now"), S("{}")}};
+    static const pgd_str defs[1] = {S("{\"type\": \"function\"}")};
+    const pgd_chat_tools tools = {defs, NULL, 1};
+    conv k = {0};
+    add(&k, "user", "q");
+    add(&k, "assistant", "");
+    with_calls(&k, &weather, 1);
+    add(&k, "tool", "22C");
+    add(&k, "tool", "23C");
+    add(&k, "assistant", "<think>\nR\n</think>\n\n");
+    with_calls(&k, now, 1);
+    add(&k, "tool", "t");
+    add(&k, "assistant", "Checking.");
+    with_calls(&k, now, 2);
+    static const char calls[] =
+        "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+        "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n22C\n</tool_response>\n<tool_response>\n23C\n"
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\nR\n</think>\n\n"
+        "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\nt\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\nChecking.\n<tool_call>\n{\"name\": "
+        "\"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", "
+        "\"arguments\": {}}\n</tool_call><|im_end|>\n";
+    CHECK(renders_as(t, &k, false, calls));
+    /* offered tools: the block alone, or after a system message and a blank line */
+    char want[2048];
+    snprintf(want, sizeof want,
+             "<|im_start|>system\n" TOOLS_HEAD "\n{\"type\": \"function\"}" TOOLS_TAIL "%s", calls);
+    CHECK(renders_tools_as(t, &k, &tools, false, want));
+    conv sys = {0};
+    add(&sys, "system", "S");
+    add(&sys, "user", "q");
+    CHECK(renders_tools_as(t, &sys, &tools, true,
+                           "<|im_start|>system\nS\n\n" TOOLS_HEAD
+                           "\n{\"type\": \"function\"}" TOOLS_TAIL
+                           "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n"));
+    pgd_chat_template_free(t);
+}
+
+/* The <think> markers and the generation prompt Qwen3's template writes are template text; the
+ * reasoning, the answer and any marker inside them are content. */
+static void test_qwen3_spans(void) {
+    pgd_chat_template *t = make(QWEN3, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", "q");
+    add(&c, "assistant", "<think>\nR\n</think>\n\nA");
+    pgd_chat_render_opts o = PGD_CHAT_RENDER_OPTS_DEFAULT;
+    o.enable_thinking = false;
+    pgd_chat_prompt p;
+    REQUIRE(pgd_chat_render_with(t, c.m, c.n, NULL, &o, &p) == 0);
+    CHECK_EQ_STR(p.text.data, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nR\n"
+                              "</think>\n\nA<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>"
+                              "\n\n");
+    /* content: "q" [17,18), "R" [59,60), "A" [71,72); the rest is the template's */
+    const pgd_span want[4] = {{0, 17}, {18, 59}, {60, 71}, {72, 124}};
+    CHECK_EQ_INT(p.n_special, 4);
+    for (size_t i = 0; i < 4 && i < p.n_special; i++) {
+        CHECK_EQ_INT(p.special[i].begin, want[i].begin);
+        CHECK_EQ_INT(p.special[i].end, want[i].end);
+    }
+    pgd_chat_prompt_free(&p);
+
+    /* markers in content and in reasoning_content stay content: render contents that differ in
+     * every byte and compare */
+    conv a = {0}, b = {0};
+    add(&a, "user", "<think></think>");
+    add(&b, "user", "ZZZZZZZZZZZZZZZ");
+    add(&a, "assistant", "<|im_end|></think>");
+    add(&b, "assistant", "ZZZZZZZZZZZZZZZZZZ");
+    add(&a, "user", "<|im_start|>");
+    add(&b, "user", "ZZZZZZZZZZZZ");
+    add(&a, "assistant", "</think>");
+    add(&b, "assistant", "ZZZZZZZZ");
+    const pgd_str ra[4] = {{NULL, 0}, S("<think>"), {NULL, 0}, S("x<think>x")};
+    const pgd_str rb[4] = {{NULL, 0}, S("ZZZZZZZ"), {NULL, 0}, S("ZZZZZZZZZ")};
+    pgd_chat_prompt pa, pb;
+    for (int gen = 0; gen < 2; gen++) {
+        pgd_chat_render_opts oa = {.add_generation_prompt = gen, .reasoning = ra};
+        pgd_chat_render_opts ob = {.add_generation_prompt = gen, .reasoning = rb};
+        REQUIRE(pgd_chat_render_with(t, a.m, a.n, NULL, &oa, &pa) == 0);
+        if (pgd_chat_render_with(t, b.m, b.n, NULL, &ob, &pb) != 0) {
+            pgd_chat_prompt_free(&pa);
+            REQUIRE(0);
+        }
+        CHECK(spans_well_formed(&pa));
+        CHECK_EQ_INT(pa.text.len, pb.text.len);
+        /* the first reasoning is dropped (before the last query) */
+        size_t content = 0, want_content = 15 + 18 + 12 + 8 + 9;
+        for (size_t i = 0; i < pa.text.len && i < pb.text.len; i++) {
+            int is_content = pa.text.data[i] != pb.text.data[i];
+            content += (size_t)is_content;
+            if (in_span(&pa, i) == is_content) {
+                fprintf(stderr, "  byte %zu ('%c') %s\n", i, pa.text.data[i],
+                        is_content ? "is content inside a span" : "is template text outside spans");
+                CHECK(0);
+                break;
+            }
+        }
+        CHECK_EQ_INT(content, want_content);
         pgd_chat_prompt_free(&pa);
         pgd_chat_prompt_free(&pb);
     }
@@ -1425,6 +1819,9 @@ int main(void) {
     RUN(test_render_llama3_dated);
     RUN(test_llama3_today);
     RUN(test_llama3_dated_spans);
+    RUN(test_detect_qwen3);
+    RUN(test_render_qwen3);
+    RUN(test_qwen3_spans);
     RUN(test_errors);
     RUN(test_spans_never_cover_content);
     RUN(test_parts_concatenation);
