@@ -276,7 +276,9 @@ int pgd_api_chat_completion(const pgd_api_meta *m, const pgd_api_choice *choices
         msg = json_object();
         TRY(pgd__api_set(ch, "message", msg));
         TRY(pgd__api_set(msg, "role", json_string("assistant")));
-        TRY(pgd__api_set(msg, "content", c->n_calls && !c->text.len ? json_null() : jstr(c->text)));
+        bool none = (c->n_calls || c->has_reasoning) && !c->text.len;
+        TRY(pgd__api_set(msg, "content", none ? json_null() : jstr(c->text)));
+        if (c->has_reasoning) TRY(pgd__api_set(msg, "reasoning_content", jstr(c->reasoning)));
         if (c->n_calls)
             TRY(pgd__api_set(msg, "tool_calls", tool_calls(c->calls, c->n_calls, 0, false)));
         TRY(pgd__api_set(ch, "logprobs", choice_logprobs(c, true)));
@@ -334,10 +336,11 @@ int pgd_api_chat_chunk_first(const pgd_api_meta *m, uint32_t index, bool include
     return chat_chunk(m, index, d, json_null(), PGD_FINISH_NONE, include_usage, out);
 }
 
-int pgd_api_chat_chunk_content(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
-                               pgd_buf *out) {
+/* A chunk whose delta is {key: text}, with c's logprobs and finish. */
+static int text_chunk(const pgd_api_meta *m, const pgd_api_choice *c, const char *key, pgd_str text,
+                      bool include_usage, pgd_buf *out) {
     json_t *d = json_object();
-    if (!d || pgd__api_set(d, "content", jstr(c->text))) {
+    if (!d || pgd__api_set(d, key, jstr(text))) {
         json_decref(d);
         return PGD_ENOMEM;
     }
@@ -347,6 +350,16 @@ int pgd_api_chat_chunk_content(const pgd_api_meta *m, const pgd_api_choice *c, b
         return PGD_ENOMEM;
     }
     return chat_chunk(m, c->index, d, lp, c->finish, include_usage, out);
+}
+
+int pgd_api_chat_chunk_content(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
+                               pgd_buf *out) {
+    return text_chunk(m, c, "content", c->text, include_usage, out);
+}
+
+int pgd_api_chat_chunk_reasoning(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
+                                 pgd_buf *out) {
+    return text_chunk(m, c, "reasoning_content", c->reasoning, include_usage, out);
 }
 
 int pgd_api_chat_chunk_finish(const pgd_api_meta *m, uint32_t index, pgd_finish f,

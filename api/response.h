@@ -121,6 +121,9 @@ typedef struct pgd_api_choice {
     size_t n_prompt_lp;
     const pgd_api_tool_call *calls; /* [n_calls] chat: the message's tool_calls (api/tools.h) */
     size_t n_calls;
+    bool has_reasoning; /* chat: the model reasoned (api/reasoning.h): the message's
+                           reasoning_content is `reasoning`, and an empty content is null */
+    pgd_str reasoning;
 } pgd_api_choice;
 
 /* ---- chat ----------------------------------------------------------------------------------- */
@@ -137,6 +140,9 @@ int pgd_api_chat_chunk_first(const pgd_api_meta *m, uint32_t index, bool include
                              pgd_buf *out);
 int pgd_api_chat_chunk_content(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
                                pgd_buf *out);
+/* A chunk of reasoning: delta {reasoning_content: c->reasoning}, logprobs as content chunks. */
+int pgd_api_chat_chunk_reasoning(const pgd_api_meta *m, const pgd_api_choice *c, bool include_usage,
+                                 pgd_buf *out);
 int pgd_api_chat_chunk_finish(const pgd_api_meta *m, uint32_t index, pgd_finish finish,
                               bool include_usage, pgd_buf *out);
 /* A chunk of tool calls: delta {tool_calls: [{index: first + k, id, type: "function",

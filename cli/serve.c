@@ -40,6 +40,10 @@ static const pgd_opt k_server_opts[] = {
     {"pooling", PGD_OPT_STR, O(pooling),
      "how /v1/embeddings pool a prompt's final hidden states: last (token), mean, or auto (the "
      "model's pooling_type when it has one, else last; the default)"},
+    {"reasoning-parser", PGD_OPT_STR, O(reasoning_parser),
+     "chat answers' <think>...</think> into message.reasoning_content: think, none, or auto (on "
+     "when the model's vocabulary has <think> and </think> tokens, as Qwen3's and DeepSeek-R1's "
+     "do; the default)"},
     {"max-connections", PGD_OPT_U64, O(max_connections), "concurrent connections (1024)"},
     {"idle-timeout", PGD_OPT_U64, O(idle_timeout_s), "seconds an idle connection is kept (30)"},
     {"request-timeout", PGD_OPT_U64, O(request_timeout_s),

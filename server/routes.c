@@ -5,14 +5,11 @@
  *        -> tokenize on the threadpool, submit to the engine, answer from engine events (one
  *        JSON body, or an SSE stream; api/responses.h builds a Responses answer from the same
  *        events; embeddings.c an embeddings answer from the vectors their FINISH events carry)
- *   GET /, and the route table; the other endpoints (models, health, metrics, tokenize,
- *   detokenize, admin) are in endpoints.c
+ *   (pgd_srv_start_completion, which router.c calls once the request is routed and allowed;
+ *   the other endpoints — models, health, metrics, tokenize, detokenize, admin — are in
+ *   endpoints.c)
  *
- * With --allowed-origins, answers to an allowed origin say so (pgd_srv_head, as the head
- * arrives) and a browser's preflight is answered before anything else (cors_preflight;
- * server/cors.h). Every request is identified first (server/access.h: its key, before the
- * route table, so a caller without a valid key learns nothing about routes), then routed, then
- * checked against what its caller may use. A completion request of a tenant then meets the
+ * A completion request of a tenant meets the
  * tenant's quotas: max_tokens when parsed; concurrency and requests per minute before
  * tokenization; max_context and tokens per minute after it. It carries its tenant, weight,
  * priority and prefix-cache salt into the scheduler, and gives its quota back (rctx_free)
@@ -34,6 +31,7 @@
 #include <time.h>
 
 #include "api/error.h"
+#include "api/reasoning.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "api/responses.h"
@@ -41,9 +39,6 @@
 #include "common/error.h"
 #include "server/access.h"
 #include "server/server.h"
-
-extern const unsigned char pgd_web_index_html[];
-extern const unsigned long pgd_web_index_html_len;
 
 /* One choice's accumulated output (non-streamed answers; logprobs for both). */
 typedef struct choice_out {
@@ -55,10 +50,13 @@ typedef struct choice_out {
     pgd_buf lp_bytes;   /* token texts, referenced by offset until the answer is built */
     int64_t text_chars; /* characters emitted so far (legacy text_offset) */
     uint64_t t_last_ns;
-    pgd_tool_parser *tp; /* chat with tools offered: the output's tool calls */
-    size_t calls_sent;   /* streams: calls sent so far */
-    pgd_buf shown;       /* streams with tools: a token's text known to be content */
-    float *emb;          /* embeddings: the input's pooled vector ([n_embd]) once in */
+    pgd_tool_parser *tp;      /* chat with tools offered: the output's tool calls */
+    size_t calls_sent;        /* streams: calls sent so far */
+    pgd_buf shown;            /* streams with tools: a token's text known to be content */
+    pgd_reasoning_parser *rp; /* chat with --reasoning-parser: the output's reasoning */
+    pgd_buf rsn;  /* its reasoning (whole answers), or a token's share of it (streams) */
+    pgd_buf said; /* streams with reasoning: a token's text known to be content */
+    float *emb;   /* embeddings: the input's pooled vector ([n_embd]) once in */
 } choice_out;
 
 typedef struct lp_ref {
@@ -95,6 +93,7 @@ struct pgd_rctx {
     size_t n_prompts;
     int work_rc;
     char work_err[512];
+    bool think_open; /* chat: the prompt ends inside an open reasoning block */
     /* engine */
     uint64_t *eids; /* [n_prompts] engine request ids */
     size_t n_submitted, n_done;
@@ -154,6 +153,9 @@ static void rctx_free(pgd_rctx *c) {
         free(c->ch[i].lp);
         pgd_tool_parser_free(c->ch[i].tp);
         pgd_buf_free(&c->ch[i].shown);
+        pgd_reasoning_parser_free(c->ch[i].rp);
+        pgd_buf_free(&c->ch[i].rsn);
+        pgd_buf_free(&c->ch[i].said);
         free(c->ch[i].emb);
     }
     free(c->ch);
@@ -275,8 +277,13 @@ static void tokenize_work(uv_work_t *w) {
             const pgd_api_tools *t = &c->req.tools;
             pgd_chat_tools ct = {t->defs, t->defs_indent,
                                  t->choice == PGD_TOOL_CHOICE_NONE ? 0 : t->n};
-            rc = pgd_encode_chat_tools(info, c->req.messages.msgs, c->req.messages.n, &ct, true,
-                                       &c->prompts[0]);
+            pgd_chat_render_opts o = {.add_generation_prompt = true,
+                                      .enable_thinking = c->req.enable_thinking,
+                                      .reasoning = c->req.messages.reasoning};
+            rc = pgd_encode_chat_with(info, c->req.messages.msgs, c->req.messages.n, &ct, &o,
+                                      &c->prompts[0]);
+            c->think_open = !rc && c->srv->reasoning &&
+                            pgd_srv_reasoning_open(c->srv, c->prompts[0].ids, c->prompts[0].n);
         } else if (c->kind == PGD_API_EMBEDDING) {
             rc = pgd_srv_embed_encode(info, &c->req.prompts[i], &c->prompts[i]);
         } else if (c->req.prompts[i].is_tokens) {
@@ -411,8 +418,12 @@ static void submit_all(pgd_rctx *c) {
         pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
-    for (size_t k = 0; c->req.tools.choice != PGD_TOOL_CHOICE_NONE && k < c->n_per_prompt; k++) {
-        if (pgd_tool_parser_new(&c->req.tools, &c->ch[k].tp)) {
+    /* (a Responses answer keeps the reasoning in its text: it has no reasoning items yet) */
+    bool reasons = c->kind == PGD_API_CHAT && !c->resp && c->srv->reasoning > 0;
+    for (size_t k = 0; k < c->n_per_prompt; k++) {
+        if ((c->req.tools.choice != PGD_TOOL_CHOICE_NONE &&
+             pgd_tool_parser_new(&c->req.tools, &c->ch[k].tp)) ||
+            (reasons && pgd_reasoning_parser_new(c->think_open, &c->ch[k].rp))) {
             pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
             return;
         }
@@ -543,8 +554,8 @@ static int parse_body(pgd_rctx *c, bool responses, pgd_api_error *e) {
     return 0;
 }
 
-static void start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind, bool responses,
-                             const pgd_caller *who) {
+void pgd_srv_start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind,
+                              bool responses, const pgd_caller *who) {
     pgd_rctx *c = calloc(1, sizeof *c);
     if (!c) {
         pgd_http_respond_error(req, 500, "out of memory", NULL, 0);
@@ -761,6 +772,34 @@ static void end_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
     send_tool_calls(c, co, g);
 }
 
+/* Streams with reasoning: a token's text (end: what the parser held, at the end of the output)
+ * split; its reasoning goes out at once in a chunk of its own, with the token's logprobs when
+ * *lp (then sent: *lp false); *text becomes its content, for what follows to send. 0 or
+ * PGD_ENOMEM. */
+static int stream_reasoning(pgd_rctx *c, choice_out *co, uint32_t g, pgd_str *text, bool *lp,
+                            size_t lp_from, bool end) {
+    pgd_buf_reset(&co->rsn);
+    pgd_buf_reset(&co->said);
+    int rc = end ? pgd_reasoning_parser_end(co->rp, &co->rsn, &co->said)
+                 : pgd_reasoning_parser_feed(co->rp, text->ptr, text->len, &co->rsn, &co->said);
+    if (rc) return rc;
+    *text = (pgd_str){co->said.data ? co->said.data : "", co->said.len};
+    if (!co->rsn.len) return 0;
+    pgd_api_meta m = meta_of(c);
+    if (*lp) rebase(co, lp_from);
+    pgd_api_choice ch = {.index = g,
+                         .logprobs = *lp,
+                         .tokens = *lp ? co->lp + lp_from : NULL,
+                         .n_tokens = *lp ? co->n_lp - lp_from : 0,
+                         .reasoning = {co->rsn.data, co->rsn.len}};
+    pgd_buf b = PGD_BUF_INIT;
+    if (!pgd_api_chat_chunk_reasoning(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
+    pgd_buf_free(&b);
+    if (*lp) drop_logprobs(co, lp_from);
+    *lp = false;
+    return 0;
+}
+
 static bool wants_logprobs(const pgd_rctx *c) {
     return c->kind == PGD_API_CHAT ? c->req.logprobs : c->req.logprobs || c->req.top_logprobs > 0;
 }
@@ -786,9 +825,13 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     if (lp && add_logprob(c, co, ev->logprobs)) lp = false;
     if (c->req.stream) {
         pgd_str text = {ev->text, ev->text_len};
+        if (co->rp && stream_reasoning(c, co, g, &text, &lp, lp_from, false)) {
+            abort_engine(c);
+            return;
+        }
         if (co->tp) {
             pgd_buf_reset(&co->shown);
-            if (pgd_tool_parser_feed(co->tp, ev->text, ev->text_len, &co->shown)) {
+            if (pgd_tool_parser_feed(co->tp, text.ptr, text.len, &co->shown)) {
                 abort_engine(c);
                 return;
             }
@@ -948,6 +991,26 @@ static int build_prompt_logprobs(const pgd_rctx *c, pgd_api_prompt_logprob **vie
     return 0;
 }
 
+/* The end of a streamed choice with reasoning: what its parser held, reasoning and content
+ * (through the tool parser when there is one). */
+static void end_reasoning(pgd_rctx *c, choice_out *co, uint32_t g) {
+    pgd_str rest;
+    bool lp = false;
+    if (stream_reasoning(c, co, g, &rest, &lp, co->n_lp, true) || !rest.len) return;
+    if (co->tp) {
+        pgd_buf_reset(&co->shown);
+        if (pgd_tool_parser_feed(co->tp, rest.ptr, rest.len, &co->shown)) return;
+        rest = (pgd_str){co->shown.data ? co->shown.data : "", co->shown.len};
+        send_tool_calls(c, co, g);
+        if (!rest.len) return;
+    }
+    pgd_api_meta m = meta_of(c);
+    pgd_api_choice ch = {.index = g, .text = rest};
+    pgd_buf b = PGD_BUF_INIT;
+    if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
+    pgd_buf_free(&b);
+}
+
 static pgd_finish finish_of(pgd_finish_reason r) {
     return r == PGD_REASON_LENGTH ? PGD_FINISH_LENGTH : PGD_FINISH_STOP;
 }
@@ -965,6 +1028,7 @@ static void on_finish(pgd_rctx *c, const pgd_event *ev) {
     if (g == 0) c->finished_reason = (int)ev->reason;
     if (ev->reason == PGD_REASON_ABORT) c->aborted = true;
     if (c->req.stream && ev->reason != PGD_REASON_ABORT) {
+        if (co->rp) end_reasoning(c, co, g);
         if (co->tp) {
             end_tool_calls(c, co, g);
             if (co->calls_sent && co->finish == PGD_FINISH_STOP) co->finish = PGD_FINISH_TOOL_CALLS;
@@ -1000,6 +1064,22 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
         c->error_sent = true;
         pgd_srv_respond_error(c->http, &e);
     }
+}
+
+/* A whole answer with reasoning: its text split into reasoning (co->rsn) and content (kept as
+ * its text). */
+static int split_reasoning(choice_out *co) {
+    if (!co->rp) return 0;
+    pgd_buf content = PGD_BUF_INIT;
+    int rc = pgd_reasoning_parser_feed(co->rp, co->text.data, co->text.len, &co->rsn, &content);
+    if (!rc) rc = pgd_reasoning_parser_end(co->rp, &co->rsn, &content);
+    if (rc) {
+        pgd_buf_free(&content);
+        return rc;
+    }
+    pgd_buf_free(&co->text);
+    co->text = content;
+    return 0;
 }
 
 /* A whole answer with tools: its text parsed into content (kept as its text) and calls. */
@@ -1118,6 +1198,7 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
     pgd_buf b = PGD_BUF_INIT;
     int rc = chs ? 0 : PGD_ENOMEM;
     if (!rc && c->plp) rc = build_prompt_logprobs(c, &views, &alts);
+    for (size_t i = 0; !rc && i < n; i++) rc = split_reasoning(&c->ch[i]);
     for (size_t i = 0; !rc && i < n; i++) rc = split_tool_calls(&c->ch[i]);
     for (size_t i = 0, first = 0; chs && i < n; i++) {
         choice_out *co = &c->ch[i];
@@ -1135,6 +1216,10 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
                                   .n_prompt_lp = st ? st->n : 0};
         if (st && (i + 1) % c->n_per_prompt == 0) first += st->n; /* the next prompt's */
         if (co->tp) chs[i].calls = pgd_tool_parser_calls(co->tp, &chs[i].n_calls);
+        if (co->rp && pgd_reasoning_parser_seen(co->rp)) {
+            chs[i].has_reasoning = true;
+            chs[i].reasoning = (pgd_str){co->rsn.data ? co->rsn.data : "", co->rsn.len};
+        }
         if (chs[i].n_calls && chs[i].finish == PGD_FINISH_STOP)
             chs[i].finish = PGD_FINISH_TOOL_CALLS;
     }
@@ -1193,254 +1278,4 @@ void pgd_srv_drain_events(pgd_srv *srv) {
 void pgd_srv_abort_all(pgd_srv *srv) {
     for (pgd_rctx *c = srv->inflight; c; c = c->next)
         if (engine_open(c)) abort_engine(c);
-}
-
-/* ---- routing ---------------------------------------------------------------------------- */
-
-typedef enum {
-    R_CHAT,
-    R_COMPLETIONS,
-    R_RESPONSES,
-    R_EMBEDDINGS,
-    R_RESPONSE_GET,
-    R_RESPONSE_DELETE,
-    R_MODELS,
-    R_MODEL,
-    R_HEALTH,
-    R_METRICS,
-    R_TOKENIZE,
-    R_DETOKENIZE,
-    R_WEB,
-    R_ADMIN_TENANTS
-} route_id;
-
-/* A route's path is matched whole, or, when it ends in '/', as a prefix followed by at least one
- * character (the rest: the route's argument). Access rules (server/access.h) see `acl`. */
-static const struct {
-    const char *path;
-    const char *method;
-    route_id id;
-    bool needs_model;
-    const char *acl;   /* the path access is checked for; NULL: the route's own */
-    const char *label; /* in metrics (pgd_srv_route_label); NULL: the path */
-} k_routes[] = {
-    {"/v1/chat/completions", "POST", R_CHAT, true, NULL, NULL},
-    {"/v1/completions", "POST", R_COMPLETIONS, true, NULL, NULL},
-    {"/v1/responses", "POST", R_RESPONSES, true, NULL, NULL},
-    {"/v1/embeddings", "POST", R_EMBEDDINGS, true, NULL, NULL},
-    {"/v1/responses/", "GET", R_RESPONSE_GET, false, "/v1/responses", "/v1/responses/{id}"},
-    {"/v1/responses/", "DELETE", R_RESPONSE_DELETE, false, "/v1/responses", "/v1/responses/{id}"},
-    {"/v1/models", "GET", R_MODELS, false, NULL, NULL},
-    {"/v1/models/", "GET", R_MODEL, false, "/v1/models",
-     "/v1/models/{id}"}, /* whoever may list may retrieve */
-    {"/health", "GET", R_HEALTH, false, NULL, NULL},
-    {"/metrics", "GET", R_METRICS, false, NULL, NULL},
-    {"/tokenize", "POST", R_TOKENIZE, true, NULL, NULL},
-    {"/detokenize", "POST", R_DETOKENIZE, true, NULL, NULL},
-    {"/", "GET", R_WEB, false, NULL, NULL},
-    {"/admin/tenants", "GET", R_ADMIN_TENANTS, false, NULL, NULL},
-};
-
-static bool route_matches(const char *route, const char *path) {
-    size_t n = strlen(route);
-    if (n > 1 && route[n - 1] == '/') return !strncmp(route, path, n) && path[n] != '\0';
-    return !strcmp(route, path);
-}
-
-/* The index of the route `path` reaches with `method` (HEAD reaches GET routes) — or, when its
- * path has no such method, its first route; PGD_ARRAY_LEN(k_routes) when no path matches. */
-static size_t route_of(const char *path, const char *method) {
-    size_t first = PGD_ARRAY_LEN(k_routes);
-    for (size_t i = 0; i < PGD_ARRAY_LEN(k_routes); i++) {
-        if (!route_matches(k_routes[i].path, path)) continue;
-        if (first == PGD_ARRAY_LEN(k_routes)) first = i;
-        if (method && (!strcmp(method, k_routes[i].method) ||
-                       (!strcmp(method, "HEAD") && !strcmp(k_routes[i].method, "GET"))))
-            return i;
-    }
-    return first;
-}
-
-/* The Allow header of a path's routes ("GET, DELETE"). */
-static void allowed_methods(const char *path, char *out, size_t cap) {
-    size_t n = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < PGD_ARRAY_LEN(k_routes) && n < cap; i++)
-        if (route_matches(k_routes[i].path, path))
-            n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", k_routes[i].method);
-}
-
-const char *pgd_srv_route_label(const char *path) {
-    size_t i = route_of(path, NULL);
-    if (i == PGD_ARRAY_LEN(k_routes)) return "other";
-    return k_routes[i].label ? k_routes[i].label : k_routes[i].path;
-}
-
-/* What a page on another origin may read of an answer besides its body (Retry-After on a 429
- * or a 503, a tenant's x-ratelimit-*: server/access.c; its own X-Request-Id). */
-static const char k_cors_expose[] =
-    "Retry-After, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, "
-    "x-ratelimit-reset-requests, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, "
-    "x-ratelimit-reset-tokens, X-Request-Id";
-
-/* A client's X-Request-Id (a proxy's or its own trace id: up to 128 printable ASCII characters,
- * no spaces) comes back on the answer, whatever it is, and goes into the access log
- * (request_id=...); any other value is ignored. */
-static void request_id(pgd_http_request *req) {
-    const char *id = pgd_http_request_header(req, "X-Request-Id");
-    size_t n = id ? strlen(id) : 0;
-    if (!n || n > 128) return;
-    for (size_t i = 0; i < n; i++)
-        if (id[i] <= ' ' || id[i] >= 0x7f || id[i] == '"' || id[i] == '\\') return;
-    pgd_http_request_set_header(req, "X-Request-Id", id);
-    char note[160];
-    snprintf(note, sizeof note, "request_id=%s", id);
-    pgd_http_request_set_note(req, note);
-}
-
-/* CORS (server/cors.h; only with --allowed-origins). As a request's head arrives (the
- * transport's on_head, so that its own errors carry them too): an answer to an allowed origin
- * says so (Access-Control-Allow-Origin) whatever it is — a page reads its errors too — and names
- * the headers the page may read; with "*" every answer carries "*", with a list answers vary
- * with Origin and say so. */
-void pgd_srv_head(void *arg, pgd_http_request *req) {
-    pgd_srv *srv = arg;
-    request_id(req);
-    if (!srv->cors) return;
-    const char *origin = pgd_http_request_header(req, "Origin");
-    const char *allow = pgd_cors_allow_origin(srv->cors, origin);
-    bool any = allow && !strcmp(allow, "*");
-    if (!any) pgd_http_request_set_header(req, "Vary", "Origin");
-    if (any || pgd_cors_allows(srv->cors, origin)) {
-        pgd_http_request_set_header(req, "Access-Control-Allow-Origin", allow);
-        pgd_http_request_set_header(req, "Access-Control-Expose-Headers", k_cors_expose);
-    }
-}
-
-/* A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered
- * before the key is checked — it carries none — for any path: 204 when its origin is allowed
- * (the request that follows meets keys, routes and methods like any other, so a preflight tells
- * nothing of them), 403 when not. True when `req` was one (and is answered). */
-static bool cors_preflight(pgd_srv *srv, pgd_http_request *req, const char *method) {
-    const char *origin = pgd_http_request_header(req, "Origin");
-    if (!origin || strcmp(method, "OPTIONS") ||
-        !pgd_http_request_header(req, "Access-Control-Request-Method"))
-        return false;
-    if (!pgd_cors_allows(srv->cors, origin)) {
-        pgd_api_error e;
-        pgd_api_error_set(&e, 403, NULL, NULL,
-                          "a page of %.200s may not call this server (--allowed-origins does not "
-                          "list its origin)",
-                          origin);
-        pgd_srv_respond_error(req, &e);
-        return true;
-    }
-    const char *want = pgd_http_request_header(req, "Access-Control-Request-Headers");
-    pgd_http_header h[3] = {{"Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE"},
-                            {"Access-Control-Max-Age", "600"},
-                            {"Access-Control-Allow-Headers", want}};
-    size_t nh = want && *want && pgd_cors_header_list_ok(want) ? 3 : 2;
-    pgd_http_respond(req, 204, NULL, "", 0, h, nh);
-    return true;
-}
-
-/* 401 before anything else; the web page's 401 also offers Basic, so a browser asks for the
- * key (as the password). */
-static void respond_unauthorized(pgd_http_request *req, const char *path) {
-    pgd_api_error e;
-    pgd_api_error_unauthorized(&e);
-    pgd_http_header h = {"WWW-Authenticate", "Bearer"};
-    if (!strcmp(path, "/")) h.value = "Bearer, Basic realm=\"pagoda\", charset=\"UTF-8\"";
-    pgd_buf b = PGD_BUF_INIT;
-    pgd_api_error_body(&e, &b);
-    pgd_srv_respond_json(req, 401, &b, &h, 1);
-    pgd_buf_free(&b);
-}
-
-void pgd_srv_handle(void *arg, pgd_http_request *req) {
-    pgd_srv *srv = arg;
-    const char *path = pgd_http_request_path(req), *method = pgd_http_request_method(req);
-    if (srv->cors && cors_preflight(srv, req, method)) return;
-    pgd_caller who;
-    pgd_access_identify(srv->access, req, &who);
-    if (who.kind == PGD_CALLER_NONE) {
-        respond_unauthorized(req, path);
-        return;
-    }
-    size_t i = route_of(path, method);
-    pgd_api_error e;
-    if (i == PGD_ARRAY_LEN(k_routes)) {
-        pgd_api_error_route_not_found(&e, method, path);
-        pgd_srv_respond_error(req, &e);
-        return;
-    }
-    bool head = !strcmp(method, "HEAD") && !strcmp(k_routes[i].method, "GET");
-    if (strcmp(method, k_routes[i].method) && !head) {
-        pgd_api_error_method_not_allowed(&e, method, path);
-        char methods[64];
-        allowed_methods(path, methods, sizeof methods);
-        pgd_http_header allow = {"Allow", methods};
-        pgd_buf b = PGD_BUF_INIT;
-        pgd_api_error_body(&e, &b);
-        pgd_srv_respond_json(req, 405, &b, &allow, 1);
-        pgd_buf_free(&b);
-        return;
-    }
-    if (!pgd_access_permits(srv->access, &who, k_routes[i].acl ? k_routes[i].acl : path, &e)) {
-        pgd_srv_respond_error(req, &e);
-        return;
-    }
-    if (k_routes[i].needs_model && srv->state != PGD_SRV_READY) {
-        /* Loading ends by itself: say when to come back (shutting down does not). */
-        if (srv->state == PGD_SRV_LOADING)
-            pgd_http_request_set_header(req, "Retry-After", PGD_SRV_LOADING_RETRY_S);
-        pgd_srv_respond_simple_error(req, 503, NULL, NULL,
-                                     srv->state == PGD_SRV_LOADING ? "the model is still loading"
-                                                                   : "the server is shutting down");
-        return;
-    }
-    switch (k_routes[i].id) {
-    case R_CHAT:
-        start_completion(srv, req, PGD_API_CHAT, false, &who);
-        break;
-    case R_COMPLETIONS:
-        start_completion(srv, req, PGD_API_COMPLETION, false, &who);
-        break;
-    case R_RESPONSES:
-        start_completion(srv, req, PGD_API_CHAT, true, &who);
-        break;
-    case R_EMBEDDINGS:
-        start_completion(srv, req, PGD_API_EMBEDDING, false, &who);
-        break;
-    case R_RESPONSE_GET:
-    case R_RESPONSE_DELETE:
-        pgd_srv_stored_response(srv, req, path + strlen(k_routes[i].path), &who,
-                                k_routes[i].id == R_RESPONSE_DELETE);
-        break;
-    case R_MODELS:
-        pgd_srv_models(srv, req, NULL);
-        break;
-    case R_MODEL:
-        pgd_srv_models(srv, req, path + strlen(k_routes[i].path));
-        break;
-    case R_HEALTH:
-        pgd_srv_health(srv, req);
-        break;
-    case R_METRICS:
-        pgd_srv_metrics(srv, req);
-        break;
-    case R_TOKENIZE:
-        pgd_srv_tokenize(srv, req, false);
-        break;
-    case R_DETOKENIZE:
-        pgd_srv_tokenize(srv, req, true);
-        break;
-    case R_WEB:
-        pgd_http_respond(req, 200, "text/html; charset=utf-8", pgd_web_index_html,
-                         pgd_web_index_html_len, NULL, 0);
-        break;
-    case R_ADMIN_TENANTS:
-        pgd_srv_admin_tenants(srv, req);
-        break;
-    }
 }

@@ -195,6 +195,7 @@ static void load_done(uv_work_t *w, int status) {
     const char *pool_note;
     srv->pooling = pgd_srv_pooling_of(srv->info, srv->pooling, &pool_note);
     if (pool_note) fprintf(stderr, "pagoda serve: /v1/embeddings: %s\n", pool_note);
+    pgd_srv_reasoning_resolve(srv);
     const pgd_backend_caps *caps = pgd_worker_caps(srv->worker);
     const pgd_sched_config *sc = pgd_worker_config_of(srv->worker);
     note_clamped(srv, sc);
@@ -372,6 +373,7 @@ int pgd_serve_run(const pgd_serve_config *cfg_in) {
                       srv->served_name, sizeof srv->served_name);
     pgd_pooling pooling = PGD_POOL_NONE;
     if ((cfg->pooling && pgd_pooling_parse(cfg->pooling, &pooling)) ||
+        pgd_srv_reasoning_parse(srv, cfg->reasoning_parser) ||
         pgd_access_create(cfg->tenants, cfg->api_key, &srv->access) ||
         pgd_cors_create(cfg->allowed_origins, &srv->cors) ||
         (cfg->responses_store_mb &&

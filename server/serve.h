@@ -25,9 +25,11 @@ typedef struct pgd_serve_config {
     const char *metrics_prefix;    /* "pagoda_" */
     uint64_t shutdown_timeout_s;   /* in-flight requests may finish for this long */
     uint64_t max_body_mb;
-    uint64_t responses_store_mb; /* memory for stored /v1/responses answers; 0: none kept */
-    const char *pooling;         /* /v1/embeddings: "auto" (the model's; NULL too), "last",
-                                    "mean" */
+    uint64_t responses_store_mb;  /* memory for stored /v1/responses answers; 0: none kept */
+    const char *pooling;          /* /v1/embeddings: "auto" (the model's; NULL too), "last",
+                                     "mean" */
+    const char *reasoning_parser; /* chat: "auto" (NULL too: on when the vocabulary has <think>
+                                     and </think>), "none", "think" (api/reasoning.h) */
     uint64_t max_connections;
     uint64_t idle_timeout_s;
     uint64_t request_timeout_s; /* whole request (headers + body) must arrive within it */

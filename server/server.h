@@ -43,6 +43,10 @@ typedef struct pgd_srv {
     pgd_model_info *info; /* NULL until loaded; closed after the worker */
     pgd_req_limits lim;   /* the worker's (valid once loaded) */
     pgd_pooling pooling;  /* how /v1/embeddings pool (valid once loaded) */
+    int reasoning;        /* chat answers' reasoning split off (api/reasoning.h): 1 on, 0 off,
+                             -1 auto until the model is loaded */
+    int32_t think_open, think_close; /* the <think> and </think> token ids, -1 when the
+                                        vocabulary has none (valid once loaded) */
     pgd_metrics *registry;
     pgd_metric *http_requests; /* http_requests_total{model_name,method,route,status} */
     pgd_pagoda_metrics pm;
@@ -63,12 +67,19 @@ typedef struct pgd_srv {
     int exit_code;
 } pgd_srv;
 
-/* routes.c */
+/* router.c */
 void pgd_srv_handle(void *arg, pgd_http_request *req); /* the HTTP handler */
 void pgd_srv_head(void *arg, pgd_http_request *req);   /* on_head: CORS headers */
 /* The route a path reaches, as metrics name it ("/v1/models/{id}"), or "other": a label of
  * bounded cardinality. */
 const char *pgd_srv_route_label(const char *path);
+
+/* routes.c: the completion endpoints. A request routed to POST /v1/chat/completions (kind CHAT),
+ * /v1/completions (COMPLETION), /v1/responses (CHAT, responses) or /v1/embeddings (EMBEDDING)
+ * by a caller allowed to use it, with the model ready: parsed, checked against the caller's
+ * quotas, tokenized, submitted, answered. */
+void pgd_srv_start_completion(pgd_srv *srv, pgd_http_request *req, pgd_api_kind kind,
+                              bool responses, const pgd_caller *who);
 void pgd_srv_drain_events(pgd_srv *srv); /* engine events -> responses */
 void pgd_srv_abort_all(pgd_srv *srv);    /* abort every in-flight request */
 int pgd_srv_error_body(void *arg, int status, const char *message, pgd_buf *out);
@@ -106,5 +117,14 @@ pgd_pooling pgd_srv_pooling_of(const pgd_model_info *info, pgd_pooling asked, co
  * PGD_ENOMEM. */
 int pgd_srv_embeddings_answer(const pgd_srv *srv, const pgd_api_request *rq, float *const *pooled,
                               size_t n, int64_t prompt_tokens, pgd_buf *out);
+
+/* reasoning.c: --reasoning-parser. Parse its value (NULL: auto) into srv->reasoning at start;
+ * 0, or PGD_EINVAL naming the choices. Once the model is loaded: the tags' token ids, auto
+ * resolved, and a log line when on. */
+int pgd_srv_reasoning_parse(pgd_srv *srv, const char *name);
+void pgd_srv_reasoning_resolve(pgd_srv *srv);
+/* A chat prompt's tokens end inside an open reasoning block (a <think> after the last
+ * </think>: the template opened it, as DeepSeek-R1's does). */
+bool pgd_srv_reasoning_open(const pgd_srv *srv, const int32_t *ids, size_t n);
 
 #endif

@@ -3,20 +3,24 @@
  * parser (api/tools.h), whole and in pieces, as a stream feeds it.
  *
  * Input: byte 0: bits 0-1 the tool choice (auto, required, named; 3 = none), bit 2
- * parallel_tool_calls false, bit 3 the Llama 3.x JSON format (else Hermes); byte 1: the length
- * of each piece when streamed (0 = one byte); the rest is the output text.
+ * parallel_tool_calls false, bit 3 the Llama 3.x JSON format (else Hermes), bit 4 a reasoning
+ * model's output (api/reasoning.h: its reasoning split off first, as the server does; bit 5:
+ * the prompt left the block open); byte 1: the length of each piece when streamed (0 = one
+ * byte); the rest is the output text.
  *
  * Checks: fed whole and fed in pieces, the content and the calls are the same (names, arguments;
  * ids are random); every call has a name and arguments that jansson reads back as an object; at
  * most one call when parallel_tool_calls is false; "none" gives the text as it is; the content
  * held back while streaming is never given twice (what feed returns is a prefix of the final
- * content at every step).
+ * content at every step). The reasoning split is the same whole, in pieces and byte by byte;
+ * its reasoning never begins or ends with a newline; without reasoning the content is the text.
  */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/reasoning.h"
 #include "api/tools.h"
 #include "common/error.h"
 #include "fuzz_util.h"
@@ -37,6 +41,57 @@ static void run(const pgd_api_tools *t, const char *s, size_t n, size_t piece, r
     FUZZ_CHECK(pgd_tool_parser_end(o->p, &o->content) == 0);
 }
 
+typedef struct {
+    pgd_buf reasoning, content;
+    bool seen;
+} split_out;
+
+static void split(bool inside, const char *s, size_t n, size_t piece, split_out *o) {
+    memset(o, 0, sizeof *o);
+    pgd_reasoning_parser *p;
+    FUZZ_CHECK(pgd_reasoning_parser_new(inside, &p) == 0);
+    for (size_t at = 0; at < n;) {
+        size_t k = piece && piece < n - at ? piece : n - at;
+        FUZZ_CHECK(pgd_reasoning_parser_feed(p, s + at, k, &o->reasoning, &o->content) == 0);
+        at += k;
+    }
+    FUZZ_CHECK(pgd_reasoning_parser_end(p, &o->reasoning, &o->content) == 0);
+    o->seen = pgd_reasoning_parser_seen(p);
+    pgd_reasoning_parser_free(p);
+}
+
+static bool same(const pgd_buf *a, const pgd_buf *b) {
+    return a->len == b->len && (!a->len || !memcmp(a->data, b->data, a->len));
+}
+
+/* The output's reasoning split off (checked); returns its content (exactly its size, so that
+ * ASan sees a read past it), in place of the text. */
+static char *reasoning_stage(bool inside, char *s, size_t *n, size_t piece) {
+    split_out whole, parts, bytes;
+    split(inside, s, *n, 0, &whole);
+    split(inside, s, *n, piece, &parts);
+    split(inside, s, *n, 1, &bytes);
+    FUZZ_CHECK(same(&whole.reasoning, &parts.reasoning) && same(&whole.content, &parts.content));
+    FUZZ_CHECK(same(&whole.reasoning, &bytes.reasoning) && same(&whole.content, &bytes.content));
+    FUZZ_CHECK(whole.seen == parts.seen && whole.seen == bytes.seen);
+    const pgd_buf *r = &whole.reasoning;
+    FUZZ_CHECK(!r->len || (r->data[0] != '\n' && r->data[r->len - 1] != '\n'));
+    FUZZ_CHECK(r->len + whole.content.len <= *n);
+    if (!whole.seen) FUZZ_CHECK(!r->len && whole.content.len == *n);
+    if (!whole.seen) FUZZ_CHECK(!*n || !memcmp(whole.content.data, s, *n));
+    char *c = malloc(whole.content.len ? whole.content.len : 1);
+    FUZZ_CHECK(c != NULL);
+    if (whole.content.len) memcpy(c, whole.content.data, whole.content.len);
+    *n = whole.content.len;
+    for (int i = 0; i < 3; i++) {
+        split_out *o = i == 0 ? &whole : i == 1 ? &parts : &bytes;
+        pgd_buf_free(&o->reasoning);
+        pgd_buf_free(&o->content);
+    }
+    free(s);
+    return c;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
     static const pgd_tool_choice modes[4] = {PGD_TOOL_CHOICE_AUTO, PGD_TOOL_CHOICE_REQUIRED,
@@ -52,6 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *s = malloc(n ? n : 1); /* exactly the text: ASan sees a read past it */
     FUZZ_CHECK(s != NULL);
     memcpy(s, data + 2, n);
+    if (data[0] & 16) s = reasoning_stage(data[0] & 32, s, &n, piece ? piece : 1);
 
     run_out whole, parts;
     run(&t, s, n, 0, &whole);

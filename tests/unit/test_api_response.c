@@ -239,9 +239,35 @@ static void test_chat_completion(void) {
         {{"\x98\x80", 2}, -INFINITY, NULL, 0},
     };
     const pgd_api_choice choices[] = {
-        {0, S("Hello!"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
-        {1, S("Hi \xf0\x9f\x98\x80"), PGD_FINISH_LENGTH, true, lps, 3, 0, false, NULL, 0, NULL, 0},
-        {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0, false, NULL, 0, NULL, 0},
+        {0,
+         S("Hello!"),
+         PGD_FINISH_STOP,
+         false,
+         NULL,
+         0,
+         0,
+         false,
+         NULL,
+         0,
+         NULL,
+         0,
+         false,
+         {NULL, 0}},
+        {1,
+         S("Hi \xf0\x9f\x98\x80"),
+         PGD_FINISH_LENGTH,
+         true,
+         lps,
+         3,
+         0,
+         false,
+         NULL,
+         0,
+         NULL,
+         0,
+         false,
+         {NULL, 0}},
+        {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0, false, NULL, 0, NULL, 0, false, {NULL, 0}},
     };
     pgd_api_meta m = {"chatcmpl-abc", 1700000000, S("smol"), NULL};
     pgd_api_usage u = {12, 7, 8};
@@ -305,7 +331,8 @@ static void test_chat_completion(void) {
 
     /* with a system fingerprint; an unfinished choice prints finish_reason null */
     pgd_api_meta m2 = {"chatcmpl-x", 1, S("m\xff"), "fp_123"};
-    pgd_api_choice c = {0, S("x"), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0, NULL, 0};
+    pgd_api_choice c = {0,    S("x"), PGD_FINISH_NONE, false,    NULL, 0, 0, false, NULL, 0,
+                        NULL, 0,      false,           {NULL, 0}};
     pgd_buf_reset(&b);
     REQUIRE(pgd_api_chat_completion(&m2, &c, 1, &u, &b) == 0);
     j = load(&b);
@@ -368,7 +395,7 @@ static void test_chat_stream(void) {
             for (uint32_t k = 0; k < 2; k++) {
                 pgd_api_choice ch = {
                     k, S(pieces[k][p]), PGD_FINISH_NONE, false, NULL, 0, 0, false, NULL, 0, NULL,
-                    0};
+                    0, false,           {NULL, 0}};
                 pgd_buf_reset(&b);
                 REQUIRE(pgd_api_chat_chunk_content(&m, &ch, iu, &b) == 0);
                 json_t *j = load(&b);
@@ -423,7 +450,8 @@ static void test_chat_stream(void) {
     /* a content chunk with logprobs and a finish reason (the last delta of a choice) */
     const pgd_api_top_logprob top[] = {{S(" world"), -0.5f}};
     const pgd_api_token_logprob lp = {S(" world"), -0.5f, top, 1};
-    pgd_api_choice ch = {0, S(" world"), PGD_FINISH_STOP, true, &lp, 1, 0, false, NULL, 0, NULL, 0};
+    pgd_api_choice ch = {0,    S(" world"), PGD_FINISH_STOP, true,     &lp, 1, 0, false, NULL, 0,
+                         NULL, 0,           false,           {NULL, 0}};
     pgd_buf b = PGD_BUF_INIT;
     REQUIRE(pgd_api_chat_chunk_content(&m, &ch, false, &b) == 0);
     json_t *j = load(&b);
@@ -454,13 +482,50 @@ static void test_completion(void) {
         {S("x"), NAN, NULL, 0},             /* unknown: null, null */
     };
     const pgd_api_choice choices[] = {
-        {0, S("one"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
+        {0,
+         S("one"),
+         PGD_FINISH_STOP,
+         false,
+         NULL,
+         0,
+         0,
+         false,
+         NULL,
+         0,
+         NULL,
+         0,
+         false,
+         {NULL, 0}},
         {1,
          S("\xc3\xa9"
            "ab\xe2\x82x"),
-         PGD_FINISH_LENGTH, true, lps, 4, 5, false, NULL, 0, NULL, 0},
-        {2, S("three"), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
-        {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
+         PGD_FINISH_LENGTH,
+         true,
+         lps,
+         4,
+         5,
+         false,
+         NULL,
+         0,
+         NULL,
+         0,
+         false,
+         {NULL, 0}},
+        {2,
+         S("three"),
+         PGD_FINISH_STOP,
+         false,
+         NULL,
+         0,
+         0,
+         false,
+         NULL,
+         0,
+         NULL,
+         0,
+         false,
+         {NULL, 0}},
+        {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0, false, {NULL, 0}},
     };
     pgd_api_meta m = {"cmpl-xyz", 42, S("smol"), NULL};
     pgd_api_usage u = {10, 20, 4};
@@ -520,8 +585,8 @@ static void test_completion(void) {
 
     /* streamed chunks: a text piece with logprobs, the finish chunk, the usage chunk */
     for (int iu = 0; iu <= 1; iu++) {
-        pgd_api_choice c = {3,    S("ab"), PGD_FINISH_NONE, true, &lps[1], 1, 17, false, NULL, 0,
-                            NULL, 0};
+        pgd_api_choice c = {3, S("ab"), PGD_FINISH_NONE, true, &lps[1], 1, 17, false, NULL, 0, NULL,
+                            0, false,   {NULL, 0}};
         pgd_buf_reset(&b);
         REQUIRE(pgd_api_completion_chunk(&m, &c, iu, &b) == 0);
         j = load(&b);
@@ -536,8 +601,8 @@ static void test_completion(void) {
         CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(l, "text_offset"), 0)), 17);
         json_decref(j);
 
-        pgd_api_choice f = {3,    S(""), PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0,
-                            NULL, 0};
+        pgd_api_choice f = {3, S(""), PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0, NULL,
+                            0, false, {NULL, 0}};
         pgd_buf_reset(&b);
         REQUIRE(pgd_api_completion_chunk(&m, &f, iu, &b) == 0);
         j = load(&b);
@@ -636,7 +701,8 @@ static void test_logprob_utf8_fuzz(void) {
                                                    specials[(x >> (k * 3)) % 6]};
         }
         pgd_api_choice c = {
-            0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0, false, NULL, 0, NULL, 0};
+            0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0, false, NULL, 0, NULL,
+            0, false,         {NULL, 0}};
         pgd_api_meta m = {"chatcmpl-f", 0, S("m"), NULL};
         pgd_api_usage u = {1, 16, 0};
         pgd_buf b = PGD_BUF_INIT;
@@ -763,8 +829,21 @@ static const pgd_api_ranked_logprob k_alts[] = {{7, {"q", 1}, -0.25f, 1}, {5, {"
 static const pgd_api_prompt_logprob k_plp[] = {{{5, {"p", 1}, -1.0f, 2}, k_alts, 2},
                                                {{9, {"\xe2\x82", 2}, -INFINITY, 40}, NULL, 0}};
 static const pgd_api_choice k_choices[] = {
-    {0, {"x\xff", 2}, PGD_FINISH_STOP, true, k_lps, 2, 3, true, k_plp, 2, NULL, 0},
-    {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0, NULL, 0},
+    {0,
+     {"x\xff", 2},
+     PGD_FINISH_STOP,
+     true,
+     k_lps,
+     2,
+     3,
+     true,
+     k_plp,
+     2,
+     NULL,
+     0,
+     false,
+     {NULL, 0}},
+    {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0, NULL, 0, false, {NULL, 0}},
 };
 static const pgd_api_meta k_meta = {"id-1", 7, {"m", 1}, "fp"};
 static const pgd_api_usage k_usage = {3, 4, 1};
@@ -884,12 +963,61 @@ static void test_alloc_failures(void) {
     json_set_alloc_funcs(malloc, free);
 }
 
+/* A thinking model's answer: reasoning_content beside the content (null when empty), and a
+ * reasoning chunk's delta. */
+static void test_chat_reasoning(void) {
+    pgd_api_meta m = {"chatcmpl-r", 1, S("m"), NULL};
+    pgd_api_usage u = {3, 4, 0};
+    const pgd_api_choice chs[] = {
+        {.index = 0,
+         .text = S("4"),
+         .finish = PGD_FINISH_STOP,
+         .has_reasoning = true,
+         .reasoning = S("2 + 2")},
+        {.index = 1,
+         .text = S(""),
+         .finish = PGD_FINISH_LENGTH,
+         .has_reasoning = true,
+         .reasoning = S("still \xe2\x80\x94")},
+        {.index = 2, .text = S(""), .finish = PGD_FINISH_STOP},
+    };
+    pgd_buf b = PGD_BUF_INIT;
+    REQUIRE(pgd_api_chat_completion(&m, chs, 3, &u, &b) == 0);
+    json_t *j = load(&b);
+    REQUIRE(j);
+    json_t *arr = json_object_get(j, "choices");
+    json_t *m0 = json_object_get(json_array_get(arr, 0), "message");
+    json_t *m1 = json_object_get(json_array_get(arr, 1), "message");
+    json_t *m2 = json_object_get(json_array_get(arr, 2), "message");
+    CHECK(keys_are(m0, KEYS("role", "content", "reasoning_content")));
+    CHECK_EQ_STR(sget(m0, "content"), "4");
+    CHECK_EQ_STR(sget(m0, "reasoning_content"), "2 + 2");
+    CHECK(json_is_null(json_object_get(m1, "content")));
+    CHECK_EQ_STR(sget(m1, "reasoning_content"), "still \xe2\x80\x94");
+    CHECK(keys_are(m2, KEYS("role", "content"))); /* no reasoning: no field, content "" */
+    CHECK_EQ_STR(sget(m2, "content"), "");
+    json_decref(j);
+
+    pgd_buf_reset(&b);
+    REQUIRE(pgd_api_chat_chunk_reasoning(&m, &chs[0], false, &b) == 0);
+    j = load(&b);
+    REQUIRE(j);
+    json_t *c = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *d = json_object_get(c, "delta");
+    CHECK(keys_are(d, KEYS("reasoning_content")));
+    CHECK_EQ_STR(sget(d, "reasoning_content"), "2 + 2");
+    CHECK(json_is_null(json_object_get(c, "logprobs")));
+    json_decref(j);
+    pgd_buf_free(&b);
+}
+
 int main(void) {
     RUN(test_utf8);
     RUN(test_utf8_exhaustive);
     RUN(test_ids_and_sse);
     RUN(test_chat_completion);
     RUN(test_chat_stream);
+    RUN(test_chat_reasoning);
     RUN(test_completion);
     RUN(test_models_tokenize);
     RUN(test_logprob_utf8_fuzz);

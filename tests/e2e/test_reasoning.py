@@ -1,0 +1,221 @@
+"""Reasoning models' thinking on /v1/chat/completions (--reasoning-parser; api/reasoning.h),
+through the openai SDK, on a tiny Qwen3-style GGUF written here whose greedy answer is fixed:
+
+  "<think>" "Hm" "</think>" "<tool_call>" CALL "</tool_call>" "<|im_end|>"
+
+Each of those is one token of its vocabulary (the tags as Qwen3's GGUFs have them: user-defined
+added tokens, printed as text), and the weights make each token's only likely successor the
+next one: the one layer adds nothing to the residual (its output projections are zero), so a
+position's logits are its token's embedding (a unit vector of its own) times an output matrix
+that maps it to its successor. The chat prompt (Qwen3's own template, stored in
+tests/reference/templates/qwen3.jinja) ends in "\\n", whose successor is "<think>".
+
+Checked: with the vocabulary's <think> / </think> tokens the parser is on by default
+(--reasoning-parser auto): message.reasoning_content holds "Hm" and the content the rest, in one
+answer and streamed (delta.reasoning_content chunks, then content), the same with n = 2 and with
+logprobs (every token's entry once, in order); with tools offered the call after the reasoning
+is a tool call; cut by max_tokens inside the reasoning, the content is null; --reasoning-parser
+none leaves the text as the model wrote it; a bad --reasoning-parser value stops the server."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import gguf
+import numpy as np
+import pytest
+
+from pagoda_e2e import http, openai_client
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "reference"))
+from byte_level import bytes_to_unicode  # noqa: E402
+
+CALL = '\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+ANSWER = ["<think>", "Hm", "</think>", "<tool_call>", CALL, "</tool_call>", "<|im_end|>"]
+TEXT = "".join(ANSWER[:-1])
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+MSGS = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def write_model(path):
+    E, H, FF = 64, 4, 64
+    w = gguf.GGUFWriter(str(path), "qwen3")
+    w.add_block_count(1)
+    w.add_embedding_length(E)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(H)
+    w.add_head_count_kv(H)
+    w.add_context_length(2048)
+    w.add_rope_freq_base(1000000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    table = bytes_to_unicode()
+    toks = [table[b] for b in range(256)]
+    types = [1] * 256
+    added = [("<|im_start|>", 3), ("<|im_end|>", 3), ("<think>", 4), ("</think>", 4),
+             ("<tool_call>", 4), ("</tool_call>", 4), ("Hm", 1),
+             ("".join(table[b] for b in CALL.encode()), 1)]
+    for t, ty in added:
+        toks.append(t)
+        types.append(ty)
+    w.add_token_list(toks)
+    w.add_token_types(types)
+    w.add_token_merges(["H m"])
+    im_end = toks.index("<|im_end|>")
+    w.add_eos_token_id(im_end)
+    w.add_chat_template((ROOT / "tests/reference/templates/qwen3.jinja").read_text())
+    V = len(toks)
+    rng = np.random.default_rng(3)
+    call = "".join(table[b] for b in CALL.encode())
+    ids = [toks.index(table[10])] + [toks.index(call if t == CALL else t) for t in ANSWER]
+    emb = (rng.standard_normal((V, E)) * 0.02).astype(np.float32)
+    out = np.zeros((V, E), dtype=np.float32)
+    for k, (cur, nxt) in enumerate(zip(ids, ids[1:])):
+        emb[cur] = 0
+        emb[cur, k] = 1.0  # position k of the chain: a unit vector of its own
+        out[nxt, k] = 10.0
+    w.add_tensor("token_embd.weight", emb)
+    w.add_tensor("output.weight", out)
+    w.add_tensor("output_norm.weight", np.ones(E, dtype=np.float32))
+    D = E // H
+    p = "blk.0."
+    w.add_tensor(p + "attn_norm.weight", np.ones(E, dtype=np.float32))
+    for name, rows in (("attn_q", E), ("attn_k", E), ("attn_v", E)):
+        w.add_tensor(p + name + ".weight", (rng.standard_normal((rows, E)) * 0.1)
+                     .astype(np.float32))
+    w.add_tensor(p + "attn_q_norm.weight", np.ones(D, dtype=np.float32))
+    w.add_tensor(p + "attn_k_norm.weight", np.ones(D, dtype=np.float32))
+    w.add_tensor(p + "attn_output.weight", np.zeros((E, E), dtype=np.float32))
+    w.add_tensor(p + "ffn_norm.weight", np.ones(E, dtype=np.float32))
+    w.add_tensor(p + "ffn_gate.weight", (rng.standard_normal((FF, E)) * 0.1).astype(np.float32))
+    w.add_tensor(p + "ffn_up.weight", (rng.standard_normal((FF, E)) * 0.1).astype(np.float32))
+    w.add_tensor(p + "ffn_down.weight", np.zeros((E, FF), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reasoning") / "think.gguf"
+    write_model(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def client(start_server, model):
+    return openai_client(start_server("--model", model, "--served-model-name", "think"))
+
+
+@pytest.fixture(scope="module")
+def raw(start_server, model):
+    return openai_client(start_server("--model", model, "--served-model-name", "think",
+                                      "--reasoning-parser", "none"))
+
+
+def chat(client, **kw):
+    kw.setdefault("max_tokens", 16)
+    return client.chat.completions.create(model="think", messages=MSGS, temperature=0, **kw)
+
+
+def test_parser_off_the_text_as_written(raw):
+    r = chat(raw)
+    m = r.choices[0].message
+    assert m.content == TEXT and r.choices[0].finish_reason == "stop"
+    assert getattr(m, "reasoning_content", None) is None
+    assert r.usage.completion_tokens == len(ANSWER)
+
+
+def test_reasoning_apart(client):
+    r = chat(client)
+    m = r.choices[0].message
+    assert m.reasoning_content == "Hm"
+    assert m.content == "".join(ANSWER[3:-1]) and not m.tool_calls
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_reasoning_then_tool_call(client):
+    r = chat(client, tools=[WEATHER])
+    m = r.choices[0].message
+    assert m.reasoning_content == "Hm" and m.content is None
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls] == [
+        ("get_weather", {"city": "Paris"})]
+    assert r.choices[0].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize("tools", [False, True])
+def test_streamed_like_whole(client, tools):
+    extra = {"tools": [WEATHER]} if tools else {}
+    whole = chat(client, **extra).choices[0].message
+    reasoning, content, calls, order = "", "", [], []
+    for ch in chat(client, stream=True, **extra):
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        r = getattr(d, "reasoning_content", None)
+        if r:
+            reasoning += r
+            order.append("r")
+        if d.content:
+            content += d.content
+            order.append("c")
+        if d.tool_calls:
+            calls += d.tool_calls
+            order.append("t")
+    assert reasoning == whole.reasoning_content == "Hm"
+    assert content == (whole.content or "")
+    assert order == sorted(order, key="rct".index) and order[0] == "r"  # reasoning first
+    assert [(c.function.name, c.function.arguments) for c in calls] == [
+        (c.function.name, c.function.arguments) for c in whole.tool_calls or []]
+
+
+def test_logprobs_once_each(client):
+    r = chat(client, logprobs=True)
+    assert [t.token for t in r.choices[0].logprobs.content][:6] == ANSWER[:-1]
+    got = []
+    for ch in chat(client, logprobs=True, stream=True):
+        if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+            got += [t.token for t in ch.choices[0].logprobs.content]
+    assert got == [t.token for t in r.choices[0].logprobs.content]
+
+
+def test_n_choices_each_split(client):
+    r = chat(client, n=2)
+    assert [c.message.reasoning_content for c in r.choices] == ["Hm", "Hm"]
+
+
+def test_cut_inside_reasoning(client):
+    r = chat(client, max_tokens=2)
+    m = r.choices[0].message
+    assert r.choices[0].finish_reason == "length"
+    assert m.reasoning_content == "Hm" and m.content is None
+
+
+def test_bad_parser_name(pagoda_bin, model):
+    p = subprocess.run([pagoda_bin, "serve", "--model", str(model), "--port", "0",
+                        "--reasoning-parser", "deepthink"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode != 0 and "--reasoning-parser 'deepthink'" in p.stderr
+
+
+def test_tokenize_enable_thinking(start_server, model):
+    """/tokenize renders as a chat request does: enable_thinking false closes an empty block."""
+    s = start_server("--model", model, "--served-model-name", "think")
+    body = {"messages": MSGS}
+    on = json.loads(http(s.port, "POST", "/tokenize", json.dumps(body))[2])
+    body["chat_template_kwargs"] = {"enable_thinking": False}
+    off = json.loads(http(s.port, "POST", "/tokenize", json.dumps(body))[2])
+    assert off["tokens"][:on["count"]] == on["tokens"]
+    tail = json.loads(http(s.port, "POST", "/detokenize",
+                           json.dumps({"tokens": off["tokens"][on["count"]:]}))[2])
+    assert tail["prompt"] == "<think>\n\n</think>\n\n"
+    body["chat_template_kwargs"] = {"enable_thinking": "no"}
+    st, _, err = http(s.port, "POST", "/tokenize", json.dumps(body))
+    assert st == 400 and json.loads(err)["error"]["param"] == \
+        "chat_template_kwargs.enable_thinking"
