@@ -44,6 +44,10 @@ bool pgd_reasoning_parser_seen(const pgd_reasoning_parser *p) {
     return p->seen;
 }
 
+bool pgd_reasoning_parser_thinking(const pgd_reasoning_parser *p) {
+    return p->state == R_IN;
+}
+
 static bool is_ws(char c) {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }

@@ -46,6 +46,9 @@ int pgd_reasoning_parser_end(pgd_reasoning_parser *p, pgd_buf *reasoning, pgd_bu
 
 /* True once the output is known to have reasoning (a block was open at some point). */
 bool pgd_reasoning_parser_seen(const pgd_reasoning_parser *p);
+/* True while the output is in its reasoning (its block open; its closing tag not yet whole). A
+ * token fed while this was true before or after it is one of the reasoning's (its tags too). */
+bool pgd_reasoning_parser_thinking(const pgd_reasoning_parser *p);
 
 /* True when `prompt` ends inside an open reasoning block: it holds a "<think>" after its last
  * "</think>" (the model's output goes on from there). */

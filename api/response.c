@@ -80,6 +80,11 @@ static json_t *usage_obj(const pgd_api_usage *u) {
     d = json_object();
     TRY(pgd__api_set(o, "prompt_tokens_details", d)); /* o owns d from here (or freed it) */
     TRY(pgd__api_set(d, "cached_tokens", jint(u->cached_tokens)));
+    if (u->reasoning_tokens) {
+        d = json_object();
+        TRY(pgd__api_set(o, "completion_tokens_details", d));
+        TRY(pgd__api_set(d, "reasoning_tokens", jint(u->reasoning_tokens)));
+    }
     return o;
 fail:
     json_decref(o);

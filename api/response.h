@@ -75,7 +75,9 @@ typedef struct pgd_api_meta {
 typedef struct pgd_api_usage {
     int64_t prompt_tokens;
     int64_t completion_tokens;
-    int64_t cached_tokens; /* prompt tokens served from the prefix cache */
+    int64_t cached_tokens;    /* prompt tokens served from the prefix cache */
+    int64_t reasoning_tokens; /* completion tokens of a thinking model's reasoning (api/
+                                 reasoning.h); > 0 adds completion_tokens_details */
 } pgd_api_usage;
 
 /* One alternative at a position. `text` is the token's exact bytes (any bytes). */

@@ -57,8 +57,18 @@ typedef struct reader {
     pgd_api_resp_lookup lookup;
     void *ud;
     const json_t *prev; /* previous_response_id's conversation (borrowed) */
+    json_t *reasoning;  /* a reasoning item's text, for the assistant message that follows */
     pgd_api_error *e;
 } reader;
+
+/* The assistant message m (a new one) takes the reasoning item before it, as the
+ * reasoning_content a chat template reads (Qwen3's renders it after the last query). */
+static int take_reasoning(reader *rd, json_t *m) {
+    if (!rd->reasoning) return 0;
+    int rc = pgd__api_set(m, "reasoning_content", rd->reasoning);
+    rd->reasoning = NULL;
+    return rc ? pgd__api_oom(rd->e) : 0;
+}
 
 static int add_msg(reader *rd, json_t *m, size_t item, size_t first_call) {
     size_t n = json_array_size(rd->msgs);
@@ -144,6 +154,10 @@ static int message_item(reader *rd, const json_t *it, size_t i) {
     json_t *m = json_pack("{s:s,s:o}", "role", r, "content", content);
     if (!m) return pgd__api_oom(rd->e);
     rd->last_assistant = assistant;
+    if (assistant && take_reasoning(rd, m)) {
+        json_decref(m);
+        return PGD_ENOMEM;
+    }
     return add_msg(rd, m, i, SIZE_MAX);
 }
 
@@ -178,6 +192,10 @@ static int call_item(reader *rd, const json_t *it, size_t i) {
     json_t *m = json_pack("{s:s,s:n,s:[o]}", "role", "assistant", "content", "tool_calls", call);
     if (!m) return pgd__api_oom(rd->e);
     rd->last_assistant = true;
+    if (take_reasoning(rd, m)) {
+        json_decref(m);
+        return PGD_ENOMEM;
+    }
     return add_msg(rd, m, i, i);
 }
 
@@ -200,6 +218,35 @@ static int call_output_item(reader *rd, const json_t *it, size_t i) {
     if (!m) return pgd__api_oom(rd->e);
     rd->last_assistant = false;
     return add_msg(rd, m, i, SIZE_MAX);
+}
+
+/* A reasoning item (an earlier answer's, given back): its reasoning_text parts joined, for the
+ * assistant message that follows (none follows: dropped; a call after it does not join the
+ * message before it); its summary and encrypted_content are not read. */
+static int reasoning_item(reader *rd, const json_t *it, size_t i) {
+    char p[64];
+    snprintf(p, sizeof p, "input[%zu].content", i);
+    const json_t *c = pgd__api_field(it, "content");
+    if (c && !json_is_array(c)) return bad(rd->e, p, "'%s' must be an array", p);
+    pgd_buf text = PGD_BUF_INIT;
+    for (size_t j = 0; j < json_array_size(c); j++) {
+        const json_t *part = json_array_get(c, j), *t = json_object_get(part, "text");
+        snprintf(p, sizeof p, "input[%zu].content[%zu]", i, j);
+        if (!is_str(json_object_get(part, "type"), "reasoning_text") || !json_is_string(t)) {
+            pgd_buf_free(&text);
+            return bad(rd->e, p, "'%s' must be {\"type\": \"reasoning_text\", \"text\": string}",
+                       p);
+        }
+        if (pgd_buf_append(&text, json_string_value(t), json_string_length(t))) {
+            pgd_buf_free(&text);
+            return pgd__api_oom(rd->e);
+        }
+    }
+    json_decref(rd->reasoning);
+    rd->reasoning = pgd__api_jstr(text.data ? text.data : "", text.len);
+    rd->last_assistant = false; /* a call after it starts a step (a message) of its own */
+    pgd_buf_free(&text);
+    return rd->reasoning ? 0 : pgd__api_oom(rd->e);
 }
 
 static int read_input(reader *rd, size_t *n_input) {
@@ -240,17 +287,24 @@ static int read_input(reader *rd, size_t *n_input) {
         if (type && !json_is_string(type)) return bad(rd->e, p, "'%s' must be a string", p);
         const char *t = type ? json_string_value(type) : "message";
         int rc;
+        if (strcmp(t, "reasoning") && strcmp(t, "function_call") &&
+            !(!strcmp(t, "message") && is_str(json_object_get(it, "role"), "assistant"))) {
+            json_decref(rd->reasoning); /* no assistant message follows it */
+            rd->reasoning = NULL;
+        }
         if (!strcmp(t, "message"))
             rc = message_item(rd, it, i);
         else if (!strcmp(t, "function_call"))
             rc = call_item(rd, it, i);
         else if (!strcmp(t, "function_call_output"))
             rc = call_output_item(rd, it, i);
+        else if (!strcmp(t, "reasoning"))
+            rc = reasoning_item(rd, it, i);
         else
             rc = bad(rd->e, p,
                      "input items of type '%.48s' are not supported (\"message\", "
-                     "\"function_call\" and \"function_call_output\" are; responses are not "
-                     "stored, so an item_reference has nothing to refer to)",
+                     "\"function_call\", \"function_call_output\" and \"reasoning\" are; "
+                     "an item_reference is not: give the item itself, or previous_response_id)",
                      t);
         if (rc) return rc;
     }
@@ -427,7 +481,11 @@ static int read_rest(reader *rd) {
         if (pgd__api_field(rs, rkeys[i])) {
             char p[40];
             snprintf(p, sizeof p, "reasoning.%s", rkeys[i]);
-            return bad(rd->e, p, "'%s' is not supported: the served model does not reason", p);
+            return bad(rd->e, p,
+                       "'%s' is not supported: this server does not steer reasoning (a thinking "
+                       "model's reasoning comes back as a reasoning item; "
+                       "chat_template_kwargs {\"enable_thinking\": false} turns Qwen3's off)",
+                       p);
         }
     const json_t *store = pgd__api_field(root, "store");
     if (store && !json_is_boolean(store)) return bad(rd->e, "store", "'store' must be a boolean");
@@ -544,7 +602,8 @@ int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp
                                        "logit_bias",
                                        "ignore_eos",
                                        "priority",
-                                       "cache_salt"};
+                                       "cache_salt",
+                                       "chat_template_kwargs"};
     if ((rc = read_rest(&rd)) || (rc = read_input(&rd, &out->n_input))) goto done;
     for (size_t i = 0; i < PGD_ARRAY_LEN(same) && !rc; i++) rc = copy(&rd, same[i], NULL);
     if (!rc) rc = copy(&rd, "max_output_tokens", "max_completion_tokens");
@@ -575,6 +634,7 @@ int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp
 done:
     free(rd.map);
     json_decref(rd.chat);
+    json_decref(rd.reasoning);
     json_decref(rd.root);
     if (rc) pgd_api_resp_request_free(out);
     return rc;
@@ -682,13 +742,13 @@ void pgd_api_resp_error(const pgd_api_resp_request *r, pgd_api_error *e) {
 /* ---- building ----------------------------------------------------------------------------------
  */
 
-typedef enum { ITEM_MESSAGE, ITEM_CALL } item_kind;
+typedef enum { ITEM_MESSAGE, ITEM_CALL, ITEM_REASONING } item_kind;
 
 typedef struct item {
     item_kind kind;
     char id[PGD_API_ID_CAP];
     const char *status; /* "in_progress" until closed; then "completed" or "incomplete" */
-    pgd_buf text;       /* message: its text; call: its arguments */
+    pgd_buf text;       /* message, reasoning: its text; call: its arguments */
     json_t *logprobs;   /* message: [entries] */
     char call_id[PGD_API_TOOL_ID_CAP];
     char *name; /* call */
@@ -702,7 +762,7 @@ struct pgd_api_resp {
     bool stream, logprobs;
     item *items;
     size_t n, cap;
-    bool open; /* the last item is a message still written to */
+    bool open; /* the last item is a message or a reasoning item still written to */
     int64_t seq;
     const char *end_status; /* once ended: "completed" or "incomplete" */
     pgd_api_usage usage;    /* once ended */
@@ -748,8 +808,12 @@ static json_t *jbuf(const pgd_buf *b) {
     return pgd__api_jstr(b->data ? b->data : "", b->len);
 }
 
-/* {type: "output_text", text, annotations: [], logprobs} — empty text and logprobs when !full */
+/* {type: "output_text", text, annotations: [], logprobs} — empty text and logprobs when !full;
+ * a reasoning item's {type: "reasoning_text", text} */
 static json_t *part_obj(const item *it, bool full) {
+    if (it->kind == ITEM_REASONING)
+        return json_pack("{s:s,s:o}", "type", "reasoning_text", "text",
+                         full ? jbuf(&it->text) : json_string(""));
     json_t *p = json_pack("{s:s}", "type", "output_text");
     if (!p) return NULL;
     TRY(pgd__api_set(p, "text", full ? jbuf(&it->text) : json_string("")));
@@ -767,9 +831,17 @@ static json_t *item_obj(const item *it, const char *status) {
     bool done = strcmp(status, "in_progress") != 0;
     json_t *o = json_object();
     if (!o) return NULL;
+    static const char *const types[] = {"message", "function_call", "reasoning"};
     TRY(pgd__api_set(o, "id", json_string(it->id)));
-    TRY(pgd__api_set(o, "type",
-                     json_string(it->kind == ITEM_MESSAGE ? "message" : "function_call")));
+    TRY(pgd__api_set(o, "type", json_string(types[it->kind])));
+    if (it->kind == ITEM_REASONING) { /* its text, as content; no summary is written */
+        TRY(pgd__api_set(o, "summary", json_array()));
+        json_t *content = json_array();
+        TRY(pgd__api_set(o, "content", content));
+        if (done) TRY(json_array_append_new(content, part_obj(it, true)));
+        TRY(pgd__api_set(o, "status", json_string(status)));
+        return o;
+    }
     TRY(pgd__api_set(o, "status", json_string(status)));
     if (it->kind == ITEM_MESSAGE) {
         TRY(pgd__api_set(o, "role", json_string("assistant")));
@@ -789,10 +861,10 @@ fail:
 
 static json_t *usage_obj(const pgd_api_usage *u) {
     if (!u) return json_null();
-    return json_pack("{s:I,s:{s:I},s:I,s:{s:i},s:I}", "input_tokens", (json_int_t)u->prompt_tokens,
+    return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", (json_int_t)u->prompt_tokens,
                      "input_tokens_details", "cached_tokens", (json_int_t)u->cached_tokens,
                      "output_tokens", (json_int_t)u->completion_tokens, "output_tokens_details",
-                     "reasoning_tokens", 0, "total_tokens",
+                     "reasoning_tokens", (json_int_t)u->reasoning_tokens, "total_tokens",
                      (json_int_t)(u->prompt_tokens + u->completion_tokens));
 }
 
@@ -906,37 +978,52 @@ static item *add_item(pgd_api_resp *r, item_kind kind) {
     memset(it, 0, sizeof *it);
     it->kind = kind;
     it->status = "in_progress";
-    new_id(it->id, kind == ITEM_MESSAGE ? "msg_" : "fc_");
+    new_id(it->id, kind == ITEM_MESSAGE ? "msg_" : kind == ITEM_CALL ? "fc_" : "rs_");
     if (kind == ITEM_MESSAGE && !(it->logprobs = json_array())) return NULL;
     r->n++;
     return it;
 }
 
-static int open_message(pgd_api_resp *r, pgd_buf *sse) {
-    if (r->open) return 0;
-    if (!add_item(r, ITEM_MESSAGE)) return PGD_ENOMEM;
+static int close_message(pgd_api_resp *r, const char *status, pgd_buf *sse);
+
+/* The open item of `kind` (a message or a reasoning item): the last one when it is still open,
+ * else a new one (an open item of the other kind closed first). */
+static int open_item(pgd_api_resp *r, item_kind kind, pgd_buf *sse) {
+    if (r->open && r->items[r->n - 1].kind == kind) return 0;
+    int rc = close_message(r, "completed", sse);
+    if (rc) return rc;
+    if (!add_item(r, kind)) return PGD_ENOMEM;
     r->open = true;
     if (!r->stream) return 0;
     size_t idx = r->n - 1;
     json_t *o =
         with(event("response.output_item.added"), "output_index", json_integer((json_int_t)idx));
-    int rc = emit(r, sse, with(o, "item", item_obj(&r->items[idx], "in_progress")));
+    rc = emit(r, sse, with(o, "item", item_obj(&r->items[idx], "in_progress")));
     if (rc) return rc;
     return emit(r, sse,
                 with(item_event("response.content_part.added", r, idx, true), "part",
                      part_obj(&r->items[idx], false)));
 }
 
+static int open_message(pgd_api_resp *r, pgd_buf *sse) {
+    return open_item(r, ITEM_MESSAGE, sse);
+}
+
+/* The open item closed (a message, or a reasoning item, which always completes). */
 static int close_message(pgd_api_resp *r, const char *status, pgd_buf *sse) {
     if (!r->open) return 0;
     size_t idx = r->n - 1;
     item *it = &r->items[idx];
+    bool reasoning = it->kind == ITEM_REASONING;
+    if (reasoning) status = "completed"; /* an answer cut short in its reasoning: the message */
     r->open = false;
     it->status = status;
     if (!r->stream) return 0;
     json_t *o =
-        with(item_event("response.output_text.done", r, idx, true), "text", jbuf(&it->text));
-    int rc = emit(r, sse, with(o, "logprobs", json_copy(it->logprobs)));
+        with(item_event(reasoning ? "response.reasoning_text.done" : "response.output_text.done", r,
+                        idx, true),
+             "text", jbuf(&it->text));
+    int rc = emit(r, sse, reasoning ? o : with(o, "logprobs", json_copy(it->logprobs)));
     if (!rc)
         rc = emit(r, sse,
                   with(item_event("response.content_part.done", r, idx, true), "part",
@@ -982,6 +1069,18 @@ int pgd_api_resp_text(pgd_api_resp *r, pgd_str text, const pgd_api_token_logprob
     return emit(r, sse, with(o, "logprobs", entries));
 }
 
+int pgd_api_resp_reasoning(pgd_api_resp *r, pgd_str text, pgd_buf *sse) {
+    if (!text.len) return 0;
+    int rc = open_item(r, ITEM_REASONING, sse);
+    if (rc) return rc;
+    size_t idx = r->n - 1;
+    if (pgd_buf_append(&r->items[idx].text, text.ptr, text.len)) return PGD_ENOMEM;
+    if (!r->stream) return 0;
+    return emit(r, sse,
+                with(item_event("response.reasoning_text.delta", r, idx, true), "delta",
+                     pgd__api_jstr(text.ptr, text.len)));
+}
+
 int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n, pgd_buf *sse) {
     int rc = n ? close_message(r, "completed", sse) : 0;
     for (size_t k = 0; k < n && !rc; k++) {
@@ -1020,8 +1119,11 @@ int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n
 
 int pgd_api_resp_end(pgd_api_resp *r, pgd_finish finish, const pgd_api_usage *u, pgd_buf *out) {
     const char *status = finish == PGD_FINISH_LENGTH ? "incomplete" : "completed";
+    bool answer = false; /* a message or a call */
+    for (size_t i = 0; i < r->n; i++) answer |= r->items[i].kind != ITEM_REASONING;
     int rc = 0;
-    if (!r->n) rc = open_message(r, out);
+    /* an answer cut short in its reasoning is that reasoning alone */
+    if (!answer && (!r->n || finish != PGD_FINISH_LENGTH)) rc = open_message(r, out);
     if (!rc) rc = close_message(r, status, out);
     if (rc) return rc;
     r->end_status = status;
@@ -1062,15 +1164,19 @@ int pgd_api_resp_object(const pgd_api_resp *r, pgd_buf *out) {
 int pgd_api_resp_conversation(const pgd_api_resp *r, const pgd_api_resp_request *req,
                               json_t **out) {
     json_t *conv = json_copy(req->history), *calls = json_array();
-    pgd_buf text = PGD_BUF_INIT;
-    bool said = false; /* a message item, even an empty one */
+    pgd_buf text = PGD_BUF_INIT, thought = PGD_BUF_INIT;
+    bool said = false, reasoned = false; /* a message / reasoning item, even an empty one */
     *out = NULL;
     if (!conv || !calls) goto fail;
     for (size_t i = 0; i < r->n; i++) {
         const item *it = &r->items[i];
-        if (it->kind == ITEM_MESSAGE) {
-            said = true;
-            if (pgd_buf_append(&text, it->text.data ? it->text.data : "", it->text.len)) goto fail;
+        if (it->kind != ITEM_CALL) {
+            bool msg = it->kind == ITEM_MESSAGE;
+            said |= msg;
+            reasoned |= !msg;
+            if (pgd_buf_append(msg ? &text : &thought, it->text.data ? it->text.data : "",
+                               it->text.len))
+                goto fail;
             continue;
         }
         json_t *c = json_pack("{s:s,s:s,s:{s:o,s:o}}", "id", it->call_id, "type", "function",
@@ -1083,13 +1189,16 @@ int pgd_api_resp_conversation(const pgd_api_resp *r, const pgd_api_resp_request 
         json_pack("{s:s,s:o}", "role", "assistant", "content", said ? jbuf(&text) : json_null());
     if (!m || json_array_append_new(conv, m)) goto fail;
     if (json_array_size(calls) && pgd__api_set(m, "tool_calls", json_incref(calls))) goto fail;
+    if (reasoned && pgd__api_set(m, "reasoning_content", jbuf(&thought))) goto fail;
     json_decref(calls);
     pgd_buf_free(&text);
+    pgd_buf_free(&thought);
     *out = conv;
     return 0;
 fail:
     json_decref(conv);
     json_decref(calls);
     pgd_buf_free(&text);
+    pgd_buf_free(&thought);
     return PGD_ENOMEM;
 }

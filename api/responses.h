@@ -15,8 +15,14 @@
  *                           calls that follow an assistant message (or each other) join it
  *                         - {"type": "function_call_output", "call_id", "output": string |
  *                           [input_text parts]}: a tool's result (a "tool" message)
- *                         any other item type (reasoning, item_reference, built-in tool calls)
- *                         is a 400 naming input[i].type
+ *                         - {"type": "reasoning", "content": [{"type": "reasoning_text",
+ *                           "text"}], "summary", "encrypted_content"}: an earlier answer's
+ *                           reasoning, the reasoning_content of the assistant message or call
+ *                           that follows it (a call then starts an assistant message of its
+ *                           own; dropped when none follows; summary and encrypted_content are
+ *                           not read)
+ *                         any other item type (item_reference, built-in tool calls) is a 400
+ *                         naming input[i].type
  *   instructions          string: a system message before the input (not carried over)
  *   max_output_tokens     >= 1 (chat's max_completion_tokens)
  *   temperature, top_p    as chat
@@ -45,7 +51,8 @@
  *                         own previous ones', its output; not its instructions) comes before
  *                         this input; echoed. conversation is a 400
  *   reasoning             {"effort": null, "summary": null} passes; an effort or summary is a
- *                         400 (no reasoning model is served)
+ *                         400 (reasoning is not steered)
+ *   chat_template_kwargs  as chat (vLLM's): {"enable_thinking": false} for Qwen3
  *   truncation            "disabled" (the default); "auto" is a 400
  *   max_tool_calls        >= 0, echoed (it limits built-in tools, which there are none of)
  *   service_tier          string, echoed
@@ -63,14 +70,19 @@
  * service_tier (when given), store, temperature, text {format, verbosity}, tool_choice,
  * tools, top_logprobs, top_p, truncation, usage, user, metadata, safety_identifier,
  * prompt_cache_key}; usage {input_tokens, input_tokens_details {cached_tokens}, output_tokens,
- * output_tokens_details {reasoning_tokens 0}, total_tokens} (null until the end).
+ * output_tokens_details {reasoning_tokens: the thinking's tokens, 0 without}, total_tokens} (null
+ * until the end).
  * Output items, in the order the model wrote them:
  *   {"id": "msg_...", "type": "message", "status", "role": "assistant", "content":
  *    [{"type": "output_text", "text", "annotations": [], "logprobs": [{token, logprob, bytes,
  *    top_logprobs: [{token, logprob, bytes}]}]}]} — logprobs [] unless asked
  *   {"id": "fc_...", "type": "function_call", "status": "completed", "arguments", "call_id",
  *    "name"}
- * An answer with no text and no call still has one (empty) message.
+ *   {"id": "rs_...", "type": "reasoning", "summary": [], "content": [{"type":
+ *    "reasoning_text", "text"}], "status"} — a thinking model's reasoning (pgd_api_resp_reasoning:
+ *    the server splits it off, api/reasoning.h), before the message or calls
+ * An answer with no text and no call still has one (empty) message, unless it was cut short
+ * (max_output_tokens) in its reasoning: then that reasoning is its only item.
  *
  * Stream: server-sent events "event: <type>\ndata: <json>\n\n", each object with "type" and
  * "sequence_number" (0, 1, ...), and no [DONE]:
@@ -80,6 +92,11 @@
  *   output_index, content_index, delta, logprobs} ..., response.output_text.done {..., text,
  *   logprobs}, response.content_part.done {..., part}, response.output_item.done {output_index,
  *   item}
+ *   per reasoning item: response.output_item.added (content []), response.content_part.added
+ *   {item_id, output_index, content_index 0, part {type "reasoning_text", text ""}},
+ *   response.reasoning_text.delta {item_id, output_index, content_index, delta} ...,
+ *   response.reasoning_text.done {..., text}, response.content_part.done {..., part},
+ *   response.output_item.done
  *   per call: response.output_item.added (arguments ""), response.function_call_arguments.delta
  *   {item_id, output_index, delta}, response.function_call_arguments.done {item_id,
  *   output_index, name, arguments}, response.output_item.done
@@ -172,9 +189,15 @@ int pgd_api_resp_begin(pgd_api_resp *r, pgd_buf *sse);
 
 /* Output text with its tokens' logprobs (n_lp of them, may be 0; used only when the request
  * asked for logprobs): added to the open message, which is opened first when there is none (a
- * piece with neither text nor logprobs opens nothing). Stream: the events into sse. */
+ * piece with neither text nor logprobs opens nothing; an open reasoning item is closed then).
+ * Stream: the events into sse. */
 int pgd_api_resp_text(pgd_api_resp *r, pgd_str text, const pgd_api_token_logprob *lp, size_t n_lp,
                       pgd_buf *sse);
+
+/* A thinking model's reasoning: added to the open reasoning item, which is opened first when
+ * there is none (an open message is closed then; empty text opens nothing). It comes before
+ * the answer's text and calls. Stream: the events into sse. */
+int pgd_api_resp_reasoning(pgd_api_resp *r, pgd_str text, pgd_buf *sse);
 
 /* Tool calls, each a function_call item after the open message (which is closed first). */
 int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n, pgd_buf *sse);
@@ -189,8 +212,9 @@ int pgd_api_resp_end(pgd_api_resp *r, pgd_finish finish, const pgd_api_usage *u,
 int pgd_api_resp_object(const pgd_api_resp *r, pgd_buf *out);
 
 /* The conversation to keep: req's history and the output as one assistant message (its text,
- * null when there is no message item, and its calls as tool_calls) — what a request that gave
- * this output back as input items would hold. *out a new reference. 0 or PGD_ENOMEM. */
+ * null when there is no message item, its calls as tool_calls, its reasoning as
+ * reasoning_content) — what a request that gave this output back as input items would hold.
+ * *out a new reference. 0 or PGD_ENOMEM. */
 int pgd_api_resp_conversation(const pgd_api_resp *r, const pgd_api_resp_request *req, json_t **out);
 
 /* Stream: the answer failed (e, a 5xx): "error" and response.failed into sse. */

@@ -54,9 +54,10 @@ typedef struct choice_out {
     size_t calls_sent;        /* streams: calls sent so far */
     pgd_buf shown;            /* streams with tools: a token's text known to be content */
     pgd_reasoning_parser *rp; /* chat with --reasoning-parser: the output's reasoning */
-    pgd_buf rsn;  /* its reasoning (whole answers), or a token's share of it (streams) */
-    pgd_buf said; /* streams with reasoning: a token's text known to be content */
-    float *emb;   /* embeddings: the input's pooled vector ([n_embd]) once in */
+    pgd_buf rsn;         /* its reasoning (whole answers), or a token's share of it (streams) */
+    int64_t n_reasoning; /* its tokens that were reasoning (the tags too) */
+    pgd_buf said;        /* streams with reasoning: a token's text known to be content */
+    float *emb;          /* embeddings: the input's pooled vector ([n_embd]) once in */
 } choice_out;
 
 typedef struct lp_ref {
@@ -418,8 +419,7 @@ static void submit_all(pgd_rctx *c) {
         pgd_srv_respond_simple_error(c->http, 500, NULL, NULL, "out of memory");
         return;
     }
-    /* (a Responses answer keeps the reasoning in its text: it has no reasoning items yet) */
-    bool reasons = c->kind == PGD_API_CHAT && !c->resp && c->srv->reasoning > 0;
+    bool reasons = c->kind == PGD_API_CHAT && c->srv->reasoning > 0;
     for (size_t k = 0; k < c->n_per_prompt; k++) {
         if ((c->req.tools.choice != PGD_TOOL_CHOICE_NONE &&
              pgd_tool_parser_new(&c->req.tools, &c->ch[k].tp)) ||
@@ -785,6 +785,13 @@ static int stream_reasoning(pgd_rctx *c, choice_out *co, uint32_t g, pgd_str *te
     if (rc) return rc;
     *text = (pgd_str){co->said.data ? co->said.data : "", co->said.len};
     if (!co->rsn.len) return 0;
+    if (c->resp) { /* a reasoning item's text (the tokens' logprobs wait for the message's) */
+        pgd_buf b = PGD_BUF_INIT;
+        rc = pgd_api_resp_reasoning(c->resp, (pgd_str){co->rsn.data, co->rsn.len}, &b);
+        if (!rc) sse_write_events(c, &b);
+        pgd_buf_free(&b);
+        return rc;
+    }
     pgd_api_meta m = meta_of(c);
     if (*lp) rebase(co, lp_from);
     pgd_api_choice ch = {.index = g,
@@ -823,12 +830,14 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
     bool lp = wants_logprobs(c) && ev->logprobs;
     size_t lp_from = co->n_lp;
     if (lp && add_logprob(c, co, ev->logprobs)) lp = false;
+    bool thinking = co->rp && pgd_reasoning_parser_thinking(co->rp);
     if (c->req.stream) {
         pgd_str text = {ev->text, ev->text_len};
         if (co->rp && stream_reasoning(c, co, g, &text, &lp, lp_from, false)) {
             abort_engine(c);
             return;
         }
+        co->n_reasoning += co->rp && (thinking || pgd_reasoning_parser_thinking(co->rp));
         if (co->tp) {
             pgd_buf_reset(&co->shown);
             if (pgd_tool_parser_feed(co->tp, text.ptr, text.len, &co->shown)) {
@@ -839,7 +848,7 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
             send_tool_calls(c, co, g);
         }
         if (c->resp) {
-            if (text.len || !co->tp) send_resp_text(c, co, text);
+            if (text.len || (!co->tp && !co->rp)) send_resp_text(c, co, text);
             return;
         }
         if (!text.len && !lp) return;
@@ -859,6 +868,12 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
         if (!rc) sse_write_json(c, &b);
         pgd_buf_free(&b);
         drop_logprobs(co, lp_from);
+    } else if (co->rp) { /* reasoning into rsn, content into text, as they are decided */
+        if (pgd_reasoning_parser_feed(co->rp, ev->text, ev->text_len, &co->rsn, &co->text)) {
+            abort_engine(c);
+            return;
+        }
+        co->n_reasoning += thinking || pgd_reasoning_parser_thinking(co->rp);
     } else if (ev->text_len) {
         pgd_buf_append(&co->text, ev->text, ev->text_len);
     }
@@ -996,14 +1011,18 @@ static int build_prompt_logprobs(const pgd_rctx *c, pgd_api_prompt_logprob **vie
 static void end_reasoning(pgd_rctx *c, choice_out *co, uint32_t g) {
     pgd_str rest;
     bool lp = false;
-    if (stream_reasoning(c, co, g, &rest, &lp, co->n_lp, true) || !rest.len) return;
+    if (stream_reasoning(c, co, g, &rest, &lp, co->n_lp, true)) return;
     if (co->tp) {
         pgd_buf_reset(&co->shown);
         if (pgd_tool_parser_feed(co->tp, rest.ptr, rest.len, &co->shown)) return;
         rest = (pgd_str){co->shown.data ? co->shown.data : "", co->shown.len};
         send_tool_calls(c, co, g);
-        if (!rest.len) return;
     }
+    if (c->resp) { /* without tools, the logprobs that waited go now (else end_tool_calls's) */
+        if (rest.len || !co->tp) send_resp_text(c, co, rest);
+        return;
+    }
+    if (!rest.len) return;
     pgd_api_meta m = meta_of(c);
     pgd_api_choice ch = {.index = g, .text = rest};
     pgd_buf b = PGD_BUF_INIT;
@@ -1066,20 +1085,22 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
     }
 }
 
-/* A whole answer with reasoning: its text split into reasoning (co->rsn) and content (kept as
- * its text). */
-static int split_reasoning(choice_out *co) {
-    if (!co->rp) return 0;
-    pgd_buf content = PGD_BUF_INIT;
-    int rc = pgd_reasoning_parser_feed(co->rp, co->text.data, co->text.len, &co->rsn, &content);
-    if (!rc) rc = pgd_reasoning_parser_end(co->rp, &co->rsn, &content);
+/* A whole answer's text becomes what a parser left of it as content (taken), unless rc (then
+ * freed, the text kept). Returns rc. */
+static int take_content(choice_out *co, pgd_buf *content, int rc) {
     if (rc) {
-        pgd_buf_free(&content);
+        pgd_buf_free(content);
         return rc;
     }
     pgd_buf_free(&co->text);
-    co->text = content;
+    co->text = *content;
     return 0;
+}
+
+/* A whole answer with reasoning (its tokens fed as they came: on_token): what the parser held,
+ * into the reasoning (co->rsn) or the content (co->text). */
+static int split_reasoning(choice_out *co) {
+    return co->rp ? pgd_reasoning_parser_end(co->rp, &co->rsn, &co->text) : 0;
 }
 
 /* A whole answer with tools: its text parsed into content (kept as its text) and calls. */
@@ -1088,13 +1109,7 @@ static int split_tool_calls(choice_out *co) {
     pgd_buf content = PGD_BUF_INIT;
     int rc = pgd_tool_parser_feed(co->tp, co->text.data, co->text.len, &content);
     if (!rc) rc = pgd_tool_parser_end(co->tp, &content);
-    if (rc) {
-        pgd_buf_free(&content);
-        return rc;
-    }
-    pgd_buf_free(&co->text);
-    co->text = content;
-    return 0;
+    return take_content(co, &content, rc);
 }
 
 /* A Responses answer that has ended, when it asked to be kept: into the store (before its
@@ -1116,9 +1131,10 @@ static void keep_response(pgd_rctx *c, const pgd_buf *whole) {
     pgd_buf_free(&obj);
 }
 
-/* A whole Responses answer from its one choice: content, then calls. */
+/* A whole Responses answer from its one choice: reasoning, content, then calls. */
 static int resp_whole(pgd_rctx *c, const pgd_api_choice *ch, pgd_buf *out) {
-    int rc = pgd_api_resp_text(c->resp, ch->text, ch->tokens, ch->n_tokens, NULL);
+    int rc = pgd_api_resp_reasoning(c->resp, ch->reasoning, NULL);
+    if (!rc) rc = pgd_api_resp_text(c->resp, ch->text, ch->tokens, ch->n_tokens, NULL);
     if (!rc) rc = pgd_api_resp_calls(c->resp, ch->calls, ch->n_calls, NULL);
     if (!rc) rc = pgd_api_resp_end(c->resp, ch->finish, &c->usage, out);
     if (!rc) keep_response(c, out);
@@ -1154,6 +1170,9 @@ static void finalize(pgd_rctx *c, const pgd_usage *u) {
                                         (uint32_t)c->usage.completion_tokens);
     }
     (void)u;
+    c->usage.reasoning_tokens = 0;
+    for (size_t i = 0; c->ch && i < c->n_prompts * c->n_per_prompt; i++)
+        c->usage.reasoning_tokens += c->ch[i].n_reasoning;
     if (!c->http || (c->error_sent && !c->stream)) return;
     if (c->stream) {
         if (c->aborted && !c->errored) { /* aborted by the server (shutdown), not the client */

@@ -130,6 +130,7 @@ def test_parser_off_the_text_as_written(raw):
     assert m.content == TEXT and r.choices[0].finish_reason == "stop"
     assert getattr(m, "reasoning_content", None) is None
     assert r.usage.completion_tokens == len(ANSWER)
+    assert r.usage.completion_tokens_details is None
 
 
 def test_reasoning_apart(client):
@@ -138,6 +139,13 @@ def test_reasoning_apart(client):
     assert m.reasoning_content == "Hm"
     assert m.content == "".join(ANSWER[3:-1]) and not m.tool_calls
     assert r.choices[0].finish_reason == "stop"
+    # <think> Hm </think>: the reasoning's tokens, tags included
+    assert r.usage.completion_tokens_details.reasoning_tokens == 3
+    assert r.usage.completion_tokens == len(ANSWER)
+    last = list(chat(client, stream=True, stream_options={"include_usage": True}))[-1]
+    assert last.usage.completion_tokens_details.reasoning_tokens == 3
+    two = chat(client, n=2)
+    assert two.usage.completion_tokens_details.reasoning_tokens == 6
 
 
 def test_reasoning_then_tool_call(client):
@@ -195,6 +203,7 @@ def test_cut_inside_reasoning(client):
     m = r.choices[0].message
     assert r.choices[0].finish_reason == "length"
     assert m.reasoning_content == "Hm" and m.content is None
+    assert r.usage.completion_tokens_details.reasoning_tokens == 2
 
 
 def test_bad_parser_name(pagoda_bin, model):
@@ -219,3 +228,53 @@ def test_tokenize_enable_thinking(start_server, model):
     st, _, err = http(s.port, "POST", "/tokenize", json.dumps(body))
     assert st == 400 and json.loads(err)["error"]["param"] == \
         "chat_template_kwargs.enable_thinking"
+
+
+def test_responses_reasoning_item(client):
+    """/v1/responses: the reasoning is an item of its own before the answer, whole and
+    streamed; given back as input it is accepted."""
+    r = client.responses.create(model="think", input="What is the weather in Paris?",
+                                max_output_tokens=16, temperature=0)
+    assert [o.type for o in r.output] == ["reasoning", "message"]
+    rs = r.output[0]
+    assert rs.id.startswith("rs_") and rs.summary == [] and rs.status == "completed"
+    assert [(c.type, c.text) for c in rs.content] == [("reasoning_text", "Hm")]
+    assert r.output_text == "".join(ANSWER[3:-1])
+    assert r.usage.output_tokens_details.reasoning_tokens == 3
+
+    t = client.responses.create(model="think", input="What is the weather in Paris?",
+                                max_output_tokens=16, temperature=0,
+                                tools=[{"type": "function", **WEATHER["function"]}])
+    assert [o.type for o in t.output] == ["reasoning", "function_call"]
+    assert t.output[1].name == "get_weather"
+    assert json.loads(t.output[1].arguments) == {"city": "Paris"}
+
+    types, deltas, final = [], "", None
+    for ev in client.responses.create(model="think", input="What is the weather in Paris?",
+                                      max_output_tokens=16, temperature=0, stream=True):
+        types.append(ev.type)
+        if ev.type == "response.reasoning_text.delta":
+            deltas += ev.delta
+        if ev.type == "response.completed":
+            final = ev.response
+    assert deltas == "Hm" and types.index("response.reasoning_text.done") < \
+        types.index("response.output_text.delta")
+    assert [o.type for o in final.output] == ["reasoning", "message"]
+    assert final.usage.output_tokens_details.reasoning_tokens == 3
+    assert final.output[0].content[0].text == "Hm" and final.output_text == r.output_text
+
+    cut = client.responses.create(model="think", input="What is the weather in Paris?",
+                                  max_output_tokens=2, temperature=0)
+    assert cut.status == "incomplete" and [o.type for o in cut.output] == ["reasoning"]
+
+    # the output given back as input items, then a new question; and previous_response_id
+    back = client.responses.create(
+        model="think", max_output_tokens=4, temperature=0,
+        input=[{"role": "user", "content": "What is the weather in Paris?"},
+               *[o.model_dump(exclude_none=True) for o in t.output],
+               {"type": "function_call_output", "call_id": t.output[1].call_id,
+                "output": "sunny"}])
+    assert back.status in ("completed", "incomplete")
+    nxt = client.responses.create(model="think", input="And in Rome?", max_output_tokens=4,
+                                  temperature=0, previous_response_id=r.id)
+    assert nxt.previous_response_id == r.id

@@ -780,8 +780,9 @@ ERRORS = [
     # (id, changes to a good body (DEL removes), the param(s) the error may name)
     ("no-input", {"input": DEL}, "input"),
     ("empty-input", {"input": []}, "input"),
-    ("reasoning-item", {"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]},
-     "input[0].type"),
+    ("reasoning-content", {"input": [{"type": "reasoning", "id": "rs_1", "summary": [],
+                                      "content": [{"type": "summary_text", "text": "x"}]}]},
+     "input[0].content[0]"),
     ("item-reference", {"input": [{"role": "user", "content": "hi"},
                                   {"type": "item_reference", "id": "msg_1"}]}, "input[1].type"),
     ("builtin-call-item", {"input": [{"type": "web_search_call", "id": "ws_1",

@@ -8,7 +8,9 @@
  * pgd_api_resp_param leaves as it is (already a Responses name). An accepted request must hold a
  * chat request with at least one message and its own echo of the request fields; then its answer is
  * built twice, whole and streamed, from pieces of the body taken as output text (and, when it
- * offers tools, as calls): the whole answer must be one JSON object whose output text is the pieces
+ * offers tools, as calls; for one body length in three, its first piece as a reasoning item's text
+ * too, which whole and streamed must hold alike): the whole answer must be one JSON object whose
+ * output text is the pieces
  * joined, and the stream a run of "event: T\ndata: {...}\n\n" events whose type is T, whose
  * sequence numbers count up from 0, whose deltas join to the same text and whose last event holds
  * the same output. The body is copied into a buffer of exactly its size so ASan catches a read past
@@ -61,11 +63,28 @@ static void output_text(const json_t *resp, pgd_buf *out) {
     }
 }
 
+/* The reasoning items' text of a response object. */
+static void reasoning_text(const json_t *resp, pgd_buf *out) {
+    const json_t *output = json_object_get(resp, "output");
+    for (size_t i = 0; i < json_array_size(output); i++) {
+        const json_t *it = json_array_get(output, i);
+        if (strcmp(json_string_value(json_object_get(it, "type")), "reasoning")) continue;
+        FUZZ_CHECK(i == 0); /* before the answer */
+        const json_t *t =
+            json_object_get(json_array_get(json_object_get(it, "content"), 0), "text");
+        FUZZ_CHECK(json_is_string(t));
+        pgd_buf_append(out, json_string_value(t), json_string_length(t));
+    }
+}
+
 /* Feeds the answer: `text` cut into pieces of `step` bytes, and a call after the first piece
- * when calls is true. Whether every piece is valid UTF-8 (each delta is made valid alone). */
-static bool feed(pgd_api_resp *r, const char *text, size_t n, size_t step, bool calls,
+ * when calls is true; the first piece as reasoning first when reason is true. Whether every
+ * piece is valid UTF-8 (each delta is made valid alone). */
+static bool feed(pgd_api_resp *r, const char *text, size_t n, size_t step, bool calls, bool reason,
                  pgd_buf *sse) {
     bool valid = true;
+    if (reason)
+        FUZZ_CHECK(pgd_api_resp_reasoning(r, (pgd_str){text, n < step ? n : step}, sse) == 0);
     static const pgd_api_tool_call call = {
         .id = "call_0123456789abcdef01234567", .name = {"f", 1}, .arguments = {"{}", 2}};
     for (size_t i = 0; i < n; i += step) {
@@ -79,15 +98,15 @@ static bool feed(pgd_api_resp *r, const char *text, size_t n, size_t step, bool 
 
 static void check_answer(const pgd_api_resp_request *q, const char *text, size_t n) {
     pgd_api_meta m = {.id = "resp_0", .created = 1, .model = {"m", 1}};
-    pgd_api_usage u = {3, 4, 1};
+    pgd_api_usage u = {3, 4, 1, 0};
     size_t step = n % 7 + 1;
-    bool calls = q->chat.tools.n > 0;
+    bool calls = q->chat.tools.n > 0, reason = n % 3 == 0;
     pgd_finish fin = n % 2 ? PGD_FINISH_LENGTH : PGD_FINISH_STOP;
     /* whole */
     pgd_api_resp *r = NULL;
     pgd_buf whole = PGD_BUF_INIT, want = PGD_BUF_INIT, got = PGD_BUF_INIT;
     FUZZ_CHECK(pgd_api_resp_new(&m, q, false, &r) == 0);
-    feed(r, text, n, step, calls, NULL);
+    feed(r, text, n, step, calls, reason, NULL);
     FUZZ_CHECK(pgd_api_resp_end(r, fin, &u, &whole) == 0);
     pgd_api_resp_free(r);
     json_t *wj = load(whole.data, whole.len);
@@ -96,7 +115,7 @@ static void check_answer(const pgd_api_resp_request *q, const char *text, size_t
     pgd_buf sse = PGD_BUF_INIT;
     FUZZ_CHECK(pgd_api_resp_new(&m, q, true, &r) == 0);
     FUZZ_CHECK(pgd_api_resp_begin(r, &sse) == 0);
-    bool valid = feed(r, text, n, step, calls, &sse);
+    bool valid = feed(r, text, n, step, calls, reason, &sse);
     FUZZ_CHECK(pgd_api_resp_end(r, fin, &u, &sse) == 0);
     pgd_api_resp_free(r);
     int64_t seq = 0;
@@ -123,9 +142,15 @@ static void check_answer(const pgd_api_resp_request *q, const char *text, size_t
     const char *lt = json_string_value(json_object_get(last, "type"));
     FUZZ_CHECK(
         lt && !strcmp(lt, fin == PGD_FINISH_LENGTH ? "response.incomplete" : "response.completed"));
-    pgd_buf final = PGD_BUF_INIT;
+    pgd_buf final = PGD_BUF_INIT, rw = PGD_BUF_INIT, rf = PGD_BUF_INIT;
     output_text(json_object_get(last, "response"), &final);
     FUZZ_CHECK(final.len == want.len && !memcmp(final.data, want.data, want.len));
+    reasoning_text(wj, &rw);
+    reasoning_text(json_object_get(last, "response"), &rf);
+    FUZZ_CHECK(rw.len == rf.len && (!rw.len || !memcmp(rw.data, rf.data, rw.len)));
+    FUZZ_CHECK((rw.len > 0) == (reason && n > 0)); /* a reasoning item when one was fed */
+    pgd_buf_free(&rw);
+    pgd_buf_free(&rf);
     if (valid) /* the deltas join to the text */
         FUZZ_CHECK(got.len == want.len && (!want.len || !memcmp(got.data, want.data, want.len)));
     json_decref(last);

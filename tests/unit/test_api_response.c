@@ -270,7 +270,7 @@ static void test_chat_completion(void) {
         {2, S(""), PGD_FINISH_STOP, true, NULL, 0, 0, false, NULL, 0, NULL, 0, false, {NULL, 0}},
     };
     pgd_api_meta m = {"chatcmpl-abc", 1700000000, S("smol"), NULL};
-    pgd_api_usage u = {12, 7, 8};
+    pgd_api_usage u = {12, 7, 8, 0};
     pgd_buf b = PGD_BUF_INIT;
     REQUIRE(pgd_api_chat_completion(&m, choices, 3, &u, &b) == 0);
     json_t *j = load(&b);
@@ -427,7 +427,7 @@ static void test_chat_stream(void) {
             json_decref(j);
         }
         if (iu) {
-            pgd_api_usage u = {5, 6, 0};
+            pgd_api_usage u = {5, 6, 0, 0};
             pgd_buf_reset(&b);
             REQUIRE(pgd_api_chunk_usage(&m, PGD_API_CHAT, &u, &b) == 0);
             json_t *j = load(&b);
@@ -528,7 +528,7 @@ static void test_completion(void) {
         {3, S(""), PGD_FINISH_STOP, false, NULL, 0, 0, false, NULL, 0, NULL, 0, false, {NULL, 0}},
     };
     pgd_api_meta m = {"cmpl-xyz", 42, S("smol"), NULL};
-    pgd_api_usage u = {10, 20, 4};
+    pgd_api_usage u = {10, 20, 4, 0};
     pgd_buf b = PGD_BUF_INIT;
     REQUIRE(pgd_api_completion(&m, choices, 4, &u, &b) == 0);
     json_t *j = load(&b);
@@ -704,7 +704,7 @@ static void test_logprob_utf8_fuzz(void) {
             0, {store[0], 5}, PGD_FINISH_STOP, true, toks, 16, 0, false, NULL, 0, NULL,
             0, false,         {NULL, 0}};
         pgd_api_meta m = {"chatcmpl-f", 0, S("m"), NULL};
-        pgd_api_usage u = {1, 16, 0};
+        pgd_api_usage u = {1, 16, 0, 0};
         pgd_buf b = PGD_BUF_INIT;
         REQUIRE(pgd_api_chat_completion(&m, &c, 1, &u, &b) == 0);
         json_t *j = load(&b);
@@ -846,7 +846,7 @@ static const pgd_api_choice k_choices[] = {
     {1, {"y", 1}, PGD_FINISH_LENGTH, false, NULL, 0, 0, false, NULL, 0, NULL, 0, false, {NULL, 0}},
 };
 static const pgd_api_meta k_meta = {"id-1", 7, {"m", 1}, "fp"};
-static const pgd_api_usage k_usage = {3, 4, 1};
+static const pgd_api_usage k_usage = {3, 4, 1, 0};
 
 static int b_chat(pgd_buf *o) {
     return pgd_api_chat_completion(&k_meta, k_choices, 2, &k_usage, o);
@@ -967,7 +967,7 @@ static void test_alloc_failures(void) {
  * reasoning chunk's delta. */
 static void test_chat_reasoning(void) {
     pgd_api_meta m = {"chatcmpl-r", 1, S("m"), NULL};
-    pgd_api_usage u = {3, 4, 0};
+    pgd_api_usage u = {3, 4, 0, 0};
     const pgd_api_choice chs[] = {
         {.index = 0,
          .text = S("4"),
@@ -1007,6 +1007,25 @@ static void test_chat_reasoning(void) {
     CHECK(keys_are(d, KEYS("reasoning_content")));
     CHECK_EQ_STR(sget(d, "reasoning_content"), "2 + 2");
     CHECK(json_is_null(json_object_get(c, "logprobs")));
+    json_decref(j);
+    /* the reasoning's tokens: completion_tokens_details, only when there are some */
+    pgd_api_usage ur = {3, 9, 0, 5};
+    pgd_buf_reset(&b);
+    REQUIRE(pgd_api_chat_completion(&m, chs, 1, &ur, &b) == 0);
+    j = load(&b);
+    REQUIRE(j);
+    json_t *us = json_object_get(j, "usage");
+    CHECK(keys_are(us, KEYS("prompt_tokens", "completion_tokens", "total_tokens",
+                            "prompt_tokens_details", "completion_tokens_details")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(
+                     json_object_get(us, "completion_tokens_details"), "reasoning_tokens")),
+                 5);
+    json_decref(j);
+    pgd_buf_reset(&b);
+    REQUIRE(pgd_api_chat_completion(&m, chs, 1, &u, &b) == 0);
+    j = load(&b);
+    REQUIRE(j);
+    CHECK(json_object_get(json_object_get(j, "usage"), "completion_tokens_details") == NULL);
     json_decref(j);
     pgd_buf_free(&b);
 }

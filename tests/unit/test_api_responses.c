@@ -87,6 +87,14 @@ static void same_messages(int line, const pgd_messages *got, const pgd_messages 
                     g->role ? g->role : "(null)", w->role);
             CHECK(false);
         }
+        pgd_str gr = got->reasoning ? got->reasoning[i] : (pgd_str){NULL, 0};
+        pgd_str wr = want->reasoning ? want->reasoning[i] : (pgd_str){NULL, 0};
+        if (!gr.ptr != !wr.ptr || (gr.ptr && !str_same(gr, wr))) {
+            fprintf(stderr, "  line %d: messages[%zu] reasoning '%.*s', want '%.*s'\n", line, i,
+                    (int)gr.len, gr.ptr ? gr.ptr : "(none)", (int)wr.len,
+                    wr.ptr ? wr.ptr : "(none)");
+            CHECK(false);
+        }
         content_of(g, &a);
         content_of(w, &b);
         if (a.len != b.len || memcmp(a.data, b.data, a.len) != 0) {
@@ -261,6 +269,22 @@ static void test_request_messages(void) {
                  "{'messages':[{'role':'system','content':'S'},{'role':'user','content':'ab'},"
                  "{'role':'assistant','content':'c'},{'role':'developer','content':'d'},{'role':"
                  "'user','content':'e'}]}");
+    /* a reasoning item: the reasoning_content of the assistant message or call after it (its
+     * reasoning_text parts joined; summary and encrypted_content not read); none follows:
+     * dropped */
+    SAME_AS_CHAT("{'input':[{'role':'user','content':'q'},{'type':'reasoning','id':'rs_1',"
+                 "'summary':[{'type':'summary_text','text':'S'}],'encrypted_content':null,"
+                 "'content':[{'type':'reasoning_text','text':'a'},{'type':'reasoning_text',"
+                 "'text':'b'}]},{'role':'assistant','content':'c'},{'type':'reasoning',"
+                 "'summary':[]},{'type':'function_call','call_id':'c1','name':'f','arguments':"
+                 "'{}'},{'type':'function_call_output','call_id':'c1','output':'1'},{'type':"
+                 "'reasoning','content':[{'type':'reasoning_text','text':'lost'}]},{'role':"
+                 "'user','content':'u'}]}",
+                 "{'messages':[{'role':'user','content':'q'},{'role':'assistant','content':'c',"
+                 "'reasoning_content':'ab'},{'role':'assistant','content':null,"
+                 "'reasoning_content':'','tool_calls':[{'id':'c1','type':'function','function':"
+                 "{'name':'f','arguments':'{}'}}]},{'role':'tool','tool_call_id':'c1',"
+                 "'content':'1'},{'role':'user','content':'u'}]}");
     /* null counts as absent */
     SAME_AS_CHAT("{'input':'x','instructions':null,'max_output_tokens':null,'tools':null,"
                  "'temperature':null}",
@@ -528,6 +552,17 @@ static void test_request_accepted(void) {
         pgd_api_resp_request_free(&r);
     }
 
+    /* chat_template_kwargs as on chat: Qwen3's enable_thinking (default true), errors named */
+    for (int off = 0; off < 2; off++) {
+        pgd_api_resp_request r;
+        memset(&r, 0, sizeof r);
+        REQUIRE(rparse(off ? "{'input':'x','chat_template_kwargs':{'enable_thinking':false}}"
+                           : "{'input':'x'}",
+                       &r) == 0);
+        CHECK_EQ_INT(r.chat.enable_thinking, !off);
+        pgd_api_resp_request_free(&r);
+    }
+
     /* metadata at its limits: 16 keys of 64 bytes, values of 512 */
     pgd_buf b = PGD_BUF_INIT;
     char key[65], val[513];
@@ -623,7 +658,13 @@ static void test_request_errors(void) {
     ERR("{'input':[]}", "input");
     ERR("{'input':5}", "input");
     ERR("{'input':{'role':'user','content':'x'}}", "input");
-    ERR("{'input':[{'type':'reasoning','id':'rs_1','summary':[]}]}", "input[0].type");
+    ERR("{'input':'x','chat_template_kwargs':{'enable_thinking':1}}",
+        "chat_template_kwargs.enable_thinking");
+    ERR("{'input':[{'type':'reasoning','content':{}}]}", "input[0].content");
+    ERR("{'input':[{'type':'reasoning','content':[{'type':'summary_text','text':'a'}]}]}",
+        "input[0].content[0]");
+    ERR("{'input':[{'type':'reasoning','content':[{'type':'reasoning_text'}]}]}",
+        "input[0].content[0]");
     ERR("{'input':[{'role':'user','content':'a'},{'type':'item_reference','id':'msg_1'}]}",
         "input[1].type");
     ERR("{'input':[{'type':'web_search_call','id':'ws_1','status':'completed'}]}", "input[0].type");

@@ -300,7 +300,7 @@ static const pgd_api_tool_call k_calls[2] = {
     {"call_aaaaaaaaaaaaaaaaaaaaaaaa", {"get_weather", 11}, {"{\"city\": \"Paris\"}", 17}},
     {"call_bbbbbbbbbbbbbbbbbbbbbbbb", {"ping", 4}, {"{}", 2}},
 };
-static const pgd_api_usage k_usage = {12, 7, 4};
+static const pgd_api_usage k_usage = {12, 7, 4, 0};
 
 #define BUILDER_REQ                                                                                \
     "{'model':'smol','input':'hi','instructions':'Be terse.','max_output_tokens':50,"              \
@@ -456,7 +456,7 @@ static void test_response_defaults_and_copies(void) {
     memset(args, 'z', 2);
     memset(name, 'z', 1);
     memset(call.id, 'z', 8);
-    pgd_api_usage u = {1, 2, 0};
+    pgd_api_usage u = {1, 2, 0, 0};
     REQUIRE(pgd_api_resp_end(r, PGD_FINISH_STOP, &u, &b) == 0);
     pgd_api_resp_free(r);
     json_t *resp = load(b.data, b.len);
@@ -508,7 +508,7 @@ static json_t *respond(const char *body_q, json_t **given) {
     pgd_api_resp *r = NULL;
     json_t *resp = NULL;
     pgd_buf b = PGD_BUF_INIT;
-    pgd_api_usage u = {1, 1, 0};
+    pgd_api_usage u = {1, 1, 0, 0};
     if (pgd_api_resp_new(&m, &req, false, &r) == 0 &&
         pgd_api_resp_text(r, S("t"), NULL, 0, &b) == 0 &&
         pgd_api_resp_end(r, PGD_FINISH_STOP, &u, &b) == 0) {
@@ -575,7 +575,7 @@ static void test_response_edges(void) {
     memset(&req, 0, sizeof req);
     REQUIRE(rparse("{'input':'hi','max_output_tokens':3}", &req) == 0);
     pgd_api_meta m = {"resp_e", 7, S("m"), NULL};
-    pgd_api_usage u = {5, 3, 2};
+    pgd_api_usage u = {5, 3, 2, 0};
     pgd_buf b = PGD_BUF_INIT;
 
     /* nothing: one empty message */
@@ -796,6 +796,11 @@ static json_t *check_stream(const sse_events *e, const pgd_api_meta *m,
                 CHECK(!strncmp(id, "msg_", 4));
                 CHECK_EQ_STR(sget(it, "role"), "assistant");
                 CHECK(json_is_array(json_object_get(it, "content")));
+            } else if (!strcmp(sget0(it, "type"), "reasoning")) {
+                CHECK(!strncmp(id, "rs_", 3));
+                CHECK(keys_are(it, KEYS("id", "type", "summary", "content", "status")));
+                CHECK_EQ_INT(json_array_size(json_object_get(it, "content")), 0);
+                CHECK_EQ_INT(json_array_size(json_object_get(it, "summary")), 0);
             } else {
                 CHECK_EQ_STR(sget(it, "type"), "function_call");
                 CHECK(!strncmp(id, "fc_", 3));
@@ -817,12 +822,16 @@ static json_t *check_stream(const sse_events *e, const pgd_api_meta *m,
             CHECK_EQ_INT(iget(j, "content_index"), 0);
             if (open_index >= 0) CHECK_EQ_STR(sget(j, "item_id"), ids[open_index]);
             json_t *part = json_object_get(j, "part");
-            CHECK_EQ_STR(sget(part, "type"), "output_text");
+            bool rs = !strcmp(sget0(part, "type"), "reasoning_text");
+            if (rs)
+                CHECK(keys_are(part, KEYS("type", "text")));
+            else
+                CHECK_EQ_STR(sget(part, "type"), "output_text");
             if (!strcmp(type, "response.content_part.added")) {
                 CHECK_EQ_STR(sget(part, "text"), "");
             } else {
                 CHECK_EQ_STR(sget(part, "text"), text.data);
-                CHECK(json_equal(json_object_get(part, "logprobs"), lps));
+                if (!rs) CHECK(json_equal(json_object_get(part, "logprobs"), lps));
             }
         } else if (!strcmp(type, "response.output_text.delta")) {
             CHECK(keys_are(j, KEYS("type", "sequence_number", "item_id", "output_index",
@@ -835,6 +844,18 @@ static json_t *check_stream(const sse_events *e, const pgd_api_meta *m,
             json_t *l = json_object_get(j, "logprobs");
             CHECK(json_is_array(l));
             json_array_extend(lps, l);
+        } else if (!strcmp(type, "response.reasoning_text.delta") ||
+                   !strcmp(type, "response.reasoning_text.done")) {
+            bool delta = !strcmp(type, "response.reasoning_text.delta");
+            CHECK(keys_are(j, KEYS("type", "sequence_number", "item_id", "output_index",
+                                   "content_index", delta ? "delta" : "text")));
+            CHECK_EQ_INT(iget(j, "output_index"), open_index);
+            CHECK_EQ_INT(iget(j, "content_index"), 0);
+            if (open_index >= 0) CHECK_EQ_STR(sget(j, "item_id"), ids[open_index]);
+            if (delta)
+                pgd_buf_puts(&text, sget0(j, "delta"));
+            else
+                CHECK_EQ_STR(sget(j, "text"), text.data);
         } else if (!strcmp(type, "response.output_text.done")) {
             CHECK(keys_are(j, KEYS("type", "sequence_number", "item_id", "output_index",
                                    "content_index", "text", "logprobs")));
@@ -864,9 +885,11 @@ static json_t *check_stream(const sse_events *e, const pgd_api_meta *m,
                 CHECK_EQ_STR(sget(it, "arguments"), args.data);
                 CHECK_EQ_STR(sget(it, "status"), "completed");
             } else {
+                bool rs = !strcmp(sget0(it, "type"), "reasoning");
                 json_t *part = json_array_get(json_object_get(it, "content"), 0);
                 CHECK_EQ_STR(sget(part, "text"), text.data);
-                CHECK(json_equal(json_object_get(part, "logprobs"), lps));
+                if (rs) CHECK_EQ_STR(sget(it, "status"), "completed");
+                if (!rs) CHECK(json_equal(json_object_get(part, "logprobs"), lps));
             }
             json_array_append(items_done, it);
             open_index = -1;
@@ -1013,7 +1036,7 @@ static void test_stream_plain_and_empty(void) {
     CHECK_EQ_INT(pgd_api_resp_begin(r, &all), 0);
     CHECK_EQ_INT(pgd_api_resp_text(r, S("a"), k_lp_hello, 1, &all), 0);
     CHECK_EQ_INT(pgd_api_resp_text(r, S("b"), NULL, 0, &all), 0);
-    pgd_api_usage u = {2, 2, 0};
+    pgd_api_usage u = {2, 2, 0, 0};
     CHECK_EQ_INT(pgd_api_resp_end(r, PGD_FINISH_STOP, &u, &all), 0);
     pgd_api_resp_free(r);
     sse_events ev;
@@ -1218,8 +1241,92 @@ static void test_conversation_and_object(void) {
     pgd_api_resp_request_free(&req);
 }
 
+#define RS_EVENTS(...)                                                                             \
+    "response.output_item.added", "response.content_part.added", __VA_ARGS__,                      \
+        "response.reasoning_text.done", "response.content_part.done", "response.output_item.done"
+#define RS_DELTA "response.reasoning_text.delta"
+
+/* A thinking model's answer: a reasoning item before the message (streamed: its own events),
+ * the same object whole; cut short in its reasoning, the reasoning alone; its reasoning kept in
+ * the conversation as the assistant message's reasoning_content. */
+static void test_reasoning_items(void) {
+    pgd_api_resp_request req;
+    memset(&req, 0, sizeof req);
+    REQUIRE(rparse("{'input':'hi','tools':[" WEATHER_R "]}", &req) == 0);
+    pgd_api_meta m = {"resp_rs", 9, S("m"), NULL};
+    for (int kase = 0; kase < 3; kase++) { /* text; calls; cut in the reasoning */
+        json_t *objs[2] = {NULL, NULL};
+        for (int stream = 0; stream < 2; stream++) {
+            pgd_api_resp *r = NULL;
+            REQUIRE(pgd_api_resp_new(&m, &req, stream, &r) == 0);
+            pgd_buf out = PGD_BUF_INIT;
+            if (stream) CHECK_EQ_INT(pgd_api_resp_begin(r, &out), 0);
+            CHECK_EQ_INT(pgd_api_resp_reasoning(r, S("Let me "), &out), 0);
+            CHECK_EQ_INT(pgd_api_resp_reasoning(r, S(""), &out), 0); /* nothing */
+            CHECK_EQ_INT(pgd_api_resp_reasoning(r, S("see."), &out), 0);
+            if (kase == 0) CHECK_EQ_INT(pgd_api_resp_text(r, S("Hi!"), NULL, 0, &out), 0);
+            if (kase == 1) CHECK_EQ_INT(pgd_api_resp_calls(r, k_calls, 1, &out), 0);
+            pgd_finish f = kase == 2 ? PGD_FINISH_LENGTH : PGD_FINISH_STOP;
+            CHECK_EQ_INT(pgd_api_resp_end(r, f, &k_usage, &out), 0);
+            if (stream) {
+                sse_events ev;
+                REQUIRE(split_events(out.data, out.len, &ev));
+                const char *end = kase == 2 ? "response.incomplete" : "response.completed";
+                if (kase == 0)
+                    CHECK(types_are(&ev,
+                                    KEYS("response.created", "response.in_progress",
+                                         RS_EVENTS(RS_DELTA, RS_DELTA), MSG_EVENTS(DELTA), end)));
+                else if (kase == 1)
+                    CHECK(types_are(&ev, KEYS("response.created", "response.in_progress",
+                                              RS_EVENTS(RS_DELTA, RS_DELTA), CALL_EVENTS, end)));
+                else
+                    CHECK(types_are(&ev, KEYS("response.created", "response.in_progress",
+                                              RS_EVENTS(RS_DELTA, RS_DELTA), end)));
+                json_t *final = check_stream(&ev, &m, &req);
+                CHECK(final != NULL);
+                objs[1] = final ? json_deep_copy(final) : NULL;
+                events_free(&ev);
+            } else {
+                objs[0] = load(out.data, out.len);
+            }
+            if (stream) { /* the conversation keeps the reasoning */
+                json_t *conv = NULL;
+                REQUIRE(pgd_api_resp_conversation(r, &req, &conv) == 0);
+                json_t *last = json_array_get(conv, json_array_size(conv) - 1);
+                CHECK_EQ_STR(sget(last, "reasoning_content"), "Let me see.");
+                if (kase == 2) CHECK(json_is_null(json_object_get(last, "content")));
+                json_decref(conv);
+            }
+            pgd_buf_free(&out);
+            pgd_api_resp_free(r);
+        }
+        REQUIRE(objs[0] && objs[1]);
+        json_t *output = json_object_get(objs[0], "output");
+        CHECK_EQ_INT(json_array_size(output), kase == 2 ? 1 : 2);
+        json_t *rs = json_array_get(output, 0);
+        CHECK(keys_are(rs, KEYS("id", "type", "summary", "content", "status")));
+        CHECK_EQ_STR(sget(rs, "type"), "reasoning");
+        CHECK_EQ_STR(sget(rs, "status"), "completed");
+        json_t *part = json_array_get(json_object_get(rs, "content"), 0);
+        CHECK(keys_are(part, KEYS("type", "text")));
+        CHECK_EQ_STR(sget(part, "type"), "reasoning_text");
+        CHECK_EQ_STR(sget(part, "text"), "Let me see.");
+        if (kase < 2)
+            CHECK_EQ_STR(sget(json_array_get(output, 1), "type"),
+                         kase == 0 ? "message" : "function_call");
+        CHECK_EQ_STR(sget(objs[0], "status"), kase == 2 ? "incomplete" : "completed");
+        strip_item_ids(objs[0]);
+        strip_item_ids(objs[1]);
+        CHECK(json_equal(objs[0], objs[1])); /* streamed = whole */
+        json_decref(objs[0]);
+        json_decref(objs[1]);
+    }
+    pgd_api_resp_request_free(&req);
+}
+
 int main(void) {
     RUN(test_response_whole);
+    RUN(test_reasoning_items);
     RUN(test_response_defaults_and_copies);
     RUN(test_response_echo_objects);
     RUN(test_response_edges);

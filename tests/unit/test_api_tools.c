@@ -379,7 +379,7 @@ static void test_responses(void) {
         {"call_1", {"ping", 4}, {"{}", 2}},
     };
     pgd_api_meta m = {"chatcmpl-t", 1, {"m", 1}, NULL};
-    pgd_api_usage u = {3, 4, 0};
+    pgd_api_usage u = {3, 4, 0, 0};
     pgd_api_choice c = {
         .index = 0, .text = {"", 0}, .finish = PGD_FINISH_TOOL_CALLS, .calls = calls, .n_calls = 2};
     pgd_buf b = PGD_BUF_INIT;
