@@ -11,6 +11,8 @@ What the answer is depends on the last user message:
   "[drop]"               three tokens, then the socket is closed abruptly (no [DONE])
   "[slow]"               SLOW_TOKENS tokens, one every slow_interval seconds, with ": ping" lines
                          between them (for Stop: the client's disconnect is noticed at a write)
+  "[think]"              a thinking model's answer: THOUGHT as delta.reasoning_content tokens
+                         (as pagoda streams a Qwen3 model's <think> text), then REPLY
   anything else          REPLY (with multi-byte UTF-8 characters), one token per event, after a
                          first-token delay filled with ": ping" lines; every event's bytes are
                          written in small pieces with short pauses, so the client's reads end
@@ -42,6 +44,7 @@ MODEL = "mock-model"
 REPLY = ("Hello! Naïve café — 日本語のテキスト, emoji 🏯🍵 and “quotes”.\n"
          "A second line, with a tab\tand a backslash \\ too.")
 SLOW_TOKENS = 200
+THOUGHT = "The user greets me.\nI should greet back, briefly."
 
 
 def tokens_of(text):
@@ -198,7 +201,7 @@ def _make_handler(mock):
             last_user = next((m.get("content", "") for m in reversed(msgs)
                               if m.get("role") == "user"), "")
             mode = "normal"
-            for tag in ("error-http", "error-sse", "drop", "slow"):
+            for tag in ("error-http", "error-sse", "drop", "slow", "think"):
                 if f"[{tag}]" in last_user:
                     mode = tag
                     break
@@ -234,6 +237,8 @@ def _make_handler(mock):
                 toks = [f" word{i}" for i in range(SLOW_TOKENS)]
             else:
                 toks = tokens_of(REPLY)
+            thought = tokens_of(THOUGHT) if mode == "think" else []
+            toks = [("reasoning_content", t) for t in thought] + [("content", t) for t in toks]
             max_tokens = body.get("max_tokens")
             finish = "stop"
             if isinstance(max_tokens, int) and 0 < max_tokens < len(toks):
@@ -276,7 +281,7 @@ def _make_handler(mock):
                     return
                 # Piecewise for the normal reply (splits lines and UTF-8 characters); whole
                 # events for the slow one, so each token is visible as soon as it is sent.
-                self._sse(chunk({"content": tok}), pieces=(mode == "normal"))
+                self._sse(chunk({tok[0]: tok[1]}), pieces=(mode == "normal"))
                 rec["token_times"].append(time.monotonic())
                 mock._record(rec, sent_tokens=i + 1)
                 if mode == "slow":

@@ -15,7 +15,8 @@ Checked: with the vocabulary's <think> / </think> tokens the parser is on by def
 answer and streamed (delta.reasoning_content chunks, then content), the same with n = 2 and with
 logprobs (every token's entry once, in order); with tools offered the call after the reasoning
 is a tool call; cut by max_tokens inside the reasoning, the content is null; --reasoning-parser
-none leaves the text as the model wrote it; a bad --reasoning-parser value stops the server."""
+none leaves the text as the model wrote it; a bad --reasoning-parser value stops the server;
+/v1/responses gives a reasoning item; the web page shows the thinking in a block of its own."""
 import json
 import pathlib
 import subprocess
@@ -278,3 +279,27 @@ def test_responses_reasoning_item(client):
     nxt = client.responses.create(model="think", input="And in Rome?", max_output_tokens=4,
                                   temperature=0, previous_response_id=r.id)
     assert nxt.previous_response_id == r.id
+
+
+def test_web_page_shows_thinking(start_server, model):
+    """The chat page on the real server: the thinking in its own block above the answer."""
+    chromium_page = pytest.importorskip("chromium_page")  # skips without selenium
+    if not (chromium_page.CHROMIUM and chromium_page.CHROMEDRIVER):
+        pytest.skip("chromium and chromedriver are needed")
+    from selenium.webdriver.common.by import By
+    s = start_server("--model", model, "--served-model-name", "think")
+    d = chromium_page.start_chromium("--disable-gpu", "--window-size=1200,860")
+    try:
+        d.set_page_load_timeout(30)
+        d.get(s.url + "/")
+        chromium_page.wait(d, lambda: chromium_page.model_options(d) == ["think"], timeout=20)
+        chromium_page.type_and_enter(d, "What is the weather in Paris?")
+        chromium_page.wait(d, lambda: d.find_element(By.ID, "send").is_enabled() and
+                           chromium_page.assistants(d), timeout=20)
+        msg = chromium_page.assistants(d)[0]
+        chromium_page.wait(d, lambda: chromium_page.text_of(msg) == "".join(ANSWER[3:-1]),
+                           timeout=20)
+        r = msg.find_element(By.CSS_SELECTOR, ".thinking .reasoning")
+        assert r.get_property("textContent") == "Hm"
+    finally:
+        d.quit()

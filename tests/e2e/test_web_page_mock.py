@@ -6,7 +6,8 @@ and the conversation, system prompt, model, temperature, max_tokens and stream o
 Enter sends and Shift+Enter does not; Stop aborts the fetch and the mock sees the client
 disconnect while the partial answer stays, marked stopped; HTTP errors, SSE error events,
 dropped connections and an unreachable server are shown readably; the API key is sent as a
-Bearer token; New chat starts over.
+Bearer token; New chat starts over; a thinking model's reasoning streams into a block of its own
+above the answer and stays out of the next turn's conversation.
 
 Needs chromium, chromedriver (Debian: chromium, chromium-driver) and selenium; skipped without
 them. PAGODA_WEB_SCREENSHOT=path.png saves a screenshot of a chat in progress (never committed).
@@ -21,7 +22,7 @@ import pathlib
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from mock_openai_server import MODEL, PAGE, REPLY, MockOpenAI  # noqa: E402
+from mock_openai_server import MODEL, PAGE, REPLY, THOUGHT, MockOpenAI  # noqa: E402
 
 import chromium_page  # noqa: E402
 from chromium_page import (assistants, model_options, needs_chromium, start_chromium,  # noqa: E402
@@ -235,6 +236,32 @@ def test_chat_streams_with_stats_and_history(driver, mock):
     assert mock.requests[3]["body"]["messages"] == [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "Fresh start"}]
+
+
+def test_reasoning_shown_apart(driver, mock):
+    d = open_page(driver, mock)
+    type_and_enter(d, "Hi [think]")
+    wait(d, lambda: len(assistants(d)) == 1)
+    msg = assistants(d)[0]
+    # the thinking streams first, in its own block; the answer's text stays empty meanwhile
+    wait(d, lambda: msg.find_elements(By.CSS_SELECTOR, ".thinking .reasoning"))
+    block = msg.find_element(By.CSS_SELECTOR, ".thinking")
+    assert block.tag_name == "details" and block.get_property("open")
+    wait(d, lambda: text_of(msg) == REPLY, msg="the answer did not arrive")
+    assert block.find_element(By.CSS_SELECTOR, ".reasoning").get_property("textContent") == THOUGHT
+    assert block.find_element(By.CSS_SELECTOR, "summary").text == "Thinking"
+    mock.wait_for(lambda rs: rs[0]["state"] == "done")
+    wait(d, lambda: d.find_element(By.ID, "send").is_enabled())
+    n = len(re.findall(r"\S+", THOUGHT)) + len(re.findall(r"\S+", REPLY))
+    assert re.search(rf"· {n} tokens", status(d)), status(d)  # thinking's tokens count too
+    # the next turn carries the answer, not the thinking
+    type_and_enter(d, "Thanks")
+    mock.wait_for(lambda rs: len(rs) == 2 and rs[1]["state"] == "done")
+    assert mock.requests[1]["body"]["messages"] == [
+        {"role": "user", "content": "Hi [think]"},
+        {"role": "assistant", "content": REPLY},
+        {"role": "user", "content": "Thanks"}]
+    assert assistants(d)[1].find_elements(By.CSS_SELECTOR, ".thinking") == []
 
 
 def test_stop_aborts_and_keeps_partial_answer(driver, mock):
