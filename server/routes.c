@@ -1085,18 +1085,6 @@ static void on_error(pgd_rctx *c, const pgd_event *ev) {
     }
 }
 
-/* A whole answer's text becomes what a parser left of it as content (taken), unless rc (then
- * freed, the text kept). Returns rc. */
-static int take_content(choice_out *co, pgd_buf *content, int rc) {
-    if (rc) {
-        pgd_buf_free(content);
-        return rc;
-    }
-    pgd_buf_free(&co->text);
-    co->text = *content;
-    return 0;
-}
-
 /* A whole answer with reasoning (its tokens fed as they came: on_token): what the parser held,
  * into the reasoning (co->rsn) or the content (co->text). */
 static int split_reasoning(choice_out *co) {
@@ -1109,7 +1097,13 @@ static int split_tool_calls(choice_out *co) {
     pgd_buf content = PGD_BUF_INIT;
     int rc = pgd_tool_parser_feed(co->tp, co->text.data, co->text.len, &content);
     if (!rc) rc = pgd_tool_parser_end(co->tp, &content);
-    return take_content(co, &content, rc);
+    if (rc) {
+        pgd_buf_free(&content);
+        return rc;
+    }
+    pgd_buf_free(&co->text);
+    co->text = content;
+    return 0;
 }
 
 /* A Responses answer that has ended, when it asked to be kept: into the store (before its
