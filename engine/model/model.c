@@ -21,6 +21,8 @@ bool pgd_model_type_native(uint32_t type) {
     case PGD_TYPE_Q8_0:
     case PGD_TYPE_Q4_0:
     case PGD_TYPE_Q4_1:
+    case PGD_TYPE_Q5_0:
+    case PGD_TYPE_Q5_1:
         return true;
     default:
         return false;
@@ -167,21 +169,29 @@ static void quantize_row_q8_0(const float *x /* [n] */, pgd_block_q8_0 *y, int64
     }
 }
 
-/* Convert a tensor to `to` (F32 or Q8_0) into owned memory. */
+/* Convert a tensor to `to` into owned memory: to F32 or Q8_0 through f32 rows, or to the type
+ * pgd_reblock_type names for it (Q4_K -> Q4_1, Q5_K -> Q5_1) block by block, the 4/5-bit values
+ * kept as they are; where the latter's f16 scales would overflow (no real model's do), to Q8_0. */
 static int convert(pgd_model *m, const pgd_gguf_tensor *t, uint32_t to, pgd_weight *w) {
     uint64_t cols = t->ne[0], rows = t->nelem / cols, row_bytes;
     int rc = pgd_row_bytes(to, cols, &row_bytes);
     if (rc)
         return pgd_error_set(rc, "tensor %s: cannot convert rows of %llu", t->name,
                              (unsigned long long)cols);
-    void *dst = malloc(rows * row_bytes);
-    float *tmp = malloc(cols * sizeof(float)); /* [cols] */
-    if (!dst || !tmp) {
+    const bool reblock = to != PGD_TYPE_F32 && to != PGD_TYPE_Q8_0;
+    void *dst = malloc(rows * row_bytes);                       /* [rows][row_bytes] */
+    float *tmp = reblock ? NULL : malloc(cols * sizeof(float)); /* [cols] */
+    if (!dst || (!reblock && !tmp)) {
         free(dst);
         free(tmp);
         return pgd_error_set(PGD_ENOMEM, "out of memory converting %s", t->name);
     }
-    for (uint64_t r = 0; r < rows; r++) {
+    if (reblock && (rc = pgd_reblock_row(t->type, t->data, dst, (int64_t)t->nelem))) {
+        free(dst);
+        if (rc == PGD_ERANGE) return convert(m, t, PGD_TYPE_Q8_0, w);
+        return pgd_error_set(rc, "tensor %s: cannot re-block it", t->name);
+    }
+    for (uint64_t r = 0; !reblock && r < rows; r++) {
         if ((rc = pgd_gguf_tensor_row_f32(
                  t, r, to == PGD_TYPE_F32 ? (float *)((char *)dst + r * row_bytes) : tmp))) {
             free(dst);
@@ -249,6 +259,7 @@ static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uin
     uint32_t to = (want_f32 || t->type == PGD_TYPE_BF16 || t->type == PGD_TYPE_F64) ? PGD_TYPE_F32
                                                                                     : PGD_TYPE_Q8_0;
     if (to == PGD_TYPE_Q8_0 && cols % PGD_QK) to = PGD_TYPE_F32;
+    if (!want_f32) pgd_reblock_type(t->type, &to); /* Q4_K -> Q4_1, Q5_K -> Q5_1 */
     int rc = convert(m, t, to, w);
     lc->n_done++;
     if (lc->tty && !(lc->flags & PGD_MODEL_QUIET)) {

@@ -8,10 +8,13 @@
  * (base; linear scaling; per-dimension frequency factors from rope_freqs.weight as Llama 3.1 GGUFs
  * carry them), GQA, SwiGLU, tied or untied output. YaRN scaling is refused as unsupported.
  *
- * Weights: F32, F16, Q8_0, Q4_0, Q4_1 tensors stay in their GGUF type and point into the file
- * mapping (zero copy). Other types are converted once at load (K-quants and Q5 to Q8_0, BF16 to
- * F32) into memory the model owns. With PGD_MODEL_F32 every weight is dequantized to F32 (the
- * precise mode the reference tests use).
+ * Weights: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 tensors stay in their GGUF type and point into
+ * the file mapping (zero copy). Other types are converted once at load into memory the model
+ * owns: Q4_K and Q5_K re-blocked into Q4_1 and Q5_1 (each group of 32 keeps its 4/5-bit values,
+ * only its scale and min are rounded to f16: pgd_reblock_row, kernels/cpu/quant.h), the other
+ * K-quants dequantized and requantized to Q8_0, BF16 and F64 to F32. With PGD_MODEL_F32 every
+ * weight is dequantized to F32 (the precise mode the reference tests use); with PGD_MODEL_RAW
+ * matrices stay as they are in the file.
  *
  * Ownership: the model borrows the pgd_gguf (which must outlive it) and owns converted copies.
  * Threading: load on one thread; afterwards immutable and readable from any thread.

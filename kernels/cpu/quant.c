@@ -1,6 +1,7 @@
 /*
- * kernels/cpu/quant.c — the type traits table (GGUF/ggml type ids), f16/bf16 conversion and
- * the scalar row dequantizers: the CPU reference every other dequantization is checked against.
+ * kernels/cpu/quant.c — the type traits table (GGUF/ggml type ids), f16/bf16 conversion, the
+ * scalar row dequantizers (the CPU reference every other dequantization is checked against) and
+ * the re-blocking of Q4_K / Q5_K rows into Q4_1 / Q5_1.
  *
  * Owns: nothing mutable; the traits table is a constant.
  *
@@ -355,6 +356,76 @@ static void dq_q6_K(const uint8_t *b, float *y, int64_t nb) {
             y[e] = ds[e >> 4] * (float)((lo | (hi << 4)) - 32);
         }
     }
+}
+
+/* ---- re-blocking Q4_K / Q5_K into Q4_1 / Q5_1 (quant.h) --------------------------------- */
+
+static inline void wr16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* f16 of an f32 that is finite but rounds to an f16 infinity. */
+static inline bool f16_overflows(float f, uint16_t h) {
+    return (f32_to_bits(f) & 0x7f800000u) != 0x7f800000u && (h & 0x7c00u) == 0x7c00u;
+}
+
+bool pgd_reblock_type(uint32_t from, uint32_t *to) {
+    switch (from) {
+    case PGD_TYPE_Q4_K:
+        *to = PGD_TYPE_Q4_1;
+        return true;
+    case PGD_TYPE_Q5_K:
+        *to = PGD_TYPE_Q5_1;
+        return true;
+    default:
+        return false;
+    }
+}
+
+int pgd_reblock_row(uint32_t from, const void *src, void *dst, int64_t n) {
+    uint32_t to;
+    if (!pgd_reblock_type(from, &to))
+        return pgd_error_set(PGD_EINVAL, "tensor type %u has no re-blocking", from);
+    if (n < 0 || n % PGD_QK_K)
+        return pgd_error_set(PGD_EINVAL, "%lld elements is not a multiple of %d", (long long)n,
+                             PGD_QK_K);
+    const bool five = from == PGD_TYPE_Q5_K;
+    const size_t in_size = five ? sizeof(pgd_block_q5_K) : sizeof(pgd_block_q4_K);
+    const size_t out_size = five ? sizeof(pgd_block_q5_1) : sizeof(pgd_block_q4_1);
+    const uint8_t *b = src;
+    uint8_t *o = dst;
+    bool overflow = false;
+    for (int64_t i = 0; i < n / PGD_QK_K; i++, b += in_size) {
+        /* in: d, dmin, scales[12], (Q5_K: qh[32]), qs[128] — see dq_q4_K / dq_q5_K */
+        float d = rdf16(b), dmin = rdf16(b + 2);
+        const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + (five ? 48 : 16);
+        for (int j = 0; j < 8; j++, o += out_size) {
+            /* out: d', m', (Q5_1: qh, bit l = fifth bit of element l), qs[16]: element l in the
+             * low nibble of qs[l], element l + 16 in its high nibble */
+            int sc, mn;
+            scale_min_k4(j, scales, &sc, &mn);
+            float d1 = d * (float)sc, m1 = -(dmin * (float)mn); /* both exact */
+            uint16_t hd = pgd_f32_to_f16(d1), hm = pgd_f32_to_f16(m1);
+            overflow |= f16_overflows(d1, hd) || f16_overflows(m1, hm);
+            wr16(o, hd);
+            wr16(o + 2, hm);
+            const uint8_t *q = qs + (j / 2) * 32; /* [32], group j in nibble j & 1 */
+            const int shift = 4 * (j & 1);
+            uint8_t *oq = o + (five ? 8 : 4);
+            for (int l = 0; l < 16; l++)
+                oq[l] = (uint8_t)(((q[l] >> shift) & 0x0f) | (((q[l + 16] >> shift) & 0x0f) << 4));
+            if (five) {
+                uint32_t h = 0;
+                for (int l = 0; l < 32; l++) h |= (uint32_t)((qh[l] >> j) & 1u) << l;
+                for (int k = 0; k < 4; k++) o[4 + k] = (uint8_t)(h >> (8 * k));
+            }
+        }
+    }
+    if (overflow)
+        return pgd_error_set(PGD_ERANGE, "%s block scales beyond the f16 range",
+                             five ? "Q5_K" : "Q4_K");
+    return 0;
 }
 
 int pgd_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) {

@@ -80,6 +80,26 @@ uint16_t pgd_f32_to_f16(float f); /* round to nearest even */
 float pgd_bf16_to_f32(uint16_t h);
 uint16_t pgd_f32_to_bf16(float f); /* round to nearest even; NaN stays a (quiet) NaN */
 
+/* ---- re-blocking K-quants into 32-blocks (no requantization) ----
+ * A Q4_K (Q5_K) super-block of 256 is eight groups of 32 values, group j holding
+ *   y = (d·sc_j)·q − (dmin·m_j),  d, dmin f16, sc_j, m_j 6-bit, q 4-bit (5-bit);
+ * a Q4_1 (Q5_1) block is y = d'·q + m'. So group j becomes one block with the same q's and
+ *   d' = f16(d·sc_j),  m' = f16(−(dmin·m_j)).
+ * d·sc_j and dmin·m_j are exact in f32 (11 + 6 significant bits), so each of d', m' is rounded
+ * once: |d' − d·sc_j| ≤ max(2^-11·|d·sc_j|, 2^-25) (half an f16 ulp, normal or subnormal range),
+ * likewise m'. Per element then |y' − y| ≤ q·|d' − d·sc_j| + |m' − dmin·m_j|, plus the f32
+ * rounding of the two dequantizers (one each). */
+
+/* The 32-block type `from` re-blocks to into *to: Q4_1 for Q4_K, Q5_1 for Q5_K. False (and *to
+ * untouched) for every other type. */
+bool pgd_reblock_type(uint32_t from, uint32_t *to);
+
+/* Re-blocks n elements (a multiple of 256) of Q4_K / Q5_K at src into dst (n / 32 blocks of
+ * pgd_reblock_type's type). src and dst may have any alignment and must not overlap. Returns 0,
+ * PGD_EINVAL (type without re-blocking, bad n), or PGD_ERANGE when a finite d·sc_j or dmin·m_j
+ * is beyond the f16 range (dst then holds infinities there: convert some other way). */
+int pgd_reblock_row(uint32_t from, const void *src, void *dst, int64_t n);
+
 /* ---- block layouts (on-disk) ---- */
 #define PGD_QK           32  /* elements per block of the 32-blocks */
 #define PGD_QK_K         256 /* elements per super-block of the K-quants */
