@@ -92,6 +92,17 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+typedef struct {
+    uint32_t len;
+    int32_t id;
+} special_len;
+
+static int cmp_special_len(const void *a_, const void *b_) {
+    const special_len *a = a_, *b = b_;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
 static int build_specials(pgd_tokenizer *tk, const tk_source *src) {
     tk->bos = check_id(tk, src->bos);
     tk->eos = check_id(tk, src->eos);
@@ -154,19 +165,17 @@ static int build_specials(pgd_tokenizer *tk, const tk_source *src) {
         if ((v->types[i] == PGD_TOKEN_CONTROL || v->types[i] == PGD_TOKEN_USER_DEFINED) &&
             v->text_off[i + 1] > v->text_off[i])
             tk->special_ids[ns++] = (int32_t)i;
-    /* Insertion sort by length (stable): these lists are short. */
-    for (size_t i = 1; i < ns; i++) {
+    /* Longest first, ids ascending among equal lengths (a vocabulary may hold 100k+ of them:
+     * an O(n log n) sort, not an insertion sort). */
+    special_len *sl = malloc((ns ? ns : 1) * sizeof *sl);
+    if (!sl) return PGD_ENOMEM;
+    for (size_t i = 0; i < ns; i++) {
         int32_t id = tk->special_ids[i];
-        uint32_t lv = v->text_off[id + 1] - v->text_off[id];
-        size_t j = i;
-        while (j > 0) {
-            int32_t u = tk->special_ids[j - 1];
-            if (v->text_off[u + 1] - v->text_off[u] >= lv) break;
-            tk->special_ids[j] = u;
-            j--;
-        }
-        tk->special_ids[j] = id;
+        sl[i] = (special_len){v->text_off[id + 1] - v->text_off[id], id};
     }
+    qsort(sl, ns, sizeof *sl, cmp_special_len);
+    for (size_t i = 0; i < ns; i++) tk->special_ids[i] = sl[i].id;
+    free(sl);
     tk->n_special_ids = ns;
     return 0;
 }
