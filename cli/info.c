@@ -98,6 +98,9 @@ static void print_text(const char *path, const pgd_gguf *g, const pgd_model_conf
            c->n_layer, c->n_embd, c->n_head, c->n_head_kv, c->head_dim);
     printf("  feed-forward: %u\n  context (trained): %u\n  vocabulary: %u\n", c->n_ff,
            c->n_ctx_train, c->n_vocab);
+    if (c->n_expert)
+        printf("  experts: %u, %u per token, feed-forward %u each\n", c->n_expert, c->n_expert_used,
+               c->n_ff_exp);
     printf("  rope: base %g, %u dims, %s style%s", c->rope_base, c->rope_dim,
            c->rope_style == PGD_ROPE_NEOX ? "neox" : "normal",
            c->rope_freq_factors ? ", frequency factors" : "");
@@ -154,6 +157,9 @@ static int print_json(const char *path, const pgd_gguf *g, const pgd_model_confi
     json_object_set_new(o, "n_head_kv", json_integer(c->n_head_kv));
     json_object_set_new(o, "head_dim", json_integer(c->head_dim));
     json_object_set_new(o, "n_ff", json_integer(c->n_ff));
+    json_object_set_new(o, "n_expert", json_integer(c->n_expert));
+    json_object_set_new(o, "n_expert_used", json_integer(c->n_expert_used));
+    json_object_set_new(o, "n_ff_exp", json_integer(c->n_ff_exp));
     json_object_set_new(o, "n_ctx_train", json_integer(c->n_ctx_train));
     json_object_set_new(o, "n_vocab", json_integer(c->n_vocab));
     json_object_set_new(o, "rope_base", json_real(c->rope_base));

@@ -49,13 +49,23 @@ typedef struct cpu_backend {
     uint32_t max_ctx;        /* longest context a query can attend to */
     double *inv_freq;        /* [rope_dim/2] */
     /* scratch, T = cfg.max_tokens */
-    float *x;         /* [T][n_embd] residual stream */
-    float *xb;        /* [T][n_embd] normed input / projection output */
-    float *q;         /* [T][n_head*head_dim] */
-    float *k, *v;     /* [T][n_kv_head*head_dim] */
-    float *att;       /* [T][n_head*head_dim] attention output */
-    float *gate;      /* [T][n_ff] */
-    float *up;        /* [T][n_ff] */
+    float *x;     /* [T][n_embd] residual stream */
+    float *xb;    /* [T][n_embd] normed input / projection output */
+    float *q;     /* [T][n_head*head_dim] */
+    float *k, *v; /* [T][n_kv_head*head_dim] */
+    float *att;   /* [T][n_head*head_dim] attention output */
+    float *gate;  /* [T][F], F = n_ff, or n_ff_exp with experts */
+    float *up;    /* [T][F] */
+    /* mixture of experts (cfg.n_expert > 0), K = n_expert_used */
+    float *rlogit;      /* [T][n_expert] router logits */
+    uint32_t *ex_first; /* [n_expert + 1] where each expert's tokens start in ex_tok */
+    uint32_t *ex_tok;   /* [T * K] the tokens routed to each expert, expert by expert */
+    float *ex_w;        /* [T * K] their mixing weights, same order */
+    uint32_t *pick;     /* [T][K] chosen experts per token; with pick_w [T][K] their weights */
+    float *pick_w;
+    float *xg;        /* [T][n_embd] one expert's gathered input rows */
+    float *yg;        /* [T][n_embd] its output rows */
+    float *moe;       /* [T][n_embd] the mixed output */
     float *cs;        /* [T][rope_dim] cos/sin per token */
     float *scores;    /* [n_threads][n_group][max_ctx] */
     uint32_t *seq_of; /* [T] sequence index of each token */
@@ -128,8 +138,9 @@ static int pack_weights(cpu_backend *b) {
             const pgd_weight *w = i < nl * PK_COUNT
                                       ? layer_weight(&m->layers[i / PK_COUNT], (int)(i % PK_COUNT))
                                       : &m->output;
-            size_t need =
-                pgd_q8_pack_bytes(PGD_ISA_AUTO, w->type, (int64_t)w->rows, (int64_t)w->cols);
+            size_t need = w->data ? pgd_q8_pack_bytes(PGD_ISA_AUTO, w->type, (int64_t)w->rows,
+                                                      (int64_t)w->cols)
+                                  : 0; /* the dense feed-forward of a MoE model is absent */
             if (!need) continue;
             if (pass == 1) {
                 uint8_t *dst = (uint8_t *)b->packed_buf + off;
@@ -238,6 +249,70 @@ static void swiglu_task(int t_, int thread, void *arg) {
     pgd_swiglu_f32(c->gate + t * c->n, c->up + t * c->n, c->gate + t * c->n, c->n);
 }
 
+/* ---- mixture of experts -------------------------------------------------------------- */
+
+/* The k largest of r[n] (ties: the lower index first) into idx[k], and their softmax into w[k]:
+ * the renormalised top-k of the published models (softmax over all, the top k kept and scaled
+ * to sum 1, is the softmax of the chosen logits). */
+static void route_token(const float *r /* [n] */, uint32_t n, uint32_t k, uint32_t *idx, float *w) {
+    for (uint32_t j = 0; j < k; j++) { /* k is small (2..8): selection in k passes */
+        uint32_t best = UINT32_MAX;
+        for (uint32_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (uint32_t i = 0; i < j && !taken; i++) taken = idx[i] == e;
+            if (!taken && (best == UINT32_MAX || r[e] > r[best])) best = e;
+        }
+        idx[j] = best;
+    }
+    double sum = 0.0, wd[64];
+    for (uint32_t j = 0; j < k; j++) sum += wd[j] = exp((double)r[idx[j]] - (double)r[idx[0]]);
+    for (uint32_t j = 0; j < k; j++) w[j] = (float)(wd[j] / sum);
+}
+
+/* b->xb [T][n_embd] (the normed residual) -> b->moe [T][n_embd]: each token through its K
+ * experts, the outputs summed in expert order (so a token's bits do not depend on its batch). */
+static int moe_ffn(cpu_backend *b, const pgd_layer_weights *L, uint32_t T) {
+    const pgd_model_config *cfg = &b->base.model->cfg;
+    const uint32_t NE = cfg->n_expert, K = cfg->n_expert_used, E = cfg->n_embd;
+    const uint64_t rowb = (uint64_t)E * sizeof(float);
+    int rc = matmul(b, &L->router, NULL, b->xb, T, b->rlogit);
+    if (rc) return rc;
+    memset(b->ex_first, 0, (NE + 1) * sizeof *b->ex_first);
+    for (uint32_t t = 0; t < T; t++) {
+        route_token(b->rlogit + (uint64_t)t * NE, NE, K, b->pick + (uint64_t)t * K,
+                    b->pick_w + (uint64_t)t * K);
+        for (uint32_t j = 0; j < K; j++) b->ex_first[b->pick[(uint64_t)t * K + j] + 1]++;
+    }
+    for (uint32_t e = 0; e < NE; e++) b->ex_first[e + 1] += b->ex_first[e];
+    for (uint32_t t = 0; t < T; t++) /* tokens in order within each expert */
+        for (uint32_t j = 0; j < K; j++) {
+            uint32_t e = b->pick[(uint64_t)t * K + j], at = b->ex_first[e]++;
+            b->ex_tok[at] = t;
+            b->ex_w[at] = b->pick_w[(uint64_t)t * K + j];
+        }
+    for (uint32_t e = NE; e > 0; e--) b->ex_first[e] = b->ex_first[e - 1]; /* undo the bumps */
+    b->ex_first[0] = 0;
+    memset(b->moe, 0, (uint64_t)T * rowb);
+    for (uint32_t e = 0; e < NE; e++) {
+        const uint32_t a = b->ex_first[e], m = b->ex_first[e + 1] - a;
+        if (!m) continue;
+        for (uint32_t i = 0; i < m; i++)
+            memcpy(b->xg + (uint64_t)i * E, b->xb + (uint64_t)b->ex_tok[a + i] * E, rowb);
+        const pgd_weight *gu_w[] = {&L->exp_gate[e], &L->exp_up[e]};
+        float *const gu_y[] = {b->gate, b->up};
+        if ((rc = matmul_group(b, gu_w, NULL, gu_y, 2, b->xg, m))) return rc;
+        swiglu_ctx gc = {b->gate, b->up, cfg->n_ff_exp};
+        pgd_threadpool_run(b->tp, (int)m, swiglu_task, &gc);
+        if ((rc = matmul(b, &L->exp_down[e], NULL, b->gate, m, b->yg))) return rc;
+        for (uint32_t i = 0; i < m; i++) {
+            float *o = b->moe + (uint64_t)b->ex_tok[a + i] * E;
+            const float *y = b->yg + (uint64_t)i * E, w = b->ex_w[a + i];
+            for (uint32_t j = 0; j < E; j++) o[j] += w * y[j];
+        }
+    }
+    return 0;
+}
+
 /* ---- forward ---------------------------------------------------------------------------- */
 
 /* The batch contract of backend.h; the scheduler builds every batch, so a breach is a bug. */
@@ -338,6 +413,11 @@ static int cpu_forward(pgd_backend *base, const pgd_batch *bt, float *logits,
         for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->xb[i];
 
         rmsnorm_rows(b, b->x, NULL, T, &L->ffn_norm, b->xb);
+        if (cfg->n_expert) {
+            if ((rc = moe_ffn(b, L, T))) return rc;
+            for (uint64_t i = 0; i < (uint64_t)T * E; i++) b->x[i] += b->moe[i];
+            continue;
+        }
         const pgd_weight *gu_w[] = {&L->w_gate, &L->w_up};
         float *const gu_y[] = {b->gate, b->up};
         if ((rc = matmul_group(b, gu_w, pk ? pk + PK_GATE : NULL, gu_y, 2, b->xb, T))) return rc;
@@ -385,6 +465,15 @@ static void cpu_destroy(pgd_backend *base) {
     free(b->att);
     free(b->gate);
     free(b->up);
+    free(b->rlogit);
+    free(b->ex_first);
+    free(b->ex_tok);
+    free(b->ex_w);
+    free(b->pick);
+    free(b->pick_w);
+    free(b->xg);
+    free(b->yg);
+    free(b->moe);
     free(b->cs);
     free(b->scores);
     free(b->seq_of);
@@ -450,8 +539,20 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->k = malloc(T * KVD * sizeof(float));
     b->v = malloc(T * KVD * sizeof(float));
     b->att = malloc(T * QD * sizeof(float));
-    b->gate = malloc(T * c->n_ff * sizeof(float));
-    b->up = malloc(T * c->n_ff * sizeof(float));
+    const uint64_t F = c->n_expert ? c->n_ff_exp : c->n_ff, NE = c->n_expert, K = c->n_expert_used;
+    b->gate = malloc(T * F * sizeof(float));
+    b->up = malloc(T * F * sizeof(float));
+    if (NE &&
+        (!(b->rlogit = malloc(T * NE * sizeof(float))) ||
+         !(b->ex_first = malloc((NE + 1) * sizeof(uint32_t))) ||
+         !(b->ex_tok = malloc(T * K * sizeof(uint32_t))) ||
+         !(b->ex_w = malloc(T * K * sizeof(float))) ||
+         !(b->pick = malloc(T * K * sizeof(uint32_t))) ||
+         !(b->pick_w = malloc(T * K * sizeof(float))) || !(b->xg = malloc(T * E * sizeof(float))) ||
+         !(b->yg = malloc(T * E * sizeof(float))) || !(b->moe = malloc(T * E * sizeof(float))))) {
+        rc = pgd_error_set(PGD_ENOMEM, "out of memory for the experts' scratch");
+        goto fail;
+    }
     b->cs = malloc(T * c->rope_dim * sizeof(float));
     /* max_ctx is a whole number of blocks, as the attention kernel's score rows need. */
     b->scores = malloc((uint64_t)b->n_threads * G * b->max_ctx * sizeof(float));
@@ -464,7 +565,7 @@ int pgd_backend_cpu_create(const pgd_model *m, const pgd_backend_config *cfg,
                            (unsigned long long)(2 * c->n_layer * b->layer_bytes >> 20));
         goto fail;
     }
-    uint32_t max_k = c->n_ff > E ? c->n_ff : (uint32_t)E;
+    uint32_t max_k = F > E ? (uint32_t)F : (uint32_t)E;
     if (QD > max_k) max_k = (uint32_t)QD;
     static const uint32_t qtypes[] = {PGD_TYPE_Q8_0, PGD_TYPE_Q4_0, PGD_TYPE_Q4_1, PGD_TYPE_Q5_0,
                                       PGD_TYPE_Q5_1};

@@ -764,6 +764,11 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                              "the CUDA backend norms query and key heads (qk_norm) only without "
                              "Q/K/V biases and for heads of at most %u (head_dim %u)",
                              PGD_HEAD_NORM_MAX_DIM, c->head_dim);
+    if (c->n_expert)
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "the CUDA backend does not run mixtures of experts yet (%u experts): "
+                             "use --device cpu",
+                             c->n_expert);
     const int n_dev = pgd_cuda_devices(NULL);
     if (o->device_index < 0 || o->device_index >= n_dev)
         return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d (%d visible)", o->device_index,

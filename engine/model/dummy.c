@@ -69,6 +69,29 @@ static int vector(pgd_model *m, uint64_t seed, uint32_t id, uint64_t n, float ba
     return 0;
 }
 
+/* Layer l's router and experts; *views: the layer's [3][n_expert] views in m->experts. */
+static int experts(pgd_model *m, uint64_t seed, uint32_t l, pgd_weight *router,
+                   pgd_weight **views) {
+    const pgd_model_config *c = &m->cfg;
+    const uint64_t E = c->n_embd, F = c->n_ff_exp, NE = c->n_expert;
+    pgd_weight *v = m->experts + (uint64_t)l * 3 * NE;
+    const uint64_t rows[3] = {F, F, E}, cols[3] = {E, E, F};
+    int rc = matrix(m, seed, pgd_dummy_moe_id(l, PGD_DUMMY_ROUTER), NE, E,
+                    pgd_dummy_matrix_shift(E), router);
+    for (int i = 0; i < 3 && !rc; i++) {
+        pgd_weight all;
+        rc = matrix(m, seed, pgd_dummy_moe_id(l, PGD_DUMMY_EXP_GATE + (uint32_t)i), NE * rows[i],
+                    cols[i], pgd_dummy_matrix_shift(cols[i]), &all);
+        for (uint64_t e = 0; e < NE && !rc; e++) {
+            v[i * NE + e] = all;
+            v[i * NE + e].rows = rows[i];
+            if (all.data) v[i * NE + e].data = (const char *)all.data + e * rows[i] * all.row_bytes;
+        }
+    }
+    *views = v;
+    return rc;
+}
+
 int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, pgd_model **out) {
     *out = NULL;
     pgd_model *m = calloc(1, sizeof *m);
@@ -80,6 +103,9 @@ int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, 
     const pgd_model_config *c = &m->cfg;
     int rc = PGD_ENOMEM;
     if (!(m->layers = calloc(c->n_layer, sizeof *m->layers))) goto fail;
+    if (c->n_expert &&
+        !(m->experts = calloc((uint64_t)c->n_layer * 3 * c->n_expert, sizeof *m->experts)))
+        goto fail;
     uint64_t E = c->n_embd, Q = (uint64_t)c->n_head * c->head_dim,
              KV = (uint64_t)c->n_head_kv * c->head_dim, F = c->n_ff;
     int sE = pgd_dummy_matrix_shift(E), sQ = pgd_dummy_matrix_shift(Q),
@@ -109,11 +135,17 @@ int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, 
             (rc = matrix(m, seed, ID(WK), KV, E, sE, &L->wk)) ||
             (rc = matrix(m, seed, ID(WV), KV, E, sE, &L->wv)) ||
             (rc = matrix(m, seed, ID(WO), E, Q, sQ, &L->wo)) ||
-            (rc = vector(m, seed, ID(FFN_NORM), E, 1.0f, &L->ffn_norm)) ||
-            (rc = matrix(m, seed, ID(GATE), F, E, sE, &L->w_gate)) ||
-            (rc = matrix(m, seed, ID(UP), F, E, sE, &L->w_up)) ||
-            (rc = matrix(m, seed, ID(DOWN), E, F, sF, &L->w_down)))
+            (rc = vector(m, seed, ID(FFN_NORM), E, 1.0f, &L->ffn_norm)))
             goto fail;
+        if (c->n_expert) {
+            if ((rc = experts(m, seed, l, &L->router, &L->exp_gate))) goto fail;
+            L->exp_up = L->exp_gate + c->n_expert;
+            L->exp_down = L->exp_gate + 2 * c->n_expert;
+        } else if ((rc = matrix(m, seed, ID(GATE), F, E, sE, &L->w_gate)) ||
+                   (rc = matrix(m, seed, ID(UP), F, E, sE, &L->w_up)) ||
+                   (rc = matrix(m, seed, ID(DOWN), E, F, sF, &L->w_down))) {
+            goto fail;
+        }
         if (c->qkv_bias && ((rc = vector(m, seed, ID(BQ), Q, 0.0f, &L->bq)) ||
                             (rc = vector(m, seed, ID(BK), KV, 0.0f, &L->bk)) ||
                             (rc = vector(m, seed, ID(BV), KV, 0.0f, &L->bv))))

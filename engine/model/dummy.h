@@ -52,6 +52,16 @@ static inline uint32_t pgd_dummy_tensor_id(uint32_t layer, uint32_t which) {
     return PGD_DUMMY_LAYER0 + layer * 16 + which;
 }
 
+/* A mixture-of-experts layer's tensors, in a range of their own (from 2^23: the hash keeps 24
+ * bits of a tensor id): the router [n_expert][n_embd] and the three expert tensors, each hashed
+ * as one matrix [n_expert * rows][cols] (expert e's rows follow expert e - 1's, as in a GGUF's
+ * 3-D tensor). */
+enum { PGD_DUMMY_ROUTER, PGD_DUMMY_EXP_GATE, PGD_DUMMY_EXP_UP, PGD_DUMMY_EXP_DOWN };
+
+static inline uint32_t pgd_dummy_moe_id(uint32_t layer, uint32_t which) {
+    return 0x800000u + layer * 4 + which;
+}
+
 /* The power-of-two shift of a matrix with `cols` inputs (see above). */
 int pgd_dummy_matrix_shift(uint64_t cols);
 

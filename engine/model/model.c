@@ -50,6 +50,40 @@ static int get_f32(const pgd_gguf *g, const char *arch, const char *suffix, floa
     return 0;
 }
 
+/* The mixture-of-experts keys: none for a dense model (n_expert 0). */
+static int read_experts(const pgd_gguf *g, pgd_model_config *cfg) {
+    const char *a = cfg->arch_name;
+    int rc;
+    uint32_t shared = 0, gating = 1, dense_lead = 0;
+    if ((rc = get_u32(g, a, "expert_count", &cfg->n_expert, cfg->arch == PGD_ARCH_QWEN3MOE)) ||
+        (rc = get_u32(g, a, "expert_used_count", &cfg->n_expert_used, cfg->n_expert > 0)) ||
+        (rc = get_u32(g, a, "expert_shared_count", &shared, false)) ||
+        (rc = get_u32(g, a, "expert_gating_func", &gating, false)) ||
+        (rc = get_u32(g, a, "leading_dense_block_count", &dense_lead, false)))
+        return rc;
+    if (!cfg->n_expert) return 0;
+    cfg->n_ff_exp = cfg->n_ff; /* Mixtral's GGUFs give the experts' size as feed_forward_length */
+    if ((rc = get_u32(g, a, "expert_feed_forward_length", &cfg->n_ff_exp, false))) return rc;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    bool norm = true;
+    if ((rc = pgd_gguf_get_bool(g, key, &norm)) && rc != PGD_ENOTFOUND)
+        return pgd_error_set(PGD_EFORMAT, "model metadata %s is not a boolean", key);
+    if (cfg->n_expert > 1024 || cfg->n_expert_used == 0 || cfg->n_expert_used > cfg->n_expert ||
+        cfg->n_expert_used > PGD_MAX_EXPERTS_USED || cfg->n_ff_exp == 0 || cfg->n_ff_exp > 1 << 20)
+        return pgd_error_set(PGD_EFORMAT,
+                             "implausible experts: %u experts, %u used per token, feed-forward %u",
+                             cfg->n_expert, cfg->n_expert_used, cfg->n_ff_exp);
+    if (shared || dense_lead || gating != 1 || !norm)
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "this mixture of experts is not supported (%u shared experts, %u "
+                             "leading dense layers, gating function %u, weights %snormalised): "
+                             "pagoda runs routed experts mixed by the softmax of the chosen "
+                             "logits (Mixtral, Qwen3-MoE)",
+                             shared, dense_lead, gating, norm ? "" : "not ");
+    return 0;
+}
+
 int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     pgd_str arch;
@@ -66,13 +100,14 @@ int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg) {
         cfg->arch = PGD_ARCH_QWEN2;
         cfg->rope_style = PGD_ROPE_NEOX;
         cfg->qkv_bias = true;
-    } else if (!strcmp(cfg->arch_name, "qwen3")) {
-        cfg->arch = PGD_ARCH_QWEN3;
+    } else if (!strcmp(cfg->arch_name, "qwen3") || !strcmp(cfg->arch_name, "qwen3moe")) {
+        cfg->arch = cfg->arch_name[5] ? PGD_ARCH_QWEN3MOE : PGD_ARCH_QWEN3;
         cfg->rope_style = PGD_ROPE_NEOX;
         cfg->qk_norm = true;
     } else {
         return pgd_error_set(PGD_EUNSUPPORTED,
-                             "architecture '%s' is not supported (supported: llama, qwen2, qwen3)",
+                             "architecture '%s' is not supported (supported: llama, qwen2, qwen3, "
+                             "qwen3moe)",
                              cfg->arch_name);
     }
     const char *a = cfg->arch_name;
@@ -94,6 +129,7 @@ int pgd_model_config_read(const pgd_gguf *g, pgd_model_config *cfg) {
                              "implausible hyper-parameters: layers %u, embedding %u, heads %u/%u "
                              "(query/kv), feed-forward %u",
                              cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->n_head_kv, cfg->n_ff);
+    if ((rc = read_experts(g, cfg))) return rc;
     cfg->head_dim = cfg->n_embd / cfg->n_head;
     if ((rc = get_u32(g, a, "attention.key_length", &cfg->head_dim, false))) return rc;
     uint32_t vlen = cfg->head_dim;
@@ -220,9 +256,10 @@ typedef struct {
     bool tty;
 } load_ctx;
 
-/* Bind tensor `name` as a [rows][cols] weight (rows 0 = 1-D of cols). */
-static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uint64_t cols,
-                bool optional, pgd_weight *w) {
+/* Bind tensor `name` as a [rows][cols] weight (rows 0 = 1-D of cols); n_mat > 1: a 3-D tensor
+ * [n_mat][rows][cols] bound as one [n_mat * rows][cols] weight. */
+static int bind_n(pgd_model *m, load_ctx *lc, const char *name, uint32_t n_mat, uint64_t rows,
+                  uint64_t cols, bool optional, pgd_weight *w) {
     memset(w, 0, sizeof *w);
     const pgd_gguf_tensor *t = pgd_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -231,11 +268,14 @@ static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uin
     }
     bool one_d = rows == 0;
     if (one_d ? (t->nelem != cols || t->ne[0] != cols)
-              : (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows))
-        return pgd_error_set(PGD_EFORMAT, "tensor %s has shape [%llu, %llu], expected [%llu, %llu]",
-                             name, (unsigned long long)t->ne[0],
-                             (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
-                             (unsigned long long)cols, (unsigned long long)(one_d ? 1 : rows));
+              : (t->n_dims != (n_mat > 1 ? 3u : 2u) || t->ne[0] != cols || t->ne[1] != rows ||
+                 t->ne[2] != n_mat))
+        return pgd_error_set(
+            PGD_EFORMAT, "tensor %s has shape [%llu, %llu, %llu], expected [%llu, %llu, %u]", name,
+            (unsigned long long)t->ne[0], (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
+            (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), (unsigned long long)cols,
+            (unsigned long long)(one_d ? 1 : rows), n_mat);
+    rows *= n_mat;
     w->rows = one_d ? 1 : rows;
     w->cols = cols;
     w->type = t->type;
@@ -269,6 +309,26 @@ static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uin
     return rc;
 }
 
+static int bind(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uint64_t cols,
+                bool optional, pgd_weight *w) {
+    return bind_n(m, lc, name, 1, rows, cols, optional, w);
+}
+
+/* Bind a 3-D expert tensor [n_expert][rows][cols] as n_expert [rows][cols] views. */
+static int bind_experts(pgd_model *m, load_ctx *lc, const char *name, uint64_t rows, uint64_t cols,
+                        pgd_weight *views /* [n_expert] */) {
+    const uint32_t n = m->cfg.n_expert;
+    pgd_weight all;
+    int rc = bind_n(m, lc, name, n, rows, cols, false, &all);
+    if (rc) return rc;
+    for (uint32_t e = 0; e < n; e++) {
+        views[e] = all;
+        views[e].rows = rows;
+        views[e].data = (const char *)all.data + e * rows * all.row_bytes;
+    }
+    return 0;
+}
+
 int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out) {
     *out = NULL;
     pgd_model *m = calloc(1, sizeof *m);
@@ -278,7 +338,9 @@ int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out) {
     if (rc) goto fail;
     const pgd_model_config *c = &m->cfg;
     m->layers = calloc(c->n_layer, sizeof *m->layers);
-    if (!m->layers) {
+    if (c->n_expert)
+        m->experts = calloc((uint64_t)c->n_layer * 3 * c->n_expert, sizeof *m->experts);
+    if (!m->layers || (c->n_expert && !m->experts)) {
         rc = PGD_ENOMEM;
         goto fail;
     }
@@ -320,9 +382,24 @@ int pgd_model_load(const pgd_gguf *g, unsigned flags, pgd_model **out) {
         BIND(q_norm, "attn_q_norm.weight", 0, c->head_dim, !c->qk_norm)
         BIND(k_norm, "attn_k_norm.weight", 0, c->head_dim, !c->qk_norm)
         BIND(ffn_norm, "ffn_norm.weight", 0, E, false)
-        BIND(w_gate, "ffn_gate.weight", c->n_ff, E, false)
-        BIND(w_up, "ffn_up.weight", c->n_ff, E, false)
-        BIND(w_down, "ffn_down.weight", E, c->n_ff, false)
+        if (c->n_expert) {
+            BIND(router, "ffn_gate_inp.weight", c->n_expert, E, false)
+            pgd_weight *x = m->experts + (uint64_t)l * 3 * c->n_expert;
+            L->exp_gate = x;
+            L->exp_up = x + c->n_expert;
+            L->exp_down = x + 2 * c->n_expert;
+#define EXPERTS(views, suffix, rows, cols)                                                         \
+    snprintf(n, sizeof n, "blk.%u." suffix, l);                                                    \
+    if ((rc = bind_experts(m, &lc, n, rows, cols, views))) goto fail;
+            EXPERTS(L->exp_gate, "ffn_gate_exps.weight", c->n_ff_exp, E)
+            EXPERTS(L->exp_up, "ffn_up_exps.weight", c->n_ff_exp, E)
+            EXPERTS(L->exp_down, "ffn_down_exps.weight", E, c->n_ff_exp)
+#undef EXPERTS
+        } else {
+            BIND(w_gate, "ffn_gate.weight", c->n_ff, E, false)
+            BIND(w_up, "ffn_up.weight", c->n_ff, E, false)
+            BIND(w_down, "ffn_down.weight", E, c->n_ff, false)
+        }
 #undef BIND
     }
     *out = m;
@@ -337,5 +414,6 @@ void pgd_model_free(pgd_model *m) {
     for (uint32_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
+    free(m->experts);
     free(m);
 }

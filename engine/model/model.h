@@ -7,6 +7,12 @@
  * query and key head before RoPE: attn_q_norm / attn_k_norm, [head_dim] weights). RMSNorm, RoPE
  * (base; linear scaling; per-dimension frequency factors from rope_freqs.weight as Llama 3.1 GGUFs
  * carry them), GQA, SwiGLU, tied or untied output. YaRN scaling is refused as unsupported.
+ * Mixture of experts: "qwen3moe" (Qwen3-30B-A3B, Qwen3-235B-A22B) and "llama" with
+ * {arch}.expert_count (Mixtral): every layer's feed-forward is a router (ffn_gate_inp, logits
+ * over the experts) choosing expert_used_count SwiGLU experts per token (ffn_gate_exps /
+ * ffn_up_exps / ffn_down_exps, 3-D tensors of one matrix per expert), mixed with the softmax of
+ * the chosen logits (the published models' renormalised top-k). Shared experts (Qwen2-MoE) and
+ * gating other than softmax are refused.
  *
  * Weights: F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 tensors stay in their GGUF type and point into
  * the file mapping (zero copy). Other types are converted once at load into memory the model
@@ -27,18 +33,24 @@
 
 #include "engine/model/gguf.h"
 
-typedef enum { PGD_ARCH_LLAMA, PGD_ARCH_QWEN2, PGD_ARCH_QWEN3 } pgd_arch;
+/* The most experts a token may go through (expert_used_count). */
+#define PGD_MAX_EXPERTS_USED 64
+
+typedef enum { PGD_ARCH_LLAMA, PGD_ARCH_QWEN2, PGD_ARCH_QWEN3, PGD_ARCH_QWEN3MOE } pgd_arch;
 typedef enum { PGD_ROPE_NORM, PGD_ROPE_NEOX } pgd_rope_style; /* adjacent pairs / half split */
 
 typedef struct pgd_model_config {
     pgd_arch arch;
     char arch_name[32];
     uint32_t n_layer;
-    uint32_t n_embd;    /* d_model */
-    uint32_t n_head;    /* query heads */
-    uint32_t n_head_kv; /* key/value heads (GQA) */
-    uint32_t head_dim;  /* n_embd / n_head unless metadata says otherwise */
-    uint32_t n_ff;      /* feed-forward hidden size */
+    uint32_t n_embd;        /* d_model */
+    uint32_t n_head;        /* query heads */
+    uint32_t n_head_kv;     /* key/value heads (GQA) */
+    uint32_t head_dim;      /* n_embd / n_head unless metadata says otherwise */
+    uint32_t n_ff;          /* feed-forward hidden size (of the dense layers a MoE model lacks) */
+    uint32_t n_expert;      /* experts per layer; 0 = a dense feed-forward */
+    uint32_t n_expert_used; /* experts each token goes through (top-k), <= n_expert */
+    uint32_t n_ff_exp;      /* one expert's feed-forward hidden size */
     uint32_t n_vocab;
     uint32_t n_ctx_train;
     uint32_t rope_dim; /* rotated dimensions per head (<= head_dim) */
@@ -72,9 +84,14 @@ typedef struct pgd_layer_weights {
     pgd_weight q_norm;     /* [head_dim] F32, qwen3: each q head's RMSNorm; data NULL when absent */
     pgd_weight k_norm;     /* [head_dim] F32, qwen3: each k head's RMSNorm; data NULL when absent */
     pgd_weight ffn_norm;   /* [n_embd] F32 */
-    pgd_weight w_gate;     /* [n_ff][n_embd] */
+    pgd_weight w_gate;     /* [n_ff][n_embd]; dense layers only (data NULL with experts) */
     pgd_weight w_up;       /* [n_ff][n_embd] */
     pgd_weight w_down;     /* [n_embd][n_ff] */
+    /* mixture of experts (cfg.n_expert > 0), instead of w_gate / w_up / w_down: */
+    pgd_weight router;    /* [n_expert][n_embd] F32 or the file's type (GGUF ffn_gate_inp) */
+    pgd_weight *exp_gate; /* [n_expert] of [n_ff_exp][n_embd]: views into one 3-D tensor */
+    pgd_weight *exp_up;   /* [n_expert] of [n_ff_exp][n_embd] */
+    pgd_weight *exp_down; /* [n_expert] of [n_embd][n_ff_exp] */
 } pgd_layer_weights;
 
 typedef struct pgd_model {
@@ -85,6 +102,7 @@ typedef struct pgd_model {
     pgd_weight output;         /* [n_vocab][n_embd]; == tok_embd when tied */
     pgd_weight rope_freqs;     /* [rope_dim/2] F32 frequency divisors; data NULL when absent */
     pgd_layer_weights *layers; /* [n_layer] */
+    pgd_weight *experts;       /* [n_layer][3][n_expert] the expert views (layers point here) */
     void **owned;              /* converted buffers, freed with the model */
     uint32_t n_owned;
     uint64_t weight_bytes; /* total bytes of all bound weights */

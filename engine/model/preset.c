@@ -82,6 +82,31 @@ static int count(json_t *root, const char *key, bool required, uint32_t max, uin
     return 0;
 }
 
+/* Mixtral's and Qwen3-MoE's expert fields (none for the dense types). */
+static int experts(json_t *root, const char *type, pgd_model_config *c) {
+    bool mixtral = !strcmp(type, "mixtral");
+    if (!mixtral && strcmp(type, "qwen3_moe")) return 0;
+    int rc;
+    c->n_ff_exp = c->n_ff;
+    if ((rc = count(root, mixtral ? "num_local_experts" : "num_experts", true, 1024,
+                    &c->n_expert)) ||
+        (rc = count(root, "num_experts_per_tok", true, PGD_MAX_EXPERTS_USED, &c->n_expert_used)) ||
+        (!mixtral && (rc = count(root, "moe_intermediate_size", true, 1u << 20, &c->n_ff_exp))))
+        return rc;
+    if (c->n_expert_used > c->n_expert)
+        return pgd_error_set(PGD_EFORMAT, "preset: %u experts per token of %u", c->n_expert_used,
+                             c->n_expert);
+    json_t *norm = json_object_get(root, "norm_topk_prob");
+    json_t *mlp_only = json_object_get(root, "mlp_only_layers");
+    double step = 1;
+    if ((rc = num(root, "decoder_sparse_step", false, &step)) && rc != PGD_ENOTFOUND) return rc;
+    if ((norm && json_is_false(norm)) || step != 1 || (mlp_only && json_array_size(mlp_only) > 0))
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "preset: experts without norm_topk_prob, or with dense layers "
+                             "(decoder_sparse_step, mlp_only_layers), are not supported");
+    return 0;
+}
+
 static int parse(json_t *root, pgd_model_preset *p) {
     pgd_model_config *c = &p->cfg;
     if (!json_is_object(root)) return pgd_error_set(PGD_EFORMAT, "preset: not a JSON object");
@@ -94,13 +119,17 @@ static int parse(json_t *root, pgd_model_preset *p) {
         c->arch = PGD_ARCH_QWEN2;
         c->rope_style = PGD_ROPE_NEOX;
         c->qkv_bias = true;
-    } else if (!strcmp(type, "qwen3")) {
-        c->arch = PGD_ARCH_QWEN3;
+    } else if (!strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe")) {
+        c->arch = type[5] ? PGD_ARCH_QWEN3MOE : PGD_ARCH_QWEN3;
         c->rope_style = PGD_ROPE_NEOX;
         c->qk_norm = true;
+    } else if (!strcmp(type, "mixtral")) { /* a llama with experts, as its GGUFs say */
+        c->arch = PGD_ARCH_LLAMA;
+        c->rope_style = PGD_ROPE_NORM;
     } else {
         return pgd_error_set(PGD_EUNSUPPORTED,
-                             "preset: model_type '%s' is not supported (llama, qwen2, qwen3)",
+                             "preset: model_type '%s' is not supported (llama, mixtral, qwen2, "
+                             "qwen3, qwen3_moe)",
                              type);
     }
     /* attention_bias (Qwen3's config.json: false; a model with it true is not one pagoda knows) */
@@ -109,7 +138,11 @@ static int parse(json_t *root, pgd_model_preset *p) {
         return pgd_error_set(PGD_EUNSUPPORTED,
                              "preset: attention_bias true is not supported for model_type '%s'",
                              type);
-    snprintf(c->arch_name, sizeof c->arch_name, "%s", type);
+    /* the GGUF architecture name */
+    snprintf(c->arch_name, sizeof c->arch_name, "%s",
+             c->arch == PGD_ARCH_LLAMA      ? "llama"
+             : c->arch == PGD_ARCH_QWEN3MOE ? "qwen3moe"
+                                            : type);
     int rc;
     c->n_ctx_train = 2048;
     if ((rc = count(root, "hidden_size", true, 65536, &c->n_embd)) ||
@@ -127,6 +160,7 @@ static int parse(json_t *root, pgd_model_preset *p) {
     if (c->n_head % c->n_head_kv || c->head_dim % 2)
         return pgd_error_set(PGD_EFORMAT, "preset: %u heads, %u KV heads, head size %u", c->n_head,
                              c->n_head_kv, c->head_dim);
+    if ((rc = experts(root, type, c))) return rc;
     c->rope_dim = c->head_dim;
     double d = 10000.0;
     if ((rc = num(root, "rope_theta", false, &d)) && rc != PGD_ENOTFOUND) return rc;

@@ -4,11 +4,15 @@
  * (engine/model/dummy.h). This is how GPU benchmarks run without a model hub, and how the CPU
  * and the GPU are compared on identical weights.
  *
- * A preset is named (`llama-3-8b`, `llama-3.2-1b`, `qwen2.5-0.5b`, `smollm2-135m`) or given as
+ * A preset is named (`llama-3-8b`, `llama-3.2-1b`, `qwen2.5-0.5b`, `smollm2-135m`, `qwen3-0.6b`,
+ * `qwen3-8b`, and the mixtures of experts `qwen3-30b-a3b`, `mixtral-8x7b`) or given as
  * the path of a config.json-shaped file (a name with a '/' or ending in ".json"). Read: model_type
- * (llama, qwen2), hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
- * num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rope_theta, rms_norm_eps,
- * tie_word_embeddings, rope_scaling (null, "linear", or "llama3" with its frequency factors).
+ * (llama, mixtral, qwen2, qwen3, qwen3_moe), hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads, head_dim, vocab_size, max_position_embeddings,
+ * rope_theta, rms_norm_eps, tie_word_embeddings, rope_scaling (null, "linear", or "llama3" with
+ * its frequency factors); for the mixtures of experts num_local_experts (mixtral) or num_experts
+ * and moe_intermediate_size (qwen3_moe), num_experts_per_tok, and, refused unless they describe
+ * a model pagoda runs, norm_topk_prob, decoder_sparse_step, mlp_only_layers.
  *
  * Threading: pure functions (a loaded preset is plain data).
  */

@@ -10,6 +10,14 @@ x -> x @ W.T; llama-arch GGUFs rotate adjacent pairs (x[2i], x[2i+1]) in RoPE ("
 qwen2 and qwen3 rotate (x[i], x[i + d/2]) ("neox" style); qwen3 also RMS-normalises every query
 and key head (attn_q_norm / attn_k_norm, weights of head_dim) before the rotation, as its
 published modelling code does (q_norm(q_proj(x).view(..., head_dim)), then RoPE).
+
+Mixtures of experts (qwen3moe; llama with expert_count, Mixtral), as the published modelling
+code of Mixtral and Qwen3-MoE computes them: router logits = h @ ffn_gate_inp.T, a softmax over
+all experts, the expert_used_count largest probabilities kept and divided by their sum
+(Qwen3-MoE's norm_topk_prob; Mixtral takes the softmax of the top-k logits, the same numbers),
+and the feed-forward output is sum_k p_k * down_e(silu(gate_e(h)) * up_e(h)) over the chosen
+experts e, whose weights are slices [e] of the 3-D tensors ffn_{gate,up,down}_exps
+(GGUF ne = [cols, rows, n_expert], so numpy shape [n_expert, rows, cols]).
 """
 import numpy as np
 from gguf import GGUFReader
@@ -36,7 +44,9 @@ class RefModel:
         self.rope_dim = int(_field(r, f"{a}.rope.dimension_count", self.head_dim))
         self.rope_base = float(_field(r, f"{a}.rope.freq_base", 10000.0))
         self.eps = float(_field(r, f"{a}.attention.layer_norm_rms_epsilon", 1e-5))
-        self.neox = a in ("qwen2", "qwen3")
+        self.neox = a in ("qwen2", "qwen3", "qwen3moe")
+        self.n_expert = int(_field(r, f"{a}.expert_count", 0))
+        self.n_expert_used = int(_field(r, f"{a}.expert_used_count", 0))
         tensors = {t.name: t for t in r.tensors}
 
         def w(name):
@@ -51,12 +61,14 @@ class RefModel:
         self.layers = []
         for l in range(self.n_layer):
             p = f"blk.{l}."
+            ffn = [("router", "ffn_gate_inp.weight"), ("gate", "ffn_gate_exps.weight"),
+                   ("up", "ffn_up_exps.weight"), ("down", "ffn_down_exps.weight")] \
+                if self.n_expert else [("gate", "ffn_gate.weight"), ("up", "ffn_up.weight"),
+                                       ("down", "ffn_down.weight")]
             layer = {k: w(p + n) for k, n in [
                 ("attn_norm", "attn_norm.weight"), ("wq", "attn_q.weight"),
                 ("wk", "attn_k.weight"), ("wv", "attn_v.weight"),
-                ("wo", "attn_output.weight"), ("ffn_norm", "ffn_norm.weight"),
-                ("gate", "ffn_gate.weight"), ("up", "ffn_up.weight"),
-                ("down", "ffn_down.weight")]}
+                ("wo", "attn_output.weight"), ("ffn_norm", "ffn_norm.weight")] + ffn}
             for b in ("q", "k", "v"):
                 name = p + f"attn_{b}.bias"
                 layer["b" + b] = w(name) if name in tensors else None
@@ -136,9 +148,31 @@ class RefModel:
             o = np.einsum("hts,shd->thd", s, vh).reshape(T, H * D)
             x = x + o @ L["wo"].T
             h = self._rms(x, L["ffn_norm"])
-            gt, up = h @ L["gate"].T, h @ L["up"].T
-            x = x + ((gt / (1.0 + np.exp(-gt))) * up) @ L["down"].T
+            x = x + (self._moe(h, L) if self.n_expert else self._swiglu(h, L["gate"], L["up"],
+                                                                        L["down"]))
         return x
+
+    @staticmethod
+    def _swiglu(h, gate, up, down):
+        gt, u = h @ gate.T, h @ up.T
+        return ((gt / (1.0 + np.exp(-gt))) * u) @ down.T
+
+    def route(self, h, L):
+        """The experts [T, k] each row of h goes to and their weights [T, k]."""
+        logits = h @ L["router"].T  # [T, n_expert]
+        p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        top = np.argsort(-p, axis=-1, kind="stable")[:, : self.n_expert_used]
+        pk = np.take_along_axis(p, top, axis=-1)
+        return top, pk / pk.sum(axis=-1, keepdims=True)
+
+    def _moe(self, h, L):
+        top, wk = self.route(h, L)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            for e, p in zip(top[t], wk[t]):
+                out[t] += p * self._swiglu(h[t : t + 1], L["gate"][e], L["up"][e], L["down"][e])[0]
+        return out
 
     def greedy(self, prompt, n, stop_ids=()):
         """Greedy continuation of `prompt` for n tokens (stops early on a stop id)."""

@@ -3,9 +3,10 @@ describes: this file re-implements the counter hash, the per-tensor scales and t
 RoPE frequency factors from engine/model/dummy.h, common/counter_hash.h and Meta's published
 formula, writes those weights into a GGUF file with the gguf package, and checks that pagoda's
 logits from the preset equal, bit for bit, its logits from that file, and match the float64
-reference model (ref_model.py) within 1e-4. Three tiny presets: Llama with "llama3" rope scaling
-and an untied output, Qwen2 (Q/K/V biases, NEOX RoPE, tied output) and Qwen3 (q/k head norms,
-heads wider than hidden / heads)."""
+reference model (ref_model.py) within 1e-4. Five tiny presets: Llama with "llama3" rope scaling
+and an untied output, Qwen2 (Q/K/V biases, NEOX RoPE, tied output), Qwen3 (q/k head norms,
+heads wider than hidden / heads), and the mixtures of experts Qwen3-MoE and Mixtral (router and
+expert tensors from their own id range, each 3-D tensor hashed as one matrix)."""
 import json
 import math
 import pathlib
@@ -82,13 +83,32 @@ PRESETS = {
         "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
         "attention_bias": False, "rope_scaling": None,
     },
+    "qwen3_moe": {
+        "model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 80,
+        "moe_intermediate_size": 48, "num_experts": 6, "num_experts_per_tok": 2,
+        "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "vocab_size": 300, "max_position_embeddings": 256,
+        "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+        "rope_scaling": None,
+    },
+    "mixtral": {
+        "model_type": "mixtral", "hidden_size": 64, "intermediate_size": 40,
+        "num_local_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300,
+        "max_position_embeddings": 256, "rope_theta": 1000000.0, "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False, "rope_scaling": None,
+    },
 }
+GGUF_ARCH = {"qwen3_moe": "qwen3moe", "mixtral": "llama"}
 
 
 def write_gguf(path, p):
     """The preset's dummy weights as a GGUF file (F16 matrices, F32 vectors)."""
-    arch = p["model_type"]
+    arch = GGUF_ARCH.get(p["model_type"], p["model_type"])
     E, FF, L = p["hidden_size"], p["intermediate_size"], p["num_hidden_layers"]
+    NX = p.get("num_experts", p.get("num_local_experts", 0))
+    FX = p.get("moe_intermediate_size", FF)
     H, HKV, V = p["num_attention_heads"], p["num_key_value_heads"], p["vocab_size"]
     D = p.get("head_dim", E // H)
     w = gguf.GGUFWriter(str(path), arch)
@@ -104,6 +124,11 @@ def write_gguf(path, p):
     w.add_rope_freq_base(p["rope_theta"])
     w.add_layer_norm_rms_eps(p["rms_norm_eps"])
     w.add_vocab_size(V)
+    if NX:
+        w.add_expert_count(NX)
+        w.add_expert_used_count(p["num_experts_per_tok"])
+        if arch == "qwen3moe":
+            w.add_expert_feed_forward_length(FX)
     w.add_tokenizer_model("llama")
     toks = [f"<0x{b:02X}>" for b in range(256)] + ["<s>", "</s>"]
     w.add_token_list(toks)
@@ -113,6 +138,10 @@ def write_gguf(path, p):
 
     def mat(name, tensor, rows, cols, shift):
         a = dummy_values(tensor, rows * cols, shift).reshape(rows, cols)
+        w.add_tensor(name, a.astype(np.float16), raw_dtype=gguf.GGMLQuantizationType.F16)
+
+    def experts(name, tensor, rows, cols, shift):
+        a = dummy_values(tensor, NX * rows * cols, shift).reshape(NX, rows, cols)
         w.add_tensor(name, a.astype(np.float16), raw_dtype=gguf.GGMLQuantizationType.F16)
 
     def vec(name, tensor, n, base):
@@ -139,10 +168,17 @@ def write_gguf(path, p):
             vec(b + "attn_q.bias", t(5), H * D, 0.0)
             vec(b + "attn_k.bias", t(6), HKV * D, 0.0)
             vec(b + "attn_v.bias", t(7), HKV * D, 0.0)
-        if arch == "qwen3":
+        if arch.startswith("qwen3"):
             vec(b + "attn_q_norm.weight", t(12), D, 1.0)
             vec(b + "attn_k_norm.weight", t(13), D, 1.0)
         vec(b + "ffn_norm.weight", t(8), E, 1.0)
+        if NX:  # pgd_dummy_moe_id: 2^23 + 4 l + (router, gate, up, down)
+            x = lambda which: (1 << 23) + 4 * l + which
+            mat(b + "ffn_gate_inp.weight", x(0), NX, E, matrix_shift(E))
+            experts(b + "ffn_gate_exps.weight", x(1), FX, E, matrix_shift(E))
+            experts(b + "ffn_up_exps.weight", x(2), FX, E, matrix_shift(E))
+            experts(b + "ffn_down_exps.weight", x(3), E, FX, matrix_shift(FX))
+            continue
         mat(b + "ffn_gate.weight", t(9), FF, E, matrix_shift(E))
         mat(b + "ffn_up.weight", t(10), FF, E, matrix_shift(E))
         mat(b + "ffn_down.weight", t(11), E, FF, matrix_shift(FF))

@@ -52,6 +52,7 @@ static void test_builtin_shapes(void) {
         CHECK_EQ_INT(c->arch, want[i].arch);
         CHECK_EQ_INT(c->qkv_bias, want[i].arch == PGD_ARCH_QWEN2);
         CHECK_EQ_INT(c->qk_norm, want[i].arch == PGD_ARCH_QWEN3);
+        CHECK_EQ_INT(c->n_expert, 0);
         CHECK_EQ_INT(c->rope_style, want[i].arch == PGD_ARCH_LLAMA ? PGD_ROPE_NORM : PGD_ROPE_NEOX);
     }
     /* Llama 3.2's factors: 1 for the fastest pairs, 32 for the slowest, increasing between */
@@ -62,6 +63,74 @@ static void test_builtin_shapes(void) {
     CHECK(p.rope_factors[0] == 1.0f && p.rope_factors[n - 1] == 32.0f);
     for (uint32_t i = 1; i < n; i++) CHECK(p.rope_factors[i] >= p.rope_factors[i - 1]);
     fprintf(stderr, "    presets: %s\n", pgd_model_preset_names());
+}
+
+/* The mixtures of experts: Qwen3-30B-A3B's and Mixtral-8x7B's published shapes. */
+static void test_builtin_moe_shapes(void) {
+    pgd_model_preset p;
+    REQUIRE(pgd_model_preset_load("qwen3-30b-a3b", &p) == 0);
+    const pgd_model_config *c = &p.cfg;
+    CHECK_EQ_INT(c->arch, PGD_ARCH_QWEN3MOE);
+    CHECK_EQ_STR(c->arch_name, "qwen3moe");
+    CHECK(c->qk_norm && !c->qkv_bias && c->rope_style == PGD_ROPE_NEOX && !c->tied_output);
+    CHECK(c->n_embd == 2048 && c->n_layer == 48 && c->n_head == 32 && c->n_head_kv == 4 &&
+          c->head_dim == 128 && c->n_vocab == 151936);
+    CHECK(c->n_expert == 128 && c->n_expert_used == 8 && c->n_ff_exp == 768 && c->n_ff == 6144);
+    /* shapes only (a device would fill them): the views of every expert, about 30.5 G
+     * parameters in all (3.3 G of them active per token) */
+    pgd_model *m = NULL;
+    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &m) == 0);
+    const pgd_layer_weights *L = &m->layers[47];
+    CHECK(L->router.rows == 128 && L->router.cols == 2048 && !L->w_gate.rows);
+    CHECK(L->exp_gate[127].rows == 768 && L->exp_gate[127].cols == 2048);
+    CHECK(L->exp_up[0].rows == 768 && L->exp_down[5].rows == 2048 && L->exp_down[5].cols == 768);
+    CHECK(m->weight_bytes > 2 * 30000000000ull && m->weight_bytes < 2 * 31000000000ull);
+    pgd_model_free(m);
+
+    REQUIRE(pgd_model_preset_load("mixtral-8x7b", &p) == 0);
+    CHECK_EQ_INT(c->arch, PGD_ARCH_LLAMA);
+    CHECK_EQ_STR(c->arch_name, "llama");
+    CHECK(c->n_expert == 8 && c->n_expert_used == 2 && c->n_ff_exp == 14336 && !c->qk_norm);
+    CHECK(c->n_embd == 4096 && c->n_layer == 32 && c->head_dim == 128 && c->n_vocab == 32000);
+
+    /* a small one built for real: each expert a view of its slice of one hashed tensor */
+    char path[] = "/tmp/pgd_preset_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    REQUIRE(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 96, "
+          "\"moe_intermediate_size\": 32, \"num_experts\": 5, \"num_experts_per_tok\": 2, "
+          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 300}",
+          f);
+    fclose(f);
+    REQUIRE(pgd_model_preset_load(path, &p) == 0);
+    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &m) == 0);
+    L = &m->layers[1];
+    const uint16_t *g3 = L->exp_gate[3].data, *d4 = L->exp_down[4].data;
+    const uint32_t gid = pgd_dummy_moe_id(1, PGD_DUMMY_EXP_GATE);
+    const uint32_t did = pgd_dummy_moe_id(1, PGD_DUMMY_EXP_DOWN);
+    CHECK(pgd_f16_to_f32(g3[7]) ==
+          pgd_dummy_value(PGD_DUMMY_SEED, gid, 3 * 32 * 64 + 7, pgd_dummy_matrix_shift(64)));
+    CHECK(pgd_f16_to_f32(d4[70]) ==
+          pgd_dummy_value(PGD_DUMMY_SEED, did, 4 * 64 * 32 + 70, pgd_dummy_matrix_shift(32)));
+    /* the router's id does not alias a dense tensor's (the hash keeps 24 bits of an id) */
+    int same = 0;
+    for (uint64_t i = 0; i < 200; i++)
+        same += pgd_dummy_int(PGD_DUMMY_SEED, pgd_dummy_moe_id(0, PGD_DUMMY_ROUTER), i) ==
+                pgd_dummy_int(PGD_DUMMY_SEED, PGD_DUMMY_TOK_EMBD, i);
+    CHECK(same < 20);
+    pgd_model_free(m);
+
+    f = fopen(path, "w"); /* Qwen2-MoE-style unnormalised top-k is another model */
+    fputs("{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 96, "
+          "\"moe_intermediate_size\": 32, \"num_experts\": 5, \"num_experts_per_tok\": 2, "
+          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 300, "
+          "\"norm_topk_prob\": false}",
+          f);
+    fclose(f);
+    CHECK_EQ_INT(pgd_model_preset_load(path, &p), PGD_EUNSUPPORTED);
+    CHECK(strstr(pgd_error_detail(), "norm_topk_prob") != NULL);
+    remove(path);
 }
 
 static void test_errors(void) {
@@ -163,6 +232,7 @@ static void test_dummy_model_binds_every_weight(void) {
 
 int main(void) {
     RUN(test_builtin_shapes);
+    RUN(test_builtin_moe_shapes);
     RUN(test_errors);
     RUN(test_counter_hash_values);
     RUN(test_dummy_model_binds_every_weight);
