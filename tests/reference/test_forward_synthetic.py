@@ -167,3 +167,17 @@ def test_unsupported_experts_refused(run_pagoda, tmp_path):
                          check=False)
         err = res.stderr.decode()
         assert res.returncode != 0 and want in err, err
+
+
+def test_experts_greedy_through_the_scheduler(run_pagoda, tmp_path):
+    """`pagoda generate` (the scheduler: chunked prefill, then one-token decode steps over the
+    paged cache) continues a prompt on a Qwen3-MoE GGUF with the reference model's greedy
+    tokens."""
+    path = tmp_path / "qwen3moe.gguf"
+    write_model(path, "qwen3moe", "Q8_0", seed=4)
+    res = json.loads(run_pagoda("generate", "--model", path, "--prompt", "pagoda MoE: 12, 7",
+                                "--max-tokens", 12, "--temperature", 0, "--ignore-eos",
+                                "--max-num-batched-tokens", 5, "--block-size", 4,
+                                "--kv-cache-dtype", "f32", "--json").stdout)
+    want = RefModel(str(path)).greedy(res["prompt_token_ids"], 12)
+    assert res["token_ids"] == want
