@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/counter_hash.h"
 #include "common/error.h"
@@ -94,6 +95,19 @@ static int experts(pgd_model *m, uint64_t seed, uint32_t l, pgd_weight *router,
 
 int pgd_model_dummy(const pgd_model_preset *p, uint64_t seed, bool shapes_only, pgd_model **out) {
     *out = NULL;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (!shapes_only && pages > 0 && page > 0) { /* a clear error, not the OOM killer */
+        pgd_model *shape;
+        int rc = pgd_model_dummy(p, seed, true, &shape);
+        if (rc) return rc;
+        const uint64_t need = shape->weight_bytes, have = (uint64_t)pages * (uint64_t)page;
+        pgd_model_free(shape);
+        if (need > have)
+            return pgd_error_set(PGD_ENOMEM,
+                                 "the dummy weights of preset '%s' take %.1f GiB (f16), more than "
+                                 "this machine's %.1f GiB of memory",
+                                 p->name, need / 1073741824.0, have / 1073741824.0);
+    }
     pgd_model *m = calloc(1, sizeof *m);
     if (!m) return PGD_ENOMEM;
     m->cfg = p->cfg;
