@@ -10,14 +10,15 @@ byte-level vocabulary padded to the preset's size. The weights are random, so th
 noise; the routing is live (random router weights spread the tokens over the experts) and the
 speed is what it would be with trained weights of that type.
 
-Prints markdown: the file, pagoda's `bench` (offline: batch 1 and 16), and, when importable
-(`pip install llama-cpp-python`), llama.cpp through llama-cpp-python's low-level API on the
-same file with the same thread count: prefill of the prompt in one batch, then one-token
-decode steps, timed with time.perf_counter.
+Prints markdown: the file, pagoda's `bench` (offline: batch 1 and 16; f32 activations, the
+default, and --int8-activations), and, with --llama-python (a python where
+`pip install llama-cpp-python` built llama.cpp), llama.cpp on the same file with the same thread
+count: llama-cpp-python's Llama.eval (llama_decode) of the prompt in one batch, then one-token
+greedy decode steps, timed with time.perf_counter. The engines alternate, --rounds times.
 
 Usage: .venv/bin/python bench/moe.py [--preset qwen3-30b-a3b] [--layers 8] [--out FILE]
-           [--pagoda build/pagoda] [--threads 2] [--prompt-len 128] [--gen-len 64]
-           [--llama-python /path/to/python-with-llama_cpp]
+           [--pagoda build/pagoda] [--threads 2] [--prompt-len 128] [--gen-len 64] [--rounds 2]
+           [--llama-python /path/to/python-with-llama_cpp [--llama-no-extra-bufts]]
 """
 import argparse
 import json
@@ -115,37 +116,30 @@ def active_bytes(cfg, layers):
 
 
 LLAMA_TIMER = r"""
-import ctypes, json, sys, time
-import llama_cpp as L
+import json, random, sys, time
+import numpy as np
+import llama_cpp.llama_cpp as llama_cpp
+from llama_cpp import Llama
 path, threads, n_prompt, n_gen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-L.llama_backend_init()
-mp = L.llama_model_default_params()
-model = L.llama_model_load_from_file(path.encode(), mp)
-cp = L.llama_context_default_params()
-cp.n_ctx = n_prompt + n_gen + 16
-cp.n_batch = cp.n_ubatch = max(n_prompt, 32)
-cp.n_threads = cp.n_threads_batch = threads
-ctx = L.llama_init_from_model(model, cp)
-vocab = L.llama_model_get_vocab(model)
-n_vocab = L.llama_vocab_n_tokens(vocab)
-def run(tokens, pos):
-    b = L.llama_batch_init(len(tokens), 0, 1)
-    b.n_tokens = len(tokens)
-    for i, t in enumerate(tokens):
-        b.token[i] = t; b.pos[i] = pos + i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0
-        b.logits[i] = i == len(tokens) - 1
-    assert L.llama_decode(ctx, b) == 0
-    L.llama_batch_free(b)
-    lg = L.llama_get_logits_ith(ctx, -1)
-    return max(range(n_vocab), key=lambda i: lg[i])
-import random
+if sys.argv[5] == "0":  # no extra buffer types (AMX / repacked weights)
+    _defaults = llama_cpp.llama_model_default_params
+    def _no_extra_bufts():
+        p = _defaults()
+        p.use_extra_bufts = False
+        return p
+    llama_cpp.llama_model_default_params = _no_extra_bufts
+llm = Llama(model_path=path, n_ctx=n_prompt + n_gen + 16, n_batch=max(n_prompt, 32),
+            n_threads=threads, n_threads_batch=threads, verbose=False)
 rnd = random.Random(0)
 prompt = [rnd.randrange(0, 256) for _ in range(n_prompt)]
-run(prompt[:8], 0)  # warm-up
-L.llama_memory_clear(L.llama_get_memory(ctx), True)
-t0 = time.perf_counter(); tok = run(prompt, 0); t1 = time.perf_counter()
+llm.eval(prompt[:8])  # warm-up
+llm.reset()
+t0 = time.perf_counter()
+llm.eval(prompt)
+t1 = time.perf_counter()
 for i in range(n_gen):
-    tok = run([tok], n_prompt + i)
+    last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+    llm.eval([int(np.argmax(last))])
 t2 = time.perf_counter()
 print(json.dumps({"prefill_tok_s": n_prompt / (t1 - t0), "decode_tok_s": n_gen / (t2 - t1)}))
 """
@@ -160,8 +154,12 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--gen-len", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--llama-python", default=None,
                     help="a python with llama_cpp installed (default: skip llama.cpp)")
+    ap.add_argument("--llama-no-extra-bufts", action="store_true",
+                    help="llama.cpp without its extra buffer types (a build with AMX crashed in "
+                         "them on multi-token batches on this machine's CPU)")
     a = ap.parse_args()
     cfg = json.loads((ROOT / "configs" / "models" / f"{a.preset}.json").read_text())
     out = pathlib.Path(a.out or f"/tmp/pgd-moe-{a.preset}-{a.layers}.gguf")
@@ -178,21 +176,28 @@ def main():
     print()
     cmd = [a.pagoda, "bench", "--model", str(out), "--prompt-len", str(a.prompt_len), "--gen-len",
            str(a.gen_len), "--batch", "1,16", "--threads", str(a.threads), "--json"]
-    res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-    print("| engine | batch | prefill tok/s | decode tok/s |\n|---|---|---|---|")
-    for r in res:
-        print(f"| pagoda | {r['batch']} | {r['prefill_tokens_per_s']:.1f} | "
-              f"{r['decode_tokens_per_s']:.1f} |")
-    if a.llama_python:
+    print("| round | engine | batch | prefill tok/s | decode tok/s |\n|---|---|---|---|---|")
+    for rnd in range(1, a.rounds + 1):  # the engines alternate: this VM's speed drifts
+        for mode in ([], ["--int8-activations"]):
+            res = json.loads(subprocess.run(cmd + mode, capture_output=True, text=True,
+                                            check=True).stdout)
+            name = "pagoda" + (" --int8-activations" if mode else "")
+            for r in res:
+                print(f"| {rnd} | {name} | {r['batch']} | {r['prefill_tokens_per_s']:.1f} | "
+                      f"{r['decode_tokens_per_s']:.1f} |", flush=True)
+        if not a.llama_python:
+            continue
         p = subprocess.run([a.llama_python, "-c", LLAMA_TIMER, str(out), str(a.threads),
-                            str(a.prompt_len), str(a.gen_len)], capture_output=True, text=True)
+                            str(a.prompt_len), str(a.gen_len),
+                            "0" if a.llama_no_extra_bufts else "1"],
+                           capture_output=True, text=True)
         if p.returncode:
-            print(f"\nllama.cpp failed: {p.stderr[-2000:]}")
+            print(f"| {rnd} | llama.cpp failed (exit {p.returncode}) | | | |")
         else:
             r = json.loads(p.stdout.strip().splitlines()[-1])
-            print(f"| llama.cpp | 1 | {r['prefill_tok_s']:.1f} | {r['decode_tok_s']:.1f} |")
-    print(f"\n`{' '.join(cmd)}`")
-
+            print(f"| {rnd} | llama.cpp | 1 | {r['prefill_tok_s']:.1f} | "
+                  f"{r['decode_tok_s']:.1f} |", flush=True)
+    print(f"\n`{' '.join(cmd)} [--int8-activations]`")
 
 if __name__ == "__main__":
     main()
