@@ -8,14 +8,15 @@
  * the few published variants whose rendering differs: a variant we render identically is
  * accepted (with its details recorded: default system prompt, whether bos_token appears, Gemma-2
  * refusing system messages, Phi-3.5 dropping empty system messages, the braces of Qwen2.5's
- * tools block, Meta's Llama 3.1+ template and its date, Qwen3's template); one we would render
+ * tools block, Meta's Llama 3.1+ template and its date, Qwen's reasoning templates — in
+ * chat_template_qwen.c); one we would render
  * differently is refused with a message that names it, so a prompt is never silently wrong.
  *
  * Rendering mirrors the published templates statement by statement (comments quote them). Every
  * byte goes through put(): template text extends the `special` span list, message content (and
  * tool names, call arguments, tool definitions, quoted tool results) does not, so no span can
  * cover content. Tools render for ChatML in Qwen2.5's Hermes format (render_chatml, and
- * render_qwen3 with the same pieces) and for Llama 3.1+ in Meta's JSON format
+ * chat_template_qwen.c's renderers with the same pieces) and for Llama 3.1+ in Meta's JSON format
  * (render_llama3_dated); the texts of tool definitions and call arguments arrive already
  * formatted as the template's tojson would print them (the caller's job: api/jsonutil.h), so
  * rendering needs no JSON beyond quoting a tool result (pgd_json_quote_py). Llama 3.2's date is
@@ -35,28 +36,13 @@
 #include <time.h>
 
 #include "common/error.h"
-
-#define DATE_CAP 32 /* a date_string literal, NUL included */
-
-struct pgd_chat_template {
-    pgd_chat_family family;
-    char *bos, *eos; /* NUL-terminated copies ("" when not given) */
-    size_t bos_len, eos_len;
-    char *default_system; /* ChatML: inserted when messages[0] is not system; NULL if none */
-    size_t default_system_len;
-    bool use_bos;           /* the template writes bos_token (families that place one) */
-    bool refuse_system;     /* Gemma-1/2: raise_exception('System role not supported') */
-    bool skip_empty_system; /* Phi-3.5: `message['role'] == 'system' and message['content']` */
-    bool double_brace;      /* chatml: the tools block says {{"name": ...}} (Qwen2.5's GGUF) */
-    bool dated;             /* llama3: Meta's Llama 3.1+ template (dated header, JSON tools) */
-    bool date_today;        /* dated: date_string = strftime_now("%d %b %Y") */
-    char date[DATE_CAP];    /* dated without strftime_now: the source's fixed date_string */
-};
+#include "engine/text/chat_template_impl.h"
 
 static const char *const k_family_names[PGD_CHAT_FAMILY_COUNT] = {
-    "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3"};
+    "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3", "qwq"};
 
-static const char k_names_list[] = "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3";
+static const char k_names_list[] =
+    "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3, qwq";
 
 static const char k_alternate[] =
     "Conversation roles must alternate user/assistant/user/assistant/...";
@@ -82,19 +68,6 @@ int pgd_chat_family_from_name(const char *name, pgd_chat_family *out) {
 }
 
 /* ---- detection --------------------------------------------------------------------------- */
-
-/* What detection learned from a source: the family and its variant details. */
-typedef struct {
-    pgd_chat_family family;
-    char *default_system; /* malloc'd, or NULL */
-    size_t default_system_len;
-    bool use_bos, refuse_system, skip_empty_system, double_brace, dated, date_today;
-    char date[DATE_CAP];
-} variant;
-
-static bool has(const char *src, size_t len, const char *needle) {
-    return memmem(src, len, needle, strlen(needle)) != NULL;
-}
 
 /* The first 80 characters of a source, printable (newlines as \n, other controls as \xNN),
  * cut on a UTF-8 character boundary, "..." when cut. dst holds QUOTE_CAP bytes. */
@@ -216,7 +189,7 @@ static size_t unescape_literal(const char *s, size_t n, char *dst) {
 /* ChatML default system prompt: a string literal (inside a {{ }} or {% %} tag) whose value is
  * "<|im_start|>system\n" TEXT "<|im_end|>\n". Returns 0 (v->default_system set or left NULL)
  * or PGD_ENOMEM. */
-static int find_default_system(const char *src, size_t len, variant *v) {
+int pgd_ct_find_default_system(const char *src, size_t len, variant *v) {
     static const char head[] = "<|im_start|>system\n", tail[] = "<|im_end|>\n";
     const size_t hl = sizeof head - 1, tl = sizeof tail - 1;
     size_t i = 0;
@@ -264,7 +237,7 @@ static int find_default_system(const char *src, size_t len, variant *v) {
     return 0;
 }
 
-static int unsupported_variant(const char *what, pgd_chat_family f) {
+int pgd_ct_unsupported_variant(const char *what, pgd_chat_family f) {
     return pgd_error_set(PGD_EUNSUPPORTED,
                          "chat template looks like %s, which pagoda does not render; choose "
                          "--chat-template %s to use the %s format anyway",
@@ -320,70 +293,23 @@ static void fixed_date(const char *src, size_t len, char *date) {
 static int classify_llama3_dated(const char *src, size_t len, variant *v) {
     for (size_t i = 0; i < PGD_ARRAY_LEN(k_llama31_markers); i++)
         if (!has(src, len, k_llama31_markers[i]))
-            return unsupported_variant("a Llama-3.1 or later variant (a dated system header) "
-                                       "other than Meta's published template",
-                                       v->family);
+            return pgd_ct_unsupported_variant(
+                "a Llama-3.1 or later variant (a dated system header) "
+                "other than Meta's published template",
+                v->family);
     if (has(src, len, "<|image|>"))
-        return unsupported_variant("a Llama-3.2 Vision template (images)", v->family);
+        return pgd_ct_unsupported_variant("a Llama-3.2 Vision template (images)", v->family);
     if (has(src, len, "strftime_now")) {
         if (!has(src, len, "strftime_now(\"%d %b %Y\")") &&
             !has(src, len, "strftime_now('%d %b %Y')"))
-            return unsupported_variant("a Llama-3.1 or later variant with another date format",
-                                       v->family);
+            return pgd_ct_unsupported_variant(
+                "a Llama-3.1 or later variant with another date format", v->family);
         v->date_today = true;
     } else {
         fixed_date(src, len, v->date);
     }
     v->dated = true;
     return 0;
-}
-
-/* The markers of Qwen3's published hybrid-thinking template, as its source spells them (\\n is
- * the two characters of the escape inside a Jinja literal): a ChatML source with "<think>" or
- * "last_query_index" must hold them all. */
-static const char *const k_qwen3_markers[] = {
-    "namespace(multi_step_tool=true, last_query_index=messages|length - 1)",
-    ("message.content.startswith('<tool_response>') and "
-     "message.content.endswith('</tool_response>')"),
-    "(message.role == \"user\") or (message.role == \"system\" and not loop.first)",
-    "'<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n'",
-    "messages[0].content + '\\n\\n'",
-    ("\"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
-     "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>\""),
-    ("\"\\n</tools>\\n\\nFor each function call, return a json object with function name and "
-     "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": "
-     "<function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\""),
-    "reasoning_content",
-    "split('</think>')[-1].lstrip('\\n')",
-    "split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n')",
-    "loop.index0 > ns.last_query_index",
-    "loop.last or (not loop.last and reasoning_content)",
-    "'\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + "
-    "content.lstrip('\\n')",
-    "(loop.first and content) or (not loop.first)",
-    "'<tool_call>\\n{\"name\": \"'",
-    "'\", \"arguments\": '",
-    "tool_call.arguments is string",
-    "'}\\n</tool_call>'",
-    "'\\n<tool_response>\\n'",
-    "'\\n</tool_response>'",
-    "enable_thinking is defined and enable_thinking is false",
-    "'<think>\\n\\n</think>\\n\\n'",
-};
-
-/* Qwen3: all its markers, none of what would render differently (an exception raised, a
- * generation prompt that always opens <think>, a default system prompt). */
-static int classify_qwen3(const char *src, size_t len, variant *v) {
-    static const char what[] = "a reasoning (<think>) ChatML template other than Qwen3's "
-                               "published one (QwQ, Qwen3-*-2507 or an edited Qwen3 template)";
-    v->family = PGD_CHAT_QWEN3;
-    for (size_t i = 0; i < PGD_ARRAY_LEN(k_qwen3_markers); i++)
-        if (!has(src, len, k_qwen3_markers[i])) return unsupported_variant(what, v->family);
-    if (has(src, len, "raise_exception") || has(src, len, "<|im_start|>assistant\\n<think>"))
-        return unsupported_variant(what, v->family);
-    int rc = find_default_system(src, len, v);
-    if (!rc && v->default_system) rc = unsupported_variant(what, v->family);
-    return rc;
 }
 
 /* Recognise a family (and its variant) from markers in the source. 0, PGD_EUNSUPPORTED (no
@@ -399,10 +325,11 @@ static int classify(const char *src, size_t len, variant *v) {
         v->double_brace = has(src, len, "{{\\\"name\\\": <function-name>") ||
                           has(src, len, "{{\"name\": <function-name>");
         if (has(src, len, "<|im_sep|>"))
-            return unsupported_variant("Phi-4's <|im_sep|> format", v->family);
-        if (has(src, len, "<think>") || has(src, len, "last_query_index"))
-            return classify_qwen3(src, len, v);
-        return find_default_system(src, len, v);
+            return pgd_ct_unsupported_variant("Phi-4's <|im_sep|> format", v->family);
+        if (has(src, len, "<think>") || has(src, len, "</think>") ||
+            has(src, len, "last_query_index"))
+            return pgd_ct_classify_qwen(src, len, v);
+        return pgd_ct_find_default_system(src, len, v);
     }
     if (has(src, len, "<|start_header_id|>") && has(src, len, "<|eot_id|>")) {
         v->family = PGD_CHAT_LLAMA3;
@@ -410,9 +337,9 @@ static int classify(const char *src, size_t len, variant *v) {
         if (has(src, len, "Cutting Knowledge Date") || has(src, len, "date_string"))
             return classify_llama3_dated(src, len, v);
         if (has(src, len, "tools_in_user_message"))
-            return unsupported_variant("a Llama-3.1-style template without its dated system "
-                                       "header",
-                                       v->family);
+            return pgd_ct_unsupported_variant("a Llama-3.1-style template without its dated system "
+                                              "header",
+                                              v->family);
         return 0;
     }
     if (has(src, len, "<start_of_turn>")) {
@@ -426,15 +353,15 @@ static int classify(const char *src, size_t len, variant *v) {
             v->family = PGD_CHAT_LLAMA2;
             if (!has(src, len, "strip()") || has(src, len, "DEFAULT_SYSTEM") ||
                 has(src, len, "USE_DEFAULT_PROMPT"))
-                return unsupported_variant("a Llama-2 variant (default system prompt or no "
-                                           ".strip() of content)",
-                                           v->family);
+                return pgd_ct_unsupported_variant("a Llama-2 variant (default system prompt or no "
+                                                  ".strip() of content)",
+                                                  v->family);
         } else {
             v->family = PGD_CHAT_MISTRAL;
             if (has(src, len, "system") || !has(src, len, " [/INST]"))
-                return unsupported_variant("a later Mistral [INST] variant (system prompt, "
-                                           "tools or spacing of v0.3+)",
-                                           v->family);
+                return pgd_ct_unsupported_variant("a later Mistral [INST] variant (system prompt, "
+                                                  "tools or spacing of v0.3+)",
+                                                  v->family);
         }
         v->use_bos = bos;
         return 0;
@@ -443,9 +370,10 @@ static int classify(const char *src, size_t len, variant *v) {
         v->family = PGD_CHAT_PHI3;
         if (!has(src, len, "add_generation_prompt") || has(src, len, "messages[-1]") ||
             has(src, len, "tools"))
-            return unsupported_variant("a Phi-3 variant that places <|assistant|> differently "
-                                       "(original Phi-3-mini/medium, vision, Phi-4-mini)",
-                                       v->family);
+            return pgd_ct_unsupported_variant(
+                "a Phi-3 variant that places <|assistant|> differently "
+                "(original Phi-3-mini/medium, vision, Phi-4-mini)",
+                v->family);
         v->use_bos = bos;
         v->skip_empty_system = has(src, len, "'system' and message['content']") ||
                                has(src, len, "\"system\" and message[\"content\"]");
@@ -454,8 +382,8 @@ static int classify(const char *src, size_t len, variant *v) {
     if (has(src, len, "<|user|>") && has(src, len, "<|assistant|>")) {
         v->family = PGD_CHAT_ZEPHYR;
         if (!has(src, len, "eos_token }}\n"))
-            return unsupported_variant("a Zephyr variant without eos + newline after each turn",
-                                       v->family);
+            return pgd_ct_unsupported_variant(
+                "a Zephyr variant without eos + newline after each turn", v->family);
         return 0;
     }
     char start[QUOTE_CAP];
@@ -534,6 +462,7 @@ int pgd_chat_template_detect(const char *jinja_src, size_t len, const char *over
     t->double_brace = v.double_brace;
     t->dated = v.dated;
     t->date_today = v.date_today;
+    t->think_always = v.think_always;
     memcpy(t->date, v.date, sizeof t->date);
     t->bos = dup_text(bos_text, &t->bos_len);
     t->eos = dup_text(eos_text, &t->eos_len);
@@ -613,13 +542,6 @@ static size_t ws_before(const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* A run of text to emit: template text (special) or message content. */
-typedef struct {
-    const char *p;
-    size_t n;
-    bool tmpl;
-} piece;
-
 /* str.strip() over the concatenation of pc[0..k) (pieces shrink; whitespace never straddles
  * two pieces because every piece is whole UTF-8). */
 static void strip_pieces(piece *pc, size_t k) {
@@ -639,49 +561,7 @@ static void strip_pieces(piece *pc, size_t k) {
 
 /* ---- rendering --------------------------------------------------------------------------- */
 
-enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 static const char *const k_roles[] = {"system", "user", "assistant", "tool"};
-
-typedef struct {
-    pgd_buf text;
-    pgd_span *sp;
-    size_t n_sp, cap_sp;
-    const char *content; /* all contents, joined: message i is content[off[i] .. off[i+1]) */
-    size_t *off;
-    int *role;
-    size_t n;
-    const pgd_chat_msg *msgs;    /* the messages (for their tool calls) */
-    const pgd_chat_tools *tools; /* offered tools, NULL when none (never n == 0) */
-    const pgd_str *reasoning;    /* [n] reasoning_content (ptr NULL: none), or NULL */
-    bool thinking;               /* enable_thinking */
-} render;
-
-static int put(render *r, const char *s, size_t n, bool tmpl) {
-    if (n == 0) return 0;
-    size_t at = r->text.len;
-    int rc = pgd_buf_append(&r->text, s, n);
-    if (rc) return rc;
-    if (!tmpl) return 0;
-    if (r->n_sp && r->sp[r->n_sp - 1].end == at) {
-        r->sp[r->n_sp - 1].end = at + n;
-        return 0;
-    }
-    if (r->n_sp == r->cap_sp) {
-        size_t cap = r->cap_sp ? r->cap_sp * 2 : 16;
-        pgd_span *p = realloc(r->sp, cap * sizeof *p);
-        if (!p) return PGD_ENOMEM;
-        r->sp = p;
-        r->cap_sp = cap;
-    }
-    r->sp[r->n_sp].begin = at;
-    r->sp[r->n_sp].end = at + n;
-    r->n_sp++;
-    return 0;
-}
-
-static int tmpl(render *r, const char *s) {
-    return put(r, s, strlen(s), true);
-}
 
 static int put_pieces(render *r, const piece *pc, size_t k) {
     for (size_t i = 0; i < k; i++) {
@@ -691,31 +571,16 @@ static int put_pieces(render *r, const piece *pc, size_t k) {
     return 0;
 }
 
-static piece content_of(const render *r, size_t i) {
-    piece p = {r->content + r->off[i], r->off[i + 1] - r->off[i], false};
-    return p;
-}
-
 static piece stripped(const render *r, size_t i) {
     piece p = content_of(r, i);
     strip_pieces(&p, 1);
     return p;
 }
 
-static int put_content(render *r, piece p) {
-    return put(r, p.p, p.n, false);
-}
-
 static int alternate_error(const render *r, size_t i) {
     return pgd_error_set(PGD_EINVAL, "%s (message %zu is '%s')", k_alternate, i,
                          k_roles[r->role[i]]);
 }
-
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_) return rc_;                                                                       \
-    } while (0)
 
 /* Qwen2.5's tools block, around the definitions ("\n" + tojson(tool) each). The first string
  * starts with the "\n\n" that follows the system text. The second is written with single or
@@ -741,7 +606,7 @@ static const char k_tools_tail_c[] = "\n</tool_call><|im_end|>\n";
  * '<|im_start|>system\n# Tools...' (the tools block without its leading "\n\n", as there is no
  * system text to separate it from). *first: the first message the loop renders (a leading
  * system message is written here and skipped by the loop). */
-static int chatml_system(const pgd_chat_template *t, render *r, size_t *first) {
+int pgd_ct_chatml_system(const pgd_chat_template *t, render *r, size_t *first) {
     bool sys0 = r->role[0] == ROLE_SYSTEM;
     *first = sys0 ? 1 : 0;
     if (r->tools) {
@@ -750,7 +615,8 @@ static int chatml_system(const pgd_chat_template *t, render *r, size_t *first) {
             TRY(put_content(r, content_of(r, 0)));
         else
             TRY(put(r, t->default_system, t->default_system_len, true));
-        TRY(tmpl(r, sys0 || t->default_system_len ? k_tools_head : k_tools_head + 2));
+        TRY(tmpl(r, sys0 || t->default_system_len || t->family == PGD_CHAT_QWQ ? k_tools_head
+                                                                               : k_tools_head + 2));
         for (size_t k = 0; k < r->tools->n; k++) {
             TRY(tmpl(r, "\n"));
             TRY(put(r, r->tools->defs[k].ptr, (size_t)r->tools->defs[k].len, false));
@@ -773,7 +639,7 @@ static int chatml_system(const pgd_chat_template *t, render *r, size_t *first) {
 }
 
 /* A plain turn: '<|im_start|>' + role + '\n' + content + '<|im_end|>\n'. */
-static int chatml_turn(render *r, size_t i) {
+int pgd_ct_chatml_turn(render *r, size_t i) {
     TRY(tmpl(r, "<|im_start|>"));
     TRY(tmpl(r, k_roles[r->role[i]]));
     TRY(tmpl(r, "\n"));
@@ -784,7 +650,7 @@ static int chatml_turn(render *r, size_t i) {
 /* A tool's result: '<|im_start|>user' unless the previous message is a tool's too,
  * '\n<tool_response>\n' + content + '\n</tool_response>', '<|im_end|>\n' unless the next
  * message is a tool's too. */
-static int chatml_tool_result(render *r, size_t i) {
+int pgd_ct_chatml_tool_result(render *r, size_t i) {
     if (i == 0 || r->role[i - 1] != ROLE_TOOL) TRY(tmpl(r, "<|im_start|>user"));
     TRY(tmpl(r, "\n<tool_response>\n"));
     TRY(put_content(r, content_of(r, i)));
@@ -795,7 +661,7 @@ static int chatml_tool_result(render *r, size_t i) {
 
 /* One call: '<tool_call>\n{"name": "' + name + '", "arguments": ' + arguments|tojson +
  * '}\n</tool_call>'. */
-static int hermes_call(render *r, const pgd_chat_tool_call *c) {
+int pgd_ct_hermes_call(render *r, const pgd_chat_tool_call *c) {
     TRY(tmpl(r, "<tool_call>\n{\"name\": \""));
     TRY(put(r, c->name.ptr, (size_t)c->name.len, false));
     TRY(tmpl(r, "\", \"arguments\": "));
@@ -805,19 +671,19 @@ static int hermes_call(render *r, const pgd_chat_tool_call *c) {
 
 /* ChatML (SmolLM2 / Qwen2.5), as Qwen2.5-Instruct's template renders it (SmolLM2's renders the
  * same without tools; with tools, this Hermes format is what pagoda gives every ChatML model):
- * the system turn (chatml_system), then each message but a leading system one:
- *   user, later system, assistant without tool_calls: a plain turn (chatml_turn);
+ * the system turn (pgd_ct_chatml_system), then each message but a leading system one:
+ *   user, later system, assistant without tool_calls: a plain turn (pgd_ct_chatml_turn);
  *   assistant with tool_calls: '<|im_start|>assistant' + ('\n' + content if content) + for each
- *     call '\n' + the call (hermes_call), then '<|im_end|>\n';
- *   tool: chatml_tool_result;
+ *     call '\n' + the call (pgd_ct_hermes_call), then '<|im_end|>\n';
+ *   tool: pgd_ct_chatml_tool_result;
  *   {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}. */
 static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
     size_t first;
-    TRY(chatml_system(t, r, &first));
+    TRY(pgd_ct_chatml_system(t, r, &first));
     for (size_t i = first; i < r->n; i++) {
         const pgd_chat_msg *m = &r->msgs[i];
         if (r->role[i] == ROLE_TOOL) {
-            TRY(chatml_tool_result(r, i));
+            TRY(pgd_ct_chatml_tool_result(r, i));
         } else if (m->n_calls) { /* an assistant's (checked before rendering) */
             TRY(tmpl(r, "<|im_start|>assistant"));
             if (r->off[i + 1] > r->off[i]) {
@@ -826,123 +692,14 @@ static int render_chatml(const pgd_chat_template *t, render *r, bool gen) {
             }
             for (size_t c = 0; c < m->n_calls; c++) {
                 TRY(tmpl(r, "\n"));
-                TRY(hermes_call(r, &m->calls[c]));
+                TRY(pgd_ct_hermes_call(r, &m->calls[c]));
             }
             TRY(tmpl(r, "<|im_end|>\n"));
         } else {
-            TRY(chatml_turn(r, i));
+            TRY(pgd_ct_chatml_turn(r, i));
         }
     }
     if (gen) TRY(tmpl(r, "<|im_start|>assistant\n"));
-    return 0;
-}
-
-/* Qwen3: the last occurrence of needle in p, or NULL. */
-static const char *last_of(piece p, const char *needle) {
-    size_t nl = strlen(needle);
-    const char *found = NULL, *at = p.p, *end = p.p + p.n;
-    while (at < end && (at = memmem(at, (size_t)(end - at), needle, nl))) found = at++;
-    return found;
-}
-
-/* Python's s.lstrip('\n') / s.rstrip('\n') on a piece. */
-static piece lstrip_nl(piece p) {
-    while (p.n && p.p[0] == '\n') p.p++, p.n--;
-    return p;
-}
-
-static piece rstrip_nl(piece p) {
-    while (p.n && p.p[p.n - 1] == '\n') p.n--;
-    return p;
-}
-
-static bool starts_with(piece p, const char *s) {
-    size_t n = strlen(s);
-    return p.n >= n && !memcmp(p.p, s, n);
-}
-
-static bool ends_with(piece p, const char *s) {
-    size_t n = strlen(s);
-    return p.n >= n && !memcmp(p.p + p.n - n, s, n);
-}
-
-/* Qwen3's last_query_index: the last "user" message whose content is not a tool result the
- * client wrapped itself (startswith('<tool_response>') and endswith('</tool_response>')),
- * else the last message. */
-static size_t qwen3_last_query(const render *r) {
-    for (size_t i = r->n; i-- > 0;) {
-        piece c = content_of(r, i);
-        if (r->role[i] == ROLE_USER &&
-            !(starts_with(c, "<tool_response>") && ends_with(c, "</tool_response>")))
-            return i;
-    }
-    return r->n - 1;
-}
-
-/* Qwen3's hybrid-thinking template, statement by statement:
- *   the system turn as chatml's (no default system prompt; single braces in the tools block);
- *   ns.last_query_index (qwen3_last_query); then each message:
- *   user, later system: a plain turn (chatml_turn); tool: chatml_tool_result;
- *   assistant: content = message.content; reasoning_content = message.reasoning_content when
- *     given, else if '</think>' in content: content = content.split('</think>')[-1].lstrip('\n'),
- *     reasoning = message.content.split('</think>')[0].rstrip('\n').split('<think>')[-1]
- *     .lstrip('\n'); else ''.
- *     {% if loop.index0 > ns.last_query_index and (loop.last or reasoning_content) %}
- *       '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' +
- *       content.lstrip('\n') {% else %} '<|im_start|>assistant\n' + content {% endif %};
- *     for each tool call: '\n' unless it is the first and content is empty, then the call
- *     (hermes_call: the caller's text is the template's tojson branch; a string it would print
- *     as given); then '<|im_end|>\n';
- *   {% if add_generation_prompt %} '<|im_start|>assistant\n' + ('<think>\n\n</think>\n\n' if
- *   enable_thinking is false).
- * The <think> markers the template writes are template text; the reasoning is content (and so
- * are the markers of a content it splits, which are dropped). */
-static int render_qwen3(const pgd_chat_template *t, render *r, bool gen) {
-    size_t first, last_query = qwen3_last_query(r);
-    TRY(chatml_system(t, r, &first));
-    for (size_t i = first; i < r->n; i++) {
-        const pgd_chat_msg *m = &r->msgs[i];
-        if (r->role[i] == ROLE_TOOL) {
-            TRY(chatml_tool_result(r, i));
-            continue;
-        }
-        if (r->role[i] != ROLE_ASSISTANT) {
-            TRY(chatml_turn(r, i));
-            continue;
-        }
-        piece content = content_of(r, i), reasoning = {"", 0, false};
-        const char *end_think;
-        if (r->reasoning && r->reasoning[i].ptr) {
-            reasoning = (piece){r->reasoning[i].ptr, (size_t)r->reasoning[i].len, false};
-        } else if ((end_think = memmem(content.p, content.n, "</think>", 8))) {
-            const char *after = last_of(content, "</think>") + 8;
-            reasoning = rstrip_nl((piece){content.p, (size_t)(end_think - content.p), false});
-            const char *open = last_of(reasoning, "<think>");
-            if (open) {
-                reasoning.n -= (size_t)(open + 7 - reasoning.p);
-                reasoning.p = open + 7;
-            }
-            reasoning = lstrip_nl(reasoning);
-            content = lstrip_nl((piece){after, (size_t)(content.p + content.n - after), false});
-        }
-        TRY(tmpl(r, "<|im_start|>assistant\n"));
-        if (i > last_query && (i + 1 == r->n || reasoning.n)) {
-            TRY(tmpl(r, "<think>\n"));
-            TRY(put_content(r, rstrip_nl(lstrip_nl(reasoning))));
-            TRY(tmpl(r, "\n</think>\n\n"));
-            TRY(put_content(r, lstrip_nl(content)));
-        } else {
-            TRY(put_content(r, content));
-        }
-        for (size_t c = 0; c < m->n_calls; c++) {
-            if (c || content.n) TRY(tmpl(r, "\n"));
-            TRY(hermes_call(r, &m->calls[c]));
-        }
-        TRY(tmpl(r, "<|im_end|>\n"));
-    }
-    if (gen)
-        TRY(tmpl(r, r->thinking ? "<|im_start|>assistant\n"
-                                : "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     return 0;
 }
 
@@ -1188,7 +945,8 @@ static int role_of(const char *name) {
 }
 
 pgd_chat_tool_format pgd_chat_template_tool_format(const pgd_chat_template *t) {
-    if (t->family == PGD_CHAT_CHATML || t->family == PGD_CHAT_QWEN3) return PGD_CHAT_TOOLS_HERMES;
+    if (t->family == PGD_CHAT_CHATML || t->family == PGD_CHAT_QWEN3 || t->family == PGD_CHAT_QWQ)
+        return PGD_CHAT_TOOLS_HERMES;
     if (t->family == PGD_CHAT_LLAMA3 && t->dated) return PGD_CHAT_TOOLS_LLAMA_JSON;
     return PGD_CHAT_TOOLS_NONE;
 }
@@ -1199,12 +957,13 @@ bool pgd_chat_template_renders_tools(const pgd_chat_template *t) {
 
 /* PGD_EINVAL for tool calling (`why`) with a template that has no tool format. */
 static int no_tools(const pgd_chat_template *t, const char *why) {
-    return pgd_error_set(PGD_EINVAL,
-                         "tool calling needs a chat template with a tool format: pagoda renders "
-                         "tools for chatml and qwen3 (Hermes <tool_call>) and Meta's Llama 3.1+ "
-                         "templates (JSON calls) only; this model's template is %s (%s%s)",
-                         pgd_chat_family_name(t->family),
-                         t->family == PGD_CHAT_LLAMA3 ? "Llama 3.0's, without tools; " : "", why);
+    return pgd_error_set(
+        PGD_EINVAL,
+        "tool calling needs a chat template with a tool format: pagoda renders "
+        "tools for chatml, qwen3 and qwq (Hermes <tool_call>) and Meta's Llama 3.1+ "
+        "templates (JSON calls) only; this model's template is %s (%s%s)",
+        pgd_chat_family_name(t->family),
+        t->family == PGD_CHAT_LLAMA3 ? "Llama 3.0's, without tools; " : "", why);
 }
 
 /* 0, or PGD_EINVAL when message i's tool calls cannot render: not an assistant's, a template
@@ -1334,7 +1093,10 @@ int pgd_chat_render_with(const pgd_chat_template *t, const pgd_chat_msg *msgs, s
         rc = render_phi3(t, &r, add_generation_prompt);
         break;
     case PGD_CHAT_QWEN3:
-        rc = render_qwen3(t, &r, add_generation_prompt);
+        rc = pgd_ct_render_qwen3(t, &r, add_generation_prompt);
+        break;
+    case PGD_CHAT_QWQ:
+        rc = pgd_ct_render_qwq(t, &r, add_generation_prompt);
         break;
     default:
         rc = pgd_error_set(PGD_EINVAL, "bad chat template family %d", (int)t->family);

@@ -10,7 +10,9 @@
  * PGD_EINVAL with the same meaning). Supported families and the published template each one
  * follows (copies in tests/reference/templates/):
  *
- *   chatml   <|im_start|>ROLE\n...<|im_end|>\n   SmolLM2-Instruct, Qwen2/2.5-Instruct; a default
+ *   chatml   <|im_start|>ROLE\n...<|im_end|>\n   SmolLM2-Instruct, Qwen2/2.5-Instruct and
+ *            Qwen3-Instruct-2507 (whose template renders exactly as Qwen2.5's without a default
+ *            system prompt: no <think> handling, the same Hermes tools); a default
  *            system prompt that the template inserts when messages[0] is not a system message
  *            is extracted from the template source. Tools, tool calls and tool results render
  *            as Qwen2.5-Instruct's template renders them (Hermes: a "# Tools" block with
@@ -32,8 +34,19 @@
  *            <tool_response> wrapper) write it as "<think>\n" + reasoning + "\n</think>\n\n"
  *            when they are the last message or the reasoning is not empty; other turns drop
  *            it. The generation prompt is "<|im_start|>assistant\n", followed by
- *            "<think>\n\n</think>\n\n" when enable_thinking is false. Another reasoning
- *            (<think>) ChatML template (QwQ, Qwen3-*-2507, an edited Qwen3 one) is refused.
+ *            "<think>\n\n</think>\n\n" when enable_thinking is false. Variant
+ *            "Thinking-2507" (Qwen3-*-Thinking-2507: the same turns, Qwen3's later revision with
+ *            `is string` checks, which render alike for pagoda's string contents): the
+ *            generation prompt is always "<|im_start|>assistant\n<think>\n" (the answer starts
+ *            inside the reasoning block; enable_thinking is ignored). Another reasoning
+ *            (<think>) ChatML template (an edited Qwen3 one) is refused.
+ *   qwq      QwQ-32B's template: ChatML turns, no default system prompt; with tools the system
+ *            turn is messages[0]'s content (or nothing) + "\n\n# Tools..." (the blank line
+ *            always); an assistant message that is not the last keeps only the text after its
+ *            last "</think>" (newlines trimmed at its start, even without one), the last is
+ *            kept whole (reasoning_content is ignored); calls as chatml renders them but after
+ *            "\n" whenever the unsplit content is not empty; the generation prompt is
+ *            "<|im_start|>assistant\n<think>\n". An edited QwQ template is refused.
  *   llama2   Llama-2-chat: [INST] / <<SYS>>, bos before every user turn, .strip() on content
  *   llama3   Meta-Llama-3-Instruct: <|start_header_id|>ROLE<|end_header_id|>\n\n ... <|eot_id|>;
  *            no tools. Variant "dated": Meta's Llama-3.1/3.2/3.3-Instruct template (recognised
@@ -87,20 +100,21 @@ typedef enum {
     PGD_CHAT_GEMMA,
     PGD_CHAT_ZEPHYR,
     PGD_CHAT_PHI3,
-    PGD_CHAT_QWEN3
+    PGD_CHAT_QWEN3,
+    PGD_CHAT_QWQ
 } pgd_chat_family;
 
-#define PGD_CHAT_FAMILY_COUNT 8
+#define PGD_CHAT_FAMILY_COUNT 9
 
-/* "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3"; "?" if out of
- * range. */
+/* "chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3", "qwq"; "?" if out
+ * of range. */
 const char *pgd_chat_family_name(pgd_chat_family f);
 
 /* Family of a name (exact, lower case). 0, or PGD_EINVAL with a detail listing the known
  * names. */
 int pgd_chat_family_from_name(const char *name, pgd_chat_family *out);
 
-/* "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3" (static string, for
+/* "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3, qwq" (static string, for
  * messages). */
 const char *pgd_chat_family_names(void);
 
@@ -139,7 +153,7 @@ typedef struct {
 /* How a family's template offers tools, and so how the model writes its calls. */
 typedef enum {
     PGD_CHAT_TOOLS_NONE = 0,   /* no tool format: tools are refused */
-    PGD_CHAT_TOOLS_HERMES,     /* chatml, qwen3: <tool_call>{"name": ..., "arguments": ...}
+    PGD_CHAT_TOOLS_HERMES,     /* chatml, qwen3, qwq: <tool_call>{"name": ..., "arguments": ...}
                                   </tool_call> */
     PGD_CHAT_TOOLS_LLAMA_JSON, /* Llama 3.1+: {"name": ..., "parameters": ...} as the answer */
 } pgd_chat_tool_format;
@@ -213,8 +227,8 @@ int pgd_chat_render_tools(const pgd_chat_template *t, const pgd_chat_msg *msgs, 
                           pgd_chat_prompt *out);
 
 /* What a render takes beyond the messages and the tools. Every family reads
- * add_generation_prompt; only qwen3 reads the others (its template's variables), the rest ignore
- * them. */
+ * add_generation_prompt; only qwen3 reads the others (its template's variables; Thinking-2507's
+ * ignores enable_thinking), the rest ignore them. */
 typedef struct {
     bool add_generation_prompt; /* end with the assistant header (as pgd_chat_render) */
     bool enable_thinking;       /* qwen3: false adds "<think>\n\n</think>\n\n" to the

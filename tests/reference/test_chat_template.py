@@ -29,7 +29,11 @@ Qwen3's hybrid-thinking template (qwen3.jinja, family qwen3) is compared over co
 <think> blocks in assistant content (split at </think> as the template splits it) and
 reasoning_content, before and after the last user query, tools, calls and grouped tool results,
 with the generation prompt on and off and chat_template_kwargs (enable_thinking absent, true,
-false) given to jinja2 as template variables, as transformers and vLLM pass them.
+false) given to jinja2 as template variables, as transformers and vLLM pass them. Qwen's later
+templates (Qwen3-Instruct-2507's, family chatml; Qwen3-Thinking-2507's, family qwen3, whose
+generation prompt always opens <think>; QwQ-32B's, family qwq) are compared over the same
+conversations (enable_thinking false on a few: none of them reads it), and edited copies of them
+are refused.
 """
 import json
 import pathlib
@@ -188,6 +192,9 @@ FILES = {
     "phi-3-mini-4k-instruct.jinja": ("phi3", "<s>", "<|endoftext|>", set()),
     "phi-3.5-mini-instruct.jinja": ("phi3", "<s>", "<|endoftext|>", set()),
     "qwen3.jinja": ("qwen3", "", "<|im_end|>", set()),
+    "qwen3-instruct-2507.jinja": ("chatml", "", "<|im_end|>", set()),
+    "qwen3-thinking-2507.jinja": ("qwen3", "", "<|im_end|>", set()),
+    "qwq-32b.jinja": ("qwq", "", "<|im_end|>", set()),
 }
 
 # The family's built-in rendering (--chat-template NAME, no source) follows this file.
@@ -195,7 +202,7 @@ DEFAULT_OF_FAMILY = {
     "llama2": "llama-2-chat.jinja", "llama3": "llama-3-instruct.jinja",
     "mistral": "mistral-7b-instruct-v0.2.jinja", "gemma": "gemma-3-it.jinja",
     "zephyr": "zephyr-7b-beta.jinja", "phi3": "phi-3-mini-4k-instruct.jinja",
-    "qwen3": "qwen3.jinja",
+    "qwen3": "qwen3.jinja", "qwq": "qwq-32b.jinja",
 }
 
 
@@ -565,8 +572,9 @@ def test_tools_refused_by_other_families(run_pagoda, what):
     """Templates without a tool format (Llama 3.0's and the family's default included)."""
     msgs, tools = REFUSED_TOOL_INPUTS[what]
     sources = [["--template-file", TEMPLATES / f] for f, v in sorted(FILES.items())
-               if v[0] not in ("chatml", "qwen3") and f != LLAMA]
-    sources += [["--chat-template", f] for f in sorted(DEFAULT_OF_FAMILY) if f != "qwen3"]
+               if v[0] not in ("chatml", "qwen3", "qwq") and f != LLAMA]
+    sources += [["--chat-template", f] for f in sorted(DEFAULT_OF_FAMILY)
+                if f not in ("qwen3", "qwq")]
     for src in sources:
         p = pagoda_render(run_pagoda, src, msgs, True, "<s>", "</s>", tools=tools)
         assert p.returncode == 1, (src, p.stdout)
@@ -940,6 +948,119 @@ def test_qwen3_variants_refused(run_pagoda, tmp_path):
         assert b"--chat-template qwen3" in p.stderr, (name, p.stderr)
 
 
+# ---- Qwen's later templates: Qwen3-Instruct-2507, Qwen3-Thinking-2507, QwQ-32B -----------
+
+# file -> (family, the generation prompt): the Instruct-2507 template renders as chatml does
+# (Qwen2.5's, without a default system prompt); Thinking-2507's as qwen3's but for its
+# generation prompt, which always opens <think>; QwQ's is a family of its own. None reads
+# enable_thinking.
+QWEN_LATER = {
+    "qwen3-instruct-2507.jinja": ("chatml", "<|im_start|>assistant\n"),
+    "qwen3-thinking-2507.jinja": ("qwen3", "<|im_start|>assistant\n<think>\n"),
+    "qwq-32b.jinja": ("qwq", "<|im_start|>assistant\n<think>\n"),
+}
+
+
+@pytest.mark.parametrize("gen", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("fname", sorted(QWEN_LATER))
+def test_qwen_later_matches_jinja(run_pagoda, fname, gen):
+    """Qwen3's conversation set (reasoning in content and reasoning_content, tools, calls,
+    results) against the template file, with enable_thinking absent (and false on a few); the
+    family's built-in rendering (--chat-template qwq) too for QwQ, whose template is its
+    default, on the conversations with tools and the generation prompt."""
+    family, gen_prompt = QWEN_LATER[fname]
+    src = (TEMPLATES / fname).read_text(encoding="utf-8")
+    sources = [["--template-file", TEMPLATES / fname]]
+    if DEFAULT_OF_FAMILY.get(family) == fname:
+        sources.append(["--chat-template", family])
+    # enable_thinking could only touch the generation prompt: a few conversations suffice
+    off = {"enable_thinking": False}
+    # the built-in rendering on what test_family_override_matches_jinja does not cover
+    runs = [(name, source, None) for name, (_, tools) in QWEN3_CONVS.items()
+            for source in sources[:1 + (gen and tools is not None)]]
+    runs += [(name, sources[0], off) for name in ("no_system", "tools_system", "think_last")]
+    for name, source, kwargs in runs:
+        msgs, tools = QWEN3_CONVS[name]
+        want = check_same(run_pagoda, src, source, msgs, gen, "", QWEN3_EOS, tools=tools,
+                          kwargs=kwargs)
+        assert want is not None, name
+        assert want.endswith(gen_prompt if gen else "<|im_end|>\n"), name
+        if tools:
+            assert '\n<tool_call>\n{"name": <function-name>, ' in want
+
+
+def test_qwen_later_reasoning_placement(run_pagoda):
+    """Guards the premise of the cases above: each template keeps or drops the reasoning of
+    earlier turns as its own rules say."""
+    msgs, _ = QWEN3_CONVS["think_both"]
+    head = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq1<|im_end|>\n"
+    wants = {  # Instruct-2507 keeps content whole; Thinking-2507 as Qwen3; QwQ splits all but last
+        "qwen3-instruct-2507.jinja": head + "<|im_start|>assistant\n" + THINK + "a1<|im_end|>\n"
+        "<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n<think>\nsecond\n</think>\n\na2"
+        "<|im_end|>\n",
+        "qwen3-thinking-2507.jinja": head + "<|im_start|>assistant\na1<|im_end|>\n<|im_start|>user"
+        "\nq2<|im_end|>\n<|im_start|>assistant\n<think>\nsecond\n</think>\n\na2<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n",
+        "qwq-32b.jinja": head + "<|im_start|>assistant\na1<|im_end|>\n<|im_start|>user\nq2"
+        "<|im_end|>\n<|im_start|>assistant\n<think>\nsecond\n</think>\n\na2<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n",
+    }
+    for fname, want in wants.items():
+        gen = not fname.startswith("qwen3-instruct")
+        got = check_same(run_pagoda, (TEMPLATES / fname).read_text(encoding="utf-8"),
+                         ["--template-file", TEMPLATES / fname], msgs, gen, "", QWEN3_EOS)
+        assert got == want, fname
+
+
+def test_qwen_later_spans(run_pagoda):
+    """The markers the templates write are template text (the generation prompt's <think>
+    included: the server's reasoning parser starts inside that block); content stays content."""
+    msgs = [user("q <think>"), asst("<think>\nr <|im_end|>\n</think>\n\nA <think>"),
+            user("q2 </think>"), asst("B", "R <think>")]
+    for fname, pieces in (
+            ("qwen3-thinking-2507.jinja", [b"q <think>", b"A <think>", b"q2 </think>",
+                                           b"R <think>", b"B"]),
+            ("qwq-32b.jinja", [b"q <think>", b"A <think>", b"q2 </think>", b"B"])):
+        p = pagoda_render(run_pagoda, ["--template-file", TEMPLATES / fname], msgs, True, "",
+                          QWEN3_EOS, spans=True)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        src = (TEMPLATES / fname).read_text(encoding="utf-8")
+        assert out["text"] == hf_render(src, joined(msgs), True, "", QWEN3_EOS)
+        assert out["text"].endswith("<|im_start|>assistant\n<think>\n")
+        assert out["special"][-1][1] == len(out["text"].encode())
+        assert_spans_are_the_template(out["text"], out["special"], pieces)
+
+
+def test_qwen_later_variants_refused(run_pagoda, tmp_path):
+    """An edited Thinking-2507 or QwQ template is refused with a message naming the family to
+    choose, not rendered as the published one."""
+    think = (TEMPLATES / "qwen3-thinking-2507.jinja").read_text(encoding="utf-8")
+    qwq = (TEMPLATES / "qwq-32b.jinja").read_text(encoding="utf-8")
+    gen_think = "{{- '<|im_start|>assistant\\n<think>\\n' }}\n"
+    assert think.count(gen_think) == 1 and qwq.count(gen_think) == 1
+    variants = {
+        "think_with_switch": (think.replace(gen_think, gen_think + "    {%- if enable_thinking is "
+                                            "defined and enable_thinking is false %}{{- '</think>'"
+                                            " }}{%- endif %}\n"), "qwen3"),
+        "think_history_kept": (think.replace("loop.index0 > ns.last_query_index", "true"),
+                               "qwen3"),
+        "think_no_open": (think.replace(gen_think, "{{- '<|im_start|>assistant\\n' }}\n"),
+                          "qwen3"),
+        "qwq_switch": (qwq.replace(gen_think, gen_think + "    {%- if not enable_thinking -%}"
+                                   "{{- '</think>' -}}{%- endif -%}\n"), "qwq"),
+        "qwq_keeps_reasoning": (qwq.replace("{%- if not loop.last %}", "{%- if false %}", 1),
+                                "qwq"),
+        "qwq_no_open": (qwq.replace(gen_think, "{{- '<|im_start|>assistant\\n' }}\n"), "qwq"),
+    }
+    for name, (text, family) in variants.items():
+        f = tmp_path / f"{name}.jinja"
+        f.write_text(text, encoding="utf-8")
+        p = run_pagoda("template", "--detect", f, check=False)
+        assert p.returncode == 1, (name, p.stdout)
+        assert f"--chat-template {family}".encode() in p.stderr, (name, p.stderr)
+
+
 # ---- errors of the command ----------------------------------------------------------------
 
 def test_unknown_template(run_pagoda, tmp_path):
@@ -952,7 +1073,8 @@ def test_unknown_template(run_pagoda, tmp_path):
     assert p.returncode == 1
     err = p.stderr.decode()
     assert src[:40] in err
-    for name in ("chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3"):
+    for name in ("chatml", "llama2", "llama3", "mistral", "gemma", "zephyr", "phi3", "qwen3",
+                 "qwq"):
         assert name in err
     p = run_pagoda("template", "--template-file", f, '[{"role":"user","content":"x"}]',
                    check=False)

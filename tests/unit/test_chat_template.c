@@ -407,12 +407,13 @@ static void test_family_names(void) {
     CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_ZEPHYR), "zephyr");
     CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_PHI3), "phi3");
     CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_QWEN3), "qwen3");
+    CHECK_EQ_STR(pgd_chat_family_name(PGD_CHAT_QWQ), "qwq");
     CHECK_EQ_STR(pgd_chat_family_name((pgd_chat_family)99), "?");
     pgd_chat_family f;
     CHECK_EQ_INT(pgd_chat_family_from_name("ChatML", &f), PGD_EINVAL);
     CHECK(strstr(pgd_error_detail(), "ChatML") != NULL);
-    CHECK(
-        strstr(pgd_error_detail(), "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3"));
+    CHECK(strstr(pgd_error_detail(),
+                 "chatml, llama2, llama3, mistral, gemma, zephyr, phi3, qwen3, qwq"));
 }
 
 static void test_detect_each_family(void) {
@@ -901,7 +902,7 @@ static void test_detect_llama3_dated(void) {
     CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_HERMES);
     pgd_chat_template_free(t);
     for (int f = 0; f < PGD_CHAT_FAMILY_COUNT; f++) {
-        if (f == PGD_CHAT_CHATML || f == PGD_CHAT_QWEN3) continue;
+        if (f == PGD_CHAT_CHATML || f == PGD_CHAT_QWEN3 || f == PGD_CHAT_QWQ) continue;
         t = make(NULL, pgd_chat_family_name((pgd_chat_family)f), NULL, NULL);
         REQUIRE(t);
         CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_NONE);
@@ -1156,7 +1157,7 @@ static void test_tools_refused(void) {
         pgd_chat_prompt p;
         CHECK_EQ_INT(pgd_chat_render_tools(t, plain.m, plain.n, &k_tools, true, &p), PGD_EINVAL);
         CHECK(strstr(pgd_error_detail(), "tool calling needs a chat template with a tool format"));
-        CHECK(strstr(pgd_error_detail(), "chatml and qwen3 (Hermes <tool_call>)"));
+        CHECK(strstr(pgd_error_detail(), "chatml, qwen3 and qwq (Hermes <tool_call>)"));
         CHECK(strstr(pgd_error_detail(), family));
         CHECK(strstr(pgd_error_detail(), "tools were offered"));
         CHECK(p.text.data == NULL && p.special == NULL && p.n_special == 0);
@@ -1548,6 +1549,328 @@ static void test_qwen3_spans(void) {
     pgd_chat_template_free(t);
 }
 
+/* ---- Qwen's later templates ---- */
+
+/* Qwen3-Instruct-2507's template (tests/reference/templates/qwen3-instruct-2507.jinja) */
+static const char QWEN3_INSTRUCT_2507[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- messages[0].content + '\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n"
+    "\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}"
+    "\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name a"
+    "nd arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <functi"
+    "on-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if message.content is string %}\n"
+    "        {%- set content = message.content %}\n"
+    "    {%- else %}\n"
+    "        {%- set content = '' %}\n"
+    "    {%- endif %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}"
+    "\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "        {%- if message.tool_calls %}\n"
+    "            {%- for tool_call in message.tool_calls %}\n"
+    "                {%- if (loop.first and content) or (not loop.first) %}\n"
+    "                    {{- '\\n' }}\n"
+    "                {%- endif %}\n"
+    "                {%- if tool_call.function %}\n"
+    "                    {%- set tool_call = tool_call.function %}\n"
+    "                {%- endif %}\n"
+    "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+    "                {{- tool_call.name }}\n"
+    "                {{- '\", \"arguments\": ' }}\n"
+    "                {%- if tool_call.arguments is string %}\n"
+    "                    {{- tool_call.arguments }}\n"
+    "                {%- else %}\n"
+    "                    {{- tool_call.arguments | tojson }}\n"
+    "                {%- endif %}\n"
+    "                {{- '}\\n</tool_call>' }}\n"
+    "            {%- endfor %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "{%- endif %}";
+
+/* QwQ-32B's template (tests/reference/templates/qwq-32b.jinja) */
+static const char QWQ[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0]['role'] == 'system' %}\n"
+    "        {{- messages[0]['content'] }}\n"
+    "    {%- else %}\n"
+    "        {{- '' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user quer"
+    "y.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>"
+    "\" }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name a"
+    "nd arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <functi"
+    "on-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0]['role'] == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+    "  {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}"
+    "\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }"
+    "}\n"
+    "    {%- elif message.role == \"assistant\" and not message.tool_calls %}\n"
+    "        {%- set content = message.content %}\n"
+    "        {%- if not loop.last %}\n"
+    "            {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {%- set content = message.content %}\n"
+    "        {%- if not loop.last %}\n"
+    "            {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_start|>' + message.role }}\n"
+    "        {%- if message.content %}\n"
+    "            {{- '\\n' + content }}\n"
+    "        {%- endif %}\n"
+    "        {%- for tool_call in message.tool_calls %}\n"
+    "            {%- if tool_call.function is defined %}\n"
+    "                {%- set tool_call = tool_call.function %}\n"
+    "            {%- endif %}\n"
+    "            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n"
+    "            {{- tool_call.name }}\n"
+    "            {{- '\", \"arguments\": ' }}\n"
+    "            {{- tool_call.arguments | tojson }}\n"
+    "            {{- '}\\n</tool_call>' }}\n"
+    "        {%- endfor %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- message.content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n<think>\\n' }}\n"
+    "{%- endif %}\n";
+
+/* FNV-1a of a text: pins a template built here to the published file's bytes. */
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+/* Qwen3-Thinking-2507's template (tests/reference/templates/qwen3-thinking-2507.jinja): Qwen3's
+ * later revision (`is string` checks, a `content` variable) with a generation prompt that
+ * always opens <think>; built from QWEN3 by these edits, then checked against the file's hash.
+ * Caller frees. */
+static char *thinking_2507(void) {
+    static const struct {
+        const char *from, *to;
+    } edits[] = {
+        {"message.role == \"user\" and not(",
+         "message.role == \"user\" and message.content is string and not("},
+        {"{%- for message in messages %}\n    {%- if (message.role",
+         "{%- for message in messages %}\n    {%- if message.content is string %}\n        {%- set "
+         "content = message.content %}\n    {%- else %}\n        {%- set content = '' %}\n    "
+         "{%- endif %}\n    {%- if (message.role"},
+        {"'\\n' + message.content + '<|im_end|>'", "'\\n' + content + '<|im_end|>'"},
+        {"        {%- set content = message.content %}\n        {%- set reasoning_content",
+         "        {%- set reasoning_content"},
+        {"message.reasoning_content is defined and message.reasoning_content is not none",
+         "message.reasoning_content is string"},
+        {"{%- if '</think>' in message.content %}\n"
+         "                {%- set content = message.content.split('</think>')[-1].lstrip('\\n') "
+         "%}\n                {%- set reasoning_content = message.content.split",
+         "{%- if '</think>' in content %}\n                {%- set reasoning_content = "
+         "content.split"},
+        {"('\\n') %}\n            {%- endif %}\n        {%- endif %}",
+         "('\\n') %}\n                {%- set content = "
+         "content.split('</think>')[-1].lstrip('\\n') "
+         "%}\n            {%- endif %}\n        {%- endif %}"},
+        {"{{- message.content }}", "{{- content }}"},
+        {"    {{- '<|im_start|>assistant\\n' }}\n" QWEN3_GEN_BLOCK,
+         "    {{- '<|im_start|>assistant\\n<think>\\n' }}\n"},
+    };
+    char *src = strdup(QWEN3);
+    for (size_t i = 0; src && i < PGD_ARRAY_LEN(edits); i++) {
+        char *next = replaced(src, edits[i].from, edits[i].to);
+        if (!next) fprintf(stderr, "  thinking_2507: edit %zu not found\n", i);
+        free(src);
+        src = next;
+    }
+    return src;
+}
+
+/* A source's detection fails as an unsupported variant naming the override to choose. */
+static int refused_naming(const char *src, const char *override) {
+    pgd_chat_template *t = (pgd_chat_template *)1;
+    int rc = pgd_chat_template_detect(src, strlen(src), NULL, NULL, NULL, &t);
+    char want[64];
+    snprintf(want, sizeof want, "--chat-template %s", override);
+    int ok = rc == PGD_EUNSUPPORTED && t == NULL && strstr(pgd_error_detail(), want);
+    if (!ok) fprintf(stderr, "  rc %d: %s\n", rc, pgd_error_detail());
+    return ok;
+}
+
+static void test_detect_qwen_later(void) {
+    /* the published texts are recognised */
+    CHECK_EQ_INT(strlen(QWEN3_INSTRUCT_2507), 2630);
+    CHECK(fnv1a(QWEN3_INSTRUCT_2507) == 0x3751fe8ea48448abu);
+    CHECK_EQ_INT(strlen(QWQ), 2763);
+    CHECK(fnv1a(QWQ) == 0x4306c7d4e6223c59u);
+    char *think = thinking_2507();
+    REQUIRE(think);
+    CHECK_EQ_INT(strlen(think), 4049);
+    CHECK(fnv1a(think) == 0xcd0d41a64dfce181u);
+    struct {
+        const char *src;
+        pgd_chat_family want;
+    } cases[] = {
+        {QWEN3_INSTRUCT_2507, PGD_CHAT_CHATML}, {think, PGD_CHAT_QWEN3}, {QWQ, PGD_CHAT_QWQ}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(cases); i++) {
+        pgd_chat_template *t = make(cases[i].src, NULL, "", "<|im_end|>");
+        REQUIRE(t);
+        CHECK_EQ_INT(pgd_chat_template_family(t), cases[i].want);
+        CHECK(pgd_chat_template_default_system(t).ptr == NULL);
+        CHECK_EQ_INT(pgd_chat_template_tool_format(t), PGD_CHAT_TOOLS_HERMES);
+        pgd_chat_template_free(t);
+    }
+    pgd_chat_family f = PGD_CHAT_CHATML;
+    CHECK_EQ_INT(pgd_chat_family_from_name("qwq", &f), 0);
+    CHECK_EQ_INT(f, PGD_CHAT_QWQ);
+
+    /* edited ones are refused, naming the family to force */
+    struct {
+        const char *src, *from, *to, *override;
+    } edits[] = {
+        /* Thinking-2507 with a switch, or without its open block, or keeping all reasoning */
+        {think, "<think>\\n' }}\n", "<think>\\n' }}\n{%- if enable_thinking %}{%- endif %}\n",
+         "qwen3"},
+        {think, "assistant\\n<think>\\n' }}", "assistant\\n' }}", "qwen3"},
+        {think, "loop.index0 > ns.last_query_index", "true", "qwen3"},
+        {think, "{%- for message in messages %}\n    {%- if message.content is string",
+         "{%- if ns.multi_step_tool %}{{- raise_exception('No user query found in messages.') "
+         "}}{%- endif %}\n{%- for message in messages %}\n    {%- if message.content is string",
+         "qwen3"},
+        /* QwQ with a switch, keeping a reasoning, without its open block, or with Qwen3's */
+        {QWQ, "<think>\\n' }}\n",
+         "<think>\\n' }}\n    {%- if not enable_thinking -%}{{- "
+         "'</think>' -}}{%- endif -%}\n",
+         "qwq"},
+        {QWQ, "{%- if not loop.last %}", "{%- if false %}", "qwq"},
+        {QWQ, "assistant\\n<think>\\n' }}", "assistant\\n' }}", "qwq"},
+        {QWQ, "{{- tool_call.arguments | tojson }}", "{{- tool_call.arguments }}", "qwq"},
+    };
+    for (size_t i = 0; i < PGD_ARRAY_LEN(edits); i++) {
+        char *src = replaced(edits[i].src, edits[i].from, edits[i].to);
+        REQUIRE(src);
+        if (!refused_naming(src, edits[i].override)) fprintf(stderr, "  edit %zu\n", i);
+        CHECK(refused_naming(src, edits[i].override));
+        free(src);
+    }
+    /* the override keeps Thinking-2507's generation prompt (same family, its variant) */
+    pgd_chat_template *t = make(think, "qwen3", "", "<|im_end|>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", "q");
+    CHECK(
+        renders_as(t, &c, true, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n"));
+    pgd_chat_template_free(t);
+    free(think);
+}
+
+static void test_render_qwen_later(void) {
+    /* Thinking-2507: Qwen3's turns, a generation prompt that opens <think> whatever
+     * enable_thinking says */
+    char *think = thinking_2507();
+    REQUIRE(think);
+    pgd_chat_template *t = make(think, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    conv c = {0};
+    add(&c, "user", "q1");
+    add(&c, "assistant", "<think>\nr1\n</think>\n\na1");
+    add(&c, "user", "q2");
+    static const char turns[] = "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\na1"
+                                "<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n"
+                                "<|im_start|>assistant\n<think>\n";
+    pgd_chat_render_opts o = PGD_CHAT_RENDER_OPTS_DEFAULT;
+    CHECK(renders_opts_as(t, &c, NULL, &o, turns));
+    o.enable_thinking = false;
+    CHECK(renders_opts_as(t, &c, NULL, &o, turns));
+    pgd_chat_prompt p;
+    REQUIRE(pgd_chat_render(t, c.m, c.n, true, &p) == 0);
+    CHECK(p.n_special && p.special[p.n_special - 1].end == p.text.len); /* <think>\n: template */
+    pgd_chat_prompt_free(&p);
+    pgd_chat_template_free(t);
+    free(think);
+
+    /* QwQ: the reasoning of all but the last message dropped (newlines trimmed after it, even
+     * without one), the last kept whole; calls after '\n' when the unsplit content is not
+     * empty; with tools and no system message the block still starts with "\n\n" */
+    t = make(QWQ, NULL, "", "<|im_end|>");
+    REQUIRE(t);
+    conv d = {0};
+    add(&d, "user", "q");
+    add(&d, "assistant", "<think>\nr\n</think>\n\na1");
+    add(&d, "assistant", "\n\nplain");
+    add(&d, "assistant", "<think>r2</think>");
+    with_calls(&d, k_calls + 1, 1);
+    add(&d, "tool", "noon");
+    add(&d, "assistant", "<think>\nlast\n</think>\n\nA");
+    static const char body[] =
+        "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na1<|im_end|>\n"
+        "<|im_start|>assistant\nplain<|im_end|>\n<|im_start|>assistant\n\n<tool_call>\n"
+        "{\"name\": \"now\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+        "<tool_response>\nnoon\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n<think>\nlast\n</think>\n\nA<|im_end|>\n";
+    CHECK(renders_as(t, &d, false, body));
+    char want[2048];
+    snprintf(want, sizeof want, "%s%s%s",
+             "<|im_start|>system\n\n\n" TOOLS_HEAD TOOL_DEFS TOOLS_TAIL, body,
+             "<|im_start|>assistant\n<think>\n");
+    CHECK(renders_tools_as(t, &d, &k_tools, true, want));
+    pgd_chat_template_free(t);
+}
+
 static void test_errors(void) {
     pgd_chat_template *t = make(LLAMA2, NULL, "<s>", "</s>");
     REQUIRE(t);
@@ -1822,6 +2145,8 @@ int main(void) {
     RUN(test_detect_qwen3);
     RUN(test_render_qwen3);
     RUN(test_qwen3_spans);
+    RUN(test_detect_qwen_later);
+    RUN(test_render_qwen_later);
     RUN(test_errors);
     RUN(test_spans_never_cover_content);
     RUN(test_parts_concatenation);
