@@ -22,6 +22,7 @@ Usage: .venv/bin/python bench/kquant_model.py [--src FILE] --out FILE [--type Q4
            [--fallback Q5_0|Q8_0|keep]
 """
 import argparse
+import pathlib
 import subprocess
 import sys
 
@@ -30,18 +31,8 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from gguf.quants import dequantize, quantize
 
-
-def pack_scales(sc, mn):
-    """ggml's packing of eight 6-bit scales and mins [..., 8] into [..., 12] bytes."""
-    out = np.zeros((*sc.shape[:-1], 12), dtype=np.uint8)
-    out[..., 0:4] = sc[..., 0:4] | ((sc[..., 4:8] >> 4) << 6)
-    out[..., 4:8] = mn[..., 0:4] | ((mn[..., 4:8] >> 4) << 6)
-    out[..., 8:12] = (sc[..., 4:8] & 15) | ((mn[..., 4:8] & 15) << 4)
-    return out
-
-
-def f16_bytes(x):
-    return np.ascontiguousarray(x.astype("<f2")).view(np.uint8).reshape(*x.shape, 2)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "reference"))
+from tiny_gguf import f16_bytes, pack_scales  # noqa: E402
 
 
 def quantize_k(x, five):

@@ -27,23 +27,10 @@ from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize, quantize
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from tiny_gguf import start_model  # noqa: E402
+from tiny_gguf import f16_bytes, pack_scales, start_model  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
 E, H, HKV, FF, LAYERS, CTX, VOCAB = 256, 4, 2, 512, 2, 256, 258
-
-
-def pack_scales(sc, mn):
-    """ggml's packing of eight 6-bit scales and mins [..., 8] into [..., 12] bytes."""
-    out = np.zeros((*sc.shape[:-1], 12), dtype=np.uint8)
-    out[..., 0:4] = sc[..., 0:4] | ((sc[..., 4:8] >> 4) << 6)
-    out[..., 4:8] = mn[..., 0:4] | ((mn[..., 4:8] >> 4) << 6)
-    out[..., 8:12] = (sc[..., 4:8] & 15) | ((mn[..., 4:8] & 15) << 4)
-    return out
-
-
-def f16_bytes(x):
-    return np.ascontiguousarray(x.astype("<f2")).view(np.uint8).reshape(*x.shape, 2)
 
 
 def kquant(rng, rows, cols, five, pow2):

@@ -1,8 +1,11 @@
 """The header of a tiny random-weight model written with the gguf package's writer, shared by the
 tests that write such models (tests/reference/test_forward_synthetic.py, tests/gpu/make_gguf.py):
 the hyper-parameters and a byte-level vocabulary — the 256 byte tokens, "ab" with its merge,
-padding ids up to `vocab`, then "<|end|>" (EOS) last."""
+padding ids up to `vocab`, then "<|end|>" (EOS) last. Also the byte packing of K-quant blocks
+(pack_scales, f16_bytes) that tests/reference/test_forward_kquant.py and bench/kquant_model.py
+write their Q4_K / Q5_K tensors with."""
 import gguf
+import numpy as np
 
 from byte_level import bytes_to_unicode
 
@@ -29,3 +32,16 @@ def start_model(path, arch, *, embd, ff, heads, heads_kv, layers, ctx, rope_base
     w.add_token_merges(["a b"])
     w.add_eos_token_id(vocab - 1)
     return w
+
+
+def pack_scales(sc, mn):
+    """ggml's packing of eight 6-bit scales and mins [..., 8] into [..., 12] bytes."""
+    out = np.zeros((*sc.shape[:-1], 12), dtype=np.uint8)
+    out[..., 0:4] = sc[..., 0:4] | ((sc[..., 4:8] >> 4) << 6)
+    out[..., 4:8] = mn[..., 0:4] | ((mn[..., 4:8] >> 4) << 6)
+    out[..., 8:12] = (sc[..., 4:8] & 15) | ((mn[..., 4:8] & 15) << 4)
+    return out
+
+
+def f16_bytes(x):
+    return np.ascontiguousarray(x.astype("<f2")).view(np.uint8).reshape(*x.shape, 2)
