@@ -16,7 +16,17 @@ answer and streamed (delta.reasoning_content chunks, then content), the same wit
 logprobs (every token's entry once, in order); with tools offered the call after the reasoning
 is a tool call; cut by max_tokens inside the reasoning, the content is null; --reasoning-parser
 none leaves the text as the model wrote it; a bad --reasoning-parser value stops the server;
-/v1/responses gives a reasoning item; the web page shows the thinking in a block of its own."""
+/v1/responses gives a reasoning item; the web page shows the thinking in a block of its own.
+
+A second model, the same but for its chat template (Qwen3-Thinking-2507's, stored in
+tests/reference/templates/qwen3-thinking-2507.jinja) and its chain, answers
+
+  "Hm" "</think>" "OK" "<|im_end|>"
+
+after the prompt's last token "\\n": that template ends the prompt in "<think>\\n", so the answer
+starts inside the reasoning block (the server finds the prompt's last <think> token). Checked:
+reasoning_content "Hm" and content "OK", in one answer and streamed, and its reasoning tokens
+("Hm" "</think>") counted."""
 import json
 import pathlib
 import subprocess
@@ -40,9 +50,12 @@ WEATHER = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                    "required": ["city"]}}}
 MSGS = [{"role": "user", "content": "What is the weather in Paris?"}]
+THINKING = ["Hm", "</think>", "OK", "<|im_end|>"]  # Thinking-2507's: its prompt opens <think>
 
 
-def write_model(path):
+def write_model(path, answer=ANSWER, template="qwen3.jinja"):
+    """The model whose greedy chain is "\\n" then `answer` (each one token), chatting with the
+    template of that name in tests/reference/templates/."""
     E, H, FF = 64, 4, 64
     w = gguf.GGUFWriter(str(path), "qwen3")
     w.add_block_count(1)
@@ -59,21 +72,26 @@ def write_model(path):
     toks = [table[b] for b in range(256)]
     types = [1] * 256
     added = [("<|im_start|>", 3), ("<|im_end|>", 3), ("<think>", 4), ("</think>", 4),
-             ("<tool_call>", 4), ("</tool_call>", 4), ("Hm", 1),
-             ("".join(table[b] for b in CALL.encode()), 1)]
+             ("<tool_call>", 4), ("</tool_call>", 4)]
+    merges = []
+    for t in answer:  # the answer's other tokens: plain text, two-letter ones merged
+        text = "".join(table[b] for b in t.encode())
+        if all(text != a for a, _ in added):
+            added.append((text, 1))
+            if len(text) == 2:
+                merges.append(" ".join(text))
     for t, ty in added:
         toks.append(t)
         types.append(ty)
     w.add_token_list(toks)
     w.add_token_types(types)
-    w.add_token_merges(["H m"])
+    w.add_token_merges(merges)
     im_end = toks.index("<|im_end|>")
     w.add_eos_token_id(im_end)
-    w.add_chat_template((ROOT / "tests/reference/templates/qwen3.jinja").read_text())
+    w.add_chat_template((ROOT / "tests/reference/templates" / template).read_text())
     V = len(toks)
     rng = np.random.default_rng(3)
-    call = "".join(table[b] for b in CALL.encode())
-    ids = [toks.index(table[10])] + [toks.index(call if t == CALL else t) for t in ANSWER]
+    ids = [toks.index("".join(table[b] for b in t.encode())) for t in ["\n", *answer]]
     emb = (rng.standard_normal((V, E)) * 0.02).astype(np.float32)
     out = np.zeros((V, E), dtype=np.float32)
     for k, (cur, nxt) in enumerate(zip(ids, ids[1:])):
@@ -303,3 +321,40 @@ def test_web_page_shows_thinking(start_server, model):
         assert r.get_property("textContent") == "Hm"
     finally:
         d.quit()
+
+
+@pytest.fixture(scope="module")
+def thinking_2507(start_server, tmp_path_factory):
+    path = tmp_path_factory.mktemp("reasoning") / "thinking-2507.gguf"
+    write_model(path, THINKING, "qwen3-thinking-2507.jinja")
+    return start_server("--model", path, "--served-model-name", "think")
+
+
+def test_prompt_opens_reasoning(thinking_2507):
+    """Thinking-2507: the template opens the block, the answer is reasoning up to </think>."""
+    st, _, prompt = thinking_2507.post_json("/tokenize", {"messages": MSGS})
+    assert st == 200
+    st, _, tail = thinking_2507.post_json("/detokenize", {"tokens": prompt["tokens"][-2:]})
+    assert st == 200 and tail["prompt"] == "<think>\n"  # the template opened the block
+    client = openai_client(thinking_2507)
+    r = chat(client)
+    m = r.choices[0].message
+    assert (getattr(m, "reasoning_content", None), m.content) == ("Hm", "OK")
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.completion_tokens == len(THINKING)
+    assert r.usage.completion_tokens_details.reasoning_tokens == 2  # "Hm" "</think>"
+    reasoning, content, order, last = "", "", [], None
+    for ch in chat(client, stream=True, stream_options={"include_usage": True}):
+        last = ch
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        if getattr(d, "reasoning_content", None):
+            reasoning += d.reasoning_content
+            order.append("r")
+        if d.content:
+            content += d.content
+            order.append("c")
+    assert reasoning == "Hm" and content == "OK"
+    assert order == sorted(order, key="rc".index) and order[0] == "r"  # reasoning first
+    assert last.usage.completion_tokens_details.reasoning_tokens == 2
