@@ -217,10 +217,15 @@ static void load_done(uv_work_t *w, int status) {
                 j->warm.runs, j->warm.runs == 1 ? "" : "s", j->warm.steps,
                 (unsigned long long)j->warm.tokens, j->warm.seconds);
     const char *note = pgd_runner_device_note(j->runner);
+    const pgd_model_config *mc = &srv->info->cfg;
+    char experts[64] = "";
+    if (mc->n_expert)
+        snprintf(experts, sizeof experts, ", %u experts, %u per token", mc->n_expert,
+                 mc->n_expert_used);
     fprintf(stderr,
-            "pagoda serve: model '%s' ready (%u layers, context %u, %u KV blocks of %u tokens, "
+            "pagoda serve: model '%s' ready (%u layers%s, context %u, %u KV blocks of %u tokens, "
             "%s); %s backend%s%s%s%s%s%s, steps of up to %u tokens and %u sequences\n",
-            srv->served_name, srv->info->cfg.n_layer, srv->lim.n_ctx, srv->lim.usable_blocks,
+            srv->served_name, mc->n_layer, experts, srv->lim.n_ctx, srv->lim.usable_blocks,
             caps->block_size, pgd_kv_dtype_name(caps->kv_dtype), caps->name,
             caps->device ? " (" : "", caps->device ? caps->device : "", caps->device ? ")" : "",
             note ? " (--device auto: " : "", note ? note : "", note ? ")" : "",
