@@ -64,6 +64,26 @@ static inline int in_span(const pgd_chat_prompt *p, size_t pos) {
     return 0;
 }
 
+/* Two renders of one conversation whose contents differ in every byte (pa, pb): the bytes that
+ * differ are content and must lie outside pa's spans (the template's own text), every other byte
+ * inside one. Returns how many are content (0 after the first misplaced byte, reported with
+ * `what`). */
+static inline size_t content_bytes_in_spans(const pgd_chat_prompt *pa, const pgd_chat_prompt *pb,
+                                            const char *what) {
+    size_t content = 0;
+    for (size_t i = 0; i < pa->text.len && i < pb->text.len; i++) {
+        int is_content = pa->text.data[i] != pb->text.data[i];
+        content += (size_t)is_content;
+        if (in_span(pa, i) == is_content) {
+            fprintf(stderr, "  %s: byte %zu ('%c') %s\n", what, i, pa->text.data[i],
+                    is_content ? "is content inside a span" : "is template text outside spans");
+            CHECK(0);
+            return 0;
+        }
+    }
+    return content;
+}
+
 /* Render (offering `tools`, NULL: none) and compare with the expected text; 1 on match. */
 static inline int renders_tools_as(const pgd_chat_template *t, const conv *c,
                                    const pgd_chat_tools *tools, bool gen, const char *want) {
