@@ -1,12 +1,13 @@
 /*
  * kernels/cuda/mma_sync.cuh — the warp-level tensor-core instructions the kernels use with their
- * register layouts spelled out (PTX's mma.sync.m16n8k16 with f16 inputs and f32 accumulators,
- * and ldmatrix, compute capability 8.0 and later), unlike nvcuda::wmma, whose fragments are
- * opaque: a kernel can then work on a product's elements in registers (attention_tc.cu's
- * softmax) and hand them to the next product without a trip through shared memory.
+ * register layouts spelled out (PTX's mma.sync.m16n8k16 with f16 or bf16 inputs and f32
+ * accumulators, and ldmatrix, compute capability 8.0 and later), unlike nvcuda::wmma, whose
+ * fragments are opaque: a kernel can then work on a product's elements in registers
+ * (attention_tc.cu's softmax) and hand them to the next product without a trip through shared
+ * memory.
  *
  * The layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"), for lane L of the warp, g = L / 4
- * and c = L % 4:
+ * and c = L % 4 (bf16 operands the same, two bf16 a register in place of two f16):
  *   A (16 x 16, row major), 4 registers of two f16 each, the lower half first:
  *     a[0] = A[g][2c, 2c+1]   a[1] = A[g+8][2c, 2c+1]
  *     a[2] = A[g][2c+8, +9]   a[3] = A[g+8][2c+8, +9]
@@ -54,6 +55,16 @@ static __device__ __forceinline__ void pgd_ldmatrix_x4_trans(uint32_t r[4], cons
 static __device__ __forceinline__ void pgd_mma_16816(float d[4], const uint32_t a[4], uint32_t b0,
                                                      uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* The same with bf16 inputs (f32 accumulation; the grouped GEMM, gemm_grouped.cu). ldmatrix
+ * moves 16-bit elements whatever their type: bf16 rows are read through an __half pointer. */
+static __device__ __forceinline__ void pgd_mma_16816_bf16(float d[4], const uint32_t a[4],
+                                                          uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
