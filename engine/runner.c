@@ -102,17 +102,6 @@ int pgd_runner_create(const pgd_model_info *info, const pgd_runner_options *o, p
     const char *why = NULL;
     int rc = pgd_device_resolve(&o->device, &device, &why);
     if (rc) goto fail;
-    if (device == PGD_DEVICE_CUDA && info->cfg.n_expert) { /* before loading the weights */
-        if (o->device.device != PGD_DEVICE_AUTO) {
-            rc = pgd_error_set(PGD_EUNSUPPORTED,
-                               "the CUDA backend does not run mixtures of experts yet (%u "
-                               "experts): use --device cpu",
-                               info->cfg.n_expert);
-            goto fail;
-        }
-        device = PGD_DEVICE_CPU;
-        why = "the CUDA backend does not run mixtures of experts yet";
-    }
     if (why) snprintf(r->device_note, sizeof r->device_note, "%s", why);
     bool gpu = device == PGD_DEVICE_CUDA;
     rc = info->gguf

@@ -5,8 +5,9 @@
  *
  * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
- * [D] each) and biases in f32 — the RoPE cos/sin table [n_ctx_train][rope_dim] computed on the
- * host by the CPU's own function (bit-identical angles), the KV slab (kernels/cuda/kv_layout.h),
+ * [D] each) and biases in f32; with experts, per layer the router and each expert's fused gate/up
+ * and down instead of the dense FFN's — the RoPE cos/sin table [n_ctx_train][rope_dim] computed
+ * on the host by the CPU's own function (bit-identical angles), the KV slab (kv_layout.h),
  * activations for max_tokens tokens, the logits of the rows a step computes, the step's
  * metadata; on the host a pinned mirror of the metadata and of the sampled results. One stream;
  * one event per step.
@@ -21,12 +22,16 @@
  * the tensor-core decode kernel, the default since an H200 measured it 6.4% faster a batch-1
  * decode token; PGD_CUDA_DECODE_TC=0 keeps them on CUDA cores), as the metadata's attention work
  * says (pgd_cuda_attn_plan; all on CUDA cores with --batch-invariant) — wo GEMM, add + RMSNorm,
- * gate/up GEMM (bf16 out), SiLU*up, down GEMM; the final add + norm for the asked rows only, the
- * output GEMM, device sampling; the results (and any full-logit rows) back, and the normed
- * rows an embedding asks for (bf16, widened to f32 on the host: added after bd7e959, untested on
- * hardware); one wait on the step's event. Nothing is allocated inside a step. After it, a sampled
- * row the device handed back (a top-p nucleus past its candidate list) is sampled on the host from
- * its logits, still on the device (one copy and one wait more, for that row only).
+ * gate/up GEMM (bf16 out), SiLU*up, down GEMM (a mixture of experts instead: the router GEMM, each
+ * token's experts chosen, the step's token-expert pairs grouped by expert and multiplied by their
+ * experts' matrices in grouped products, SiLU*up between them, each token's experts mixed into its
+ * row — kernels/cuda/moe.h, gemm_grouped.h; added after bd7e959, untested on hardware: moe_ffn);
+ * the final add + norm for the asked rows only, the output GEMM, device sampling; the results
+ * (and any full-logit rows) back, and the normed rows an embedding asks for (bf16, widened to f32
+ * on the host: added after bd7e959, untested on hardware); one wait on the step's event.
+ * Nothing is allocated inside a step. After it, a sampled row the device handed back (a top-p
+ * nucleus past its candidate list) is sampled on the host from its logits, still on the device
+ * (one copy and one wait more, for that row only).
  *
  * CUDA graphs: a decode-only step whose rows are all sampled on the device
  * (pgd_cuda_graph_fits) runs as a graph captured for its padded size and block-table stride
@@ -66,9 +71,11 @@
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/moe.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/sample.h"
@@ -80,9 +87,12 @@
 #define GRAPHS_MAX      256 /* decode graph sizes x strides kept (17 x at most ~10 in practice) */
 
 typedef struct layer {
-    uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16 */
+    uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16; wgu and wdown NULL with experts */
     float *attn_norm, *ffn_norm, *bqkv;
     float *q_norm, *k_norm; /* f32 [D] each: qwen3's head norms (NULL without qk_norm) */
+    /* a mixture of experts (bf16): the router [NE][E], each expert's gate/up [NE][2 FX][E]
+     * (gate rows, then up rows) and down [NE][E][FX] */
+    uint16_t *router, *exp_gu, *exp_down;
 } layer;
 
 /* One captured decode graph: its padded size and block-table stride. */
@@ -97,8 +107,10 @@ typedef struct cuda_backend {
     cudaStream_t stream;
     cudaEvent_t done;
     pgd_cuda_gemm *gemm;
-    pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out;
+    pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out, *p_router;
     uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
+    uint32_t NE, K, FX; /* experts, experts a token uses, an expert's FFN width (NE 0: dense; F
+                           is then 0) */
     uint32_t max_tokens, stride_max;
     pgd_kv_geom geom;
     uint32_t n_blocks;
@@ -111,12 +123,23 @@ typedef struct cuda_backend {
     uint32_t n_allocs, cap_allocs;
     uint16_t *kv; /* the slab */
     /* activations */
-    float *x;                     /* [T][E] residual stream */
-    uint16_t *xb;                 /* [T][max(E, H D, F)] bf16 GEMM inputs */
-    float *qkv;                   /* [T][QKV] */
-    float *proj;                  /* [T][E] */
-    uint16_t *gu;                 /* bf16 [T][2F]: the gate/up product (a bf16 plan) */
-    float *logits;                /* [SEQS_LIMIT][V] the rows a step asks logits of */
+    float *x;      /* [T][E] residual stream */
+    uint16_t *xb;  /* [T][max(E, H D, F)] bf16 GEMM inputs */
+    float *qkv;    /* [T][QKV] */
+    float *proj;   /* [T][E] */
+    uint16_t *gu;  /* bf16 [T][2F]: the gate/up product (a bf16 plan) */
+    float *logits; /* [SEQS_LIMIT][V] the rows a step asks logits of */
+    /* a mixture of experts' step (kernels/cuda/moe.h), P = T K pairs */
+    float *rlogit;              /* [T][NE] router logits */
+    uint32_t *pick;             /* [T][K] each token's experts, ascending */
+    float *pick_w;              /* [T][K] their weights */
+    uint32_t *ex_counts;        /* [NE + 1] grouping scratch */
+    uint32_t *sorted_tok;       /* [P] the token of each row of the sorted order */
+    uint32_t *row_of;           /* [P] the sorted row of each pair */
+    pgd_grouped_tile *ex_tiles; /* [pgd_grouped_max_tiles(P, NE)] */
+    uint32_t *ex_n_tiles;       /* [1] */
+    uint16_t *ex_act;           /* bf16 [P][FX] SiLU * up */
+    void *ex_out;               /* bf16 [P][2 FX] gate/up, then (the same memory) f32 [P][E] down */
     pgd_sample_result *d_results; /* [SEQS_LIMIT] */
     float *attn_scratch;          /* split-KV partials (kernels/cuda/attention.h) */
     uint32_t *attn_arrived;       /* its merge counters: zeroed once, left zero by every step */
@@ -233,6 +256,46 @@ static int put_vector(cuda_backend *b, const pgd_model *m, const pgd_weight *w, 
     return 0;
 }
 
+/* Layer l's router and experts: from the file, one expert's matrix at a time (each a view of
+ * the layer's 3-D tensor), or the dummy hash, which numbers a 3-D tensor's elements as one
+ * [NE * rows][cols] matrix (engine/model/dummy.h): expert e's gate rows start at element
+ * e * FX * E of the gate tensor. */
+static int load_experts(cuda_backend *b, uint32_t l, uint8_t *h_stage, uint8_t *d_stage) {
+    const pgd_model *m = b->base.model;
+    const pgd_layer_weights *L = &m->layers[l];
+    layer *d = &b->layers[l];
+    const uint64_t E = b->E, FX = b->FX, NE = b->NE, part = FX * E; /* one gate or up, one down */
+    int rc;
+    if ((rc = DALLOC(b, d->router, NE * E * 2)) || (rc = DALLOC(b, d->exp_gu, NE * 2 * part * 2)) ||
+        (rc = DALLOC(b, d->exp_down, NE * part * 2)))
+        return rc;
+    if (m->shapes_only) {
+        const uint32_t gate = pgd_dummy_moe_id(l, PGD_DUMMY_EXP_GATE),
+                       up = pgd_dummy_moe_id(l, PGD_DUMMY_EXP_UP);
+        const int sE = pgd_dummy_matrix_shift((uint32_t)E), sF = pgd_dummy_matrix_shift(b->FX);
+        if ((rc = pgd_cuda_dummy_bf16(m->dummy_seed, pgd_dummy_moe_id(l, PGD_DUMMY_ROUTER), sE,
+                                      NE * E, d->router, b->stream)) ||
+            (rc = pgd_cuda_dummy_bf16(m->dummy_seed, pgd_dummy_moe_id(l, PGD_DUMMY_EXP_DOWN), sF,
+                                      NE * part, d->exp_down, b->stream)))
+            return rc;
+        for (uint64_t e = 0; e < NE && !rc; e++)
+            if ((rc = pgd_cuda_dummy_bf16_at(m->dummy_seed, gate, sE, e * part, part,
+                                             d->exp_gu + 2 * e * part, b->stream)) ||
+                (rc = pgd_cuda_dummy_bf16_at(m->dummy_seed, up, sE, e * part, part,
+                                             d->exp_gu + (2 * e + 1) * part, b->stream)))
+                return rc;
+        return 0;
+    }
+    if ((rc = upload_matrix(b, &L->router, d->router, h_stage, d_stage))) return rc;
+    for (uint64_t e = 0; e < NE; e++)
+        if ((rc = upload_matrix(b, &L->exp_gate[e], d->exp_gu + 2 * e * part, h_stage, d_stage)) ||
+            (rc = upload_matrix(b, &L->exp_up[e], d->exp_gu + (2 * e + 1) * part, h_stage,
+                                d_stage)) ||
+            (rc = upload_matrix(b, &L->exp_down[e], d->exp_down + e * part, h_stage, d_stage)))
+            return rc;
+    return 0;
+}
+
 /* 0, or PGD_ECUDA saying so when the weights alone exceed the device's free memory. */
 static int check_weights_fit(const pgd_model_config *c) {
     size_t free_b = 0, total = 0;
@@ -283,17 +346,21 @@ static int load_weights(cuda_backend *b) {
             (rc = put_matrix(b, m, &L->wv, ID(WV), d->wqkv + (QD + KVD) * E, h_stage, d_stage)) ||
             (rc = DALLOC(b, d->wo, E * QD * 2)) ||
             (rc = put_matrix(b, m, &L->wo, ID(WO), d->wo, h_stage, d_stage)) ||
-            (rc = DALLOC(b, d->wgu, 2ull * b->F * E * 2)) ||
-            (rc = put_matrix(b, m, &L->w_gate, ID(GATE), d->wgu, h_stage, d_stage)) ||
-            (rc = put_matrix(b, m, &L->w_up, ID(UP), d->wgu + (uint64_t)b->F * E, h_stage,
-                             d_stage)) ||
-            (rc = DALLOC(b, d->wdown, E * b->F * 2)) ||
-            (rc = put_matrix(b, m, &L->w_down, ID(DOWN), d->wdown, h_stage, d_stage)) ||
             (rc = DALLOC(b, d->attn_norm, E * sizeof(float))) ||
             (rc = put_vector(b, m, &L->attn_norm, ID(ATTN_NORM), 1.0f, d->attn_norm)) ||
             (rc = DALLOC(b, d->ffn_norm, E * sizeof(float))) ||
             (rc = put_vector(b, m, &L->ffn_norm, ID(FFN_NORM), 1.0f, d->ffn_norm)))
             break;
+        if (b->NE) {
+            if ((rc = load_experts(b, l, h_stage, d_stage))) break;
+        } else if ((rc = DALLOC(b, d->wgu, 2ull * b->F * E * 2)) ||
+                   (rc = put_matrix(b, m, &L->w_gate, ID(GATE), d->wgu, h_stage, d_stage)) ||
+                   (rc = put_matrix(b, m, &L->w_up, ID(UP), d->wgu + (uint64_t)b->F * E, h_stage,
+                                    d_stage)) ||
+                   (rc = DALLOC(b, d->wdown, E * b->F * 2)) ||
+                   (rc = put_matrix(b, m, &L->w_down, ID(DOWN), d->wdown, h_stage, d_stage))) {
+            break;
+        }
         if (c->qkv_bias && ((rc = DALLOC(b, d->bqkv, b->QKV * sizeof(float))) ||
                             (rc = put_vector(b, m, &L->bq, ID(BQ), 0.0f, d->bqkv)) ||
                             (rc = put_vector(b, m, &L->bk, ID(BK), 0.0f, d->bqkv + QD)) ||
@@ -369,6 +436,21 @@ static int alloc_step(cuda_backend *b) {
         (rc = DALLOC(b, b->attn_arrived, arrived_bytes)) ||
         (rc = DALLOC(b, b->d_meta, b->ml.total)))
         return rc;
+    if (b->NE) { /* the experts' step buffers, for T K pairs */
+        const uint64_t P = T * b->K, gu = P * 2 * b->FX * 2, down = P * E * sizeof(float);
+        if ((rc = DALLOC(b, b->rlogit, T * b->NE * sizeof(float))) ||
+            (rc = DALLOC(b, b->pick, P * sizeof(uint32_t))) ||
+            (rc = DALLOC(b, b->pick_w, P * sizeof(float))) ||
+            (rc = DALLOC(b, b->ex_counts, (b->NE + 1) * sizeof(uint32_t))) ||
+            (rc = DALLOC(b, b->sorted_tok, P * sizeof(uint32_t))) ||
+            (rc = DALLOC(b, b->row_of, P * sizeof(uint32_t))) ||
+            (rc = DALLOC(b, b->ex_tiles,
+                         pgd_grouped_max_tiles((uint32_t)P, b->NE) * sizeof(pgd_grouped_tile))) ||
+            (rc = DALLOC(b, b->ex_n_tiles, sizeof(uint32_t))) ||
+            (rc = DALLOC(b, b->ex_act, P * b->FX * 2)) ||
+            (rc = DALLOC(b, b->ex_out, gu > down ? gu : down)))
+            return rc;
+    }
     PGD_CUDA_TRY(cudaMemset(b->attn_arrived, 0, arrived_bytes));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_meta, b->ml.total));
     PGD_CUDA_TRY(cudaMallocHost((void **)&b->h_results, SEQS_LIMIT * sizeof(pgd_sample_result)));
@@ -387,10 +469,13 @@ static int make_plans(cuda_backend *b) {
     if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, F32, &b->p_qkv)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, E, QD, T, fast, F32, &b->p_o)) ||
-        /* gate/up in bf16: SiLU * up reads it once (gemm.h) */
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, 2 * b->F, E, T, fast, BF16, &b->p_gu)) ||
-        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, b->F, T, fast, F32, &b->p_down)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, b->V, E, SEQS_LIMIT, fast, F32, &b->p_out)))
+        return rc;
+    if (b->NE) /* the router; the experts' products are grouped (gemm_grouped.h) */
+        return pgd_cuda_gemm_plan_create(b->gemm, b->NE, E, T, fast, F32, &b->p_router);
+    /* gate/up in bf16: SiLU * up reads it once (gemm.h) */
+    if ((rc = pgd_cuda_gemm_plan_create(b->gemm, 2 * b->F, E, T, fast, BF16, &b->p_gu)) ||
+        (rc = pgd_cuda_gemm_plan_create(b->gemm, E, b->F, T, fast, F32, &b->p_down)))
         return rc;
     return 0;
 }
@@ -435,11 +520,33 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
+/* A mixture of experts' FFN after its norm (in xb [T][E]), into proj [T][E]: the router's
+ * logits, each token's K experts and weights, the T K pairs grouped by expert into tiles, the
+ * grouped gate/up product over xb's rows (gathered), SiLU * up, the grouped down product, each
+ * token's K outputs mixed into its row of proj (kernels/cuda/moe.h). Every size the kernels
+ * take from the routing stays on the device: a decode graph captures it as it is. */
+static int moe_ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
+    const uint32_t P = T * b->K, max_tiles = pgd_grouped_max_tiles(P, b->NE);
+    int rc;
+    if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_router, b->xb, L->router, b->rlogit, T, s)) ||
+        (rc = pgd_cuda_moe_route(b->rlogit, T, b->NE, b->K, b->pick, b->pick_w, s)) ||
+        (rc = pgd_cuda_moe_group(b->pick, T, b->NE, b->K, b->ex_counts, b->sorted_tok, b->row_of,
+                                 b->ex_tiles, b->ex_n_tiles, s)) ||
+        (rc = pgd_cuda_gemm_grouped(b->xb, b->sorted_tok, L->exp_gu, 2 * b->FX, b->E, b->ex_tiles,
+                                    b->ex_n_tiles, max_tiles, true, b->ex_out, s)) ||
+        (rc = pgd_cuda_silu_mul_bf16(b->ex_out, P, b->FX, b->ex_act, s)) ||
+        (rc = pgd_cuda_gemm_grouped(b->ex_act, NULL, L->exp_down, b->E, b->FX, b->ex_tiles,
+                                    b->ex_n_tiles, max_tiles, false, b->ex_out, s)))
+        return rc;
+    return pgd_cuda_moe_combine(b->ex_out, b->row_of, b->pick_w, T, b->K, b->E, b->proj, s);
+}
+
 /* The FFN after its norm (in xb): gate/up (bf16 [T][2F] into gu), SiLU * up (into xb), down into
  * proj. Where the plan runs T rows on the GEMV kernel (one row, by default) the gate/up product
  * ends in SiLU * up itself, its bf16 [T][F] written over gu's memory (xb is its input). */
 static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     int rc;
+    if (b->NE) return moe_ffn(b, L, T, s);
     const uint16_t *act = b->xb;
     if (pgd_cuda_gemm_plan_gemv(b->p_gu, T)) {
         if ((rc = pgd_cuda_gemv_silu(b->xb, L->wgu, b->gu, T, b->F, b->E, s))) return rc;
@@ -729,6 +836,7 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_plan_destroy(b->p_gu);
     pgd_cuda_gemm_plan_destroy(b->p_down);
     pgd_cuda_gemm_plan_destroy(b->p_out);
+    pgd_cuda_gemm_plan_destroy(b->p_router);
     pgd_cuda_gemm_destroy(b->gemm);
     free(b->host_row);
     pgd_sampler_scratch_destroy(b->host_sc);
@@ -764,11 +872,16 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                              "the CUDA backend norms query and key heads (qk_norm) only without "
                              "Q/K/V biases and for heads of at most %u (head_dim %u)",
                              PGD_HEAD_NORM_MAX_DIM, c->head_dim);
-    if (c->n_expert)
+    if (c->n_expert > PGD_MOE_MAX_EXPERTS || c->n_expert_used > PGD_MOE_MAX_USED)
         return pgd_error_set(PGD_EUNSUPPORTED,
-                             "the CUDA backend does not run mixtures of experts yet (%u experts): "
-                             "use --device cpu",
-                             c->n_expert);
+                             "the CUDA backend routes among at most %u experts, %u a token (this "
+                             "model: %u, %u a token): use --device cpu",
+                             PGD_MOE_MAX_EXPERTS, PGD_MOE_MAX_USED, c->n_expert, c->n_expert_used);
+    if (c->n_expert && (c->n_embd % 8 || c->n_ff_exp % 8)) /* gemm_grouped.h's rows */
+        return pgd_error_set(PGD_EUNSUPPORTED,
+                             "the CUDA backend's expert products take widths that are multiples "
+                             "of 8 (hidden %u, expert FFN %u): use --device cpu",
+                             c->n_embd, c->n_ff_exp);
     const int n_dev = pgd_cuda_devices(NULL);
     if (o->device_index < 0 || o->device_index >= n_dev)
         return pgd_error_set(PGD_EUNSUPPORTED, "no CUDA device %d (%d visible)", o->device_index,
@@ -794,7 +907,10 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->HKV = c->n_head_kv;
     b->D = c->head_dim;
     b->QKV = (b->H + 2 * b->HKV) * b->D;
-    b->F = c->n_ff;
+    b->NE = c->n_expert;
+    b->K = c->n_expert ? c->n_expert_used : 0;
+    b->FX = c->n_expert ? c->n_ff_exp : 0;
+    b->F = c->n_expert ? 0 : c->n_ff;
     b->V = c->n_vocab;
     b->rope_dim = c->rope_dim;
     b->n_pos = c->n_ctx_train;

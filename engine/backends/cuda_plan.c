@@ -173,8 +173,10 @@ uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c) {
     const uint64_t E = c->n_embd, V = c->n_vocab, L = c->n_layer;
     const uint64_t QD = (uint64_t)c->n_head * c->head_dim,
                    KVD = (uint64_t)c->n_head_kv * c->head_dim;
-    const uint64_t matrices = V * E * (c->tied_output ? 1 : 2) +
-                              L * ((QD + 2 * KVD) * E + E * QD + 3 * (uint64_t)c->n_ff * E);
+    const uint64_t ffn =
+        c->n_expert ? c->n_expert * (E + 3 * (uint64_t)c->n_ff_exp * E) : 3 * (uint64_t)c->n_ff * E;
+    const uint64_t matrices =
+        V * E * (c->tied_output ? 1 : 2) + L * ((QD + 2 * KVD) * E + E * QD + ffn);
     const uint64_t vectors = (2 * L + 1) * E + (c->qkv_bias ? L * (QD + 2 * KVD) : 0) +
                              (c->qk_norm ? L * 2 * (uint64_t)c->head_dim : 0);
     return 2 * matrices + 4 * vectors;

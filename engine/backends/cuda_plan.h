@@ -104,8 +104,8 @@ uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
 
 /* The device bytes of model c's weights as the CUDA backend places them: every matrix in bf16
  * (the embedding; the output head unless tied; per layer the fused QKV, wo, the fused gate/up
- * and down — GGUF weights of any type are dequantized to bf16 on the device), the norms and the
- * QKV biases in f32. */
+ * and down, or with experts the router and each expert's gate/up and down — GGUF weights of any
+ * type are dequantized to bf16 on the device), the norms and the QKV biases in f32. */
 uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c);
 
 /* KV blocks for a GPU with `total` bytes of which `free_bytes` are free once the weights and

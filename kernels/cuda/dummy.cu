@@ -17,12 +17,12 @@
 
 namespace {
 
-/* dst: bf16 [n]. */
-__global__ void dummy_bf16_kernel(uint64_t seed, uint32_t tensor, int shift, uint64_t n,
-                                  uint16_t *dst) {
+/* dst: bf16 [n], the tensor's elements first .. first + n - 1. */
+__global__ void dummy_bf16_kernel(uint64_t seed, uint32_t tensor, int shift, uint64_t first,
+                                  uint64_t n, uint16_t *dst) {
     const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        dst[i] = pgd_dev_f32_to_bf16(pgd_dummy_value(seed, tensor, i, shift));
+        dst[i] = pgd_dev_f32_to_bf16(pgd_dummy_value(seed, tensor, first + i, shift));
 }
 
 /* dst: f32 [n]. */
@@ -35,14 +35,19 @@ __global__ void dummy_f32_kernel(uint64_t seed, uint32_t tensor, float base, uin
 
 } // namespace
 
-extern "C" int pgd_cuda_dummy_bf16(uint64_t seed, uint32_t tensor, int shift, uint64_t n,
-                                   uint16_t *dst, void *stream) {
+extern "C" int pgd_cuda_dummy_bf16_at(uint64_t seed, uint32_t tensor, int shift, uint64_t first,
+                                      uint64_t n, uint16_t *dst, void *stream) {
     if (shift < 0) return pgd_error_set(PGD_EINVAL, "dummy fill: negative shift %d", shift);
     if (n == 0) return 0;
     dummy_bf16_kernel<<<pgd_cuda_grid(n, PGD_CUDA_THREADS), PGD_CUDA_THREADS, 0,
-                        (cudaStream_t)stream>>>(seed, tensor, shift, n, dst);
+                        (cudaStream_t)stream>>>(seed, tensor, shift, first, n, dst);
     PGD_CUDA_LAUNCHED();
     return 0;
+}
+
+extern "C" int pgd_cuda_dummy_bf16(uint64_t seed, uint32_t tensor, int shift, uint64_t n,
+                                   uint16_t *dst, void *stream) {
+    return pgd_cuda_dummy_bf16_at(seed, tensor, shift, 0, n, dst, stream);
 }
 
 extern "C" int pgd_cuda_dummy_f32(uint64_t seed, uint32_t tensor, float base, uint64_t n,

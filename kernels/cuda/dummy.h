@@ -15,6 +15,11 @@ extern "C" {
 /* dst[i] = bf16(pgd_dummy_value(seed, tensor, i, shift)) for i < n. */
 int pgd_cuda_dummy_bf16(uint64_t seed, uint32_t tensor, int shift, uint64_t n, uint16_t *dst,
                         void *stream);
+/* dst[i] = bf16(pgd_dummy_value(seed, tensor, first + i, shift)) for i < n: a part of a tensor
+ * (one expert's rows of a 3-D expert tensor, engine/model/dummy.h) placed where the backend
+ * wants it. */
+int pgd_cuda_dummy_bf16_at(uint64_t seed, uint32_t tensor, int shift, uint64_t first, uint64_t n,
+                           uint16_t *dst, void *stream);
 /* dst[i] = base + pgd_dummy_value(seed, tensor, i, 10) for i < n (norms: base 1; biases: 0). */
 int pgd_cuda_dummy_f32(uint64_t seed, uint32_t tensor, float base, uint64_t n, float *dst,
                        void *stream);

@@ -11,7 +11,10 @@ them by several percent. Shapes: 1 layer, 256 wide, 4 heads of 64 over 2 KV head
 (the tensor-core attention's shapes), FFN 512, a byte-level vocabulary padded to 1,500 ids (the
 test's V). Also tiny-qwen3-F16.gguf: the same sizes as a Qwen3 (general.architecture "qwen3":
 heads of 128, wider than 256 / 4, and each query and key head RMS-normed before NEOX RoPE by
-attn_q_norm / attn_k_norm, written first: tiny-Q6_K.gguf stays the last file written) in F16.
+attn_q_norm / attn_k_norm) in F16, and tiny-qwen3moe-Q4_K.gguf: that Qwen3 with a mixture of
+experts instead of the dense FFN (general.architecture "qwen3moe": 8 experts 256 wide, 2 a token,
+the 3-D expert tensors in Q4_K, the router in f32 as quantizers leave it) — both written first:
+tiny-Q6_K.gguf stays the last file written.
 Deterministic: the same files every run (about 22 MB in all). Run by `make test-cuda-emu` and
 `scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
 import pathlib
@@ -34,9 +37,13 @@ K_SCALES = {"Q2_K": (80, 82, 2e-3), "Q3_K": (108, None, 1.2e-3), "Q4_K": (0, 2, 
             "Q5_K": (0, 2, 1e-4), "Q6_K": (208, None, 4e-5)}
 
 
-def mat(rng, wtype, rows, cols, scale):
-    """(array, type) for add_tensor: a rows x cols matrix in wtype."""
+def mat(rng, wtype, rows, cols, scale, n=0):
+    """(array, type) for add_tensor: a rows x cols matrix in wtype (n > 0: n of them, [n, rows,
+    cols]: a 3-D expert tensor)."""
     qt = T[wtype]
+    if n:  # the experts' matrices one after another, as rows of one matrix
+        arr, qt = mat(rng, wtype, n * rows, cols, scale)
+        return arr.reshape(n, rows, arr.shape[-1]), qt
     if wtype in K_SCALES:
         block_elems, block_bytes = gguf.GGML_QUANT_SIZES[qt]
         n_blocks = cols // block_elems
@@ -56,22 +63,30 @@ def mat(rng, wtype, rows, cols, scale):
     return quantize(a, qt), qt
 
 
+N_EXP, N_USED, FF_EXP = 8, 2, 256  # the qwen3moe file's experts
+
+
 def write(path, wtype, seed, arch="llama"):
     rng = np.random.default_rng(seed)
-    qwen3 = arch == "qwen3"
+    qwen3 = arch in ("qwen3", "qwen3moe")
+    moe = arch == "qwen3moe"
     w = start_model(path, arch, embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
                     rope_base=1000000.0 if qwen3 else 10000.0, rms_eps=1e-6 if qwen3 else 1e-5,
                     pre="qwen2" if qwen3 else "llama-bpe", vocab=VOCAB)
     vec = lambda n: (1 + rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
 
-    def add(name, rows, cols, scale):
-        arr, qt = mat(rng, wtype, rows, cols, scale)
+    def add(name, rows, cols, scale, n=0):
+        arr, qt = mat(rng, wtype, rows, cols, scale, n)
         w.add_tensor(name, arr, raw_dtype=qt)
 
     D = 2 * E // H if qwen3 else E // H  # qwen3: heads wider than E / H, as Qwen3-0.6B's
     if qwen3:
         w.add_key_length(D)
         w.add_value_length(D)
+    if moe:
+        w.add_expert_count(N_EXP)
+        w.add_expert_used_count(N_USED)
+        w.add_expert_feed_forward_length(FF_EXP)
     add("token_embd.weight", VOCAB, E, 0.125)
     add("output.weight", VOCAB, E, 0.05)
     w.add_tensor("output_norm.weight", vec(E))
@@ -88,6 +103,13 @@ def write(path, wtype, seed, arch="llama"):
                          vec(D) * np.linspace(2, 0.5, D, dtype=np.float32))
         add(p + "attn_output.weight", E, H * D, 0.05)
         w.add_tensor(p + "ffn_norm.weight", vec(E))
+        if moe:  # router logits of a few units: the chosen experts stand well apart
+            w.add_tensor(p + "ffn_gate_inp.weight",
+                         (rng.standard_normal((N_EXP, E)) * 0.3).astype(np.float32))
+            add(p + "ffn_gate_exps.weight", FF_EXP, E, 0.05, N_EXP)
+            add(p + "ffn_up_exps.weight", FF_EXP, E, 0.05, N_EXP)
+            add(p + "ffn_down_exps.weight", E, FF_EXP, 0.05, N_EXP)
+            continue
         add(p + "ffn_gate.weight", FF, E, 0.05)
         add(p + "ffn_up.weight", FF, E, 0.05)
         add(p + "ffn_down.weight", E, FF, 0.05)
@@ -104,6 +126,7 @@ def main():
     out = pathlib.Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     write(out / "tiny-qwen3-F16.gguf", "F16", seed=999, arch="qwen3")
+    write(out / "tiny-qwen3moe-Q4_K.gguf", "Q4_K", seed=998, arch="qwen3moe")
     for i, t in enumerate(TYPES):
         write(out / f"tiny-{t}.gguf", t, seed=1000 + i)
     return 0

@@ -329,6 +329,14 @@ static void test_dummy(void) {
             CHECK_EQ_INT(inexact, 0); /* the values are exact in bf16 */
             REQUIRE(gt_download(got16, d16, sizeof(uint16_t) * n) == 0);
             CHECK_EQ_INT(gt_count_diff("dummy bf16", got16, want16, n, sizeof(uint16_t)), 0);
+            /* a part from element `first` on (one expert's rows): the same values, shifted */
+            const uint64_t first = gt_urand((uint32_t)n), part = n - first;
+            REQUIRE(cudaMemset(d16, 0xFF, sizeof(uint16_t) * n) == cudaSuccess);
+            CHECK_EQ_INT(pgd_cuda_dummy_bf16_at(seed, tensor, shifts[is], first, part, d16, NULL),
+                         0);
+            REQUIRE(gt_download(got16, d16, sizeof(uint16_t) * part) == 0);
+            CHECK_EQ_INT(
+                gt_count_diff("dummy bf16 part", got16, want16 + first, part, sizeof(uint16_t)), 0);
         }
         for (int b = 0; b < 2; b++) {
             const float base = b ? 1.0f : 0.0f;

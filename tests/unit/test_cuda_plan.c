@@ -337,6 +337,8 @@ static void test_weight_bytes(void) {
         {"llama-3.2-1b", 1235814400ull, 33ull * 2048},
         {"qwen2.5-0.5b", 494032768ull, 49ull * 896 + 24ull * (896 + 2 * 128)},
         {"smollm2-135m", 134515008ull, 61ull * 576},
+        /* 30.5B: 48 layers of 128 experts (8 a token), q and k head norms of 128 */
+        {"qwen3-30b-a3b", 30532122624ull, 97ull * 2048 + 48ull * 2 * 128},
     };
     for (size_t i = 0; i < PGD_ARRAY_LEN(want); i++) {
         pgd_model_preset p;
