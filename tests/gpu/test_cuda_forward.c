@@ -4,8 +4,8 @@
  * RoPE scaling (head_dim 64: prefill chunks' attention on tensor cores), a Qwen2 shape (biases,
  * NEOX RoPE; head_dim 32: every row's attention on CUDA cores), a Qwen3 shape (each q and k
  * head RMS-normed before NEOX RoPE; 4 heads of 32 over a hidden size of 64) and two mixtures of
- * experts (a Qwen3-MoE shape whose tokens take all its 8 experts; a Mixtral shape, 2 of 8:
- * routing, grouped expert products and the mix on the device, kernels/cuda/moe.h):
+ * experts (a Qwen3-MoE shape whose tokens take all its 8 experts; a one-layer Mixtral shape, 2
+ * of 8: routing, grouped expert products and the mix on the device, kernels/cuda/moe.h):
  *   - chunked prefill of two sequences, then decode steps mixing them, then a third sequence that
  *     reuses the first one's full blocks (a prefix hit: only its suffix is computed) and a fourth
  *     that forks the first one's last, partial block (copy-on-write) — all in mixed batches;
@@ -281,7 +281,7 @@ static void load_preset(shape sh, pgd_model_preset *p) {
             "\"tie_word_embeddings\": false}",
         [SHAPE_MIXTRAL] =
             "{\"model_type\": \"mixtral\", \"hidden_size\": 128, \"intermediate_size\": 96, "
-            "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"num_hidden_layers\": 2, "
+            "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"num_hidden_layers\": 1, "
             "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 1500, "
             "\"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
             "\"tie_word_embeddings\": false}",
@@ -495,11 +495,12 @@ static void test_qwen3(void) {
  * differ by far more than the tolerance — as between any two engines: with 16 experts, 4 a token,
  * this test's tokens met gaps of 1e-3 in logits ranging over 2.6, and two tokens' logits were
  * 22% off. So the Qwen3-MoE shape routes every token to all its experts (8 of 8: no choice to
- * differ; experts 40 wide, partial tiles in the grouped products), and the Mixtral shape (2 of
- * 8) chooses, on fixed tokens and weights whose choices the CPU and the GPU were seen to agree
- * on (its worst error, printed, is of the dense shapes' size): a change of the dummy hash or of
- * the tokens may meet a near tie there, which is then no bug. The choice itself is compared bit
- * for bit with its twin in test_cuda_moe.c. */
+ * differ; experts 40 wide, partial tiles in the grouped products; 2 layers, each with experts of
+ * its own), and the Mixtral shape (2 of 8, one layer: the emulator's time) chooses, on fixed tokens
+ * and weights whose choices the CPU and the GPU were seen to agree on (its worst error, printed, is
+ * of the dense shapes' size): a change of the dummy hash or of the tokens may meet a near tie
+ * there, which is then no bug. The choice itself is compared bit for bit with its twin in
+ * test_cuda_moe.c. */
 static void test_qwen3moe(void) {
     forward_matches(SHAPE_QWEN3MOE);
 }
