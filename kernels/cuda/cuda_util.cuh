@@ -27,8 +27,12 @@
 
 /* Threads per CTA of the elementwise (grid-stride) kernels. */
 #define PGD_CUDA_THREADS 256
-/* At most this many CTAs in a grid-stride launch (far more than fill any current GPU). */
+/* At most this many CTAs in a grid-stride launch (far more than fill any current GPU). The
+ * emulator sets it to 3 before this header (tests/cuda_emu/conv.py --small-grid), so the
+ * grid-stride loops do loop there. */
+#ifndef PGD_CUDA_MAX_CTAS
 #define PGD_CUDA_MAX_CTAS 65535u
+#endif
 
 /* Round to nearest even; a NaN stays a quiet NaN with the top bits of its payload. */
 static __device__ __forceinline__ uint16_t pgd_dev_f32_to_bf16(float f) {

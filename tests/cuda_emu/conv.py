@@ -9,8 +9,8 @@ Usage: conv.py in.cu [--small-grid]"""
 import re, sys
 
 src = open(sys.argv[1]).read()
-if "--small-grid" in sys.argv:
-    src = src.replace("PGD_CUDA_MAX_CTAS 65535u", "PGD_CUDA_MAX_CTAS 3u")
+if "--small-grid" in sys.argv:  # before any include: kernels/cuda/cuda_util.cuh keeps it
+    src = "#define PGD_CUDA_MAX_CTAS 3u\n#line 1\n" + src
 
 # launches
 out = ""
