@@ -278,7 +278,7 @@ static int load_experts(cuda_backend *b, uint32_t l, uint8_t *h_stage, uint8_t *
             (rc = pgd_cuda_dummy_bf16(m->dummy_seed, pgd_dummy_moe_id(l, PGD_DUMMY_EXP_DOWN), sF,
                                       NE * part, d->exp_down, b->stream)))
             return rc;
-        for (uint64_t e = 0; e < NE && !rc; e++)
+        for (uint64_t e = 0; e < NE; e++)
             if ((rc = pgd_cuda_dummy_bf16_at(m->dummy_seed, gate, sE, e * part, part,
                                              d->exp_gu + 2 * e * part, b->stream)) ||
                 (rc = pgd_cuda_dummy_bf16_at(m->dummy_seed, up, sE, e * part, part,

@@ -30,17 +30,8 @@
 #include "kernels/cuda/silu_mul.h"
 #include "testutil.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return rng;
-}
-static float frand(void) { /* uniform in [-1, 1) */
-    return (float)((double)(next() >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
-}
-static uint32_t urand(uint32_t n) {
-    return (uint32_t)(next() % n);
-}
+#define TWIN_RNG_SEED 0x9E3779B97F4A7C15ull
+#include "twin_rng.h"
 static float bits_f32(uint32_t u) {
     float f;
     memcpy(&f, &u, sizeof f);

@@ -21,17 +21,8 @@
 #include "kernels/cuda/moe.h"
 #include "testutil.h"
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return rng;
-}
-static float frand(void) { /* uniform in [-1, 1) */
-    return (float)((double)(next() >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
-}
-static uint32_t urand(uint32_t n) {
-    return (uint32_t)(next() % n);
-}
+#define TWIN_RNG_SEED 0x2545F4914F6CDD1Dull
+#include "twin_rng.h"
 static uint32_t f2u(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
