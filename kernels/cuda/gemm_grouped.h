@@ -14,12 +14,23 @@
  * Batch invariance: an output element is its row's dot product with one weight row, accumulated
  * over K in an order fixed by K alone; a row's bits depend neither on the other rows of its tile
  * nor on the tile's place in the list.
+ *
+ * Weights in 8 bits (the _q8 forms; q8.h's THE FORM, --gpu-weights q8_0): the tensor cores
+ * multiply X's bf16 by the values q as bf16 (exact: |q| <= 127) over each block of 32 of K (two
+ * k16 steps from zero), and each element's block sum joins its accumulator scaled, acc =
+ * fma(block sum, f16(d[n][b]), acc), blocks ascending — the scale applied once a block, the
+ * values never rounded. The dense form pgd_cuda_gemm_q8 runs the same kernel over rows [0, M)
+ * of one matrix in tiles it numbers itself (no tile list): a row's bits are the same in both
+ * forms, whatever the tiling. It is the product of more rows than the GEMV's (gemv_q8.h) over
+ * 8-bit weights: prefill chunks, decode steps of more than PGD_CUDA_GEMV_MAX_M sequences.
  */
 #ifndef PGD_KERNELS_CUDA_GEMM_GROUPED_H
 #define PGD_KERNELS_CUDA_GEMM_GROUPED_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "kernels/cuda/q8.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +63,22 @@ int pgd_cuda_gemm_grouped(const uint16_t *X, const uint32_t *gather, const uint1
 void pgd_cuda_gemm_grouped_twin(const uint16_t *X, const uint32_t *gather, const uint16_t *W,
                                 uint32_t N, uint32_t K, const pgd_grouped_tile *tiles,
                                 uint32_t n_tiles, bool out_bf16, void *Y);
+
+/* pgd_cuda_gemm_grouped over weights in THE FORM: W [NE][N][K] (q8.h), K a multiple of 32 (and
+ * W.q 16-byte aligned, W.d 2-byte aligned); the rest as there. */
+int pgd_cuda_gemm_grouped_q8(const uint16_t *X, const uint32_t *gather, pgd_q8_mat W, uint32_t N,
+                             uint32_t K, const pgd_grouped_tile *tiles, const uint32_t *n_tiles,
+                             uint32_t max_tiles, bool out_bf16, void *Y, void *stream);
+/* The dense form: Y[m][n] = sum_k X[m][k] * W[n][k] for m < M (X bf16 [M][K], W [N][K] in THE
+ * FORM, Y [M][N] f32 or bf16), M >= 1; the same bits a row gets from pgd_cuda_gemm_grouped_q8. */
+int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, uint32_t K,
+                     bool out_bf16, void *Y, void *stream);
+/* The twin of both _q8 forms (dense: one tile {0, 0, M}), host pointers: each element
+ * sum_k x * (f16(d) * q) in double, rounded once to f32 (and to bf16 with out_bf16). */
+void pgd_cuda_gemm_grouped_q8_twin(const uint16_t *X, const uint32_t *gather, const int8_t *Wq,
+                                   const uint16_t *Wd, uint32_t N, uint32_t K,
+                                   const pgd_grouped_tile *tiles, uint32_t n_tiles, bool out_bf16,
+                                   void *Y);
 
 #ifdef __cplusplus
 }
