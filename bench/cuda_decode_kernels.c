@@ -9,7 +9,11 @@
  * one-row step runs it); the split attention of one decode row over 1k, 4k and 16k positions, on
  * CUDA cores and on tensor cores (the KV bytes it reads a launch, as bandwidth); the tensor-core
  * attention of a 2k-token prompt (its causal FLOPs per second); a 2k-token prefill's gate/up
- * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row. The
+ * product and SiLU * up, the product in f32 and in bf16; one residual add + RMSNorm row; then, in a
+ * table of their own, the products over 8-bit weights (kernels/cuda/q8.h, --gpu-weights q8_0):
+ * at 1, 4 and 8 rows on the 8-bit GEMV and at 1 to 64 rows on the tensor-core kernel
+ * (pgd_cuda_gemm_q8), with the bytes the weights take (17 for 16 weights) as bandwidth, and the
+ * 2k-token prefill's gate/up on the tensor-core kernel (FLOP/s). The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
  * table; scripts/gpu-check runs it.
@@ -27,7 +31,10 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/dummy.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_q8.h"
+#include "kernels/cuda/q8.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/silu_mul.h"
 
@@ -61,6 +68,16 @@ static double time_runs(run_fn f, void *ctx) {
 
 /* ---- products ------------------------------------------------------------------------------ */
 
+/* Llama-3-8B's weight products: W [N][K] */
+static const struct shape {
+    const char *name;
+    uint32_t N, K;
+} k_shapes[] = {{"QKV", 6144, 4096},
+                {"O", 4096, 4096},
+                {"gate/up", 28672, 4096},
+                {"down", 4096, 14336},
+                {"output head", 128256, 4096}};
+
 typedef struct prod {
     pgd_cuda_gemm *g;
     pgd_cuda_gemm_plan *plan;
@@ -88,16 +105,9 @@ static int run_prod(void *ctx, uint32_t i) {
 }
 
 static void products(pgd_cuda_gemm *g) {
-    static const struct {
-        const char *name;
-        uint32_t N, K;
-    } shapes[] = {{"QKV", 6144, 4096},
-                  {"O", 4096, 4096},
-                  {"gate/up", 28672, 4096},
-                  {"down", 4096, 14336},
-                  {"output head", 128256, 4096}};
+    const struct shape *shapes = k_shapes;
     static const uint32_t ms[] = {1, 4, 8};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++) {
         prod p = {.g = g, .N = g_emu ? shapes[s].N / 512 : shapes[s].N, .K = shapes[s].K};
         const uint64_t bytes = (uint64_t)p.N * p.K * 2;
         p.n_w = (uint32_t)((g_rotate_bytes + bytes - 1) / bytes);
@@ -149,6 +159,85 @@ static void products(pgd_cuda_gemm *g) {
         cudaFree(p.Y);
         cudaFree(p.H);
     }
+}
+
+/* ---- products over 8-bit weights ------------------------------------------------------------ */
+
+typedef struct prod_q8 {
+    pgd_q8_mat W; /* n_w copies of [N][K] in THE FORM */
+    uint16_t *X;  /* bf16 [max M][K] */
+    float *Y;     /* [max M][N] */
+    uint32_t N, K, M, n_w;
+    bool gemv;
+} prod_q8;
+
+static int run_prod_q8(void *ctx, uint32_t i) {
+    prod_q8 *p = ctx;
+    const uint64_t at = (uint64_t)(i % p->n_w) * p->N;
+    const pgd_q8_mat W = {p->W.q + at * p->K, p->W.d + at * (p->K / PGD_Q8_BLOCK)};
+    if (p->gemv) return pgd_cuda_gemv_q8(p->X, W, p->Y, p->M, p->N, p->K, NULL);
+    return pgd_cuda_gemm_q8(p->X, W, p->M, p->N, p->K, false, p->Y, NULL);
+}
+
+/* The weights of n_w copies of [N][K] in THE FORM, from dummy bf16 values (quantized through a
+ * bf16 buffer of one copy). */
+static pgd_q8_mat q8_weights(uint32_t N, uint32_t K, uint32_t n_w, uint32_t tensor) {
+    pgd_q8_mat W;
+    uint16_t *tmp;
+    TRY(cudaMalloc((void **)&W.q, (uint64_t)N * K * n_w));
+    TRY(cudaMalloc((void **)&W.d, (uint64_t)N * (K / PGD_Q8_BLOCK) * 2 * n_w));
+    TRY(cudaMalloc((void **)&tmp, (uint64_t)N * K * 2));
+    for (uint32_t c = 0; c < n_w; c++) {
+        const uint64_t at = (uint64_t)c * N;
+        TRY(pgd_cuda_dummy_bf16(7 + c, tensor, 6, (uint64_t)N * K, tmp, NULL));
+        TRY(pgd_cuda_q8_quantize(tmp, 1, N, K,
+                                 (pgd_q8_mat){W.q + at * K, W.d + at * (K / PGD_Q8_BLOCK)}, NULL));
+    }
+    TRY(cudaDeviceSynchronize());
+    cudaFree(tmp);
+    return W;
+}
+
+static void products_q8(void) {
+    const struct shape *shapes = k_shapes;
+    static const uint32_t ms[] = {1, 4, 8, 16, 64};
+    printf("\n| product over 8-bit weights (--gpu-weights q8_0) | rows | tensor cores "
+           "(pgd_cuda_gemm_q8; the default from %u rows) | 8-bit GEMV (the default up to %u "
+           "rows) |\n|---|---:|---|---|\n",
+           PGD_CUDA_GEMV_MAX_M + 1, PGD_CUDA_GEMV_MAX_M);
+    for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++) {
+        prod_q8 p = {.N = g_emu ? (shapes[s].N / 512 + 7) / 8 * 8 : shapes[s].N, /* 8s */
+                     .K = shapes[s].K};
+        const uint64_t bytes = pgd_q8_bytes(p.N, p.K);
+        p.n_w = (uint32_t)((g_rotate_bytes + bytes - 1) / bytes);
+        p.W = q8_weights(p.N, p.K, p.n_w, (uint32_t)s);
+        TRY(cudaMalloc((void **)&p.X, (uint64_t)64 * p.K * 2));
+        TRY(cudaMalloc((void **)&p.Y, (uint64_t)64 * p.N * 4));
+        TRY(pgd_cuda_dummy_bf16(8, (uint32_t)s, 0, (uint64_t)64 * p.K, p.X, NULL));
+        for (size_t m = 0; m < sizeof ms / sizeof ms[0]; m++) {
+            p.M = ms[m];
+            char cell[2][64] = {"", ""};
+            for (int k = 0; k < 2; k++) {
+                p.gemv = k == 1;
+                if (p.gemv && p.M > PGD_CUDA_GEMV_MAX_M) continue;
+                const double us = time_runs(run_prod_q8, &p);
+                snprintf(cell[k], sizeof cell[k], "%.1f us, %.0f GB/s", us, bytes / (us * 1e3));
+            }
+            printf("| %s (%u x %u) | %u | %s | %s |\n", shapes[s].name, p.N, p.K, p.M, cell[0],
+                   cell[1]);
+        }
+        cudaFree(p.W.q), cudaFree(p.W.d), cudaFree(p.X), cudaFree(p.Y);
+    }
+    /* a 2k-token prefill's gate/up product on the tensor-core kernel */
+    prod_q8 p = {.N = g_emu ? 112 : 28672, .K = 4096, .M = g_emu ? 64 : 2048, .n_w = 1};
+    p.W = q8_weights(p.N, p.K, 1, 9);
+    TRY(cudaMalloc((void **)&p.X, (uint64_t)p.M * p.K * 2));
+    TRY(cudaMalloc((void **)&p.Y, (uint64_t)p.M * p.N * 4));
+    TRY(pgd_cuda_dummy_bf16(8, 9, 0, (uint64_t)p.M * p.K, p.X, NULL));
+    const double us = time_runs(run_prod_q8, &p), flop = 2.0 * p.M * p.N * p.K;
+    printf("| gate/up (%u x %u), a %u-token prefill | %u | %.1f us, %.1f TFLOP/s | |\n", p.N, p.K,
+           p.M, p.M, us, flop / (us * 1e6));
+    cudaFree(p.W.q), cudaFree(p.W.d), cudaFree(p.X), cudaFree(p.Y);
 }
 
 /* ---- a prefill's gate/up product and SiLU * up ------------------------------------------------
@@ -386,6 +475,7 @@ int main(void) {
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();
     rmsnorm();
+    products_q8();
     pgd_cuda_gemm_destroy(g);
     return 0;
 }

@@ -145,6 +145,10 @@ static const pgd_opt k_engine_opts[] = {
      "(the N-th visible GPU; cuda: the first)"},
     {"gpu-memory-utilization", PGD_OPT_STR, E(gpu_memory_utilization),
      "GPU: share of its memory for weights, scratch and KV cache (default 0.90)"},
+    {"gpu-weights", PGD_OPT_STR, E(gpu_weights),
+     "GPU: the weights' form: auto (bf16 when they leave room for the KV cache, else q8_0), "
+     "bf16, or q8_0 (8 bits and a scale per 32: half the memory and the bytes a decode step "
+     "reads; untested on hardware)"},
     {"enforce-eager", PGD_OPT_BOOL, E(enforce_eager),
      "GPU: no CUDA graphs, decode steps run eagerly too (slower; for comparison)"},
     {"batch-invariant", PGD_OPT_BOOL, E(batch_invariant),
@@ -266,6 +270,10 @@ int pgd_engine_flags_resolve(const pgd_engine_flags *f, const char *cmd, pgd_loa
     r->device.cuda.decode_gemv = !f->no_decode_gemv;
     if (f->device && pgd_device_parse(f->device, &r->device)) {
         fprintf(stderr, "pagoda %s: --device: %s\n", cmd, pgd_error_detail());
+        return -1;
+    }
+    if (f->gpu_weights && pgd_cuda_weights_parse(f->gpu_weights, &r->device.cuda.weights)) {
+        fprintf(stderr, "pagoda %s: --gpu-weights: %s\n", cmd, pgd_error_detail());
         return -1;
     }
     if (f->kv_cache_dtype && pgd_kv_dtype_parse(f->kv_cache_dtype, &bc->kv_dtype)) {

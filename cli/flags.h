@@ -72,7 +72,8 @@ void pgd_opt_usage(FILE *f, const pgd_opt_table *t);
 
 typedef struct pgd_engine_flags {
     const char *model_path, *load_format, *model_preset, *chat_template, *kv_cache_dtype, *device,
-        *gpu_memory_utilization, *sched_policy, *fair_prompt_factor, *fair_output_factor;
+        *gpu_memory_utilization, *gpu_weights, *sched_policy, *fair_prompt_factor,
+        *fair_output_factor;
     uint64_t ctx_size, kv_cache_mb, block_size, max_num_batched_tokens, max_num_seqs, max_waiting,
         threads;
     bool f32, act_q8, no_prefix_caching, enforce_eager, batch_invariant, no_decode_gemv;

@@ -3,7 +3,10 @@
  * KV slab, with the rows it can sample sampled on the device. Ran on an H200 and an H100
  * (scripts/gpu-check: bench/results/gpu-h200.md, gpu-h100.md), every CUDA test passing.
  *
- * Owns (device memory): the weights in bf16 — per layer the fused QKV [(H + 2 Hkv) D][E] and
+ * Owns (device memory): the weights in bf16, or every matrix in 8 bits (--gpu-weights q8_0, or
+ * auto's choice where bf16 leaves too little room: kernels/cuda/q8.h's form, made on the device
+ * at load; its products on gemv_q8.h and gemm_grouped.h's _q8 forms, no cuBLASLt; added after
+ * bd7e959, untested on hardware) — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
  * [D] each) and biases in f32; with experts, per layer the router and each expert's fused gate/up
  * and down instead of the dense FFN's — the RoPE cos/sin table [n_ctx_train][rope_dim] computed
@@ -73,9 +76,11 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_q8.h"
 #include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/q8.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cuda/sample.h"
@@ -86,13 +91,20 @@
 #define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
 #define GRAPHS_MAX      256 /* decode graph sizes x strides kept (17 x at most ~10 in practice) */
 
+/* A matrix [rows][cols] on the device: bf16 (h), or in 8 bits (q, kernels/cuda/q8.h) when the
+ * backend's weights are (cuda_backend.q8); a stack of experts alike. */
+typedef struct dmat {
+    uint16_t *h;
+    pgd_q8_mat q;
+} dmat;
+
 typedef struct layer {
-    uint16_t *wqkv, *wo, *wgu, *wdown; /* bf16; wgu and wdown NULL with experts */
+    dmat wqkv, wo, wgu, wdown; /* wgu and wdown empty with experts */
     float *attn_norm, *ffn_norm, *bqkv;
     float *q_norm, *k_norm; /* f32 [D] each: qwen3's head norms (NULL without qk_norm) */
-    /* a mixture of experts (bf16): the router [NE][E], each expert's gate/up [NE][2 FX][E]
-     * (gate rows, then up rows) and down [NE][E][FX] */
-    uint16_t *router, *exp_gu, *exp_down;
+    /* a mixture of experts: the router [NE][E], each expert's gate/up [NE][2 FX][E] (gate rows,
+     * then up rows) and down [NE][E][FX] */
+    dmat router, exp_gu, exp_down;
 } layer;
 
 /* One captured decode graph: its padded size and block-table stride. */
@@ -107,7 +119,7 @@ typedef struct cuda_backend {
     cudaStream_t stream;
     cudaEvent_t done;
     pgd_cuda_gemm *gemm;
-    pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out, *p_router;
+    pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out, *p_router; /* bf16 weights' */
     uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
     uint32_t NE, K, FX; /* experts, experts a token uses, an expert's FFN width (NE 0: dense; F
                            is then 0) */
@@ -115,7 +127,8 @@ typedef struct cuda_backend {
     pgd_kv_geom geom;
     uint32_t n_blocks;
     /* device weights */
-    uint16_t *tok_embd, *output; /* output == tok_embd when tied */
+    bool q8;               /* every matrix in 8 bits (--gpu-weights q8_0), else bf16 */
+    dmat tok_embd, output; /* output == tok_embd when tied */
     float *output_norm;
     layer *layers;  /* [n_layer] */
     float *cos_sin; /* [n_pos][rope_dim] */
@@ -216,35 +229,85 @@ static int dalloc(cuda_backend *b, size_t bytes, void **out) {
 
 /* ---- weights ---------------------------------------------------------------------------- */
 
-/* Upload rows [0, w->rows) of a host weight (any GGUF type) into dst, bf16 [rows][cols], through
- * the pinned staging buffer and a device staging buffer, dequantizing on the device. */
-static int upload_matrix(cuda_backend *b, const pgd_weight *w, uint16_t *dst, uint8_t *h_stage,
-                         uint8_t *d_stage) {
+/* Staging for the weights' uploads and conversions, freed once they are done: pinned host memory
+ * for a file's rows and device memory for them (or for dummy values in bf16 on their way to 8
+ * bits), and device memory for f32 values on their way to 8 bits; STAGING_BYTES each. */
+typedef struct staging {
+    uint8_t *host, *dev;
+    float *f32;
+} staging;
+
+/* m from row row0 on (its rows of cols). */
+static dmat mat_rows(const cuda_backend *b, dmat m, uint64_t row0, uint64_t cols) {
+    if (b->q8) {
+        m.q.q += row0 * cols;
+        m.q.d += row0 * (cols / PGD_Q8_BLOCK);
+    } else {
+        m.h += row0 * cols;
+    }
+    return m;
+}
+
+static int alloc_mat(cuda_backend *b, uint64_t rows, uint64_t cols, dmat *m) {
+    int rc;
+    if (!b->q8) return DALLOC(b, m->h, rows * cols * 2);
+    if ((rc = DALLOC(b, m->q.q, rows * cols))) return rc;
+    return DALLOC(b, m->q.d, rows * (cols / PGD_Q8_BLOCK) * 2);
+}
+
+/* Rows [0, w->rows) of a host weight (any GGUF type) into dst's first rows, through the pinned
+ * staging and the device's, converted on the device: dequantized to bf16, or into 8 bits — a
+ * Q8_0 tensor's blocks split as they are, any other type's values through f32, requantized. */
+static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const staging *st) {
+    const bool via_f32 = b->q8 && w->type != PGD_TYPE_Q8_0;
     uint64_t per = STAGING_BYTES / w->row_bytes;
+    if (via_f32 && per > STAGING_BYTES / (w->cols * sizeof(float)))
+        per = STAGING_BYTES / (w->cols * sizeof(float));
     if (per == 0)
         return pgd_error_set(PGD_EUNSUPPORTED, "a weight row of %llu bytes exceeds the staging",
                              (unsigned long long)w->row_bytes);
     for (uint64_t r0 = 0; r0 < w->rows; r0 += per) {
-        uint64_t n = w->rows - r0 < per ? w->rows - r0 : per;
-        memcpy(h_stage, (const uint8_t *)w->data + r0 * w->row_bytes, n * w->row_bytes);
-        PGD_CUDA_TRY(
-            cudaMemcpyAsync(d_stage, h_stage, n * w->row_bytes, cudaMemcpyHostToDevice, b->stream));
-        int rc = pgd_cuda_dequant_bf16(w->type, d_stage, dst + r0 * w->cols, (int64_t)n,
-                                       (int64_t)w->cols, b->stream);
+        const int64_t n = (int64_t)(w->rows - r0 < per ? w->rows - r0 : per), k = (int64_t)w->cols;
+        const dmat at = mat_rows(b, dst, r0, w->cols);
+        memcpy(st->host, (const uint8_t *)w->data + r0 * w->row_bytes, n * w->row_bytes);
+        PGD_CUDA_TRY(cudaMemcpyAsync(st->dev, st->host, n * w->row_bytes, cudaMemcpyHostToDevice,
+                                     b->stream));
+        int rc = !b->q8    ? pgd_cuda_dequant_bf16(w->type, st->dev, at.h, n, k, b->stream)
+                 : via_f32 ? pgd_cuda_dequant(w->type, st->dev, st->f32, n, k, b->stream)
+                           : pgd_cuda_q8_split(st->dev, n, k, at.q, b->stream);
+        if (!rc && via_f32) rc = pgd_cuda_q8_quantize(st->f32, 0, n, k, at.q, b->stream);
         if (rc) return rc;
         PGD_CUDA_TRY(cudaStreamSynchronize(b->stream)); /* the staging is reused */
     }
     return 0;
 }
 
+/* The dummy hash's values of a weight's elements [first, first + rows cols) (dummy.h numbers a
+ * weight's elements from 0; shift as pgd_dummy_matrix_shift) into dst's first rows: in bf16, or
+ * from those bf16 values into 8 bits through the device staging. */
+static int put_dummy(cuda_backend *b, uint32_t id, int shift, uint64_t first, uint64_t rows,
+                     uint64_t cols, dmat dst, const staging *st) {
+    const uint64_t seed = b->base.model->dummy_seed, per = STAGING_BYTES / (cols * 2);
+    if (!b->q8)
+        return pgd_cuda_dummy_bf16_at(seed, id, shift, first, rows * cols, dst.h, b->stream);
+    int rc = 0;
+    for (uint64_t r0 = 0; r0 < rows && !rc; r0 += per) { /* stream order: no wait between */
+        const uint64_t n = rows - r0 < per ? rows - r0 : per;
+        if (!(rc = pgd_cuda_dummy_bf16_at(seed, id, shift, first + r0 * cols, n * cols,
+                                          (uint16_t *)st->dev, b->stream)))
+            rc = pgd_cuda_q8_quantize(st->dev, 1, (int64_t)n, (int64_t)cols,
+                                      mat_rows(b, dst, r0, cols).q, b->stream);
+    }
+    return rc;
+}
+
 /* One matrix part (a fused weight is several): from the file, or the dummy hash. */
-static int put_matrix(cuda_backend *b, const pgd_model *m, const pgd_weight *w, uint32_t id,
-                      uint16_t *dst, uint8_t *h_stage, uint8_t *d_stage) {
-    if (m->shapes_only)
-        return pgd_cuda_dummy_bf16(m->dummy_seed, id,
-                                   id == PGD_DUMMY_TOK_EMBD ? 7 : pgd_dummy_matrix_shift(w->cols),
-                                   w->rows * w->cols, dst, b->stream);
-    return upload_matrix(b, w, dst, h_stage, d_stage);
+static int put_matrix(cuda_backend *b, const pgd_weight *w, uint32_t id, dmat dst,
+                      const staging *st) {
+    if (b->base.model->shapes_only)
+        return put_dummy(b, id, id == PGD_DUMMY_TOK_EMBD ? 7 : pgd_dummy_matrix_shift(w->cols), 0,
+                         w->rows, w->cols, dst, st);
+    return upload_matrix(b, w, dst, st);
 }
 
 /* An f32 vector: from the host, or the dummy hash (base + v/1024); NULL when absent. */
@@ -259,106 +322,116 @@ static int put_vector(cuda_backend *b, const pgd_model *m, const pgd_weight *w, 
 /* Layer l's router and experts: from the file, one expert's matrix at a time (each a view of
  * the layer's 3-D tensor), or the dummy hash, which numbers a 3-D tensor's elements as one
  * [NE * rows][cols] matrix (engine/model/dummy.h): expert e's gate rows start at element
- * e * FX * E of the gate tensor. */
-static int load_experts(cuda_backend *b, uint32_t l, uint8_t *h_stage, uint8_t *d_stage) {
+ * e * FX * E of the gate tensor. Expert e's gate rows are rows 2 e FX of exp_gu, its up rows
+ * the FX after them, its down rows rows e E of exp_down. */
+static int load_experts(cuda_backend *b, uint32_t l, const staging *st) {
     const pgd_model *m = b->base.model;
     const pgd_layer_weights *L = &m->layers[l];
     layer *d = &b->layers[l];
     const uint64_t E = b->E, FX = b->FX, NE = b->NE, part = FX * E; /* one gate or up, one down */
     int rc;
-    if ((rc = DALLOC(b, d->router, NE * E * 2)) || (rc = DALLOC(b, d->exp_gu, NE * 2 * part * 2)) ||
-        (rc = DALLOC(b, d->exp_down, NE * part * 2)))
+    if ((rc = alloc_mat(b, NE, E, &d->router)) || (rc = alloc_mat(b, NE * 2 * FX, E, &d->exp_gu)) ||
+        (rc = alloc_mat(b, NE * E, FX, &d->exp_down)))
         return rc;
     if (m->shapes_only) {
         const uint32_t gate = pgd_dummy_moe_id(l, PGD_DUMMY_EXP_GATE),
                        up = pgd_dummy_moe_id(l, PGD_DUMMY_EXP_UP);
         const int sE = pgd_dummy_matrix_shift((uint32_t)E), sF = pgd_dummy_matrix_shift(b->FX);
-        if ((rc = pgd_cuda_dummy_bf16(m->dummy_seed, pgd_dummy_moe_id(l, PGD_DUMMY_ROUTER), sE,
-                                      NE * E, d->router, b->stream)) ||
-            (rc = pgd_cuda_dummy_bf16(m->dummy_seed, pgd_dummy_moe_id(l, PGD_DUMMY_EXP_DOWN), sF,
-                                      NE * part, d->exp_down, b->stream)))
+        if ((rc = put_dummy(b, pgd_dummy_moe_id(l, PGD_DUMMY_ROUTER), sE, 0, NE, E, d->router,
+                            st)) ||
+            (rc = put_dummy(b, pgd_dummy_moe_id(l, PGD_DUMMY_EXP_DOWN), sF, 0, NE * E, FX,
+                            d->exp_down, st)))
             return rc;
         for (uint64_t e = 0; e < NE; e++)
-            if ((rc = pgd_cuda_dummy_bf16_at(m->dummy_seed, gate, sE, e * part, part,
-                                             d->exp_gu + 2 * e * part, b->stream)) ||
-                (rc = pgd_cuda_dummy_bf16_at(m->dummy_seed, up, sE, e * part, part,
-                                             d->exp_gu + (2 * e + 1) * part, b->stream)))
+            if ((rc = put_dummy(b, gate, sE, e * part, FX, E, mat_rows(b, d->exp_gu, 2 * e * FX, E),
+                                st)) ||
+                (rc = put_dummy(b, up, sE, e * part, FX, E,
+                                mat_rows(b, d->exp_gu, (2 * e + 1) * FX, E), st)))
                 return rc;
         return 0;
     }
-    if ((rc = upload_matrix(b, &L->router, d->router, h_stage, d_stage))) return rc;
+    if ((rc = upload_matrix(b, &L->router, d->router, st))) return rc;
     for (uint64_t e = 0; e < NE; e++)
-        if ((rc = upload_matrix(b, &L->exp_gate[e], d->exp_gu + 2 * e * part, h_stage, d_stage)) ||
-            (rc = upload_matrix(b, &L->exp_up[e], d->exp_gu + (2 * e + 1) * part, h_stage,
-                                d_stage)) ||
-            (rc = upload_matrix(b, &L->exp_down[e], d->exp_down + e * part, h_stage, d_stage)))
+        if ((rc = upload_matrix(b, &L->exp_gate[e], mat_rows(b, d->exp_gu, 2 * e * FX, E), st)) ||
+            (rc = upload_matrix(b, &L->exp_up[e], mat_rows(b, d->exp_gu, (2 * e + 1) * FX, E),
+                                st)) ||
+            (rc = upload_matrix(b, &L->exp_down[e], mat_rows(b, d->exp_down, e * E, FX), st)))
             return rc;
     return 0;
 }
 
 /* 0, or PGD_ECUDA saying so when the weights alone exceed the device's free memory. */
-static int check_weights_fit(const pgd_model_config *c) {
+static int check_weights_fit(const cuda_backend *b, const pgd_model_config *c) {
     size_t free_b = 0, total = 0;
     PGD_CUDA_TRY(cudaMemGetInfo(&free_b, &total));
-    const uint64_t need = pgd_cuda_weight_bytes(c);
+    const uint64_t need = pgd_cuda_weight_bytes(c, b->q8);
     if (need <= free_b) return 0;
     const double G = 1024.0 * 1024.0 * 1024.0;
+    if (b->q8)
+        return pgd_error_set(PGD_ECUDA,
+                             "the model's weights need %.2f GiB of GPU memory in 8 bits (q8_0) "
+                             "and %.2f GiB of the GPU's %.2f GiB are free: a smaller model, or "
+                             "--device cpu",
+                             need / G, free_b / G, total / G);
     return pgd_error_set(PGD_ECUDA,
-                         "the model's weights need %.2f GiB of GPU memory (bf16: GGUF weights of "
-                         "every type are dequantized to bf16 on the GPU) and %.2f GiB of the "
-                         "GPU's %.2f GiB are free: a smaller model, or --device cpu",
-                         need / G, free_b / G, total / G);
+                         "the model's weights need %.2f GiB of GPU memory in bf16 and %.2f GiB "
+                         "of the GPU's %.2f GiB are free: --gpu-weights q8_0 (%.2f GiB), a "
+                         "smaller model, or --device cpu",
+                         need / G, free_b / G, total / G, pgd_cuda_weight_bytes(c, true) / G);
 }
 
 static int load_weights(cuda_backend *b) {
     const pgd_model *m = b->base.model;
     const pgd_model_config *c = &m->cfg;
     const uint64_t E = b->E, QD = (uint64_t)b->H * b->D, KVD = (uint64_t)b->HKV * b->D;
-    uint8_t *h_stage = NULL, *d_stage = NULL;
+    staging st = {0};
     int rc = 0;
-    if (!m->shapes_only) { /* staging for the uploads, freed once they are done */
-        PGD_CUDA_TRY(cudaMallocHost((void **)&h_stage, STAGING_BYTES));
-        if (cudaMalloc((void **)&d_stage, STAGING_BYTES) != cudaSuccess) {
-            cudaGetLastError();
-            rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
-                               STAGING_BYTES >> 20);
-            goto out;
-        }
+    if (!m->shapes_only) PGD_CUDA_TRY(cudaMallocHost((void **)&st.host, STAGING_BYTES));
+    if ((!m->shapes_only || b->q8) && cudaMalloc((void **)&st.dev, STAGING_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
+                           STAGING_BYTES >> 20);
+        goto out;
     }
-    if ((rc = DALLOC(b, b->tok_embd, (uint64_t)b->V * E * 2)) ||
-        (rc = put_matrix(b, m, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, h_stage, d_stage)) ||
+    if (!m->shapes_only && b->q8 && cudaMalloc((void **)&st.f32, STAGING_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
+                           STAGING_BYTES >> 20);
+        goto out;
+    }
+    if ((rc = alloc_mat(b, b->V, E, &b->tok_embd)) ||
+        (rc = put_matrix(b, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, &st)) ||
         (rc = DALLOC(b, b->output_norm, E * sizeof(float))) ||
         (rc = put_vector(b, m, &m->output_norm, PGD_DUMMY_OUTPUT_NORM, 1.0f, b->output_norm)))
         goto out;
     if (c->tied_output) {
         b->output = b->tok_embd;
-    } else if ((rc = DALLOC(b, b->output, (uint64_t)b->V * E * 2)) ||
-               (rc = put_matrix(b, m, &m->output, PGD_DUMMY_OUTPUT, b->output, h_stage, d_stage))) {
+    } else if ((rc = alloc_mat(b, b->V, E, &b->output)) ||
+               (rc = put_matrix(b, &m->output, PGD_DUMMY_OUTPUT, b->output, &st))) {
         goto out;
     }
     for (uint32_t l = 0; l < c->n_layer && !rc; l++) {
         const pgd_layer_weights *L = &m->layers[l];
         layer *d = &b->layers[l];
 #define ID(which) pgd_dummy_tensor_id(l, PGD_DUMMY_##which)
-        if ((rc = DALLOC(b, d->wqkv, (uint64_t)b->QKV * E * 2)) ||
-            (rc = put_matrix(b, m, &L->wq, ID(WQ), d->wqkv, h_stage, d_stage)) ||
-            (rc = put_matrix(b, m, &L->wk, ID(WK), d->wqkv + QD * E, h_stage, d_stage)) ||
-            (rc = put_matrix(b, m, &L->wv, ID(WV), d->wqkv + (QD + KVD) * E, h_stage, d_stage)) ||
-            (rc = DALLOC(b, d->wo, E * QD * 2)) ||
-            (rc = put_matrix(b, m, &L->wo, ID(WO), d->wo, h_stage, d_stage)) ||
+        if ((rc = alloc_mat(b, b->QKV, E, &d->wqkv)) ||
+            (rc = put_matrix(b, &L->wq, ID(WQ), d->wqkv, &st)) ||
+            (rc = put_matrix(b, &L->wk, ID(WK), mat_rows(b, d->wqkv, QD, E), &st)) ||
+            (rc = put_matrix(b, &L->wv, ID(WV), mat_rows(b, d->wqkv, QD + KVD, E), &st)) ||
+            (rc = alloc_mat(b, E, QD, &d->wo)) ||
+            (rc = put_matrix(b, &L->wo, ID(WO), d->wo, &st)) ||
             (rc = DALLOC(b, d->attn_norm, E * sizeof(float))) ||
             (rc = put_vector(b, m, &L->attn_norm, ID(ATTN_NORM), 1.0f, d->attn_norm)) ||
             (rc = DALLOC(b, d->ffn_norm, E * sizeof(float))) ||
             (rc = put_vector(b, m, &L->ffn_norm, ID(FFN_NORM), 1.0f, d->ffn_norm)))
             break;
         if (b->NE) {
-            if ((rc = load_experts(b, l, h_stage, d_stage))) break;
-        } else if ((rc = DALLOC(b, d->wgu, 2ull * b->F * E * 2)) ||
-                   (rc = put_matrix(b, m, &L->w_gate, ID(GATE), d->wgu, h_stage, d_stage)) ||
-                   (rc = put_matrix(b, m, &L->w_up, ID(UP), d->wgu + (uint64_t)b->F * E, h_stage,
-                                    d_stage)) ||
-                   (rc = DALLOC(b, d->wdown, E * b->F * 2)) ||
-                   (rc = put_matrix(b, m, &L->w_down, ID(DOWN), d->wdown, h_stage, d_stage))) {
+            if ((rc = load_experts(b, l, &st))) break;
+        } else if ((rc = alloc_mat(b, 2ull * b->F, E, &d->wgu)) ||
+                   (rc = put_matrix(b, &L->w_gate, ID(GATE), d->wgu, &st)) ||
+                   (rc = put_matrix(b, &L->w_up, ID(UP), mat_rows(b, d->wgu, b->F, E), &st)) ||
+                   (rc = alloc_mat(b, E, b->F, &d->wdown)) ||
+                   (rc = put_matrix(b, &L->w_down, ID(DOWN), d->wdown, &st))) {
             break;
         }
         if (c->qkv_bias && ((rc = DALLOC(b, d->bqkv, b->QKV * sizeof(float))) ||
@@ -376,9 +449,10 @@ static int load_weights(cuda_backend *b) {
     if (!rc && cudaStreamSynchronize(b->stream) != cudaSuccess)
         rc = pgd_error_set(PGD_ECUDA, "uploading the weights: %s",
                            cudaGetErrorString(cudaGetLastError()));
-out:
-    if (d_stage) cudaFree(d_stage); /* synchronises: no dequantization still reads it */
-    if (h_stage) cudaFreeHost(h_stage);
+out: /* cudaFree synchronises: no conversion still reads the staging */
+    if (st.f32) cudaFree(st.f32);
+    if (st.dev) cudaFree(st.dev);
+    if (st.host) cudaFreeHost(st.host);
     return rc;
 }
 
@@ -460,6 +534,7 @@ static int alloc_step(cuda_backend *b) {
 }
 
 static int make_plans(cuda_backend *b) {
+    if (b->q8) return 0; /* the 8-bit products need no plan (mm) */
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
     const pgd_cuda_gemm_mode fast = b->opt.batch_invariant ? PGD_CUDA_GEMM_INVARIANT
                                     : b->opt.decode_gemv   ? PGD_CUDA_GEMM_FAST_GEMV
@@ -520,6 +595,32 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
+/* Whether the 8-bit products of M rows run on the GEMV (gemv_q8.h), else on the tensor-core
+ * kernel (gemm_grouped.h's pgd_cuda_gemm_q8) — the latter alone with --batch-invariant (its
+ * bits do not depend on M) or --no-decode-gemv. */
+static bool q8_gemv(const cuda_backend *b, uint32_t M) {
+    return !b->opt.batch_invariant && b->opt.decode_gemv && M <= PGD_CUDA_GEMV_MAX_M;
+}
+
+/* Y = X · Wᵀ for M rows: X bf16 [M][K], W [N][K], Y f32 [M][N] — on bf16 weights the plan's
+ * (gemm.h: its GEMV range included), on 8-bit weights the GEMV or the tensor-core kernel. */
+static int mm(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W, float *Y,
+              uint32_t M, uint32_t N, uint32_t K, void *s) {
+    if (!b->q8) return pgd_cuda_gemm_run(b->gemm, plan, X, W->h, Y, M, s);
+    if (q8_gemv(b, M)) return pgd_cuda_gemv_q8(X, W->q, Y, M, N, K, s);
+    return pgd_cuda_gemm_q8(X, W->q, M, N, K, false, Y, s);
+}
+
+/* The experts' products over the step's tiles (gemm_grouped.h), in the weights' form. */
+static int grouped(cuda_backend *b, const uint16_t *X, const uint32_t *gather, const dmat *W,
+                   uint32_t N, uint32_t K, uint32_t max_tiles, bool out_bf16, void *Y, void *s) {
+    if (b->q8)
+        return pgd_cuda_gemm_grouped_q8(X, gather, W->q, N, K, b->ex_tiles, b->ex_n_tiles,
+                                        max_tiles, out_bf16, Y, s);
+    return pgd_cuda_gemm_grouped(X, gather, W->h, N, K, b->ex_tiles, b->ex_n_tiles, max_tiles,
+                                 out_bf16, Y, s);
+}
+
 /* A mixture of experts' FFN after its norm (in xb [T][E]), into proj [T][E]: the router's
  * logits, each token's K experts and weights, the T K pairs grouped by expert into tiles, the
  * grouped gate/up product over xb's rows (gathered), SiLU * up, the grouped down product, each
@@ -528,34 +629,38 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
 static int moe_ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     const uint32_t P = T * b->K, max_tiles = pgd_grouped_max_tiles(P, b->NE);
     int rc;
-    if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_router, b->xb, L->router, b->rlogit, T, s)) ||
+    if ((rc = mm(b, b->p_router, b->xb, &L->router, b->rlogit, T, b->NE, b->E, s)) ||
         (rc = pgd_cuda_moe_route(b->rlogit, T, b->NE, b->K, b->pick, b->pick_w, s)) ||
         (rc = pgd_cuda_moe_group(b->pick, T, b->NE, b->K, b->ex_counts, b->sorted_tok, b->row_of,
                                  b->ex_tiles, b->ex_n_tiles, s)) ||
-        (rc = pgd_cuda_gemm_grouped(b->xb, b->sorted_tok, L->exp_gu, 2 * b->FX, b->E, b->ex_tiles,
-                                    b->ex_n_tiles, max_tiles, true, b->ex_out, s)) ||
+        (rc = grouped(b, b->xb, b->sorted_tok, &L->exp_gu, 2 * b->FX, b->E, max_tiles, true,
+                      b->ex_out, s)) ||
         (rc = pgd_cuda_silu_mul_bf16(b->ex_out, P, b->FX, b->ex_act, s)) ||
-        (rc = pgd_cuda_gemm_grouped(b->ex_act, NULL, L->exp_down, b->E, b->FX, b->ex_tiles,
-                                    b->ex_n_tiles, max_tiles, false, b->ex_out, s)))
+        (rc = grouped(b, b->ex_act, NULL, &L->exp_down, b->E, b->FX, max_tiles, false, b->ex_out,
+                      s)))
         return rc;
     return pgd_cuda_moe_combine(b->ex_out, b->row_of, b->pick_w, T, b->K, b->E, b->proj, s);
 }
 
 /* The FFN after its norm (in xb): gate/up (bf16 [T][2F] into gu), SiLU * up (into xb), down into
- * proj. Where the plan runs T rows on the GEMV kernel (one row, by default) the gate/up product
- * ends in SiLU * up itself, its bf16 [T][F] written over gu's memory (xb is its input). */
+ * proj. Where T rows run on a GEMV kernel (bf16: where the plan says, one row by default; 8 bits:
+ * q8_gemv) the gate/up product ends in SiLU * up itself, its bf16 [T][F] written over gu's
+ * memory (xb is its input). */
 static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     int rc;
     if (b->NE) return moe_ffn(b, L, T, s);
     const uint16_t *act = b->xb;
-    if (pgd_cuda_gemm_plan_gemv(b->p_gu, T)) {
-        if ((rc = pgd_cuda_gemv_silu(b->xb, L->wgu, b->gu, T, b->F, b->E, s))) return rc;
+    if (b->q8 ? q8_gemv(b, T) : pgd_cuda_gemm_plan_gemv(b->p_gu, T)) {
+        if ((rc = b->q8 ? pgd_cuda_gemv_q8_silu(b->xb, L->wgu.q, b->gu, T, b->F, b->E, s)
+                        : pgd_cuda_gemv_silu(b->xb, L->wgu.h, b->gu, T, b->F, b->E, s)))
+            return rc;
         act = b->gu;
-    } else if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu, b->gu, T, s)) ||
+    } else if ((rc = b->q8 ? pgd_cuda_gemm_q8(b->xb, L->wgu.q, T, 2 * b->F, b->E, true, b->gu, s)
+                           : pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu.h, b->gu, T, s)) ||
                (rc = pgd_cuda_silu_mul_bf16(b->gu, T, b->F, b->xb, s))) {
         return rc;
     }
-    return pgd_cuda_gemm_run(b->gemm, b->p_down, act, L->wdown, b->proj, T, s);
+    return mm(b, b->p_down, act, &L->wdown, b->proj, T, b->E, b->F, s);
 }
 
 /* The attention of layer li: the tensor-core kernel over the work's tiles and the CUDA-core one
@@ -614,19 +719,21 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
     const bool neox = c->rope_style == PGD_ROPE_NEOX;
     int rc;
 
-    if ((rc = pgd_cuda_embed(b->tok_embd, d_tokens, T, E, b->x, s))) return rc;
+    if ((rc = b->q8 ? pgd_cuda_q8_embed(b->tok_embd.q, d_tokens, T, E, b->x, s)
+                    : pgd_cuda_embed(b->tok_embd.h, d_tokens, T, E, b->x, s)))
+        return rc;
     for (uint32_t li = 0; li < c->n_layer; li++) {
         const layer *L = &b->layers[li];
         /* the previous layer's FFN output joins the residual here */
         if ((rc = pgd_cuda_add_rmsnorm(b->x, li ? b->proj : NULL, L->attn_norm, c->rms_eps, NULL, T,
                                        E, b->xb, s)) ||
-            (rc = pgd_cuda_gemm_run(b->gemm, b->p_qkv, b->xb, L->wqkv, b->qkv, T, s)) ||
+            (rc = mm(b, b->p_qkv, b->xb, &L->wqkv, b->qkv, T, b->QKV, E, s)) ||
             (c->qk_norm && (rc = pgd_cuda_head_rmsnorm(b->qkv, L->q_norm, L->k_norm, c->rms_eps,
                                                        d_pos, T, b->H, b->HKV, b->D, s))) ||
             (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
                                    b->D, b->rope_dim, neox, b->kv, b->geom, li, s)) ||
             (rc = attention(b, li, T, stride, work)) ||
-            (rc = pgd_cuda_gemm_run(b->gemm, b->p_o, b->xb, L->wo, b->proj, T, s)) ||
+            (rc = mm(b, b->p_o, b->xb, &L->wo, b->proj, T, E, b->H * b->D, s)) ||
             (rc = pgd_cuda_add_rmsnorm(b->x, b->proj, L->ffn_norm, c->rms_eps, NULL, T, E, b->xb,
                                        s)) ||
             (rc = ffn(b, L, T, s)))
@@ -642,8 +749,7 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
                                      (uint64_t)H * E * sizeof(uint16_t), cudaMemcpyDeviceToHost,
                                      s));
     if (R + N) {
-        if ((rc = pgd_cuda_gemm_run(b->gemm, b->p_out, b->xb, b->output, b->logits, R + N, s)))
-            return rc;
+        if ((rc = mm(b, b->p_out, b->xb, &b->output, b->logits, R + N, b->V, E, s))) return rc;
         if (N && (rc = pgd_cuda_sample(b->logits + (uint64_t)R * b->V, N, b->V, d_specs, d_draws,
                                        b->d_results, s)))
             return rc;
@@ -938,9 +1044,41 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                            cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
+    /* the weights' form: as asked, or (auto) bf16 while it leaves room (cuda_plan.h) */
+    b->q8 = o->weights == PGD_CUDA_WEIGHTS_Q8_0;
+    if (o->weights == PGD_CUDA_WEIGHTS_AUTO) {
+        size_t free_b = 0, total = 0;
+        if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+            rc = pgd_error_set(PGD_ECUDA, "cudaMemGetInfo: %s",
+                               cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+        const double util = cfg->gpu_memory_utilization > 0 ? cfg->gpu_memory_utilization
+                                                            : PGD_DEFAULT_GPU_MEMORY_UTILIZATION;
+        const double share = util * (double)total - (double)(total - free_b);
+        b->q8 =
+            pgd_cuda_weights_choose(c, share > 0 ? (uint64_t)share : 0) == PGD_CUDA_WEIGHTS_Q8_0;
+        const double G = 1024.0 * 1024.0 * 1024.0;
+        if (b->q8)
+            fprintf(stderr,
+                    "pagoda: the weights go to the GPU in 8 bits (--gpu-weights q8_0: %.2f GiB): "
+                    "in bf16 (%.2f GiB) they would leave too little of its %.2f GiB share "
+                    "(--gpu-weights bf16 insists)\n",
+                    pgd_cuda_weight_bytes(c, true) / G, pgd_cuda_weight_bytes(c, false) / G,
+                    share / G);
+    }
+    if (b->q8 && !pgd_cuda_q8_fits(c)) {
+        rc = pgd_error_set(PGD_EUNSUPPORTED,
+                           "--gpu-weights q8_0 takes products whose inner width is a multiple "
+                           "of %u and a vocabulary and expert count of 8s (this model: hidden "
+                           "%u, heads x dim %u, FFN %u, vocabulary %u, experts %u): use bf16",
+                           PGD_Q8_BLOCK, c->n_embd, c->n_head * c->head_dim,
+                           c->n_expert ? c->n_ff_exp : c->n_ff, c->n_vocab, c->n_expert);
+        goto fail;
+    }
     /* weights first, then everything a step needs, then the KV cache from what is left; weights
      * that cannot fit are said before any is uploaded */
-    if ((rc = check_weights_fit(c))) goto fail;
+    if ((rc = check_weights_fit(b, c))) goto fail;
     if ((rc = load_weights(b)) || (rc = load_rope(b)) || (rc = alloc_step(b)) ||
         (rc = make_plans(b)) || (rc = alloc_kv(b, cfg, &device_total)))
         goto fail;

@@ -14,19 +14,33 @@
 
 #include "engine/backends/backend.h"
 
+/* The weights' form on the GPU (--gpu-weights). */
+typedef enum pgd_cuda_weights {
+    PGD_CUDA_WEIGHTS_AUTO = 0, /* bf16 when they leave room enough (pgd_cuda_weights_choose),
+                                  else 8 bits */
+    PGD_CUDA_WEIGHTS_BF16 = 1, /* every matrix in bf16 (dequantized on the GPU) */
+    PGD_CUDA_WEIGHTS_Q8_0 = 2, /* every matrix in 8 bits with a scale per 32 (kernels/cuda/q8.h):
+                                  1.06 bytes a weight instead of 2 */
+} pgd_cuda_weights;
+
+/* "auto", "bf16" or "q8_0" into *out. 0 or PGD_EINVAL with a detail. */
+int pgd_cuda_weights_parse(const char *s, pgd_cuda_weights *out);
+const char *pgd_cuda_weights_name(pgd_cuda_weights w); /* "auto", "bf16", "q8_0" */
+
 typedef struct pgd_cuda_options {
-    int device_index;     /* which GPU (default 0) */
-    bool batch_invariant; /* one GEMM algorithm per weight shape, without split-K, and every
-                             row's attention on CUDA cores, so a row's bits do not depend on the
-                             batch (slower: the default takes a GEMM algorithm per range of
-                             batch sizes, kernels/cuda/gemm.h, and prefill chunks' attention on
-                             tensor cores, whose bits depend on how a prompt is chunked;
-                             --batch-invariant) */
-    bool enforce_eager;   /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
-    bool decode_gemv;     /* products of one row (batch-1 decode) on pagoda's own kernel, not
-                             cuBLASLt (kernels/cuda/gemv.h, gemm.h; the default,
-                             pgd_device_options_default; ignored with batch_invariant;
-                             --no-decode-gemv turns it off) */
+    int device_index;         /* which GPU (default 0) */
+    bool batch_invariant;     /* one GEMM algorithm per weight shape, without split-K, and every
+                                 row's attention on CUDA cores, so a row's bits do not depend on the
+                                 batch (slower: the default takes a GEMM algorithm per range of
+                                 batch sizes, kernels/cuda/gemm.h, and prefill chunks' attention on
+                                 tensor cores, whose bits depend on how a prompt is chunked;
+                                 --batch-invariant) */
+    bool enforce_eager;       /* no CUDA graphs: decode steps run eagerly too (--enforce-eager) */
+    bool decode_gemv;         /* products of one row (batch-1 decode) on pagoda's own kernel, not
+                                 cuBLASLt (kernels/cuda/gemv.h, gemm.h; the default,
+                                 pgd_device_options_default; ignored with batch_invariant;
+                                 --no-decode-gemv turns it off) */
+    pgd_cuda_weights weights; /* the weights' form (default auto) */
 } pgd_cuda_options;
 
 /* The number of CUDA devices this process can use (0 without a driver or a device; then *why, if
@@ -37,7 +51,8 @@ typedef struct pgd_cuda_options {
 int pgd_cuda_devices(const char **why);
 
 /* The CUDA backend over model m (loaded with PGD_MODEL_RAW, or dummy with shapes only): the
- * weights go to the device in bf16 (dequantized there), the activations, GEMM plans and
+ * weights go to the device in bf16 (dequantized there) or 8 bits as o->weights says (auto: the
+ * log says which and why), the activations, GEMM plans and
  * metadata buffers are allocated for cfg->max_tokens tokens (default PGD_GPU_STEP_TOKENS), and
  * the KV cache takes cfg->kv_blocks, cfg->kv_cache_bytes, or what gpu_memory_utilization leaves.
  * Errors say what failed (out of device memory: with the numbers). */

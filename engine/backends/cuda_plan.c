@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "kernels/cuda/q8.h"
 
 static size_t align_up(size_t x) {
     return (x + 255) & ~(size_t)255;
@@ -169,7 +170,7 @@ uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
     return n > 1 ? (uint32_t)n : 1;
 }
 
-uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c) {
+uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c, bool q8) {
     const uint64_t E = c->n_embd, V = c->n_vocab, L = c->n_layer;
     const uint64_t QD = (uint64_t)c->n_head * c->head_dim,
                    KVD = (uint64_t)c->n_head_kv * c->head_dim;
@@ -179,7 +180,24 @@ uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c) {
         V * E * (c->tied_output ? 1 : 2) + L * ((QD + 2 * KVD) * E + E * QD + ffn);
     const uint64_t vectors = (2 * L + 1) * E + (c->qkv_bias ? L * (QD + 2 * KVD) : 0) +
                              (c->qk_norm ? L * 2 * (uint64_t)c->head_dim : 0);
-    return 2 * matrices + 4 * vectors;
+    return (q8 ? matrices + matrices / PGD_Q8_BLOCK * 2 : 2 * matrices) + 4 * vectors;
+}
+
+bool pgd_cuda_q8_fits(const pgd_model_config *c) {
+    const uint64_t QD = (uint64_t)c->n_head * c->head_dim;
+    /* the K of every product: E (QKV, gate/up, router, head), H D (wo), F or FX (down), a
+     * multiple of 32; their N (the tensor-core kernel's rows of 8): the vocabulary, the
+     * experts' count (the rest are multiples of the K above) */
+    return c->n_embd % PGD_Q8_BLOCK == 0 && QD % PGD_Q8_BLOCK == 0 &&
+           (c->n_expert ? c->n_ff_exp : c->n_ff) % PGD_Q8_BLOCK == 0 && c->n_vocab % 8 == 0 &&
+           c->n_expert % 8 == 0 && (uint64_t)c->n_head_kv * c->head_dim % 8 == 0;
+}
+
+pgd_cuda_weights pgd_cuda_weights_choose(const pgd_model_config *c, uint64_t share) {
+    const uint64_t bf16 = pgd_cuda_weight_bytes(c, false), room = share / 10;
+    const uint64_t spare = room > PGD_CUDA_BF16_ROOM ? room : PGD_CUDA_BF16_ROOM;
+    if (bf16 + spare <= share || !pgd_cuda_q8_fits(c)) return PGD_CUDA_WEIGHTS_BF16;
+    return PGD_CUDA_WEIGHTS_Q8_0;
 }
 
 uint64_t pgd_cuda_kv_blocks(uint64_t total, uint64_t free_bytes, double utilization,

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "engine/backends/backend.h"
+#include "engine/backends/cuda.h"   /* pgd_cuda_weights */
 #include "kernels/cuda/attention.h" /* pgd_attn_tile */
 
 /* A step's metadata in one buffer, at these byte offsets (each part 256-byte aligned), the
@@ -105,8 +106,21 @@ uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
 /* The device bytes of model c's weights as the CUDA backend places them: every matrix in bf16
  * (the embedding; the output head unless tied; per layer the fused QKV, wo, the fused gate/up
  * and down, or with experts the router and each expert's gate/up and down — GGUF weights of any
- * type are dequantized to bf16 on the device), the norms and the QKV biases in f32. */
-uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c);
+ * type are dequantized to bf16 on the device), or with q8 in 8 bits and a half scale per 32
+ * (kernels/cuda/q8.h: 17/16 bytes a weight); the norms and the QKV biases in f32. */
+uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c, bool q8);
+
+/* Whether model c's matrices take the 8-bit form: the K of every product a multiple of 32, the
+ * vocabulary and the experts' count multiples of 8. */
+bool pgd_cuda_q8_fits(const pgd_model_config *c);
+
+/* What --gpu-weights auto takes for model c when `share` bytes of the GPU are its to use
+ * (gpu_memory_utilization of the total, less what others hold): bf16 when the bf16 weights leave
+ * a tenth of the share, and at least PGD_CUDA_BF16_ROOM, for the activations and the KV cache
+ * (or when the model does not take 8 bits), else q8_0. Neither may fit: the load then fails
+ * saying so. */
+#define PGD_CUDA_BF16_ROOM (4ull << 30)
+pgd_cuda_weights pgd_cuda_weights_choose(const pgd_model_config *c, uint64_t share);
 
 /* KV blocks for a GPU with `total` bytes of which `free_bytes` are free once the weights and
  * everything a step needs are allocated: kv_blocks when given, else kv_bytes / block_bytes when

@@ -187,24 +187,6 @@ static int own(pgd_model *m, void *p) {
     return 0;
 }
 
-/* Requantize one f32 row to Q8_0: per block of 32, d = max|x| / 127, q = round(x / d). */
-static void quantize_row_q8_0(const float *x /* [n] */, pgd_block_q8_0 *y, int64_t n) {
-    for (int64_t b = 0; b < n / PGD_QK; b++) {
-        const float *xb = x + b * PGD_QK;
-        float amax = 0.0f;
-        for (int j = 0; j < PGD_QK; j++) {
-            float v = xb[j] < 0 ? -xb[j] : xb[j];
-            if (v > amax) amax = v;
-        }
-        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-        y[b].d = pgd_f32_to_f16(d);
-        for (int j = 0; j < PGD_QK; j++) {
-            float v = xb[j] * id;
-            y[b].qs[j] = (int8_t)(v < 0 ? v - 0.5f : v + 0.5f);
-        }
-    }
-}
-
 /* Convert a tensor to `to` into owned memory: to F32 or Q8_0 through f32 rows, or to the type
  * pgd_reblock_type names for it (Q4_K -> Q4_1, Q5_K -> Q5_1) block by block, the 4/5-bit values
  * kept as they are; where the latter's f16 scales would overflow (no real model's do), to Q8_0. */
@@ -236,7 +218,8 @@ static int convert(pgd_model *m, const pgd_gguf_tensor *t, uint32_t to, pgd_weig
                                  pgd_type_info(t->type) ? pgd_type_info(t->type)->name : "?");
         }
         if (to == PGD_TYPE_Q8_0)
-            quantize_row_q8_0(tmp, (pgd_block_q8_0 *)((char *)dst + r * row_bytes), (int64_t)cols);
+            pgd_quantize_row_q8_0(tmp, (pgd_block_q8_0 *)((char *)dst + r * row_bytes),
+                                  (int64_t)cols);
     }
     free(tmp);
     if ((rc = own(m, dst))) {

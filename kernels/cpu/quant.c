@@ -506,3 +506,21 @@ int pgd_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) {
     }
     return 0;
 }
+
+void pgd_quantize_row_q8_0(const float *x /* [n] */, void *dst, int64_t n) {
+    pgd_block_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / PGD_QK; b++) {
+        const float *xb = x + b * PGD_QK;
+        float amax = 0.0f;
+        for (int j = 0; j < PGD_QK; j++) {
+            float v = xb[j] < 0 ? -xb[j] : xb[j];
+            if (v > amax) amax = v;
+        }
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        y[b].d = pgd_f32_to_f16(d);
+        for (int j = 0; j < PGD_QK; j++) {
+            float v = xb[j] * id;
+            y[b].qs[j] = (int8_t)(v < 0 ? v - 0.5f : v + 0.5f);
+        }
+    }
+}

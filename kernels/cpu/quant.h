@@ -80,6 +80,12 @@ uint16_t pgd_f32_to_f16(float f); /* round to nearest even */
 float pgd_bf16_to_f32(uint16_t h);
 uint16_t pgd_f32_to_bf16(float f); /* round to nearest even; NaN stays a (quiet) NaN */
 
+/* Requantize n elements of f32 (a multiple of 32) into n / 32 Q8_0 blocks at dst (any
+ * 2-byte alignment): per block, d = f16(max|x| / 127), q = x * (1 / d) rounded half away from zero
+ * (0 where d is 0) — in f32, each operation rounded once. The model loader's conversion of the
+ * types the CPU does not keep, and the GPU's 8-bit weights (kernels/cuda/q8.h), bit for bit. */
+void pgd_quantize_row_q8_0(const float *x, void *dst, int64_t n);
+
 /* ---- re-blocking K-quants into 32-blocks (no requantization) ----
  * A Q4_K (Q5_K) super-block of 256 is eight groups of 32 values, group j holding
  *   y = (d·sc_j)·q − (dmin·m_j),  d, dmin f16, sc_j, m_j 6-bit, q 4-bit (5-bit);

@@ -1,7 +1,9 @@
 /*
  * kernels/cuda/gemm_grouped.cu — the experts' products of a mixture-of-experts layer on tensor
- * cores (pgd_cuda_gemm_grouped, gemm_grouped.h). CPU twin: pgd_cuda_gemm_grouped_twin
- * (gemm_grouped_twin.c, double sums: the kernel agrees within a tolerance, not bit for bit).
+ * cores (pgd_cuda_gemm_grouped, gemm_grouped.h), and the same kernel over weights in 8 bits
+ * (pgd_cuda_gemm_grouped_q8, and pgd_cuda_gemm_q8 over the rows of one matrix). CPU twins:
+ * pgd_cuda_gemm_grouped_twin and pgd_cuda_gemm_grouped_q8_twin (gemm_grouped_twin.c, double
+ * sums: the kernel agrees within a tolerance, not bit for bit).
  *
  * Grid (ceil(N / 64), max_tiles), 4 warps a CTA: CTA (x, y) takes tile y of the list (or leaves
  * at once when y >= *n_tiles, which only the device knows) and computes its rows (up to 64) x
@@ -38,9 +40,42 @@
  * weights. Shared rows are padded to 72 elements (144 bytes): ldmatrix's 8 row addresses and a
  * warp's 16-byte copies then fall in distinct banks. 54 KiB of dynamic shared memory a CTA.
  *
- * Invariants: N and K multiples of 8; X, W and Y 16-byte aligned; max_tiles <= 65535; the tiles'
- * rows <= 64 (a larger count is clamped, never overrun). Threading: any host thread owning the
- * stream; the launch is graph-capturable (nothing is read back to the host).
+ * Weights in 8 bits (the kernel's q8 form, q8.h's THE FORM): the same grid, warps, tiles, chunks,
+ * ring and fragments; what differs is how B reaches the tensor cores and the order of the sums.
+ *   - A stage: A as above (9 KiB), B's values [64][64] int8 (4 KiB: each W row's 64 bytes of
+ *     the chunk as 4 16-byte copies; K is a multiple of 32, so a part is wholly in or out) and
+ *     the chunk's scales [2][64] (256 bytes: block 2 ch + b of column n0 + n at [b][n]). After
+ *     the ring, one bf16 B tile [64][72] (9 KiB) as above. 48.75 KiB a CTA: 4 CTAs an SM (the
+ *     kernel asks for at most 128 registers a thread); 2 chunks of W (8.5 KiB) in flight a CTA.
+ *   - Per chunk, after step 2: every thread converts 32 of the chunk's values (row t / 2, k
+ *     32 (t % 2) .. + 31: two 16-byte loads, four 16-byte stores) into the bf16 tile, exactly
+ *     (|q| <= 128: 8 significant bits; q8_bf16 says how), then a second barrier; step 3 reads A
+ *     and the bf16 tile by ldmatrix as above. Each value is converted once a CTA, by all four
+ *     warps, whether they multiply or not (a decode tile's two idle warps share the work). The
+ *     tile's previous chunk is done with: every warp passed this chunk's first barrier after it.
+ *   - The scales: d's rows are K / 16 bytes apart and only 2-byte aligned, too small and too
+ *     scattered for cp.async (4 bytes at least, aligned); thread t loads column t / 2's block
+ *     t % 2 as one 2-byte load into a register a chunk ahead and stores it into its stage an
+ *     iteration later (after that iteration's first barrier: the stage's previous chunk is done
+ *     with), so the load's latency hides behind a chunk's products, as the copies' does. Columns
+ *     past N and blocks past K store 0.
+ *   - The sums: per block of 32 of K (the chunk's k-steps 0, 1 and 2, 3; the last chunk has only
+ *     the first block when K % 64 == 32, and the second is skipped, not multiplied by zeros),
+ *     the products go into block sums started at 0, two k-steps, and each element then joins its
+ *     accumulator scaled, acc = fmaf(sum, f16(d[n][b]), acc), blocks in increasing k: the
+ *     header's order, fixed by K alone, so batch invariance holds as above, and the dense form
+ *     (pgd_cuda_gemm_q8: tile y is rows [64 y, 64 y + 64) of X, numbered by the kernel, no list)
+ *     gives a row the same bits as the grouped form.
+ *   - Banks: the values' rows are 64 bytes, unpadded; part p of row n is stored at part
+ *     p ^ ((n >> 1) & 1), so the 8 threads of a 16-byte load's phase (rows n .. n + 3, one part
+ *     each of two) read 8 distinct 16-byte slots of 128 bytes; the copies stay 512 contiguous
+ *     bytes a warp. The bf16 tile's stores (rows 144 bytes apart) fall in distinct slots too.
+ *
+ * Invariants: N and K multiples of 8 (q8: K of 32); X, W (q8: W.q) and Y 16-byte aligned (W.d
+ * 2-byte aligned); max_tiles <= 65535 (dense: ceil(M / 64) <= 65535); the tiles' rows <= 64 (a
+ * larger count is clamped, never overrun); element offsets in 64 bits (M N may pass 2^31: a
+ * vocabulary's product). Threading: any host thread owning the stream; the launch is
+ * graph-capturable (nothing is read back to the host).
  */
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
@@ -69,53 +104,136 @@ static_assert(kBM == 64 && kBN == 64 && kWarps == 4, "2 x 2 warps of 32 rows x 3
 static_assert(kBK % 16 == 0 && kBM % kRowsPerPass == 0 && kBN == kBM, "whole copies a thread");
 static_assert((kLd * 2) % 16 == 0 && (kStageElems * 2) % 16 == 0, "16-byte rows for ldmatrix");
 
+/* The q8 form's stage, in bytes: A [kBM][kLd] bf16 (as above), B's values [kBN][kBK] int8
+ * (swizzled), the chunk's scales [2][kBN] half bits; after the ring, the chunk's values as bf16
+ * [kBN][kLd] (B as above). */
+constexpr uint32_t kQBlock = PGD_Q8_BLOCK;                /* k of a scale's block */
+constexpr uint32_t kQA = kBM * kLd * 2;                   /* A's bytes */
+constexpr uint32_t kQB = kBN * kBK;                       /* B's values' bytes */
+constexpr uint32_t kQStage = kQA + kQB + 2 * kBN * 2;     /* + the scales */
+constexpr uint32_t kQBParts = kBK / 16;                   /* 16-byte parts of a B row */
+constexpr uint32_t kQBCopies = kBN * kQBParts / kThreads; /* a thread's copies of B a chunk */
+constexpr size_t kQSmemBytes = (size_t)kStages * kQStage + kBN * kLd * 2;
+static_assert(kBK == 2 * kQBlock && kThreads == 2 * kBN, "2 blocks a chunk, a scale a thread");
+static_assert(kQStage % 128 == 0 && kQBParts == 4 && kThreads % kQBParts == 0, "16-byte parts");
+
 struct gg_args {
     const uint16_t *X;      /* bf16 [*][K] */
     const uint32_t *gather; /* [rows of the sorted order] or NULL */
-    const uint16_t *W;      /* bf16 [NE][N][K] */
+    const uint16_t *W;      /* bf16 [NE][N][K] (the bf16 form) */
+    const int8_t *Wq;       /* int8 [NE][N][K] (the q8 form) */
+    const uint16_t *Wd;     /* half bits [NE][N][K / 32] (the q8 form) */
     uint32_t N, K;
-    const pgd_grouped_tile *tiles; /* [max_tiles] */
+    const pgd_grouped_tile *tiles; /* [max_tiles], or NULL: the dense form (q8) */
     const uint32_t *n_tiles;       /* [1] */
+    uint32_t M;                    /* the dense form's rows */
     bool out_bf16;
     void *Y; /* f32 or bf16 [rows][N] */
 };
 
-__global__ void __launch_bounds__(kThreads) gemm_grouped_kernel(gg_args a) {
-    extern __shared__ __align__(128) uint16_t smem[]; /* [kStages][kStageElems] */
+/* Four int8 values (w's bytes 0 .. 3) as bf16 pairs, exactly: lo (q0, q1), hi (q2, q3), the
+ * lower-addressed value in the lower half. The f32 whose bits are 2^23's with q + 128 (the byte
+ * with its top bit flipped) as its low byte is 2^23 + q + 128; less 2^23 + 128 it is q, exactly,
+ * and an integer of at most 8 significant bits has the low 16 bits of its f32 zero: its upper
+ * half is its bf16. A byte_perm (PRMT) a value and one a pair, and the subtraction. */
+static __device__ __forceinline__ void q8_bf16(uint32_t w, uint32_t &lo, uint32_t &hi) {
+    const uint32_t u = w ^ 0x80808080u;
+    float f[4];
+#pragma unroll
+    for (uint32_t i = 0; i < 4; i++) /* bytes: u's i-th, 0, 0, 0x4B */
+        f[i] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650u + i)) - 8388736.0f;
+    lo = __byte_perm(__float_as_uint(f[0]), __float_as_uint(f[1]), 0x7632u);
+    hi = __byte_perm(__float_as_uint(f[2]), __float_as_uint(f[3]), 0x7632u);
+}
+
+/* Q8: W in q8.h's form (gg_args' Wq, Wd), else bf16 (W). */
+template <bool Q8>
+__global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_args a) {
+    extern __shared__ __align__(128) uint16_t smem[]; /* [kStages][kStageElems] (q8: kQStage) */
     pgd_dev_pdl_enter(); /* the tiles, their count and X are the previous kernels' */
-    if (blockIdx.y >= *a.n_tiles) return;
-    const pgd_grouped_tile tile = a.tiles[blockIdx.y];
+    pgd_grouped_tile tile;
+    if (Q8 && !a.tiles) { /* the dense form: the grid's rows are X's, in tiles of 64 */
+        tile.expert = 0, tile.row0 = blockIdx.y * kBM, tile.rows = min(a.M - tile.row0, kBM);
+    } else {
+        if (blockIdx.y >= *a.n_tiles) return;
+        tile = a.tiles[blockIdx.y];
+    }
     const uint32_t rows = min(tile.rows, kBM);
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t g = lane / 4, c = lane % 4, wm = warp / 2, wn = warp % 2;
     const uint32_t N = a.N, K = a.K, n0 = blockIdx.x * kBN;
 
     /* this thread's copies: part tid % 8 of rows tid / 8 + 16 q (a warp's copy instruction: 4
-     * rows' 128 contiguous bytes), A's and B's; a row past the tile or past N has no source */
+     * rows' 128 contiguous bytes), A's and B's; a row past the tile or past N has no source.
+     * The q8 form's B: part tid % 4 of rows tid / 4 + 32 q (8 rows' 64 bytes). */
     const uint32_t part = tid % kParts;
     const uint16_t *xsrc[kCopies], *wsrc[kCopies];
+    const int8_t *qsrc[kQBCopies];
 #pragma unroll
     for (uint32_t q = 0; q < kCopies; q++) {
         const uint32_t r = tid / kParts + kRowsPerPass * q;
         const uint32_t sr = tile.row0 + r; /* the row's place in the sorted order */
         xsrc[q] = r < rows ? a.X + (uint64_t)(a.gather ? a.gather[sr] : sr) * K : nullptr;
-        wsrc[q] = n0 + r < N ? a.W + ((uint64_t)tile.expert * N + n0 + r) * K : nullptr;
+        if constexpr (!Q8)
+            wsrc[q] = n0 + r < N ? a.W + ((uint64_t)tile.expert * N + n0 + r) * K : nullptr;
+    }
+    if constexpr (Q8) {
+#pragma unroll
+        for (uint32_t q = 0; q < kQBCopies; q++) {
+            const uint32_t r = tid / kQBParts + kThreads / kQBParts * q;
+            qsrc[q] = n0 + r < N ? a.Wq + ((uint64_t)tile.expert * N + n0 + r) * K : nullptr;
+        }
     }
     /* chunk ch's A and B parts into stage s (zero-filled where there is no source: the copy's
      * source is then X or W itself, aligned and never read) */
     auto issue = [&](uint32_t ch, uint32_t s) {
-        uint16_t *as = smem + s * kStageElems, *bs = as + kBM * kLd;
-        const uint32_t k = ch * kBK + part * 8;
-        const bool kin = k < K;
+        if constexpr (!Q8) {
+            uint16_t *as = smem + s * kStageElems, *bs = as + kBM * kLd;
+            const uint32_t k = ch * kBK + part * 8;
+            const bool kin = k < K;
 #pragma unroll
-        for (uint32_t q = 0; q < kCopies; q++) {
-            const uint32_t r = tid / kParts + kRowsPerPass * q;
-            const bool xin = kin && xsrc[q], win = kin && wsrc[q];
-            __pipeline_memcpy_async(as + r * kLd + part * 8, xin ? xsrc[q] + k : a.X, 16,
-                                    xin ? 0 : 16);
-            __pipeline_memcpy_async(bs + r * kLd + part * 8, win ? wsrc[q] + k : a.W, 16,
-                                    win ? 0 : 16);
+            for (uint32_t q = 0; q < kCopies; q++) {
+                const uint32_t r = tid / kParts + kRowsPerPass * q;
+                const bool xin = kin && xsrc[q], win = kin && wsrc[q];
+                __pipeline_memcpy_async(as + r * kLd + part * 8, xin ? xsrc[q] + k : a.X, 16,
+                                        xin ? 0 : 16);
+                __pipeline_memcpy_async(bs + r * kLd + part * 8, win ? wsrc[q] + k : a.W, 16,
+                                        win ? 0 : 16);
+            }
+        } else {
+            char *st = reinterpret_cast<char *>(smem) + s * kQStage;
+            uint16_t *as = reinterpret_cast<uint16_t *>(st);
+            int8_t *bs = reinterpret_cast<int8_t *>(st + kQA);
+            const uint32_t k = ch * kBK + part * 8;
+            const bool kin = k < K;
+#pragma unroll
+            for (uint32_t q = 0; q < kCopies; q++) {
+                const uint32_t r = tid / kParts + kRowsPerPass * q;
+                const bool xin = kin && xsrc[q];
+                __pipeline_memcpy_async(as + r * kLd + part * 8, xin ? xsrc[q] + k : a.X, 16,
+                                        xin ? 0 : 16);
+            }
+            const uint32_t bp = tid % kQBParts, kb = ch * kBK + bp * 16;
+#pragma unroll
+            for (uint32_t q = 0; q < kQBCopies; q++) {
+                const uint32_t r = tid / kQBParts + kThreads / kQBParts * q;
+                const bool win = kb < K && qsrc[q];
+                __pipeline_memcpy_async(bs + r * kBK + (bp ^ (r >> 1 & 1)) * 16,
+                                        win ? qsrc[q] + kb : a.Wq, 16, win ? 0 : 16);
+            }
         }
+    };
+    /* the q8 form's scales: this thread's one, block 2 ch + tid % 2 of column n0 + tid / 2 (0
+     * past N or K), loaded by scale_load and put into stage s by scale_store */
+    const uint32_t blocks = K / kQBlock, sb = tid % 2, sn = tid / 2;
+    const uint16_t *dsrc =
+        Q8 && n0 + sn < N ? a.Wd + ((uint64_t)tile.expert * N + n0 + sn) * blocks + sb : nullptr;
+    auto scale_load = [&](uint32_t ch) -> uint16_t {
+        return dsrc && 2 * ch + sb < blocks ? __ldg(dsrc + 2 * ch) : (uint16_t)0;
+    };
+    auto scale_store = [&](uint32_t s, uint16_t v) {
+        reinterpret_cast<uint16_t *>(reinterpret_cast<char *>(smem) + s * kQStage + kQA +
+                                     kQB)[sb * kBN + sn] = v;
     };
 
     /* acc[t][j]: rows 32 wm + 16 t .. + 15 x columns n0 + 32 wn + 8 j .. + 7 */
@@ -135,8 +253,18 @@ __global__ void __launch_bounds__(kThreads) gemm_grouped_kernel(gg_args a) {
     const uint32_t a_off = (wm * 32 + lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
     const uint32_t b_off =
         kBM * kLd + (wn * 32 + lane % 8 + 8 * (lane / 16)) * kLd + 8 * (lane / 8 % 2);
+    const uint32_t b_row = b_off - kBM * kLd; /* q8: in bq */
+    /* q8: the chunk's values as bf16 [kBN][kLd], after the ring */
+    uint16_t *const bq =
+        reinterpret_cast<uint16_t *>(reinterpret_cast<char *>(smem) + (size_t)kStages * kQStage);
 
     const uint32_t n_chunks = (K + kBK - 1) / kBK;
+    uint16_t scale_next = 0; /* q8: chunk ch + 2's scale, stored in iteration ch */
+    if constexpr (Q8) {
+        if (n_chunks > 0) scale_store(0, scale_load(0));
+        if (n_chunks > 1) scale_store(1, scale_load(1));
+        scale_next = scale_load(2);
+    }
 #pragma unroll
     for (uint32_t s = 0; s < kStages - 1; s++) {
         if (s < n_chunks) issue(s, s);
@@ -146,25 +274,104 @@ __global__ void __launch_bounds__(kThreads) gemm_grouped_kernel(gg_args a) {
         __pipeline_wait_prior(kStages - 2); /* this thread's copies of chunk ch */
         __syncthreads(); /* everyone's; everyone is done with chunk ch - 1's stage */
         const uint32_t next = ch + kStages - 1;
-        if (next < n_chunks) issue(next, next % kStages);
+        if (next < n_chunks) {
+            issue(next, next % kStages);
+            if constexpr (Q8) {
+                scale_store(next % kStages, scale_next);
+                scale_next = scale_load(next + 1);
+            }
+        }
         __pipeline_commit();
+        if constexpr (Q8) {
+            /* chunk ch's values into bf16, the B tile of the bf16 form: thread t converts row
+             * t / 2's k 32 (t % 2) .. + 31 (everyone is done with the previous chunk's since the
+             * barrier above) */
+            const char *st = reinterpret_cast<const char *>(smem) + (ch % kStages) * kQStage;
+            const int8_t *bs = reinterpret_cast<const int8_t *>(st + kQA);
+            const uint32_t n = tid / 2, h = tid % 2;
+            uint4 *out = reinterpret_cast<uint4 *>(bq + n * kLd + 32 * h);
+#pragma unroll
+            for (uint32_t i = 0; i < 2; i++) {
+                const uint4 w = *reinterpret_cast<const uint4 *>(bs + n * kBK +
+                                                                 ((2 * h + i) ^ (n >> 1 & 1)) * 16);
+                uint4 lo, hi;
+                q8_bf16(w.x, lo.x, lo.y);
+                q8_bf16(w.y, lo.z, lo.w);
+                q8_bf16(w.z, hi.x, hi.y);
+                q8_bf16(w.w, hi.z, hi.w);
+                out[2 * i] = lo, out[2 * i + 1] = hi;
+            }
+            __syncthreads(); /* the tile is whole */
+        }
         if (!busy) continue;
-        const __half *st = reinterpret_cast<const __half *>(smem + (ch % kStages) * kStageElems);
+        if constexpr (!Q8) {
+            const __half *st =
+                reinterpret_cast<const __half *>(smem + (ch % kStages) * kStageElems);
 #pragma unroll
-        for (uint32_t kk = 0; kk < kBK / 16; kk++) {
-            uint32_t bf[2][4];
+            for (uint32_t kk = 0; kk < kBK / 16; kk++) {
+                uint32_t bf[2][4];
 #pragma unroll
-            for (uint32_t j = 0; j < 2; j++)
-                pgd_ldmatrix_x4(bf[j], st + b_off + j * 16 * kLd + kk * 16);
+                for (uint32_t j = 0; j < 2; j++)
+                    pgd_ldmatrix_x4(bf[j], st + b_off + j * 16 * kLd + kk * 16);
 #pragma unroll
-            for (uint32_t t = 0; t < 2; t++) {
-                if (t == 1 && !live1) break;
-                uint32_t af[4];
-                pgd_ldmatrix_x4(af, st + a_off + t * 16 * kLd + kk * 16);
+                for (uint32_t t = 0; t < 2; t++) {
+                    if (t == 1 && !live1) break;
+                    uint32_t af[4];
+                    pgd_ldmatrix_x4(af, st + a_off + t * 16 * kLd + kk * 16);
 #pragma unroll
-                for (uint32_t j = 0; j < 2; j++) {
-                    pgd_mma_16816_bf16(acc[t][2 * j], af, bf[j][0], bf[j][1]);
-                    pgd_mma_16816_bf16(acc[t][2 * j + 1], af, bf[j][2], bf[j][3]);
+                    for (uint32_t j = 0; j < 2; j++) {
+                        pgd_mma_16816_bf16(acc[t][2 * j], af, bf[j][0], bf[j][1]);
+                        pgd_mma_16816_bf16(acc[t][2 * j + 1], af, bf[j][2], bf[j][3]);
+                    }
+                }
+            }
+        } else {
+            const char *st = reinterpret_cast<const char *>(smem) + (ch % kStages) * kQStage;
+            const __half *as = reinterpret_cast<const __half *>(st);
+            const __half *bh = reinterpret_cast<const __half *>(bq);
+            const uint16_t *ss = reinterpret_cast<const uint16_t *>(st + kQA + kQB);
+#pragma unroll
+            for (uint32_t b = 0; b < kBK / kQBlock; b++) {
+                if (2 * ch + b >= blocks) break; /* K % 64 == 32: the last chunk's one block */
+                /* the block's sums: its two k-steps from 0 */
+                float sum[2][4][4];
+#pragma unroll
+                for (uint32_t t = 0; t < 2; t++)
+#pragma unroll
+                    for (uint32_t j = 0; j < 4; j++)
+                        sum[t][j][0] = sum[t][j][1] = sum[t][j][2] = sum[t][j][3] = 0;
+#pragma unroll
+                for (uint32_t kk = 2 * b; kk < 2 * b + 2; kk++) {
+                    uint32_t bf[2][4];
+#pragma unroll
+                    for (uint32_t j = 0; j < 2; j++)
+                        pgd_ldmatrix_x4(bf[j], bh + b_row + j * 16 * kLd + kk * 16);
+#pragma unroll
+                    for (uint32_t t = 0; t < 2; t++) {
+                        if (t == 1 && !live1) break;
+                        uint32_t af[4];
+                        pgd_ldmatrix_x4(af, as + a_off + t * 16 * kLd + kk * 16);
+#pragma unroll
+                        for (uint32_t j = 0; j < 2; j++) {
+                            pgd_mma_16816_bf16(sum[t][2 * j], af, bf[j][0], bf[j][1]);
+                            pgd_mma_16816_bf16(sum[t][2 * j + 1], af, bf[j][2], bf[j][3]);
+                        }
+                    }
+                }
+                /* scaled into the accumulators: columns 2c, 2c + 1 of each 8 (one 4-byte load) */
+#pragma unroll
+                for (uint32_t j = 0; j < 4; j++) {
+                    const uint32_t d2 =
+                        *reinterpret_cast<const uint32_t *>(ss + b * kBN + wn * 32 + 8 * j + 2 * c);
+                    const float d0 = __half2float(__ushort_as_half((unsigned short)(d2 & 0xFFFFu)));
+                    const float d1 = __half2float(__ushort_as_half((unsigned short)(d2 >> 16)));
+#pragma unroll
+                    for (uint32_t t = 0; t < 2; t++) {
+                        if (t == 1 && !live1) break;
+#pragma unroll
+                        for (uint32_t e = 0; e < 4; e++)
+                            acc[t][j][e] = fmaf(sum[t][j][e], e % 2 ? d1 : d0, acc[t][j][e]);
+                    }
                 }
             }
         }
@@ -193,6 +400,27 @@ __global__ void __launch_bounds__(kThreads) gemm_grouped_kernel(gg_args a) {
         }
 }
 
+/* The q8 forms' launch: the checks, then grid (ceil(N / 64), tiles). */
+int launch_q8(const char *what, const gg_args &a, uint32_t tiles, void *stream) {
+    if (a.N % 8 || a.K % kQBlock || tiles > 65535)
+        return pgd_error_set(PGD_EINVAL,
+                             "%s: N %u must be a multiple of 8 and K %u of 32, and the tiles at "
+                             "most 65535 (%u)",
+                             what, a.N, a.K, tiles);
+    if ((uintptr_t)a.X % 16 || (uintptr_t)a.Wq % 16 || (uintptr_t)a.Wd % 2 || (uintptr_t)a.Y % 16)
+        return pgd_error_set(PGD_EINVAL,
+                             "%s: X, W.q and Y must be 16-byte aligned, W.d 2-byte aligned", what);
+    if (tiles == 0 || a.N == 0) return 0;
+    if (!a.X || !a.Wq || (!a.Wd && a.K) || (!a.tiles && !a.M) || (a.tiles && !a.n_tiles) || !a.Y)
+        return pgd_error_set(PGD_EINVAL, "%s: a NULL operand", what);
+    static bool smem_done[PGD_CUDA_MAX_DEVICES];
+    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<true>, kQSmemBytes, smem_done));
+    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<true>,
+                                 dim3((uint32_t)(((uint64_t)a.N + kBN - 1) / kBN), tiles), kThreads,
+                                 kQSmemBytes, stream, a));
+    return 0;
+}
+
 } // namespace
 
 extern "C" int pgd_cuda_gemm_grouped(const uint16_t *X, const uint32_t *gather, const uint16_t *W,
@@ -209,10 +437,27 @@ extern "C" int pgd_cuda_gemm_grouped(const uint16_t *X, const uint32_t *gather, 
     if (max_tiles == 0 || N == 0) return 0;
     if (!X || !W || !tiles || !n_tiles || !Y)
         return pgd_error_set(PGD_EINVAL, "CUDA grouped GEMM: a NULL operand");
-    const gg_args a = {X, gather, W, N, K, tiles, n_tiles, out_bf16, Y};
+    const gg_args a = {X, gather, W, nullptr, nullptr, N, K, tiles, n_tiles, 0, out_bf16, Y};
     static bool smem_done[PGD_CUDA_MAX_DEVICES];
-    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel, kSmemBytes, smem_done));
-    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel, dim3((N + kBN - 1) / kBN, max_tiles),
+    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<false>, kSmemBytes, smem_done));
+    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<false>, dim3((N + kBN - 1) / kBN, max_tiles),
                                  kThreads, kSmemBytes, stream, a));
     return 0;
+}
+
+extern "C" int pgd_cuda_gemm_grouped_q8(const uint16_t *X, const uint32_t *gather, pgd_q8_mat W,
+                                        uint32_t N, uint32_t K, const pgd_grouped_tile *tiles,
+                                        const uint32_t *n_tiles, uint32_t max_tiles, bool out_bf16,
+                                        void *Y, void *stream) {
+    const gg_args a = {X, gather, nullptr, W.q, W.d, N, K, tiles, n_tiles, 0, out_bf16, Y};
+    return launch_q8("CUDA grouped GEMM (q8)", a, max_tiles, stream);
+}
+
+extern "C" int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, uint32_t K,
+                                bool out_bf16, void *Y, void *stream) {
+    const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
+    if (tiles > 65535)
+        return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q8): %u rows, at most %u", M, 65535u * kBM);
+    const gg_args a = {X, nullptr, nullptr, W.q, W.d, N, K, nullptr, nullptr, M, out_bf16, Y};
+    return launch_q8("CUDA GEMM (q8)", a, (uint32_t)tiles, stream);
 }

@@ -16,7 +16,7 @@
  * nor on the tile's place in the list.
  *
  * Weights in 8 bits (the _q8 forms; q8.h's THE FORM, --gpu-weights q8_0): the tensor cores
- * multiply X's bf16 by the values q as bf16 (exact: |q| <= 127) over each block of 32 of K (two
+ * multiply X's bf16 by the values q as bf16 (exact: |q| <= 128) over each block of 32 of K (two
  * k16 steps from zero), and each element's block sum joins its accumulator scaled, acc =
  * fma(block sum, f16(d[n][b]), acc), blocks ascending — the scale applied once a block, the
  * values never rounded. The dense form pgd_cuda_gemm_q8 runs the same kernel over rows [0, M)

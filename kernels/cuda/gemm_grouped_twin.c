@@ -1,9 +1,10 @@
 /*
- * kernels/cuda/gemm_grouped_twin.c — CPU twin of pgd_cuda_gemm_grouped (gemm_grouped.cu): each
- * element the exact sum of the same bf16 products in double (a product of two bf16 is exact in
- * double, and so, to ~1e-16 relative, is their sum), rounded once to f32, then (out_bf16) to
- * bf16 to nearest even. The kernel's f32 accumulation on tensor cores agrees within a tolerance
- * that grows with K (tests/gpu/test_cuda_gemm_grouped.c). Plain C; host pointers.
+ * kernels/cuda/gemm_grouped_twin.c — CPU twins of pgd_cuda_gemm_grouped and of the _q8 forms
+ * (gemm_grouped.cu): each element the exact sum of the same products in double (a product of two
+ * bf16 is exact in double, and so is x * (f16(d) * q): 8 + 11 + 8 significant bits; their sum to
+ * ~1e-16 relative), rounded once to f32, then (out_bf16) to bf16 to nearest even. The kernel's
+ * f32 accumulation on tensor cores agrees within a tolerance that grows with K
+ * (tests/gpu/test_cuda_gemm_grouped.c). Plain C; host pointers.
  */
 #include "kernels/cpu/quant.h"
 #include "kernels/cuda/gemm_grouped.h"
@@ -21,6 +22,36 @@ void pgd_cuda_gemm_grouped_twin(const uint16_t *X, const uint32_t *gather, const
                 double s = 0;
                 for (uint32_t k = 0; k < K; k++)
                     s += (double)pgd_bf16_to_f32(x[k]) * (double)pgd_bf16_to_f32(wn[k]);
+                const float f = (float)s;
+                if (out_bf16)
+                    ((uint16_t *)Y)[(uint64_t)r * N + n] = pgd_f32_to_bf16(f);
+                else
+                    ((float *)Y)[(uint64_t)r * N + n] = f;
+            }
+        }
+    }
+}
+
+void pgd_cuda_gemm_grouped_q8_twin(const uint16_t *X, const uint32_t *gather, const int8_t *Wq,
+                                   const uint16_t *Wd, uint32_t N, uint32_t K,
+                                   const pgd_grouped_tile *tiles, uint32_t n_tiles, bool out_bf16,
+                                   void *Y) {
+    const uint32_t B = K / PGD_Q8_BLOCK; /* blocks a row */
+    for (uint32_t i = 0; i < n_tiles; i++) {
+        const pgd_grouped_tile t = tiles[i];
+        const int8_t *q = Wq + (uint64_t)t.expert * N * K;   /* [N][K] */
+        const uint16_t *d = Wd + (uint64_t)t.expert * N * B; /* [N][K / 32] */
+        for (uint32_t r = t.row0; r < t.row0 + t.rows; r++) {
+            const uint16_t *x = X + (uint64_t)(gather ? gather[r] : r) * K;
+            for (uint32_t n = 0; n < N; n++) {
+                const int8_t *qn = q + (uint64_t)n * K;
+                const uint16_t *dn = d + (uint64_t)n * B;
+                double s = 0;
+                for (uint32_t b = 0; b < B; b++) {
+                    const double db = pgd_f16_to_f32(dn[b]);
+                    for (uint32_t k = b * PGD_Q8_BLOCK; k < (b + 1) * PGD_Q8_BLOCK; k++)
+                        s += (double)pgd_bf16_to_f32(x[k]) * (db * (double)qn[k]);
+                }
                 const float f = (float)s;
                 if (out_bf16)
                     ((uint16_t *)Y)[(uint64_t)r * N + n] = pgd_f32_to_bf16(f);

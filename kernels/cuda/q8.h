@@ -49,8 +49,8 @@ int pgd_cuda_q8_split(const void *src, int64_t rows, int64_t cols, pgd_q8_mat ds
 
 /* Rows of f32 (src_bf16 0) or bf16 (1) values [rows][cols] requantized into dst's rows [0,
  * rows): pgd_quantize_row_q8_0's bits. */
-int pgd_cuda_q8_quantize(const void *src, int src_bf16, int64_t rows, int64_t cols,
-                         pgd_q8_mat dst, void *stream);
+int pgd_cuda_q8_quantize(const void *src, int src_bf16, int64_t rows, int64_t cols, pgd_q8_mat dst,
+                         void *stream);
 
 /* The embedding of T tokens from a table in THE FORM [V][E]: x[t][e] = W[tokens[t]][e] (f32,
  * exact), the bits pgd_cuda_embed gives from the same values in bf16 where they are bf16. */

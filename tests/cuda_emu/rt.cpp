@@ -6,15 +6,18 @@
  * when the host synchronises (EMU_DEFER=0: at once), so a missing synchronisation shows up as stale
  * data or a fault on a protected pinned page. A CTA runs its threads as fibers on one OS thread,
  * switching at __syncthreads and warp shuffles; EMU_ORDER=fwd|rev|shuf picks the order threads (and
- * CTAs) run between synchronisations. Stream capture records a stream's work into a graph instead
- * of queuing it (a synchronisation or a pageable host copy while capturing is an error, as on a
- * GPU); a graph launch queues the recorded work again, with the arguments it was captured with.
- * EMU_DEVICES=N (default 1) emulates N devices sharing one memory arena: each host thread has its
- * current device (0 until cudaSetDevice), allocations, streams and events belong to the device
- * current at their creation, and what the runtime refuses across devices is an error here too —
- * a kernel (or cuBLASLt) launched into a stream of another device than the current one, an event
- * recorded into another device's stream — as is a kernel argument in another device's memory
- * (no peer access is enabled).
+ * CTAs) run between synchronisations, each thread up to its next one, a warp's shuffle completing
+ * once every thread has had its turn; EMU_ORDER=warp runs each warp alone from one __syncthreads
+ * to the next (its shuffles completing at once), warp 0 first, so a warp that reads what a later
+ * warp writes to shared memory without a barrier between reads it unwritten. Stream capture records
+ * a stream's work into a graph instead of queuing it (a synchronisation or a pageable host copy
+ * while capturing is an error, as on a GPU); a graph launch queues the recorded work again, with
+ * the arguments it was captured with. EMU_DEVICES=N (default 1) emulates N devices sharing one
+ * memory arena: each host thread has its current device (0 until cudaSetDevice), allocations,
+ * streams and events belong to the device current at their creation, and what the runtime refuses
+ * across devices is an error here too — a kernel (or cuBLASLt) launched into a stream of another
+ * device than the current one, an event recorded into another device's stream — as is a kernel
+ * argument in another device's memory (no peer access is enabled).
  */
 #include "emu.h"
 
@@ -1089,6 +1092,7 @@ static int g_order = [] {
     const char *o = getenv("EMU_ORDER");
     if (!o || !strcmp(o, "fwd")) return 0;
     if (!strcmp(o, "rev")) return 1;
+    if (!strcmp(o, "warp")) return 3;
     return 2;
 }();
 static std::mt19937 g_rng(12345);
@@ -1118,39 +1122,52 @@ static void run_cta(const KernelRec &k, unsigned nt, const std::vector<unsigned>
     }
     bool diverged = false;
     std::vector<unsigned> ord2;
+    const unsigned nw = (nt + 31) / 32;
+    /* warp w's shuffle completes when all its live lanes are in it: true if it did */
+    auto release = [&](unsigned w) {
+        unsigned lo = w * 32, hi = std::min(nt, lo + 32), ns = 0, nd = 0;
+        for (unsigned l = lo; l < hi; l++) {
+            ns += g_fibers[l].state == EMU_SHFL;
+            nd += g_fibers[l].state == EMU_DONE;
+        }
+        if (!ns || ns + nd != hi - lo) return false;
+        if (ns != 32)
+            emu_error("kernel %s: warp %u shuffles with a full mask but only %u of 32 lanes "
+                      "take part",
+                      k.name.c_str(), w, ns);
+        for (unsigned l = lo; l < hi; l++) {
+            emu_fiber &f = g_fibers[l];
+            if (f.state != EMU_SHFL) continue;
+            int src = f.shfl_src;
+            if (src >= 0 && lo + src < hi && g_fibers[lo + src].state == EMU_SHFL)
+                f.shfl_out = g_fibers[lo + src].shfl_val;
+            else
+                f.shfl_out = f.shfl_val;
+        }
+        for (unsigned l = lo; l < hi; l++)
+            if (g_fibers[l].state == EMU_SHFL) g_fibers[l].state = EMU_READY;
+        return true;
+    };
     for (;;) {
-        if (g_order == 2) {
-            order_of(ord2, nt);
+        if (g_order == 3) { /* each warp alone up to its next barrier (or its end) */
+            for (unsigned w = 0; w < nw; w++) {
+                bool more = true;
+                while (more) {
+                    for (unsigned l = w * 32; l < std::min(nt, w * 32 + 32); l++)
+                        if (g_fibers[l].state == EMU_READY) resume(&g_fibers[l]);
+                    more = release(w);
+                }
+            }
+        } else {
+            if (g_order == 2) {
+                order_of(ord2, nt);
+            }
+            const std::vector<unsigned> &o = g_order == 2 ? ord2 : ord;
+            for (unsigned idx : o)
+                if (g_fibers[idx].state == EMU_READY) resume(&g_fibers[idx]);
         }
-        const std::vector<unsigned> &o = g_order == 2 ? ord2 : ord;
-        for (unsigned idx : o)
-            if (g_fibers[idx].state == EMU_READY) resume(&g_fibers[idx]);
         bool released = false;
-        unsigned nw = (nt + 31) / 32;
-        for (unsigned w = 0; w < nw; w++) {
-            unsigned lo = w * 32, hi = std::min(nt, lo + 32), ns = 0, nd = 0;
-            for (unsigned l = lo; l < hi; l++) {
-                ns += g_fibers[l].state == EMU_SHFL;
-                nd += g_fibers[l].state == EMU_DONE;
-            }
-            if (!ns || ns + nd != hi - lo) continue;
-            if (ns != 32)
-                emu_error("kernel %s: warp %u shuffles with a full mask but only %u of 32 lanes "
-                          "take part",
-                          k.name.c_str(), w, ns);
-            for (unsigned l = lo; l < hi; l++) {
-                emu_fiber &f = g_fibers[l];
-                if (f.state != EMU_SHFL) continue;
-                int src = f.shfl_src;
-                if (src >= 0 && lo + src < hi && g_fibers[lo + src].state == EMU_SHFL)
-                    f.shfl_out = g_fibers[lo + src].shfl_val;
-                else
-                    f.shfl_out = f.shfl_val;
-            }
-            for (unsigned l = lo; l < hi; l++)
-                if (g_fibers[l].state == EMU_SHFL) g_fibers[l].state = EMU_READY;
-            released = true;
-        }
+        for (unsigned w = 0; w < nw; w++) released |= release(w);
         if (released) continue;
         unsigned nb = 0, nd = 0, ns = 0;
         for (unsigned i = 0; i < nt; i++) {

@@ -27,7 +27,7 @@ from gguf.quants import quantize
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "reference"))
 from tiny_gguf import start_model  # noqa: E402
 
-E, H, HKV, FF, LAYERS, CTX, VOCAB = 256, 4, 2, 512, 1, 512, 1500
+E, H, HKV, FF, LAYERS, CTX, VOCAB = 256, 4, 2, 512, 1, 512, 1504
 T = gguf.GGMLQuantizationType
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
          "Q5_K", "Q6_K"]
@@ -87,8 +87,13 @@ def write(path, wtype, seed, arch="llama"):
         w.add_expert_count(N_EXP)
         w.add_expert_used_count(N_USED)
         w.add_expert_feed_forward_length(FF_EXP)
-    add("token_embd.weight", VOCAB, E, 0.125)
-    add("output.weight", VOCAB, E, 0.05)
+    # the vocabulary's last 4 rows (8-bit weights on the GPU want a vocabulary of 8s) from a
+    # source of their own, so that every other value stays what the files held with 1500 ids
+    extra = np.random.default_rng(seed + 77)
+    for name, scale in (("token_embd.weight", 0.125), ("output.weight", 0.05)):
+        arr, qt = mat(rng, wtype, VOCAB - 4, E, scale)
+        tail, _ = mat(extra, wtype, 4, E, scale)
+        w.add_tensor(name, np.concatenate([arr, tail]), raw_dtype=qt)
     w.add_tensor("output_norm.weight", vec(E))
     for layer in range(LAYERS):
         p = f"blk.{layer}."

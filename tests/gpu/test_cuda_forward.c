@@ -31,9 +31,13 @@
  *     afterwards: the same bits), and do replay graphs (the backend's graph counters); again
  *     with decode_gemv on both sides, and again on the Qwen3 and Qwen3-MoE shapes (a graph
  *     routes its padded rows too: a row's bits do not depend on the pairs beside it);
- *   - the GGUF files of every weight type (below), and a Qwen3 one.
+ *   - the GGUF files of every weight type (below), and a Qwen3 one;
+ *   - with 8-bit weights (--gpu-weights q8_0) the Llama and Qwen3-MoE forwards against the CPU
+ *     running the same 8-bit values (model_to_q8), decode graphs against eager steps, and GGUF
+ *     files of Q8_0 and Q4_K loaded into 8 bits (test_llama_q8 and the tests after it).
  * Exit 77 (skipped) without a GPU. Label `cuda`. Passes on an H200 (bench/results/gpu-h200.md;
- * the Qwen3 and mixture-of-experts cases, added since, have run only in the CUDA emulator).
+ * the Qwen3, mixture-of-experts and 8-bit cases, added since, have run only in the CUDA
+ * emulator).
  */
 #include <math.h>
 #include <stdio.h>
@@ -46,16 +50,20 @@
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/preset.h"
+#include "kernels/cpu/quant.h"
 #include "support/preset_json.h"
 #include "testutil.h"
 
-enum { V = 1500, BS = 8, N_BLOCKS = 64, MAXT = 64 };
+enum { V = 1504, BS = 8, N_BLOCKS = 64, MAXT = 64 };
 
 typedef struct dev {
     pgd_backend *b;
     float *logits; /* [MAXT][V] */
     pgd_sample_result sampled[MAXT];
 } dev;
+
+/* The CUDA devices' weights: bf16, or 8 bits in the _q8 tests. */
+static pgd_cuda_weights g_weights = PGD_CUDA_WEIGHTS_BF16;
 
 static int open_dev_opts(dev *d, const pgd_model *m, int device, bool eager, bool gemv) {
     pgd_backend_config bc = {
@@ -65,6 +73,7 @@ static int open_dev_opts(dev *d, const pgd_model *m, int device, bool eager, boo
     o.device = device;
     o.cuda.enforce_eager = eager;
     o.cuda.decode_gemv = gemv;
+    o.cuda.weights = g_weights;
     d->logits = malloc((uint64_t)MAXT * V * sizeof(float));
     int rc = pgd_backend_create(m, &bc, &o, &d->b);
     if (rc) fprintf(stderr, "  backend: %s\n", pgd_error_detail());
@@ -246,8 +255,16 @@ static void run(dev *devs, int n_dev, batch *b) {
 }
 
 /* The test's model shapes. */
-typedef enum { SHAPE_LLAMA3, SHAPE_QWEN2, SHAPE_QWEN3, SHAPE_QWEN3MOE, SHAPE_MIXTRAL } shape;
-static const char *const k_shape_names[] = {"llama3", "qwen2", "qwen3", "qwen3moe", "mixtral"};
+typedef enum {
+    SHAPE_LLAMA3,
+    SHAPE_QWEN2,
+    SHAPE_QWEN3,
+    SHAPE_QWEN3MOE,
+    SHAPE_MIXTRAL,
+    SHAPE_QWEN3MOE_96
+} shape;
+static const char *const k_shape_names[] = {"llama3",   "qwen2",   "qwen3",
+                                            "qwen3moe", "mixtral", "qwen3moe-96"};
 
 /* The test's Llama, Qwen2 or Qwen3 shape, through a config.json as a user would give it. Qwen3:
  * heads of 32 over a hidden size of 64 (four heads, 128 wide: wider than the hidden state, as
@@ -257,32 +274,41 @@ static void load_preset(shape sh, pgd_model_preset *p) {
         [SHAPE_LLAMA3] =
             "{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 512, "
             "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-            "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
+            "\"vocab_size\": 1504, \"max_position_embeddings\": 512, \"rope_theta\": 500000, "
             "\"tie_word_embeddings\": false, \"rope_scaling\": {\"rope_type\": \"llama3\", "
             "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
             "\"original_max_position_embeddings\": 64}}",
         [SHAPE_QWEN2] =
             "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"intermediate_size\": 640, "
             "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
-            "\"vocab_size\": 1500, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
+            "\"vocab_size\": 1504, \"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
             "\"tie_word_embeddings\": true}",
         [SHAPE_QWEN3] =
             "{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 192, "
             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-            "\"head_dim\": 32, \"vocab_size\": 1500, \"max_position_embeddings\": 512, "
+            "\"head_dim\": 32, \"vocab_size\": 1504, \"max_position_embeddings\": 512, "
             "\"rope_theta\": 1000000, \"rms_norm_eps\": 1e-6, \"attention_bias\": false, "
             "\"tie_word_embeddings\": true}",
         [SHAPE_QWEN3MOE] =
             "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 192, "
             "\"moe_intermediate_size\": 40, \"num_experts\": 8, \"num_experts_per_tok\": 8, "
             "\"norm_topk_prob\": true, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
-            "\"num_key_value_heads\": 2, \"head_dim\": 32, \"vocab_size\": 1500, "
+            "\"num_key_value_heads\": 2, \"head_dim\": 32, \"vocab_size\": 1504, "
+            "\"max_position_embeddings\": 512, \"rope_theta\": 1000000, \"rms_norm_eps\": 1e-6, "
+            "\"tie_word_embeddings\": false}",
+        /* the same with experts 96 wide: the 8-bit form's products take widths of 32s (the
+         * down product's 96: a last K chunk of half the grouped kernel's 64) */
+        [SHAPE_QWEN3MOE_96] =
+            "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 192, "
+            "\"moe_intermediate_size\": 96, \"num_experts\": 8, \"num_experts_per_tok\": 8, "
+            "\"norm_topk_prob\": true, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+            "\"num_key_value_heads\": 2, \"head_dim\": 32, \"vocab_size\": 1504, "
             "\"max_position_embeddings\": 512, \"rope_theta\": 1000000, \"rms_norm_eps\": 1e-6, "
             "\"tie_word_embeddings\": false}",
         [SHAPE_MIXTRAL] =
             "{\"model_type\": \"mixtral\", \"hidden_size\": 128, \"intermediate_size\": 96, "
             "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"num_hidden_layers\": 1, "
-            "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 1500, "
+            "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 1504, "
             "\"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
             "\"tie_word_embeddings\": false}",
     };
@@ -293,12 +319,65 @@ static void load_preset(shape sh, pgd_model_preset *p) {
     if (sh == SHAPE_MIXTRAL) REQUIRE(p->cfg.n_expert == 8 && p->cfg.n_ff_exp == 96);
 }
 
+/* One F16 matrix of a dummy model requantized into Q8_0 blocks (the CPU's own
+ * pgd_quantize_row_q8_0) in memory added to *bufs. */
+static void weight_to_q8(pgd_weight *w, void ***bufs, uint32_t *n_bufs) {
+    if (!w->data || w->rows < 1 || w->cols % 32) return;
+    REQUIRE(w->type == PGD_TYPE_F16);
+    const uint64_t row_bytes = w->cols / 32 * sizeof(pgd_block_q8_0);
+    uint8_t *q = malloc(w->rows * row_bytes);
+    float *row = malloc(w->cols * sizeof *row);
+    void **more = realloc(*bufs, (*n_bufs + 1) * sizeof *more);
+    REQUIRE(q && row && more);
+    for (uint64_t r = 0; r < w->rows; r++) {
+        REQUIRE(pgd_dequant_row(PGD_TYPE_F16, (const uint8_t *)w->data + r * w->row_bytes, row,
+                                (int64_t)w->cols) == 0);
+        pgd_quantize_row_q8_0(row, q + r * row_bytes, (int64_t)w->cols);
+    }
+    free(row);
+    *bufs = more;
+    (*bufs)[(*n_bufs)++] = q;
+    w->type = PGD_TYPE_Q8_0;
+    w->data = q;
+    w->row_bytes = row_bytes;
+}
+
+/* Every matrix of dummy model m (F16) in Q8_0: the weights the CPU then runs are the values the
+ * GPU's 8-bit form holds (the bf16 of a dummy value is the same number: dummy.h), so the CPU
+ * stays the reference of an 8-bit GPU within the tolerance the bf16 one meets. */
+static void model_to_q8(pgd_model *m, void ***bufs, uint32_t *n_bufs) {
+    const bool tied = m->output.data == m->tok_embd.data;
+    weight_to_q8(&m->tok_embd, bufs, n_bufs);
+    if (tied)
+        m->output = m->tok_embd;
+    else
+        weight_to_q8(&m->output, bufs, n_bufs);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        pgd_layer_weights *L = &m->layers[l];
+        pgd_weight *mats[] = {&L->wq,     &L->wk,   &L->wv,     &L->wo,
+                              &L->w_gate, &L->w_up, &L->w_down, &L->router};
+        for (size_t i = 0; i < PGD_ARRAY_LEN(mats); i++) weight_to_q8(mats[i], bufs, n_bufs);
+        for (uint32_t e = 0; e < m->cfg.n_expert; e++) {
+            weight_to_q8(&L->exp_gate[e], bufs, n_bufs);
+            weight_to_q8(&L->exp_up[e], bufs, n_bufs);
+            weight_to_q8(&L->exp_down[e], bufs, n_bufs);
+        }
+    }
+}
+
+/* The forward on every device: the CPU, the CUDA backend with weights the device fills from the
+ * hash, the same with weights uploaded from the host (the same bits), the same with the decode
+ * GEMV. With g_weights q8_0 the CPU's model holds the 8-bit values too (model_to_q8), the
+ * hash-filled device quantizes bf16 values and the uploading one splits Q8_0 blocks. */
 static void forward_matches(shape sh) {
     pgd_model_preset p;
     load_preset(sh, &p);
     pgd_model *data = NULL, *shapes = NULL;
+    void **bufs = NULL;
+    uint32_t n_bufs = 0;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &data) == 0);
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
+    if (g_weights == PGD_CUDA_WEIGHTS_Q8_0) model_to_q8(data, &bufs, &n_bufs);
     enum { N_DEV = 4 };
     dev devs[N_DEV] = {0};
     REQUIRE(open_dev(&devs[0], data, PGD_DEVICE_CPU) == 0);
@@ -347,14 +426,17 @@ static void forward_matches(shape sh) {
     add_seq(&b, a, 40, 1, ta, true);
     run(devs, N_DEV, &b);
     fprintf(stderr,
-            "    %s: worst logits error %.2e, %d device greedy tokens checked; worst hidden-state "
-            "error %.2e over %d rows\n",
-            k_shape_names[sh], g_worst, g_sampled_checked, g_worst_hidden, g_hidden_checked);
+            "    %s%s: worst logits error %.2e, %d device greedy tokens checked; worst "
+            "hidden-state error %.2e over %d rows\n",
+            k_shape_names[sh], g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? " (8-bit weights)" : "",
+            g_worst, g_sampled_checked, g_worst_hidden, g_hidden_checked);
     CHECK(g_sampled_checked >= 5);
     CHECK(g_hidden_checked >= 20);
     for (int d = 0; d < N_DEV; d++) close_dev(&devs[d]);
     pgd_model_free(data);
     pgd_model_free(shapes);
+    for (uint32_t i = 0; i < n_bufs; i++) free(bufs[i]);
+    free(bufs);
 }
 
 static void test_llama(void) {
@@ -424,7 +506,7 @@ static void graphs_match_eager(shape sh, bool gemv) {
                 sr->spec = (pgd_sample_spec){
                     .temperature = 0.9f, .top_k = 30, .top_p = 0.9f, .logprobs = true};
                 break;
-            default: /* nearly flat logits, 1500 ids: a nucleus past the device's candidate
+            default: /* nearly flat logits, 1504 ids: a nucleus past the device's candidate
                         list, sampled by the host from the logits the device left */
                 sr->spec = (pgd_sample_spec){.temperature = 2.0f, .top_p = 0.95f};
             }
@@ -460,8 +542,9 @@ static void graphs_match_eager(shape sh, bool gemv) {
     pgd_backend_cuda_graph_stats(g.b, &gs);
     pgd_backend_cuda_graph_stats(e.b, &es);
     fprintf(stderr,
-            "    graphs (%s%s): %u captured, %llu replays of %u decode steps, %u rows equal\n",
-            k_shape_names[sh], gemv ? ", decode_gemv" : "", gs.captured,
+            "    graphs (%s%s%s): %u captured, %llu replays of %u decode steps, %u rows equal\n",
+            k_shape_names[sh], gemv ? ", decode_gemv" : "",
+            g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? ", 8-bit weights" : "", gs.captured,
             (unsigned long long)gs.replays, steps, checked);
     CHECK(!gs.off && gs.captured == 4 && gs.replays == steps - 4);
     CHECK(es.off && es.captured == 0 && es.replays == 0);
@@ -513,6 +596,28 @@ static void test_graphs_match_eager_moe(void) {
     graphs_match_eager(SHAPE_QWEN3MOE, false);
 }
 
+/* 8-bit weights (--gpu-weights q8_0): the dense products on the tensor-core kernel and the GEMV
+ * (devs[3]), the embedding and the output head from the 8-bit form, on the Llama shape; the
+ * experts' grouped products on the Qwen3-MoE one (every token through every expert, as above);
+ * decode graphs with the 8-bit GEMV against eager steps. */
+static void test_llama_q8(void) {
+    g_weights = PGD_CUDA_WEIGHTS_Q8_0;
+    forward_matches(SHAPE_LLAMA3);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+static void test_qwen3moe_q8(void) {
+    g_weights = PGD_CUDA_WEIGHTS_Q8_0;
+    forward_matches(SHAPE_QWEN3MOE_96);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+static void test_graphs_match_eager_q8(void) {
+    g_weights = PGD_CUDA_WEIGHTS_Q8_0;
+    graphs_match_eager(SHAPE_LLAMA3, true);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
 /* Every weight type the device dequantizes, from GGUF files the gguf package wrote
  * (tests/gpu/make_gguf.py: 1 layer, head_dim 64, vocabulary V), and a Qwen3 file (F16, head_dim
  * 128, attn_q_norm / attn_k_norm read from the file): the CUDA backend loads the raw
@@ -521,17 +626,14 @@ static void test_graphs_match_eager_moe(void) {
  * steps, through run() (logits within its tolerance, greedy tokens where the CPU's top two are
  * clear). The folder is PGD_TEST_GGUF_DIR (make test-cuda-emu and scripts/gpu-check set it; unset:
  * said, not checked; set with a file missing: a failure). */
-static void test_gguf_types(void) {
-    static const char *const types[] = {"F32",  "F16",  "BF16", "Q8_0",      "Q4_0",
-                                        "Q4_1", "Q5_0", "Q5_1", "Q2_K",      "Q3_K",
-                                        "Q4_K", "Q5_K", "Q6_K", "qwen3-F16", "qwen3moe-Q4_K"};
+static void gguf_types(const char *const *types, size_t n_types) {
     const char *dir = getenv("PGD_TEST_GGUF_DIR");
     if (!dir) {
         fprintf(stderr, "    PGD_TEST_GGUF_DIR unset: the GGUF weight types are not checked (run "
                         "tests/gpu/make_gguf.py DIR and set it)\n");
         return;
     }
-    for (size_t k = 0; k < PGD_ARRAY_LEN(types); k++) {
+    for (size_t k = 0; k < n_types; k++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/tiny-%s.gguf", dir, types[k]);
         pgd_gguf *g = NULL;
@@ -564,8 +666,9 @@ static void test_gguf_types(void) {
             add_seq(&b, tok, 37 + step, 1, table, true);
             run(devs, 2, &b);
         }
-        fprintf(stderr, "    %s: worst logits error %.2e, %d device greedy tokens checked\n",
-                types[k], g_worst, g_sampled_checked);
+        fprintf(stderr, "    %s%s: worst logits error %.2e, %d device greedy tokens checked\n",
+                types[k], g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? " (8-bit weights)" : "", g_worst,
+                g_sampled_checked);
         close_dev(&devs[0]);
         close_dev(&devs[1]);
         pgd_model_free(raw);
@@ -574,28 +677,55 @@ static void test_gguf_types(void) {
     }
 }
 
+static void test_gguf_types(void) {
+    static const char *const types[] = {"F32",  "F16",  "BF16", "Q8_0",      "Q4_0",
+                                        "Q4_1", "Q5_0", "Q5_1", "Q2_K",      "Q3_K",
+                                        "Q4_K", "Q5_K", "Q6_K", "qwen3-F16", "qwen3moe-Q4_K"};
+    gguf_types(types, PGD_ARRAY_LEN(types));
+}
+
+/* 8-bit weights from GGUF files: Q8_0's blocks split as they are (the CPU's f32 reference then
+ * holds the very values), a K-quant's values requantized (the CPU's f32 holds the K-quant's:
+ * the requantization's error shows in the printed worst error). */
+static void test_gguf_types_q8(void) {
+    static const char *const types[] = {"Q8_0", "Q4_K", "qwen3moe-Q4_K"};
+    g_weights = PGD_CUDA_WEIGHTS_Q8_0;
+    gguf_types(types, PGD_ARRAY_LEN(types));
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
 int main(void) {
     if (pgd_cuda_devices(NULL) == 0) {
         fprintf(stderr, "no CUDA device: skipped\n");
         return 77;
     }
     /* PGD_FORWARD_PART=1: the forwards against the CPU only; =2: the graphs and the GGUF files
-     * only (CI runs the halves on the emulator on different days: .ci/run); unset: all */
+     * only (CI runs the halves on the emulator on different days: .ci/run); =q8: the 8-bit
+     * weights' tests of both; unset: all */
     const char *part = getenv("PGD_FORWARD_PART");
+    const bool q8 = part && !strcmp(part, "q8");
     const bool one = !part || strcmp(part, "2"), two = !part || strcmp(part, "1");
-    if (one) {
+    if (one && !q8) {
         RUN(test_llama);
         RUN(test_qwen);
         RUN(test_qwen3);
         RUN(test_qwen3moe);
         RUN(test_mixtral);
     }
-    if (two) {
+    if (one) {
+        RUN(test_llama_q8);
+        RUN(test_qwen3moe_q8);
+    }
+    if (two && !q8) {
         RUN(test_graphs_match_eager);
         RUN(test_graphs_match_eager_gemv);
         RUN(test_graphs_match_eager_qwen3);
         RUN(test_graphs_match_eager_moe);
         RUN(test_gguf_types);
+    }
+    if (two) {
+        RUN(test_graphs_match_eager_q8);
+        RUN(test_gguf_types_q8);
     }
     return test_summary();
 }

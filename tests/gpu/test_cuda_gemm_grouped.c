@@ -1,6 +1,7 @@
 /*
  * tests/gpu/test_cuda_gemm_grouped.c — the grouped (mixture-of-experts) GEMM,
- * pgd_cuda_gemm_grouped (kernels/cuda/gemm_grouped.h), against its CPU twin:
+ * pgd_cuda_gemm_grouped (kernels/cuda/gemm_grouped.h), and its forms over 8-bit weights, against
+ * their CPU twins:
  *   - shapes with N and K multiples of 8 but not of the kernel's 64 (N = 72, K = 40, ...), a
  *     Qwen3-30B-A3B-like gate/up and down (N 1536, K 2048; N 2048, K 768) off the emulator;
  *     experts with 0, 1, 63, 64 and 65 rows; random gather indices (repeats allowed), and no
@@ -20,6 +21,19 @@
  *     tile in reverse order;
  *   - bad arguments refused (N or K not a multiple of 8, X, W or Y not 16-byte aligned, more
  *     than 65535 tiles); max_tiles 0 and N 0 do nothing; K 0 writes zeros.
+ * The 8-bit forms (pgd_cuda_gemm_grouped_q8 and the dense pgd_cuda_gemm_q8) the same way against
+ * their twin, within the same tolerance (check_layout argues it): shapes with K 32 and 96 (a last
+ * chunk of one block), 768 and 2048 (Qwen3-30B-A3B's), N not a multiple of 64; values over all of
+ * int8 (every row holding -128 and 127), f16 scales of either sign over 2^-3 .. 2^3 of their
+ * size and some subnormal, d's base only 2-byte aligned; the decode step; the three layouts'
+ * rows bit-identical to each other and to the dense form's rows of every expert; the dense form
+ * at M = 1, 7, 64, 65, 128, 300 (rows bit-identical across M, no row past M written) and, off
+ * the emulator, over more than 2^31 elements of Y; a block that cancels exactly, so that the
+ * scale applied other than once a block of 32 shows far beyond rounding; bad arguments (K not a
+ * multiple of 32, W.d odd, ...) refused; K 0 writes zeros. Every launch's Y has a row more than
+ * it should write, which must stay all-ones. (A barrier missing between the kernel's conversion
+ * of the values in shared memory and the other warps' reads of them shows only when warps run out
+ * of step: tests/cuda_emu's EMU_ORDER=warp.)
  * Random data (never zeros); the seed is printed (PGD_SEED repeats it). On the CPU emulation of
  * the runtime (tests/cuda_emu, PGD_CUDA_EMU set) the shapes are small. Exit 77 (skipped) without
  * a GPU. Label `cuda`.
@@ -36,18 +50,25 @@
 #include "testutil.h"
 #include "gpu_testutil.h"
 
-/* The operands: X bf16 [NX][K], W bf16 [NE][N][K], on the host and the device. */
+/* The operands: X bf16 [NX][K], and W bf16 [NE][N][K] or (q8) in q8.h's form, q [NE][N][K] and
+ * d [NE][N][K / 32], on the host and the device. The device's d starts 2 bytes into its buffer
+ * (dWd = dWd0 + 1): only 2-byte aligned, as the header allows. */
 typedef struct {
     uint32_t N, K, NE, NX;
+    bool q8;
     uint16_t *X, *W, *dX, *dW;
+    int8_t *Wq, *dWq;
+    uint16_t *Wd, *dWd0, *dWd;
 } problem;
 
 /* The sorted order of P (input row, expert) pairs: R rows (gather [R]), pair p at row pos[p];
- * rows no tile covers (gaps) get a random input row too. tiles [n_tiles]. */
+ * rows no tile covers (gaps) get a random input row too. tiles [n_tiles]. dense: the dense form's
+ * rows [0, R) of X times expert tiles[0].expert (one tile {expert, 0, R}, for the twin). */
 typedef struct {
     uint32_t R, n_tiles;
     uint32_t *gather, *pos;
     pgd_grouped_tile *tiles;
+    bool dense;
 } layout;
 
 enum { SORTED, SHUFFLED, ALONE }; /* how make_layout orders and tiles the pairs */
@@ -62,7 +83,8 @@ static uint16_t rand_bf16(double scale) {
 
 static bool problem_make(problem *p, uint32_t N, uint32_t K, uint32_t NE, uint32_t NX) {
     const uint64_t nx = (uint64_t)NX * K, nw = (uint64_t)NE * N * K;
-    *p = (problem){N, K, NE, NX, malloc(nx * 2 + 2), malloc(nw * 2 + 2), NULL, NULL};
+    *p = (problem){
+        .N = N, .K = K, .NE = NE, .NX = NX, .X = malloc(nx * 2 + 2), .W = malloc(nw * 2 + 2)};
     if (!p->X || !p->W) return false;
     for (uint64_t i = 0; i < nx; i++) p->X[i] = rand_bf16(1.0);
     for (uint64_t i = 0; i < nw; i++) p->W[i] = rand_bf16(1.0 / sqrt((double)K + 1));
@@ -71,8 +93,50 @@ static bool problem_make(problem *p, uint32_t N, uint32_t K, uint32_t NE, uint32
     return p->dX && p->dW;
 }
 
+/* A random f16 scale: either sign, magnitudes over 2^-3 .. 2^3 of 1 / (64 sqrt(K)) (a Q8_0
+ * block's max|w| / 127 for weights of that size), and one in 32 a subnormal. Never 0. */
+static uint16_t rand_scale(uint32_t K) {
+    const uint16_t sign = gt_urand(2) ? 0x8000 : 0;
+    if (gt_urand(32) == 0) return sign | (uint16_t)(1 + gt_urand(0x3FF));
+    const double m = (1.0 + 0.999 * fabs(gt_frand())) * ldexp(1.0, (int)gt_urand(7) - 3);
+    return sign | pgd_f32_to_f16((float)(m / (64.0 * sqrt((double)K + 1))));
+}
+
+/* The q8 form's problem: values uniform over all 256 int8 (each row holds -128 and 127 at random
+ * places), scales by rand_scale. */
+static bool problem_make_q8(problem *p, uint32_t N, uint32_t K, uint32_t NE, uint32_t NX) {
+    const uint64_t nx = (uint64_t)NX * K, nw = (uint64_t)NE * N * K, nd = nw / PGD_Q8_BLOCK;
+    *p = (problem){.N = N, .K = K, .NE = NE, .NX = NX, .q8 = true, .X = malloc(nx * 2 + 2)};
+    p->Wq = malloc(nw + 1), p->Wd = malloc(nd * 2 + 2);
+    if (!p->X || !p->Wq || !p->Wd) return false;
+    for (uint64_t i = 0; i < nx; i++) p->X[i] = rand_bf16(1.0);
+    for (uint64_t i = 0; i < nw; i++) p->Wq[i] = (int8_t)(gt_next() >> 56);
+    for (uint64_t r = 0; K >= 2 && r < (uint64_t)NE * N; r++) {
+        const uint32_t a = gt_urand(K), b = (a + 1 + gt_urand(K - 1)) % K;
+        p->Wq[r * K + a] = -128, p->Wq[r * K + b] = 127;
+    }
+    for (uint64_t i = 0; i < nd; i++) p->Wd[i] = rand_scale(K);
+    p->dX = gt_upload(p->X, nx * 2);
+    p->dWq = gt_upload(p->Wq, nw);
+    p->dWd0 = gt_poisoned(nd * 2 + 2);
+    if (!p->dX || !p->dWq || !p->dWd0) return false;
+    p->dWd = p->dWd0 + 1;
+    return cudaMemcpy(p->dWd, p->Wd, nd * 2, cudaMemcpyHostToDevice) == cudaSuccess;
+}
+
 static void problem_free(problem *p) {
     free(p->X), free(p->W), cudaFree(p->dX), cudaFree(p->dW);
+    free(p->Wq), free(p->Wd), cudaFree(p->dWq), cudaFree(p->dWd0);
+}
+
+/* The twin of p's form. */
+static void twin(const problem *p, const uint32_t *gather, const pgd_grouped_tile *tiles,
+                 uint32_t n_tiles, bool out_bf16, void *Y) {
+    if (p->q8)
+        pgd_cuda_gemm_grouped_q8_twin(p->X, gather, p->Wq, p->Wd, p->N, p->K, tiles, n_tiles,
+                                      out_bf16, Y);
+    else
+        pgd_cuda_gemm_grouped_twin(p->X, gather, p->W, p->N, p->K, tiles, n_tiles, out_bf16, Y);
 }
 
 static void layout_free(layout *L) {
@@ -94,8 +158,8 @@ static void shuffle(uint32_t *a, uint32_t n) {
 static bool make_layout(layout *L, const uint32_t *xrow, const uint32_t *expert, uint32_t P,
                         uint32_t NE, int how, bool gaps, uint32_t NX) {
     const uint32_t cap = 2 * P + NE + 2;
-    *L = (layout){0, 0, malloc(cap * 4), malloc((P + 1) * 4),
-                  malloc(cap * sizeof(pgd_grouped_tile))};
+    *L = (layout){
+        0, 0, malloc(cap * 4), malloc((P + 1) * 4), malloc(cap * sizeof(pgd_grouped_tile)), false};
     uint32_t *order = malloc((P + 1) * 4), *eo = malloc((NE + 1) * 4);
     if (!L->gather || !L->pos || !L->tiles || !order || !eo) {
         free(order), free(eo);
@@ -134,26 +198,57 @@ static bool make_layout(layout *L, const uint32_t *xrow, const uint32_t *expert,
     return true;
 }
 
+static bool all_ones(const void *p, size_t bytes) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i++)
+        if (c[i] != 0xFF) return false;
+    return true;
+}
+
+/* The dense form's layout: rows [0, M) of X times expert e. */
+static bool make_dense(layout *L, uint32_t e, uint32_t M) {
+    *L = (layout){M, 1, NULL, NULL, malloc(sizeof(pgd_grouped_tile)), true};
+    if (!L->tiles) return false;
+    L->tiles[0] = (pgd_grouped_tile){e, 0, M};
+    return true;
+}
+
 /* Y (R rows) of one launch of the first n_run tiles in a grid of max_tiles (the device's tiles
- * past n_run garbage), Y poisoned first; gather used or not. 0, or -1 (reported). */
+ * past n_run garbage), Y poisoned first, with a row more that must stay so; gather used or not.
+ * A dense layout: the dense form. 0, or -1 (reported). */
 static int launch(const problem *p, const layout *L, uint32_t n_run, uint32_t max_tiles,
                   bool use_gather, bool out_bf16, void *Yh) {
-    const size_t ybytes = (size_t)L->R * p->N * (out_bf16 ? 2 : 4);
+    const size_t rowb = (size_t)p->N * (out_bf16 ? 2 : 4), ybytes = L->R * rowb;
     pgd_grouped_tile *t = malloc((max_tiles + 1) * sizeof *t);
     if (!t) return -1;
     for (uint32_t i = 0; i < max_tiles; i++)
         t[i] = i < n_run ? L->tiles[i] : (pgd_grouped_tile){0xFFFFFF00u - i, 0x7FFFFFF0u, 64};
-    uint32_t *dgather = gt_upload(L->gather, (size_t)L->R * 4), *dn = gt_upload(&n_run, 4);
+    uint32_t *dgather = L->dense ? NULL : gt_upload(L->gather, (size_t)L->R * 4);
+    uint32_t *dn = gt_upload(&n_run, 4);
     pgd_grouped_tile *dtiles = gt_upload(t, (size_t)max_tiles * sizeof *t);
-    void *dY = gt_poisoned(ybytes);
+    char *dY = gt_poisoned(ybytes + rowb), *past = malloc(rowb + 1);
     int rc = -1;
-    if (dgather && dn && dtiles && dY) {
-        rc = pgd_cuda_gemm_grouped(p->dX, use_gather ? dgather : NULL, p->dW, p->N, p->K, dtiles,
-                                   dn, max_tiles, out_bf16, dY, NULL);
+    if ((dgather || L->dense) && dn && dtiles && dY && past) {
+        const uint32_t *g = use_gather ? dgather : NULL;
+        const uint64_t e = L->tiles[0].expert, nw = (uint64_t)p->N * p->K;
+        if (L->dense)
+            rc = pgd_cuda_gemm_q8(p->dX, (pgd_q8_mat){p->dWq + e * nw, p->dWd + e * nw / 32}, L->R,
+                                  p->N, p->K, out_bf16, dY, NULL);
+        else if (p->q8)
+            rc = pgd_cuda_gemm_grouped_q8(p->dX, g, (pgd_q8_mat){p->dWq, p->dWd}, p->N, p->K,
+                                          dtiles, dn, max_tiles, out_bf16, dY, NULL);
+        else
+            rc = pgd_cuda_gemm_grouped(p->dX, g, p->dW, p->N, p->K, dtiles, dn, max_tiles, out_bf16,
+                                       dY, NULL);
         if (rc) fprintf(stderr, "  launch: %d %s\n", rc, pgd_error_detail());
         if (!rc) rc = gt_download(Yh, dY, ybytes);
+        if (!rc) rc = gt_download(past, dY + ybytes, rowb);
+        if (!rc && !all_ones(past, rowb)) {
+            fprintf(stderr, "  launch: the row past the last written\n");
+            rc = -1;
+        }
     }
-    cudaFree(dgather), cudaFree(dn), cudaFree(dtiles), cudaFree(dY), free(t);
+    cudaFree(dgather), cudaFree(dn), cudaFree(dtiles), cudaFree(dY), free(t), free(past);
     return rc;
 }
 
@@ -164,13 +259,6 @@ static double rel_l2(const float *a, const float *b, uint32_t n) {
         r += (double)b[i] * b[i];
     }
     return r > 0 ? sqrt(d / r) : sqrt(d); /* NaN stays NaN: a failed comparison */
-}
-
-static bool all_ones(const void *p, size_t bytes) {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < bytes; i++)
-        if (c[i] != 0xFF) return false;
-    return true;
 }
 
 /* One layout's f32 and bf16 runs (the first n_run tiles in a grid of max_tiles) checked against
@@ -188,10 +276,17 @@ static void check_layout(const char *what, const problem *p, const layout *L, ui
     for (uint32_t i = 0; i < n_run; i++)
         for (uint32_t r = 0; r < L->tiles[i].rows; r++) covered[L->tiles[i].row0 + r] = true;
     const uint32_t *g = use_gather ? L->gather : NULL;
-    pgd_cuda_gemm_grouped_twin(p->X, g, p->W, N, K, L->tiles, n_run, false, ref);
-    pgd_cuda_gemm_grouped_twin(p->X, g, p->W, N, K, L->tiles, n_run, true, refb);
+    twin(p, g, L->tiles, n_run, false, ref);
+    twin(p, g, L->tiles, n_run, true, refb);
     /* bf16: |bf16(y) - y| <= 2^-8 |y| for every y, so a row within tol of the twin in f32 is
-     * within tol + 2^-8 (1 + tol) of it once rounded */
+     * within tol + 2^-8 (1 + tol) of it once rounded. q8: the same tol. Each product x * q is
+     * exact in f32 (8 + 8 significant bits), as a bf16 product is; a block's sum is the tensor
+     * cores' f32 sum of 32 of them, as any 32 consecutive products of the bf16 form are summed,
+     * and it joins the accumulator by one fmaf with the exact scale: one f32 rounding a block on
+     * top, at most K / 32 more roundings of the size the K additions already make (and there are
+     * no more additions of products than the bf16 form's K). So the bound's growth with K, the
+     * tensor cores' (test_cuda_gemm.c), stands, with room to spare; a wrong scale, block or
+     * value errs by 1e-3 or more. */
     const double tol = fmax(1e-5, K * 0x1p-27), tolb = tol + 0x1p-8 * (1 + tol);
     const int rf = launch(p, L, n_run, max_tiles, use_gather, false, got);
     const int rb = launch(p, L, n_run, max_tiles, use_gather, true, gotb);
@@ -264,13 +359,14 @@ static uint32_t make_pairs(const uint32_t *counts, uint32_t NE, uint32_t NX, uin
 /* One shape: the header's layout with rows between the tiles (gather), then without gaps and
  * without gather (row r's input is X's row r), then a grid of more tiles than the list, the
  * last two tiles and then all of them left out. */
-static void check_shape(uint32_t N, uint32_t K, const uint32_t *counts, uint32_t NE) {
+static void check_shape(bool q8, uint32_t N, uint32_t K, const uint32_t *counts, uint32_t NE) {
     uint32_t P = 0;
     for (uint32_t e = 0; e < NE; e++) P += counts[e];
     problem pb;
     uint32_t *xrow = malloc((P + 1) * 4), *expert = malloc((P + 1) * 4);
     REQUIRE(xrow && expert);
-    REQUIRE(problem_make(&pb, N, K, NE, 2 * P + NE + 2));
+    REQUIRE(q8 ? problem_make_q8(&pb, N, K, NE, 2 * P + NE + 2)
+               : problem_make(&pb, N, K, NE, 2 * P + NE + 2));
     make_pairs(counts, NE, pb.NX, xrow, expert);
     layout L;
     REQUIRE(make_layout(&L, xrow, expert, P, NE, SORTED, true, pb.NX));
@@ -304,16 +400,16 @@ static void test_shapes(void) {
     const bool e = emu();
     const size_t n = e ? PGD_ARRAY_LEN(emu_shapes) : PGD_ARRAY_LEN(shapes);
     for (size_t i = 0; i < n; i++)
-        check_shape(e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
+        check_shape(false, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
                     counts, PGD_ARRAY_LEN(counts));
 }
 
 /* A decode step: one token routed to 8 of 16 experts, every tile one row, the grid sized for 8
  * pairs over 16 experts. */
-static void test_decode(void) {
-    const uint32_t N = emu() ? 136 : 1536, K = emu() ? 264 : 2048, NE = 16, P = 8;
+static void decode(bool q8, uint32_t N, uint32_t K) {
+    const uint32_t NE = 16, P = 8;
     problem pb;
-    REQUIRE(problem_make(&pb, N, K, NE, 4));
+    REQUIRE(q8 ? problem_make_q8(&pb, N, K, NE, 4) : problem_make(&pb, N, K, NE, 4));
     uint32_t ex[NE], xrow[P];
     for (uint32_t e = 0; e < NE; e++) ex[e] = e;
     shuffle(ex, NE);
@@ -330,14 +426,19 @@ static void test_decode(void) {
     problem_free(&pb);
 }
 
+static void test_decode(void) {
+    decode(false, emu() ? 136 : 1536, emu() ? 264 : 2048);
+}
+
 /* The same pairs in three layouts (SORTED; SHUFFLED with gaps; ALONE): each pair's output bits
- * the same in all of them, f32 and bf16. */
-static void test_invariance(void) {
-    const uint32_t N = emu() ? 72 : 1024, K = emu() ? 136 : 1032, NE = 5;
+ * the same in all of them, f32 and bf16; q8: and the same as the dense form's row of its input
+ * row and expert (each expert's product over all of X's rows). */
+static void invariance(bool q8, uint32_t N, uint32_t K) {
+    const uint32_t NE = 5;
     static const uint32_t counts[] = {64, 1, 70, 20, 0};
     uint32_t xrow[160], expert[160];
     problem pb;
-    REQUIRE(problem_make(&pb, N, K, NE, 50));
+    REQUIRE(q8 ? problem_make_q8(&pb, N, K, NE, 50) : problem_make(&pb, N, K, NE, 50));
     const uint32_t P = make_pairs(counts, NE, pb.NX, xrow, expert);
     float *yf[3] = {0};
     uint16_t *yb[3] = {0};
@@ -360,8 +461,33 @@ static void test_invariance(void) {
                     (unsigned long long)differ);
         CHECK_EQ_INT(differ, 0);
     }
+    for (uint32_t e = 0; q8 && e < NE; e++) {
+        layout D;
+        float *df;
+        uint16_t *db;
+        REQUIRE(make_dense(&D, e, pb.NX));
+        check_layout("dense, every row", &pb, &D, 1, 1, false, &df, &db);
+        layout_free(&D);
+        REQUIRE(df && db);
+        uint64_t differ = 0;
+        for (uint32_t p = 0; p < P; p++) {
+            if (expert[p] != e) continue;
+            const uint64_t a = (uint64_t)L[0].pos[p] * N, b = (uint64_t)xrow[p] * N;
+            differ += memcmp(yf[0] + a, df + b, (size_t)N * 4) != 0;
+            differ += memcmp(yb[0] + a, db + b, (size_t)N * 2) != 0;
+        }
+        if (differ)
+            fprintf(stderr, "    expert %u: %llu grouped rows' bits differ from the dense form's\n",
+                    e, (unsigned long long)differ);
+        CHECK_EQ_INT(differ, 0);
+        free(df), free(db);
+    }
     for (int h = 0; h < 3; h++) free(yf[h]), free(yb[h]), layout_free(&L[h]);
     problem_free(&pb);
+}
+
+static void test_invariance(void) {
+    invariance(false, emu() ? 72 : 1024, emu() ? 136 : 1032);
 }
 
 static void test_refuses(void) {
@@ -397,11 +523,217 @@ static void test_refuses(void) {
     cudaFree(d), cudaFree(dn), cudaFree(dt);
 }
 
+/* ---- weights in 8 bits: pgd_cuda_gemm_grouped_q8 and the dense pgd_cuda_gemm_q8 ---- */
+
+static void test_q8_shapes(void) {
+    static const uint32_t counts[] = {64, 0, 1, 65, 63, 3, 0, 130};
+    /* K 32 and 96: a last chunk of one block (32 alone: only that); 768 and 2048: Qwen3-30B-A3B's
+     * expert FFN and hidden sizes; N not a multiple of 64 */
+    static const uint32_t shapes[][2] = {{72, 32},   {8, 96},      {136, 96},  {64, 64},
+                                         {200, 768}, {1536, 2048}, {2048, 768}};
+    static const uint32_t emu_shapes[][2] = {{72, 32}, {8, 96}, {136, 96}, {200, 768}, {72, 2048}};
+    const bool e = emu();
+    const size_t n = e ? PGD_ARRAY_LEN(emu_shapes) : PGD_ARRAY_LEN(shapes);
+    for (size_t i = 0; i < n; i++)
+        check_shape(true, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
+                    counts, PGD_ARRAY_LEN(counts));
+}
+
+static void test_q8_decode(void) {
+    decode(true, emu() ? 136 : 1536, emu() ? 768 : 2048);
+}
+
+/* K 288 (emulator): 5 chunks, the last of one block, the ring and the scales' registers wrapping */
+static void test_q8_invariance(void) {
+    invariance(true, emu() ? 72 : 1024, emu() ? 288 : 1056);
+}
+
+/* The dense form at M = 300, 1, 7, 64, 65, 128 (expert 1 of 2: its matrix at an offset): each
+ * against the twin, no row past M written, and every row's bits those of the same row at M = 300.
+ */
+static void test_q8_dense(void) {
+    const uint32_t N = emu() ? 136 : 2048, K = emu() ? 96 : 768, Ms[] = {300, 1, 7, 64, 65, 128};
+    problem pb;
+    REQUIRE(problem_make_q8(&pb, N, K, 2, 300));
+    float *f300 = NULL;
+    uint16_t *b300 = NULL;
+    for (size_t i = 0; i < PGD_ARRAY_LEN(Ms); i++) {
+        layout D;
+        float *yf;
+        uint16_t *yb;
+        char what[32];
+        snprintf(what, sizeof what, "dense, M %u", Ms[i]);
+        REQUIRE(make_dense(&D, 1, Ms[i]));
+        check_layout(what, &pb, &D, 1, 1, false, &yf, &yb);
+        layout_free(&D);
+        if (i == 0) {
+            f300 = yf, b300 = yb;
+            REQUIRE(f300 && b300);
+            continue;
+        }
+        CHECK(yf && yb);
+        const bool same = yf && yb && memcmp(yf, f300, (size_t)Ms[i] * N * 4) == 0 &&
+                          memcmp(yb, b300, (size_t)Ms[i] * N * 2) == 0;
+        if (!same) fprintf(stderr, "    %s: rows' bits differ from M 300's\n", what);
+        CHECK(same);
+        free(yf), free(yb);
+    }
+    free(f300), free(b300);
+    problem_free(&pb);
+}
+
+/* The order of the sums, beyond rounding: K 96, block 1 of every weight row q = 127 for its first
+ * 16 k and -127 for its last 16, scale 2^14, and of every input row x = 128: its two k-steps'
+ * sums are +-16 * 128 * 127 = +-260096, exact in f32 in any order, and the block's sum is 0; at
+ * 2^14 they are +-2^32 or so. Blocks 0 and 2 random. Summed a block at a time, as the header
+ * says, block 1 adds exactly 0 to the accumulator; scaled a k-step at a time, acc + 2^32 loses
+ * acc (its ulp is 512) and the row is far off the twin; a block's scale taken from another
+ * block is off as far. Dense and grouped (one tile a row). */
+static void test_q8_block_order(void) {
+    const uint32_t N = 72, K = 96, M = 5, B = K / 32;
+    problem pb;
+    REQUIRE(problem_make_q8(&pb, N, K, 1, M));
+    for (uint32_t r = 0; r < M; r++)
+        for (uint32_t k = 32; k < 64; k++) pb.X[r * K + k] = pgd_f32_to_bf16(128.0f);
+    for (uint32_t n = 0; n < N; n++) {
+        for (uint32_t k = 32; k < 64; k++) pb.Wq[n * K + k] = k < 48 ? 127 : -127;
+        pb.Wd[n * B + 1] = 0x7400; /* 2^14 */
+    }
+    REQUIRE(cudaMemcpy(pb.dX, pb.X, (size_t)M * K * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(pb.dWq, pb.Wq, (size_t)N * K, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(pb.dWd, pb.Wd, (size_t)N * B * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    layout L;
+    float *yf;
+    uint16_t *yb;
+    REQUIRE(make_dense(&L, 0, M));
+    check_layout("block order, dense", &pb, &L, 1, 1, false, &yf, &yb);
+    free(yf), free(yb);
+    layout_free(&L);
+    const uint32_t xrow[] = {0, 1, 2, 3, 4}, expert[] = {0, 0, 0, 0, 0};
+    REQUIRE(make_layout(&L, xrow, expert, M, 1, ALONE, false, M));
+    check_layout("block order, grouped", &pb, &L, L.n_tiles, L.n_tiles, true, &yf, &yb);
+    free(yf), free(yb);
+    layout_free(&L);
+    problem_free(&pb);
+}
+
+/* The dense form over more than 2^31 elements of Y (a vocabulary's product over a long prefill,
+ * bf16 out): rows 0, 8191, 16743 (across element 2^31) and the last against the twin, and
+ * bit for bit against the same row alone (M 1, X from that row). Off the emulator only; not run
+ * (a note) where the device lacks the 4.3 GB. */
+static void test_q8_dense_large(void) {
+    if (emu()) return;
+    const uint32_t N = 128256, K = 64, M = 16768, rows[] = {0, 8191, 16743, M - 1};
+    problem pb;
+    REQUIRE(problem_make_q8(&pb, N, K, 1, M));
+    const pgd_q8_mat W = {pb.dWq, pb.dWd};
+    const size_t ybytes = (size_t)M * N * 2;
+    uint16_t *dY = NULL, *dOne = gt_poisoned((size_t)N * 2);
+    if (cudaMalloc((void **)&dY, ybytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "    not run: %zu bytes not available on the device\n", ybytes);
+        cudaFree(dOne), problem_free(&pb);
+        return;
+    }
+    uint16_t *got = malloc((size_t)N * 2), *one = malloc((size_t)N * 2);
+    float *ref = malloc((size_t)N * 4), *row = malloc((size_t)N * 4);
+    REQUIRE(dOne && got && one && ref && row);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(pb.dX, W, M, N, K, true, dY, NULL), 0);
+    const double tol = fmax(1e-5, K * 0x1p-27), tolb = tol + 0x1p-8 * (1 + tol);
+    const pgd_grouped_tile t = {0, 0, 1};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(rows); i++) {
+        const uint32_t r = rows[i];
+        REQUIRE(gt_download(got, dY + (size_t)r * N, (size_t)N * 2) == 0);
+        CHECK_EQ_INT(pgd_cuda_gemm_q8(pb.dX + (size_t)r * K, W, 1, N, K, true, dOne, NULL), 0);
+        REQUIRE(gt_download(one, dOne, (size_t)N * 2) == 0);
+        CHECK(memcmp(got, one, (size_t)N * 2) == 0);
+        pgd_cuda_gemm_grouped_q8_twin(pb.X + (size_t)r * K, NULL, pb.Wq, pb.Wd, N, K, &t, 1, false,
+                                      ref);
+        for (uint32_t n = 0; n < N; n++) row[n] = pgd_bf16_to_f32(got[n]);
+        const double e = rel_l2(row, ref, N);
+        fprintf(stderr, "    dense %u x %u, M %u: row %u's error %.2e (bf16)\n", N, K, M, r, e);
+        CHECK(e <= tolb);
+    }
+    free(got), free(one), free(ref), free(row);
+    cudaFree(dY), cudaFree(dOne);
+    problem_free(&pb);
+}
+
+static void test_q8_refuses(void) {
+    uint16_t *d = gt_poisoned(1 << 16);
+    uint32_t *dn = gt_upload(&(uint32_t){1}, 4), h[64];
+    pgd_grouped_tile t = {0, 0, 1};
+    pgd_grouped_tile *dt = gt_upload(&t, sizeof t);
+    REQUIRE(d && dn && dt);
+    /* q at 0, d 8 KiB + 2 bytes in (2-byte aligned only: allowed), Y 16 KiB in */
+    const pgd_q8_mat W = {(int8_t *)d, d + 4097};
+    void *Y = d + 8192;
+    const pgd_q8_mat Wq_odd = {(int8_t *)d + 8, W.d}, Wd_odd = {W.q, (uint16_t *)((char *)W.d + 1)};
+    /* K a multiple of 8 but not of 32; N not of 8 */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 48, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 1, 64, 48, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 60, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 1, 60, 64, false, Y, NULL), PGD_EINVAL);
+    /* alignment: X, W.q and Y 16 bytes, W.d 2 */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d + 1, NULL, W, 64, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d + 1, W, 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, Wq_odd, 64, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, Wq_odd, 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, Wd_odd, 64, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, Wd_odd, 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 64, dt, dn, 1, true, d + 8193, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 1, 64, 64, true, d + 8193, NULL), PGD_EINVAL);
+    /* more tiles than a grid takes; NULL operands */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 64, dt, dn, 65536, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 65535u * 64 + 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 64, NULL, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 64, dt, NULL, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, (pgd_q8_mat){W.q, NULL}, 1, 64, 64, false, Y, NULL),
+                 PGD_EINVAL);
+    /* nothing to do: no launch, Y untouched */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 64, dt, dn, 0, false, Y, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 0, 64, dt, dn, 1, false, Y, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 0, 64, 64, false, Y, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 1, 0, 64, false, Y, NULL), 0);
+    REQUIRE(gt_download(h, Y, sizeof h) == 0);
+    CHECK(all_ones(h, sizeof h));
+    /* K 0: empty sums, row 0 zeros (64 f32), row 1 untouched; both forms */
+    float z[128];
+    for (int dense = 0; dense < 2; dense++) {
+        CHECK_EQ_INT(dense ? pgd_cuda_gemm_q8(d, W, 1, 64, 0, false, Y, NULL)
+                           : pgd_cuda_gemm_grouped_q8(d, NULL, W, 64, 0, dt, dn, 1, false, Y, NULL),
+                     0);
+        REQUIRE(gt_download(z, Y, sizeof z) == 0);
+        uint64_t nonzero = 0;
+        for (int i = 0; i < 64; i++) nonzero += z[i] != 0.0f;
+        CHECK_EQ_INT(nonzero, 0);
+        CHECK(all_ones(z + 64, 64 * 4));
+        REQUIRE(cudaMemset(Y, 0xFF, sizeof z) == cudaSuccess);
+    }
+    cudaFree(d), cudaFree(dn), cudaFree(dt);
+}
+
 int main(void) {
     if (!gt_start()) return 77;
     RUN(test_refuses);
     RUN(test_shapes);
     RUN(test_decode);
     RUN(test_invariance);
+    RUN(test_q8_refuses);
+    RUN(test_q8_shapes);
+    RUN(test_q8_decode);
+    RUN(test_q8_invariance);
+    RUN(test_q8_dense);
+    RUN(test_q8_block_order);
+    RUN(test_q8_dense_large);
     return test_summary();
 }

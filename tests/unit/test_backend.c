@@ -64,6 +64,26 @@ static void test_device_names(void) {
 #endif
 }
 
+/* --gpu-weights: auto (the default), bf16, q8_0; anything else refused, the value kept */
+static void test_gpu_weights_names(void) {
+    pgd_device_options d;
+    pgd_device_options_default(&d);
+    CHECK(d.cuda.weights == PGD_CUDA_WEIGHTS_AUTO);
+    pgd_cuda_weights w = PGD_CUDA_WEIGHTS_AUTO;
+    CHECK(pgd_cuda_weights_parse("q8_0", &w) == 0 && w == PGD_CUDA_WEIGHTS_Q8_0);
+    CHECK(pgd_cuda_weights_parse("bf16", &w) == 0 && w == PGD_CUDA_WEIGHTS_BF16);
+    CHECK(pgd_cuda_weights_parse("auto", &w) == 0 && w == PGD_CUDA_WEIGHTS_AUTO);
+    const char *bad[] = {"q8", "Q8_0", "fp8", "bf16 ", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        w = PGD_CUDA_WEIGHTS_BF16;
+        CHECK_EQ_INT(pgd_cuda_weights_parse(bad[i], &w), PGD_EINVAL);
+        CHECK(w == PGD_CUDA_WEIGHTS_BF16);
+    }
+    CHECK(strstr(pgd_error_detail(), "auto, bf16 or q8_0") != NULL);
+    CHECK(!strcmp(pgd_cuda_weights_name(PGD_CUDA_WEIGHTS_Q8_0), "q8_0"));
+    CHECK(!strcmp(pgd_cuda_weights_name(PGD_CUDA_WEIGHTS_AUTO), "auto"));
+}
+
 static void test_devices(void) {
     pgd_backend_config bc = {.block_size = 16, .kv_dtype = PGD_KV_F16, .kv_blocks = 9};
     pgd_device_options o;
@@ -215,6 +235,7 @@ int main(void) {
         return 1;
     }
     RUN(test_device_names);
+    RUN(test_gpu_weights_names);
     RUN(test_devices);
     RUN(test_sampled_rows_match_reference);
     pgd_model_free(g_model);

@@ -343,11 +343,39 @@ static void test_weight_bytes(void) {
     for (size_t i = 0; i < PGD_ARRAY_LEN(want); i++) {
         pgd_model_preset p;
         REQUIRE(pgd_model_preset_load(want[i].name, &p) == 0);
-        const uint64_t got = pgd_cuda_weight_bytes(&p.cfg);
+        const uint64_t got = pgd_cuda_weight_bytes(&p.cfg, false);
         if (got != 2 * want[i].params + 2 * want[i].norm_bias)
             fprintf(stderr, "    %s: %llu bytes\n", want[i].name, (unsigned long long)got);
         CHECK_EQ_INT(got, 2 * want[i].params + 2 * want[i].norm_bias);
+        /* 8 bits: each matrix parameter 1 byte and a 2-byte scale per 32 of them */
+        const uint64_t mat = want[i].params - want[i].norm_bias;
+        CHECK(mat % 32 == 0 && pgd_cuda_q8_fits(&p.cfg));
+        CHECK_EQ_INT(pgd_cuda_weight_bytes(&p.cfg, true), mat + mat / 16 + 4 * want[i].norm_bias);
     }
+}
+
+/* --gpu-weights auto: bf16 while they leave max(a tenth of the share, 4 GiB), else 8 bits. */
+static void test_weights_choose(void) {
+    const uint64_t G = 1ull << 30;
+    pgd_model_preset p;
+    REQUIRE(pgd_model_preset_load("llama-3-8b", &p) == 0);                   /* 14.96 GiB in bf16 */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_BF16); /* an 80 GiB card */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 19 * G) == PGD_CUDA_WEIGHTS_BF16); /* 4.04 GiB left */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 18 * G) == PGD_CUDA_WEIGHTS_Q8_0); /* 3.04 GiB left */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 10 * G) == PGD_CUDA_WEIGHTS_Q8_0); /* bf16 cannot fit */
+    REQUIRE(pgd_model_preset_load("mixtral-8x7b", &p) == 0);                 /* ~87 GiB in bf16 */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_Q8_0);
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 126 * G) == PGD_CUDA_WEIGHTS_BF16); /* an H200 */
+    REQUIRE(pgd_model_preset_load("qwen3-30b-a3b", &p) == 0); /* 56.9 GiB; a tenth: 7.2 */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_BF16);
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 63 * G) == PGD_CUDA_WEIGHTS_Q8_0);
+    p.cfg.n_embd = 1000; /* a K of 1000 takes no 8-bit form: bf16 however little room */
+    CHECK(!pgd_cuda_q8_fits(&p.cfg));
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 1 * G) == PGD_CUDA_WEIGHTS_BF16);
+    p.cfg.n_embd = 2048;
+    CHECK(pgd_cuda_q8_fits(&p.cfg));
+    p.cfg.n_vocab = 151937; /* a vocabulary not of 8s: the tensor-core kernel's rows */
+    CHECK(!pgd_cuda_q8_fits(&p.cfg));
 }
 
 static void test_kv_blocks(void) {
@@ -373,6 +401,7 @@ int main(void) {
     RUN(test_pack_padded);
     RUN(test_attn_splits);
     RUN(test_weight_bytes);
+    RUN(test_weights_choose);
     RUN(test_kv_blocks);
     return test_summary();
 }

@@ -7,9 +7,10 @@
  * pgd_rope_apply + pgd_f32_to_f16 + the slab layout written out by hand (bit-exact), SiLU * mul
  * against pgd_swiglu_f32 then bf16 (bit-exact; its bf16-product form against the f32 form on the
  * widened values), the GEMV's sum (gemv.h) against the double-accumulation GEMM twin (within the
- * f32 error bound of its chains) and on a case whose result shows its order; and the f32 -> bf16
- * rounding on hand-checked values. No GPU needed (label unit); tests/gpu/test_cuda_ops.c then
- * holds each kernel to its twin.
+ * f32 error bound of its chains) and on a case whose result shows its order, the 8-bit GEMV's
+ * (gemv_q8.h) against a double-precision sum of the dequantized weights (within its bound) and on
+ * cases that show its order; and the f32 -> bf16 rounding on hand-checked values. No GPU needed
+ * (label unit); tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_q8.h"
 #include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -401,6 +403,78 @@ static void test_gemv(void) {
     CHECK(y == 0.0f);
 }
 
+/* The 8-bit GEMV twin: near the exact sum of x * (d * q), and in THE SUM's order. */
+static void test_gemv_q8(void) {
+    static const uint32_t shapes[][3] = {
+        {1, 5, 32}, {3, 37, 896}, {2, 3, 1440}, {8, 9, 4096}, {2, 4, 14336}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) {
+        const uint32_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], C = K / 32;
+        uint16_t *X = malloc((size_t)M * K * 2), *D = malloc((size_t)N * C * 2);
+        int8_t *Q = malloc((size_t)N * K);
+        float *Y = malloc((size_t)M * N * 4);
+        REQUIRE(X && D && Q && Y);
+        for (size_t e = 0; e < (size_t)M * K; e++) X[e] = pgd_f32_to_bf16(frand());
+        for (size_t e = 0; e < (size_t)N * K; e++) Q[e] = (int8_t)(uint8_t)urand(256);
+        for (size_t e = 0; e < (size_t)N * C; e++) D[e] = pgd_f32_to_f16(frand() * 0.01f);
+        D[0] = 0x0001; /* a subnormal scale */
+        pgd_cuda_gemv_q8_twin(X, Q, D, Y, M, N, K);
+        /* a block's chain of 32 FMAs, its scale's FMA, a lane's ceil(C / 32) blocks, then 5
+         * additions: each result within (that + 2) 2^-24 of the sum of |x d q| */
+        const double n_ops = 32.0 + (C + 31) / 32 + 8;
+        int bad = 0;
+        for (uint32_t m = 0; m < M; m++)
+            for (uint32_t n = 0; n < N; n++) {
+                double sum = 0, abs_sum = 0;
+                for (uint32_t k = 0; k < K; k++) {
+                    const double t =
+                        (double)pgd_bf16_to_f32(X[(size_t)m * K + k]) *
+                        ((double)pgd_f16_to_f32(D[(size_t)n * C + k / 32]) * Q[(size_t)n * K + k]);
+                    sum += t;
+                    abs_sum += fabs(t);
+                }
+                const double err = fabs((double)Y[m * N + n] - sum);
+                if (!(err <= n_ops * 0x1p-24 * abs_sum) && bad++ < 3)
+                    fprintf(stderr, "  gemv q8 %ux%ux%u [%u][%u]: %.9g vs %.17g\n", M, N, K, m, n,
+                            Y[m * N + n], sum);
+            }
+        CHECK_EQ_INT(bad, 0);
+        free(X), free(D), free(Q), free(Y);
+    }
+    /* the order within a block: x q = 1, 2^24, 1, -2^24 at elements 0 .. 3; the chain rounds
+     * 1 + 2^24 and then 2^24 + 1 to 2^24 (ties to even) and ends at 0, where the exact sum is 2
+     * (backwards: 2; in swapped pairs: 1) */
+    enum { KO = 33 * 32 };
+    uint16_t x[KO], d[KO / 32];
+    int8_t q[KO];
+    for (int k = 0; k < KO; k++) x[k] = 0, q[k] = 0;
+    for (int b = 0; b < KO / 32; b++) d[b] = pgd_f32_to_f16(1.0f);
+    x[0] = pgd_f32_to_bf16(1.0f), q[0] = 1;
+    x[1] = pgd_f32_to_bf16(1048576.0f), q[1] = 16;
+    x[2] = pgd_f32_to_bf16(1.0f), q[2] = 1;
+    x[3] = pgd_f32_to_bf16(-1048576.0f), q[3] = 16;
+    float y = -1.0f;
+    pgd_cuda_gemv_q8_twin(x, q, d, &y, 1, 1, 32);
+    CHECK(y == 0.0f);
+    /* the lanes: block 0 (lane 0) 2^24, block 1 (lane 1) -2^24, block 32 (lane 0 again) 1, as
+     * a block sum of 2 scaled by 0.5: lane 0 rounds 2^24 + 1 to 2^24, the tree gives 0; a sum
+     * over the blocks in order would give 1 */
+    for (int k = 0; k < KO; k++) x[k] = 0, q[k] = 0;
+    x[0] = pgd_f32_to_bf16(1048576.0f), q[0] = 16;
+    x[32] = pgd_f32_to_bf16(-1048576.0f), q[32] = 16;
+    x[32 * 32 + 5] = pgd_f32_to_bf16(1.0f), q[32 * 32 + 5] = 2;
+    d[32] = pgd_f32_to_f16(0.5f);
+    y = -1.0f;
+    pgd_cuda_gemv_q8_twin(x, q, d, &y, 1, 1, KO);
+    CHECK(y == 0.0f);
+    /* the 1 in block 31 instead (lane 31): the tree brings it to lane 1 (-2^24 + 1, exact)
+     * before lane 0's 2^24 meets it: 1 */
+    x[32 * 32 + 5] = 0, q[32 * 32 + 5] = 0;
+    x[31 * 32] = pgd_f32_to_bf16(1.0f), q[31 * 32] = 1;
+    y = -1.0f;
+    pgd_cuda_gemv_q8_twin(x, q, d, &y, 1, 1, KO);
+    CHECK(y == 1.0f);
+}
+
 int main(void) {
     RUN(test_bf16_round);
     RUN(test_embed);
@@ -409,5 +483,6 @@ int main(void) {
     RUN(test_rope_kv);
     RUN(test_silu_mul);
     RUN(test_gemv);
+    RUN(test_gemv_q8);
     return test_summary();
 }

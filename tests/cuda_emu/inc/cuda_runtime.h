@@ -129,6 +129,15 @@ inline float __int_as_float(int u) {
     return f;
 }
 
+/* PRMT's default mode: byte i of the result is byte (s >> 4 i) & 7 of the 8 bytes y:x (x's the
+ * lower four) */
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const uint64_t v = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (unsigned i = 0; i < 4; i++) r |= (unsigned)(v >> 8 * (s >> 4 * i & 7) & 0xFFu) << 8 * i;
+    return r;
+}
+
 /* CUDA's integer/float min and max overloads */
 template <class A, class B> inline std::common_type_t<A, B> min(A a, B b) {
     static_assert(std::is_integral<A>::value == std::is_integral<B>::value, "min of mixed kinds");

@@ -1,0 +1,278 @@
+/*
+ * tests/gpu/test_cuda_gemv_q8.c — the GEMV over weights in 8 bits, pgd_cuda_gemv_q8 and
+ * pgd_cuda_gemv_q8_silu (kernels/cuda/gemv_q8.h), against its CPU twin:
+ *   - bit for bit at M = 1 .. 8 on shapes that straddle the kernel's edges: N of 1 and 3, and
+ *     N past a multiple of the 4, 8 or 16 columns a CTA takes (37, 131, 67, 21, ...); K of 1, 2
+ *     and 3 blocks (lanes with none), 896 (28 blocks), 1440 and 3104 (45 and 97 blocks: lanes
+ *     with a block more than others, a partial round), 4096 and 14336; int8 values over the
+ *     whole range (-128 and 127 included) and random f16 scales (zeros, subnormals and 65504
+ *     among them); W's scale plane also at a 2-byte (not 4-byte) offset, as a d row is in
+ *     general; at M = 1 the instance PGD_CUDA_GEMV_EARLY selects (by default the one whose
+ *     first loads come before the wait for the previous kernel; =0 tests the other);
+ *   - batch invariance: every row's bits the same at every M (the run at M = 8 the reference);
+ *     the rows past M (poisoned with NaN, all bits set, before each run) untouched;
+ *   - the twin against an independent double-precision sum of the dequantized weights, each
+ *     element within THE SUM's rounding bound (so a twin that is wrong the same way as the
+ *     kernel is caught too);
+ *   - the SiLU form: the bits of pgd_cuda_gemv_q8 over the gate/up weight then
+ *     pgd_cuda_silu_mul, and within silu_mul.h's tolerance of the twin then the SiLU * up twin
+ *     (equal or one bf16 ulp for g >= -88; both tiny below), M = 1 .. 8, F past the 4 and 8
+ *     pairs a CTA takes;
+ *   - bad arguments refused with PGD_EINVAL (M 0 or 9, N or F 0, K 0 or not a multiple of 32, X
+ *     or W.q not 16-byte aligned, W.d odd), writing nothing; W.q at 16 bytes and W.d at 2 bytes
+ *     past an allocation accepted.
+ * Random data; the seed is printed (PGD_SEED repeats it). On the CPU emulation of the runtime
+ * (tests/cuda_emu, PGD_CUDA_EMU set) the shapes are narrow. Exit 77 (skipped) without a GPU.
+ * Label `cuda`.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cuda/gemv_q8.h"
+#include "kernels/cuda/silu_mul.h"
+#include "testutil.h"
+#include "gpu_testutil.h"
+
+enum { MM = PGD_CUDA_GEMV_MAX_M };
+
+static bool emu(void) {
+    return getenv("PGD_CUDA_EMU") != NULL;
+}
+
+/* The operands: X bf16 [MM][K], W [N][K] in THE FORM, on the host and the device (the device's
+ * d plane starts d_off elements into its allocation). */
+typedef struct {
+    uint32_t N, K, d_off;
+    uint16_t *X, *d;
+    int8_t *q;
+    uint16_t *dX, *dd;
+    pgd_q8_mat W;
+} problem;
+
+/* A scale of magnitude about `mag` (random sign, a factor 0.5 .. 1.5), or with `special` now and
+ * then one of f16's edges: zeros, the smallest and largest subnormals, the largest value. */
+static uint16_t rand_scale(double mag, bool special) {
+    static const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x7BFF, 0x0400};
+    if (special && gt_urand(64) == 0) return edges[gt_urand(PGD_ARRAY_LEN(edges))];
+    return pgd_f32_to_f16((float)(mag * (1.0 + 0.5 * gt_frand()) * (gt_urand(8) ? 1 : -1)));
+}
+
+/* Random operands: x in [-1, 1), q uniform over int8 with -128 and 127 more often, scales so
+ * that a column's sum is of a few units (special: f16's edges too). */
+static bool problem_make(problem *p, uint32_t N, uint32_t K, uint32_t d_off, bool special) {
+    const uint32_t C = K / PGD_Q8_BLOCK;
+    const uint64_t nx = (uint64_t)MM * K, nq = (uint64_t)N * K, nd = (uint64_t)N * C;
+    *p = (problem){N, K, d_off, malloc(nx * 2), malloc(nd * 2), malloc(nq), NULL, NULL, {0}};
+    if (!p->X || !p->d || !p->q) return false;
+    for (uint64_t i = 0; i < nx; i++) p->X[i] = pgd_f32_to_bf16(gt_frand());
+    for (uint64_t i = 0; i < nq; i++) {
+        const uint32_t r = gt_urand(16);
+        p->q[i] = r == 0 ? -128 : r == 1 ? 127 : (int8_t)(uint8_t)gt_urand(256);
+    }
+    const double mag = 4.0 / (240.0 * sqrt((double)C)); /* |p| of a block ~ 240 */
+    for (uint64_t i = 0; i < nd; i++) p->d[i] = rand_scale(mag, special);
+    uint16_t *dd_host = calloc(nd + d_off, 2);
+    if (!dd_host) return false;
+    memcpy(dd_host + d_off, p->d, nd * 2);
+    p->dX = gt_upload(p->X, nx * 2);
+    p->W.q = gt_upload(p->q, nq);
+    p->dd = gt_upload(dd_host, (nd + d_off) * 2);
+    free(dd_host);
+    p->W.d = p->dd ? p->dd + d_off : NULL;
+    return p->dX && p->W.q && p->dd;
+}
+
+static void problem_free(problem *p) {
+    free(p->X), free(p->d), free(p->q);
+    cudaFree(p->dX), cudaFree(p->W.q), cudaFree(p->dd);
+}
+
+/* The twin's rows against the double-precision sum of x * (d * q): each within THE SUM's
+ * rounding bound, (32 + a lane's blocks + the tree's 5 + 2) 2^-24 of the sum of |x d q|. The
+ * number of elements outside. */
+static uint64_t twin_vs_double(const problem *p, const float *Y, uint32_t M) {
+    const uint32_t C = p->K / PGD_Q8_BLOCK;
+    const double bound = (32.0 + (C + 31) / 32 + 7) * 0x1p-24;
+    uint64_t bad = 0;
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t n = 0; n < p->N; n++) {
+            const uint16_t *x = p->X + (uint64_t)m * p->K;
+            const int8_t *q = p->q + (uint64_t)n * p->K;
+            double sum = 0, abs_sum = 0;
+            for (uint32_t b = 0; b < C; b++) {
+                const double d = pgd_f16_to_f32(p->d[(uint64_t)n * C + b]);
+                for (uint32_t j = 0; j < PGD_Q8_BLOCK; j++) {
+                    const double t = pgd_bf16_to_f32(x[32 * b + j]) * (d * q[32 * b + j]);
+                    sum += t;
+                    abs_sum += fabs(t);
+                }
+            }
+            const double y = Y[(uint64_t)m * p->N + n], err = fabs(y - sum);
+            if (!(err <= bound * abs_sum + 0x1p-140) && bad++ < 3)
+                fprintf(stderr, "  twin %u x %u, [%u][%u]: %.9g, double sum %.17g\n", p->N, p->K, m,
+                        n, y, sum);
+        }
+    return bad;
+}
+
+/* Whether the bytes are all 0xFF (the poison, untouched). */
+static bool poisoned(const void *h, size_t bytes) {
+    for (size_t i = 0; i < bytes; i++)
+        if (((const uint8_t *)h)[i] != 0xFF) return false;
+    return true;
+}
+
+static void check_shape(uint32_t N, uint32_t K, uint32_t d_off) {
+    problem p;
+    REQUIRE(problem_make(&p, N, K, d_off, true));
+    const uint64_t ny = (uint64_t)MM * N;
+    float *want = malloc(ny * 4), *got = malloc(ny * 4), *at8 = malloc(ny * 4);
+    float *dY = gt_poisoned(ny * 4);
+    REQUIRE(want && got && at8 && dY);
+    pgd_cuda_gemv_q8_twin(p.X, p.q, p.d, want, MM, N, K);
+    CHECK_EQ_INT(twin_vs_double(&p, want, MM), 0);
+    for (uint32_t M = MM; M >= 1; M--) { /* M = 8 first: the rows every M must give */
+        REQUIRE(cudaMemset(dY, 0xFF, ny * 4) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemv_q8(p.dX, p.W, dY, M, N, K, NULL), 0);
+        REQUIRE(gt_download(got, dY, ny * 4) == 0);
+        char what[96];
+        snprintf(what, sizeof what, "gemv q8 %u x %u (d at +%u), M = %u vs twin", N, K, d_off, M);
+        CHECK_EQ_INT(gt_count_diff(what, got, want, (uint64_t)M * N, 4), 0);
+        if (M == MM) memcpy(at8, got, ny * 4);
+        snprintf(what, sizeof what, "gemv q8 %u x %u, M = %u vs M = %u", N, K, M, MM);
+        CHECK_EQ_INT(gt_count_diff(what, got, at8, (uint64_t)M * N, 4), 0);
+        CHECK(poisoned(got + (uint64_t)M * N, (ny - (uint64_t)M * N) * 4)); /* rows past M */
+    }
+    cudaFree(dY);
+    free(want), free(got), free(at8);
+    problem_free(&p);
+}
+
+/* Shapes (N, K): K of 1, 2, 3 blocks, 28 (lanes with none), 45 and 97 (lanes with one block
+ * more, partial rounds), 128 and 448; N past the 4, 8 and 16 columns a CTA takes, and one. */
+static void test_shapes(void) {
+    static const uint32_t shapes[][2] = {{37, 32},   {3, 64},     {131, 96},
+                                         {100, 896}, {37, 1440},  {20, 3104},
+                                         {67, 4096}, {21, 14336}, {1, 4096}};
+    /* model-sized ones (Qwen2.5-0.5B's QKV; on a GPU also Llama-3-8B's QKV and down) */
+    static const uint32_t big[][2] = {{1152, 896}, {6144, 4096}, {4099, 14336}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++)
+        check_shape(shapes[i][0], shapes[i][1], (uint32_t)(i % 2));
+    for (size_t i = 0; i < (emu() ? 1 : PGD_ARRAY_LEN(big)); i++)
+        check_shape(big[i][0], big[i][1], (uint32_t)(i % 2));
+}
+
+/* The SiLU form against pgd_cuda_gemv_q8 + pgd_cuda_silu_mul (bits) and the twins (tolerance). */
+static void check_silu(uint32_t F, uint32_t K) {
+    problem p;
+    REQUIRE(problem_make(&p, 2 * F, K, F % 2, false));
+    const uint64_t no = (uint64_t)MM * F, ny = 2 * no;
+    float *Ytw = malloc(ny * 4);
+    uint16_t *twin = malloc(no * 2), *want = malloc(no * 2), *got = malloc(no * 2);
+    float *dY = gt_poisoned(ny * 4);
+    uint16_t *dO = gt_poisoned(no * 2);
+    REQUIRE(Ytw && twin && want && got && dY && dO);
+    pgd_cuda_gemv_q8_twin(p.X, p.q, p.d, Ytw, MM, 2 * F, K);
+    pgd_cuda_silu_mul_twin(Ytw, MM, F, twin);
+    uint64_t exact = 0, ulp = 0, tiny = 0, bad = 0;
+    for (uint32_t M = 1; M <= MM; M++) {
+        REQUIRE(cudaMemset(dO, 0xFF, no * 2) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemv_q8(p.dX, p.W, dY, M, 2 * F, K, NULL), 0);
+        CHECK_EQ_INT(pgd_cuda_silu_mul(dY, M, F, dO, NULL), 0);
+        REQUIRE(gt_download(want, dO, no * 2) == 0);
+        REQUIRE(cudaMemset(dO, 0xFF, no * 2) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(p.dX, p.W, dO, M, F, K, NULL), 0);
+        REQUIRE(gt_download(got, dO, no * 2) == 0);
+        char what[96];
+        snprintf(what, sizeof what, "gemv q8 + SiLU, F %u, K %u, M = %u vs the two kernels", F, K,
+                 M);
+        CHECK_EQ_INT(gt_count_diff(what, got, want, (uint64_t)M * F, 2), 0);
+        CHECK(poisoned(got + (uint64_t)M * F, (no - (uint64_t)M * F) * 2));
+        for (uint64_t i = 0; i < (uint64_t)M * F; i++) {
+            const float g = Ytw[(i / F) * 2 * F + i % F], u = Ytw[(i / F) * 2 * F + F + i % F];
+            const int64_t dd = gt_bf16_ord(got[i]) - gt_bf16_ord(twin[i]);
+            const double lim = fabs((double)g * u) * ldexp(1.0, -126) + ldexp(1.0, -133);
+            if (got[i] == twin[i])
+                exact++;
+            else if (g >= -88.0f && (dd == 1 || dd == -1))
+                ulp++;
+            else if (g < -88.0f && fabs(pgd_bf16_to_f32(got[i])) <= lim &&
+                     fabs(pgd_bf16_to_f32(twin[i])) <= lim)
+                tiny++;
+            else if (bad++ < 5)
+                fprintf(stderr, "  F %u K %u M %u [%llu]: g %.9g u %.9g: GPU 0x%04x, twin 0x%04x\n",
+                        F, K, M, (unsigned long long)i, g, u, got[i], twin[i]);
+        }
+    }
+    fprintf(stderr, "    SiLU F %u K %u vs twins: %llu equal, %llu one ulp, %llu tiny\n", F, K,
+            (unsigned long long)exact, (unsigned long long)ulp, (unsigned long long)tiny);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(exact > 0);
+    cudaFree(dY), cudaFree(dO);
+    free(Ytw), free(twin), free(want), free(got);
+    problem_free(&p);
+}
+
+static void test_silu(void) {
+    static const uint32_t shapes[][2] = {{1, 64}, {13, 896}, {37, 3104}, {9, 4096}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) check_silu(shapes[i][0], shapes[i][1]);
+    if (!emu()) check_silu(14336 / 4 + 3, 4096);
+}
+
+/* Bad shapes and alignments refused, nothing written; the alignments THE FORM allows taken. */
+static void test_refuses(void) {
+    enum { K = 64, N = 4 };
+    uint8_t *x = gt_poisoned(MM * K * 2 + 64), *q = gt_poisoned(N * K + 64),
+            *d = gt_poisoned(N * K / 16 + 64);
+    float *y = gt_poisoned(MM * N * 4);
+    REQUIRE(x && q && d && y);
+    REQUIRE(cudaMemset(x, 0, MM * K * 2 + 64) == cudaSuccess);
+    REQUIRE(cudaMemset(q, 0, N * K + 64) == cudaSuccess);
+    REQUIRE(cudaMemset(d, 0, N * K / 16 + 64) == cudaSuccess);
+    const uint16_t *X = (const uint16_t *)x;
+    const pgd_q8_mat W = {(int8_t *)q, (uint16_t *)d};
+    const pgd_q8_mat Wq1 = {(int8_t *)q + 1, (uint16_t *)d}, Wq8 = {(int8_t *)q + 8, (uint16_t *)d};
+    const pgd_q8_mat Wd1 = {(int8_t *)q, (uint16_t *)(d + 1)};
+    uint16_t *o = (uint16_t *)y;
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 0, N, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, MM + 1, N, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, 0, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 0, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 48, NULL), PGD_EINVAL); /* K % 32 */
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 8, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X + 1, W, y, 1, N, K, NULL), PGD_EINVAL); /* X at 2 bytes */
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X + 4, W, y, 1, N, K, NULL), PGD_EINVAL); /* X at 8 bytes */
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, Wq1, y, 1, N, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, Wq8, y, 1, N, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, Wd1, y, 1, N, K, NULL), PGD_EINVAL); /* d odd */
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X, W, o, 0, N, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X, W, o, MM + 1, N, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X, W, o, 1, 0, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X, W, o, 1, N / 2, 48, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X + 1, W, o, 1, N / 2, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X, Wq8, o, 1, N / 2, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X, Wd1, o, 1, N / 2, K, NULL), PGD_EINVAL);
+    float h[MM * N];
+    REQUIRE(gt_download(h, y, sizeof h) == 0);
+    CHECK(poisoned(h, sizeof h)); /* nothing written */
+    /* q at 16 bytes in, d at 2 bytes in: THE FORM's alignments (zeros: the sums are +0) */
+    const pgd_q8_mat W16 = {(int8_t *)q + 16, (uint16_t *)d + 1};
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X + 8, W16, y, MM, N, K, NULL), 0);
+    REQUIRE(gt_download(h, y, sizeof h) == 0);
+    for (int i = 0; i < MM * N; i++) CHECK(h[i] == 0.0f && !signbit(h[i]));
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_silu(X + 8, W16, o, MM, N / 2, K, NULL), 0);
+    cudaFree(x), cudaFree(q), cudaFree(d), cudaFree(y);
+}
+
+int main(void) {
+    if (!gt_start()) return 77;
+    RUN(test_refuses);
+    RUN(test_shapes);
+    RUN(test_silu);
+    return test_summary();
+}
