@@ -31,12 +31,15 @@ static const char *kind_name[F_N] = {"cudaMalloc", "cudaMallocHost", "kernel lau
 enum { V = 1000, BS = 8, MAXT = 64 };
 static int failures;
 
+static pgd_cuda_weights g_weights = PGD_CUDA_WEIGHTS_AUTO; /* --gpu-weights */
+
 static int make_on(const pgd_model *m, const char *device, pgd_backend **b) {
     pgd_backend_config bc = {
         .block_size = BS, .kv_dtype = PGD_KV_F16, .kv_blocks = 64, .max_tokens = MAXT};
     pgd_device_options o;
     pgd_device_options_default(&o);
     if (pgd_device_parse(device, &o)) return PGD_EINVAL;
+    o.cuda.weights = g_weights;
     return pgd_backend_create(m, &bc, &o, b);
 }
 static int make(const pgd_model *m, pgd_backend **b) {
@@ -75,7 +78,8 @@ static int step(pgd_backend *b, float *logits, pgd_sample_result *res) {
 }
 
 /* Weights larger than the device's memory (Llama-3-405B's shapes: ~810 GB in bf16, the emulated
- * GPU 80 GiB): create says so, in GiB, before it allocates anything, and leaves nothing behind. */
+ * GPU 80 GiB): create says so, in GiB, before it allocates anything, and leaves nothing behind —
+ * in bf16 (--gpu-weights bf16, naming the 8-bit size) and in 8 bits (auto's choice here). */
 static void weights_too_large(void) {
     pgd_model_preset p;
     pgd_model *m = NULL;
@@ -91,19 +95,32 @@ static void weights_too_large(void) {
         failures++;
         return;
     }
-    const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
-    const uint64_t mallocs = emu_fail_calls(F_MALLOC);
-    pgd_backend *b = NULL;
-    int rc = make(m, &b);
-    const char *why = pgd_error_detail();
-    if (rc != PGD_ECUDA || !strstr(why, "weights need 755.97 GiB") ||
-        !strstr(why, "--device cpu") || emu_fail_calls(F_MALLOC) != mallocs ||
-        emu_live_allocs(1) != base_d || emu_live_allocs(0) != base_h) {
-        fprintf(stderr, "  weights past the GPU's memory: rc %d, \"%s\", %llu cudaMalloc calls\n",
-                rc, why, (unsigned long long)(emu_fail_calls(F_MALLOC) - mallocs));
-        failures++;
+    static const struct {
+        pgd_cuda_weights w;
+        const char *said[2];
+    } cases[] = {
+        {PGD_CUDA_WEIGHTS_BF16, {"weights need 755.97 GiB", "--gpu-weights q8_0 (401.62 GiB)"}},
+        {PGD_CUDA_WEIGHTS_AUTO, {"weights need 401.62 GiB of GPU memory in 8 bits", "cpu"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
+        const uint64_t mallocs = emu_fail_calls(F_MALLOC);
+        pgd_backend *b = NULL;
+        g_weights = cases[i].w;
+        int rc = make(m, &b);
+        g_weights = PGD_CUDA_WEIGHTS_AUTO;
+        const char *why = pgd_error_detail();
+        if (rc != PGD_ECUDA || !strstr(why, cases[i].said[0]) || !strstr(why, cases[i].said[1]) ||
+            !strstr(why, "--device cpu") || emu_fail_calls(F_MALLOC) != mallocs ||
+            emu_live_allocs(1) != base_d || emu_live_allocs(0) != base_h) {
+            fprintf(stderr,
+                    "  weights past the GPU's memory (%s): rc %d, \"%s\", %llu cudaMalloc calls\n",
+                    pgd_cuda_weights_name(cases[i].w), rc, why,
+                    (unsigned long long)(emu_fail_calls(F_MALLOC) - mallocs));
+            failures++;
+        }
+        if (!rc) pgd_backend_destroy(b);
     }
-    if (!rc) pgd_backend_destroy(b);
     pgd_model_free(m);
 }
 
