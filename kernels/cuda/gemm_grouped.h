@@ -23,6 +23,14 @@
  * of one matrix in tiles it numbers itself (no tile list): a row's bits are the same in both
  * forms, whatever the tiling. It is the product of more rows than the GEMV's (gemv_q8.h) over
  * 8-bit weights: prefill chunks, decode steps of more than PGD_CUDA_GEMV_MAX_M sequences.
+ *
+ * Weights in 4 bits (the _q4 forms; q4.h's THE FORM, --gpu-weights q4): as the _q8 forms, the
+ * tensor cores multiply X's bf16 by the values q as bf16 (exact: 0 <= q <= 15) over each block of
+ * 32 of K (two k16 steps from zero) into the block sum p; the block's offset needs the row's sum
+ * of X over the block, s (f32, in an order the row alone fixes: the kernel computes it from its
+ * own copy of the row); each element then joins its accumulator as acc = fma(p, f16(d), acc),
+ * then acc = fma(s, f16(m), acc), blocks ascending. The dense form pgd_cuda_gemm_q4 likewise
+ * gives a row the bits the grouped form gives it, whatever the tiling.
  */
 #ifndef PGD_KERNELS_CUDA_GEMM_GROUPED_H
 #define PGD_KERNELS_CUDA_GEMM_GROUPED_H
@@ -30,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cuda/q4.h"
 #include "kernels/cuda/q8.h"
 
 #ifdef __cplusplus
@@ -77,6 +86,22 @@ int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, ui
  * sum_k x * (f16(d) * q) in double, rounded once to f32 (and to bf16 with out_bf16). */
 void pgd_cuda_gemm_grouped_q8_twin(const uint16_t *X, const uint32_t *gather, const int8_t *Wq,
                                    const uint16_t *Wd, uint32_t N, uint32_t K,
+                                   const pgd_grouped_tile *tiles, uint32_t n_tiles, bool out_bf16,
+                                   void *Y);
+
+/* pgd_cuda_gemm_grouped over weights in 4 bits: W [NE][N][K] in q4.h's THE FORM, K a multiple
+ * of 32 (W.q 16-byte aligned, W.dm 4-byte aligned); the rest as there. */
+int pgd_cuda_gemm_grouped_q4(const uint16_t *X, const uint32_t *gather, pgd_q4_mat W, uint32_t N,
+                             uint32_t K, const pgd_grouped_tile *tiles, const uint32_t *n_tiles,
+                             uint32_t max_tiles, bool out_bf16, void *Y, void *stream);
+/* The dense form over 4-bit weights (as pgd_cuda_gemm_q8): the same bits a row gets from
+ * pgd_cuda_gemm_grouped_q4. */
+int pgd_cuda_gemm_q4(const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K,
+                     bool out_bf16, void *Y, void *stream);
+/* The twin of both _q4 forms (dense: one tile {0, 0, M}), host pointers: each element
+ * sum_k x * (f16(d) * q + f16(m)) in double, rounded once to f32 (and to bf16 with out_bf16). */
+void pgd_cuda_gemm_grouped_q4_twin(const uint16_t *X, const uint32_t *gather, const uint8_t *Wq,
+                                   const uint32_t *Wdm, uint32_t N, uint32_t K,
                                    const pgd_grouped_tile *tiles, uint32_t n_tiles, bool out_bf16,
                                    void *Y);
 
