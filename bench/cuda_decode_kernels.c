@@ -13,7 +13,8 @@
  * table of their own, the products over 8-bit weights (kernels/cuda/q8.h, --gpu-weights q8_0):
  * at 1, 4 and 8 rows on the 8-bit GEMV and at 1 to 64 rows on the tensor-core kernel
  * (pgd_cuda_gemm_q8), with the bytes the weights take (17 for 16 weights) as bandwidth, and the
- * 2k-token prefill's gate/up on the tensor-core kernel (FLOP/s). The
+ * 2k-token prefill's gate/up on the tensor-core kernel (FLOP/s); and the same over 4-bit weights
+ * (kernels/cuda/q4.h, --gpu-weights q4: 5 bytes for 8 weights). The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
  * table; scripts/gpu-check runs it.
@@ -33,7 +34,9 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_q4.h"
 #include "kernels/cuda/gemv_q8.h"
+#include "kernels/cuda/q4.h"
 #include "kernels/cuda/q8.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/silu_mul.h"
@@ -161,56 +164,82 @@ static void products(pgd_cuda_gemm *g) {
     }
 }
 
-/* ---- products over 8-bit weights ------------------------------------------------------------ */
+/* ---- products over 8- and 4-bit weights ------------------------------------------------------ */
 
-typedef struct prod_q8 {
-    pgd_q8_mat W; /* n_w copies of [N][K] in THE FORM */
-    uint16_t *X;  /* bf16 [max M][K] */
-    float *Y;     /* [max M][N] */
+typedef struct prod_q {
+    uint32_t bits; /* 8: W8, 4: W4 */
+    pgd_q8_mat W8; /* n_w copies of [N][K] in q8.h's THE FORM */
+    pgd_q4_mat W4; /* or in q4.h's */
+    uint16_t *X;   /* bf16 [max M][K] */
+    float *Y;      /* [max M][N] */
     uint32_t N, K, M, n_w;
     bool gemv;
-} prod_q8;
+} prod_q;
 
-static int run_prod_q8(void *ctx, uint32_t i) {
-    prod_q8 *p = ctx;
+static int run_prod_q(void *ctx, uint32_t i) {
+    prod_q *p = ctx;
     const uint64_t at = (uint64_t)(i % p->n_w) * p->N;
-    const pgd_q8_mat W = {p->W.q + at * p->K, p->W.d + at * (p->K / PGD_Q8_BLOCK)};
+    if (p->bits == 4) {
+        const pgd_q4_mat W = {p->W4.q + at * p->K / 2, p->W4.dm + at * (p->K / PGD_Q4_BLOCK)};
+        if (p->gemv) return pgd_cuda_gemv_q4(p->X, W, p->Y, p->M, p->N, p->K, NULL);
+        return pgd_cuda_gemm_q4(p->X, W, p->M, p->N, p->K, false, p->Y, NULL);
+    }
+    const pgd_q8_mat W = {p->W8.q + at * p->K, p->W8.d + at * (p->K / PGD_Q8_BLOCK)};
     if (p->gemv) return pgd_cuda_gemv_q8(p->X, W, p->Y, p->M, p->N, p->K, NULL);
     return pgd_cuda_gemm_q8(p->X, W, p->M, p->N, p->K, false, p->Y, NULL);
 }
 
-/* The weights of n_w copies of [N][K] in THE FORM, from dummy bf16 values (quantized through a
+/* p's weights: n_w copies of [N][K] in its form, from dummy bf16 values (quantized through a
  * bf16 buffer of one copy). */
-static pgd_q8_mat q8_weights(uint32_t N, uint32_t K, uint32_t n_w, uint32_t tensor) {
-    pgd_q8_mat W;
+static void q_weights(prod_q *p, uint32_t tensor) {
+    const uint64_t N = p->N, K = p->K;
     uint16_t *tmp;
-    TRY(cudaMalloc((void **)&W.q, (uint64_t)N * K * n_w));
-    TRY(cudaMalloc((void **)&W.d, (uint64_t)N * (K / PGD_Q8_BLOCK) * 2 * n_w));
-    TRY(cudaMalloc((void **)&tmp, (uint64_t)N * K * 2));
-    for (uint32_t c = 0; c < n_w; c++) {
+    if (p->bits == 4) {
+        TRY(cudaMalloc((void **)&p->W4.q, N * K / 2 * p->n_w));
+        TRY(cudaMalloc((void **)&p->W4.dm, N * (K / PGD_Q4_BLOCK) * 4 * p->n_w));
+    } else {
+        TRY(cudaMalloc((void **)&p->W8.q, N * K * p->n_w));
+        TRY(cudaMalloc((void **)&p->W8.d, N * (K / PGD_Q8_BLOCK) * 2 * p->n_w));
+    }
+    TRY(cudaMalloc((void **)&tmp, N * K * 2));
+    for (uint32_t c = 0; c < p->n_w; c++) {
         const uint64_t at = (uint64_t)c * N;
-        TRY(pgd_cuda_dummy_bf16(7 + c, tensor, 6, (uint64_t)N * K, tmp, NULL));
-        TRY(pgd_cuda_q8_quantize(tmp, 1, N, K,
-                                 (pgd_q8_mat){W.q + at * K, W.d + at * (K / PGD_Q8_BLOCK)}, NULL));
+        TRY(pgd_cuda_dummy_bf16(7 + c, tensor, 6, N * K, tmp, NULL));
+        if (p->bits == 4)
+            TRY(pgd_cuda_q4_quantize(
+                tmp, 1, N, K,
+                (pgd_q4_mat){p->W4.q + at * K / 2, p->W4.dm + at * (K / PGD_Q4_BLOCK)}, NULL));
+        else
+            TRY(pgd_cuda_q8_quantize(
+                tmp, 1, N, K, (pgd_q8_mat){p->W8.q + at * K, p->W8.d + at * (K / PGD_Q8_BLOCK)},
+                NULL));
     }
     TRY(cudaDeviceSynchronize());
     cudaFree(tmp);
-    return W;
 }
 
-static void products_q8(void) {
+static void free_prod_q(prod_q *p) {
+    cudaFree(p->W8.q), cudaFree(p->W8.d), cudaFree(p->W4.q), cudaFree(p->W4.dm);
+    cudaFree(p->X), cudaFree(p->Y);
+}
+
+/* The products over `bits`-bit weights: each shape at 1 .. 64 rows on the tensor-core kernel and
+ * up to PGD_CUDA_GEMV_MAX_M on the GEMV, then a 2k-token prefill's gate/up. */
+static void products_q(uint32_t bits) {
     const struct shape *shapes = k_shapes;
     static const uint32_t ms[] = {1, 4, 8, 16, 64};
-    printf("\n| product over 8-bit weights (--gpu-weights q8_0) | rows | tensor cores "
-           "(pgd_cuda_gemm_q8; the default from %u rows) | 8-bit GEMV (the default up to %u "
+    printf("\n| product over %u-bit weights (--gpu-weights %s) | rows | tensor cores "
+           "(pgd_cuda_gemm_q%u; the default from %u rows) | %u-bit GEMV (the default up to %u "
            "rows) |\n|---|---:|---|---|\n",
-           PGD_CUDA_GEMV_MAX_M + 1, PGD_CUDA_GEMV_MAX_M);
+           bits, bits == 4 ? "q4" : "q8_0", bits, PGD_CUDA_GEMV_MAX_M + 1, bits,
+           PGD_CUDA_GEMV_MAX_M);
     for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++) {
-        prod_q8 p = {.N = g_emu ? (shapes[s].N / 512 + 7) / 8 * 8 : shapes[s].N, /* 8s */
-                     .K = shapes[s].K};
-        const uint64_t bytes = pgd_q8_bytes(p.N, p.K);
+        prod_q p = {.bits = bits,
+                    .N = g_emu ? (shapes[s].N / 512 + 7) / 8 * 8 : shapes[s].N, /* 8s */
+                    .K = shapes[s].K};
+        const uint64_t bytes = bits == 4 ? pgd_q4_bytes(p.N, p.K) : pgd_q8_bytes(p.N, p.K);
         p.n_w = (uint32_t)((g_rotate_bytes + bytes - 1) / bytes);
-        p.W = q8_weights(p.N, p.K, p.n_w, (uint32_t)s);
+        q_weights(&p, (uint32_t)s);
         TRY(cudaMalloc((void **)&p.X, (uint64_t)64 * p.K * 2));
         TRY(cudaMalloc((void **)&p.Y, (uint64_t)64 * p.N * 4));
         TRY(pgd_cuda_dummy_bf16(8, (uint32_t)s, 0, (uint64_t)64 * p.K, p.X, NULL));
@@ -220,24 +249,25 @@ static void products_q8(void) {
             for (int k = 0; k < 2; k++) {
                 p.gemv = k == 1;
                 if (p.gemv && p.M > PGD_CUDA_GEMV_MAX_M) continue;
-                const double us = time_runs(run_prod_q8, &p);
+                const double us = time_runs(run_prod_q, &p);
                 snprintf(cell[k], sizeof cell[k], "%.1f us, %.0f GB/s", us, bytes / (us * 1e3));
             }
             printf("| %s (%u x %u) | %u | %s | %s |\n", shapes[s].name, p.N, p.K, p.M, cell[0],
                    cell[1]);
         }
-        cudaFree(p.W.q), cudaFree(p.W.d), cudaFree(p.X), cudaFree(p.Y);
+        free_prod_q(&p);
     }
     /* a 2k-token prefill's gate/up product on the tensor-core kernel */
-    prod_q8 p = {.N = g_emu ? 112 : 28672, .K = 4096, .M = g_emu ? 64 : 2048, .n_w = 1};
-    p.W = q8_weights(p.N, p.K, 1, 9);
+    prod_q p = {
+        .bits = bits, .N = g_emu ? 112 : 28672, .K = 4096, .M = g_emu ? 64 : 2048, .n_w = 1};
+    q_weights(&p, 9);
     TRY(cudaMalloc((void **)&p.X, (uint64_t)p.M * p.K * 2));
     TRY(cudaMalloc((void **)&p.Y, (uint64_t)p.M * p.N * 4));
     TRY(pgd_cuda_dummy_bf16(8, 9, 0, (uint64_t)p.M * p.K, p.X, NULL));
-    const double us = time_runs(run_prod_q8, &p), flop = 2.0 * p.M * p.N * p.K;
+    const double us = time_runs(run_prod_q, &p), flop = 2.0 * p.M * p.N * p.K;
     printf("| gate/up (%u x %u), a %u-token prefill | %u | %.1f us, %.1f TFLOP/s | |\n", p.N, p.K,
            p.M, p.M, us, flop / (us * 1e6));
-    cudaFree(p.W.q), cudaFree(p.W.d), cudaFree(p.X), cudaFree(p.Y);
+    free_prod_q(&p);
 }
 
 /* ---- a prefill's gate/up product and SiLU * up ------------------------------------------------
@@ -475,7 +505,8 @@ int main(void) {
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();
     rmsnorm();
-    products_q8();
+    products_q(8);
+    products_q(4);
     pgd_cuda_gemm_destroy(g);
     return 0;
 }

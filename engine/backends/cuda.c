@@ -6,7 +6,10 @@
  * Owns (device memory): the weights in bf16, or every matrix in 8 bits (--gpu-weights q8_0, or
  * auto's choice where bf16 leaves too little room: kernels/cuda/q8.h's form, made on the device
  * at load; its products on gemv_q8.h and gemm_grouped.h's _q8 forms, no cuBLASLt; added after
- * bd7e959, untested on hardware) — per layer the fused QKV [(H + 2 Hkv) D][E] and
+ * bd7e959, untested on hardware), or (q4, auto's where 8 bits leave too little) each matrix
+ * whose file blocks are 4-bit in 4 bits (kernels/cuda/q4.h: Q4_1 blocks made on the host, split
+ * on the device; gemv_q4.h, the _q4 forms; untested on hardware) and the others in 8 (mat_form)
+ * — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
  * [D] each) and biases in f32; with experts, per layer the router and each expert's fused gate/up
  * and down instead of the dense FFN's — the RoPE cos/sin table [n_ctx_train][rope_dim] computed
@@ -76,10 +79,12 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_q4.h"
 #include "kernels/cuda/gemv_q8.h"
 #include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/q4.h"
 #include "kernels/cuda/q8.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv.h"
@@ -91,11 +96,16 @@
 #define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
 #define GRAPHS_MAX      256 /* decode graph sizes x strides kept (17 x at most ~10 in practice) */
 
-/* A matrix [rows][cols] on the device: bf16 (h), or in 8 bits (q, kernels/cuda/q8.h) when the
- * backend's weights are (cuda_backend.q8); a stack of experts alike. */
+/* A matrix's form on the device (mat_form says which). */
+typedef enum mform { FORM_BF16, FORM_Q8, FORM_Q4 } mform;
+
+/* A matrix [rows][cols] on the device: bf16 (h), in 8 bits (q, kernels/cuda/q8.h) or in 4 bits
+ * (q4, kernels/cuda/q4.h), as `form` says; a stack of experts alike. */
 typedef struct dmat {
     uint16_t *h;
     pgd_q8_mat q;
+    pgd_q4_mat q4;
+    mform form;
 } dmat;
 
 typedef struct layer {
@@ -127,7 +137,10 @@ typedef struct cuda_backend {
     pgd_kv_geom geom;
     uint32_t n_blocks;
     /* device weights */
-    bool q8;               /* every matrix in 8 bits (--gpu-weights q8_0), else bf16 */
+    pgd_cuda_weights wmode; /* the weights' form (--gpu-weights, auto resolved): bf16, every
+                               matrix in 8 bits, or (q4) in 4 bits where mat_form says */
+    bool sizing;            /* load_weights only counts its device bytes into `sized` */
+    uint64_t sized;
     dmat tok_embd, output; /* output == tok_embd when tied */
     float *output_norm;
     layer *layers;  /* [n_layer] */
@@ -207,6 +220,10 @@ int pgd_cuda_devices(const char **why) {
 
 static int dalloc(cuda_backend *b, size_t bytes, void **out) {
     *out = NULL;
+    if (b->sizing) { /* weights_bytes: counted, not allocated */
+        b->sized += bytes;
+        return 0;
+    }
     if (b->n_allocs == b->cap_allocs) {
         uint32_t cap = b->cap_allocs ? b->cap_allocs * 2 : 64;
         void **p = realloc(b->allocs, cap * sizeof *p);
@@ -237,31 +254,71 @@ typedef struct staging {
     float *f32;
 } staging;
 
-/* m from row row0 on (its rows of cols). */
+/* m from row row0 on (its rows of cols); m itself while sizing (nothing allocated). */
 static dmat mat_rows(const cuda_backend *b, dmat m, uint64_t row0, uint64_t cols) {
-    if (b->q8) {
+    if (b->sizing) return m;
+    switch (m.form) {
+    case FORM_Q8:
         m.q.q += row0 * cols;
         m.q.d += row0 * (cols / PGD_Q8_BLOCK);
-    } else {
+        break;
+    case FORM_Q4:
+        m.q4.q += row0 * cols / 2;
+        m.q4.dm += row0 * (cols / PGD_Q4_BLOCK);
+        break;
+    default:
         m.h += row0 * cols;
     }
     return m;
 }
 
-static int alloc_mat(cuda_backend *b, uint64_t rows, uint64_t cols, dmat *m) {
+/* The form of a matrix made of n parts (a fused one: QKV, gate/up, an expert stack) of GGUF
+ * types types[0 .. n): as the weights' mode says, but with --gpu-weights q4 4 bits only where
+ * every part's blocks take THE FORM exactly (Q4_0, Q4_1, Q4_K: kernels/cuda/q4.h) or the
+ * weights are dummy, and 8 bits elsewhere (a Q4_K_M file keeps its 6-bit V, down and output
+ * matrices at 8 bits, not 4). */
+static mform mat_form(const cuda_backend *b, const pgd_weight *const *parts, uint32_t n) {
+    if (b->wmode == PGD_CUDA_WEIGHTS_BF16) return FORM_BF16;
+    if (b->wmode == PGD_CUDA_WEIGHTS_Q8_0) return FORM_Q8;
+    if (b->base.model->shapes_only) return FORM_Q4;
+    for (uint32_t i = 0; i < n; i++)
+        if (!pgd_q4_type_exact(parts[i]->type)) return FORM_Q8;
+    return FORM_Q4;
+}
+
+static int alloc_mat(cuda_backend *b, uint64_t rows, uint64_t cols, mform form, dmat *m) {
     int rc;
-    if (!b->q8) return DALLOC(b, m->h, rows * cols * 2);
-    if ((rc = DALLOC(b, m->q.q, rows * cols))) return rc;
-    return DALLOC(b, m->q.d, rows * (cols / PGD_Q8_BLOCK) * 2);
+    m->form = form;
+    switch (form) {
+    case FORM_Q8:
+        if ((rc = DALLOC(b, m->q.q, rows * cols))) return rc;
+        return DALLOC(b, m->q.d, rows * (cols / PGD_Q8_BLOCK) * 2);
+    case FORM_Q4:
+        if ((rc = DALLOC(b, m->q4.q, rows * cols / 2))) return rc;
+        return DALLOC(b, m->q4.dm, rows * (cols / PGD_Q4_BLOCK) * 4);
+    default:
+        return DALLOC(b, m->h, rows * cols * 2);
+    }
+}
+
+/* alloc_mat for the matrix fused of parts[0 .. n) in the form mat_form gives them. */
+static int alloc_fused(cuda_backend *b, uint64_t rows, uint64_t cols,
+                       const pgd_weight *const *parts, uint32_t n, dmat *m) {
+    return alloc_mat(b, rows, cols, mat_form(b, parts, n), m);
 }
 
 /* Rows [0, w->rows) of a host weight (any GGUF type) into dst's first rows, through the pinned
- * staging and the device's, converted on the device: dequantized to bf16, or into 8 bits — a
- * Q8_0 tensor's blocks split as they are, any other type's values through f32, requantized. */
+ * staging and the device's, converted on the device into dst's form: dequantized to bf16; into
+ * 8 bits, a Q8_0 tensor's blocks split as they are, any other type's values through f32,
+ * requantized; into 4 bits, the rows made GGUF Q4_1 blocks on the host (pgd_q4_blocks: the
+ * CPU's re-blocking) and split, or where a block's scales pass f16's range its values through
+ * f32, quantized. */
 static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const staging *st) {
-    const bool via_f32 = b->q8 && w->type != PGD_TYPE_Q8_0;
-    uint64_t per = STAGING_BYTES / w->row_bytes;
-    if (via_f32 && per > STAGING_BYTES / (w->cols * sizeof(float)))
+    if (b->sizing) return 0;
+    const uint64_t q41_row = w->cols / PGD_Q4_BLOCK * PGD_Q4_BLOCK_BYTES;
+    const uint64_t row_max = dst.form == FORM_Q4 && q41_row > w->row_bytes ? q41_row : w->row_bytes;
+    uint64_t per = STAGING_BYTES / row_max;
+    if (dst.form != FORM_BF16 && per > STAGING_BYTES / (w->cols * sizeof(float)))
         per = STAGING_BYTES / (w->cols * sizeof(float));
     if (per == 0)
         return pgd_error_set(PGD_EUNSUPPORTED, "a weight row of %llu bytes exceeds the staging",
@@ -269,13 +326,26 @@ static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const s
     for (uint64_t r0 = 0; r0 < w->rows; r0 += per) {
         const int64_t n = (int64_t)(w->rows - r0 < per ? w->rows - r0 : per), k = (int64_t)w->cols;
         const dmat at = mat_rows(b, dst, r0, w->cols);
-        memcpy(st->host, (const uint8_t *)w->data + r0 * w->row_bytes, n * w->row_bytes);
-        PGD_CUDA_TRY(cudaMemcpyAsync(st->dev, st->host, n * w->row_bytes, cudaMemcpyHostToDevice,
-                                     b->stream));
-        int rc = !b->q8    ? pgd_cuda_dequant_bf16(w->type, st->dev, at.h, n, k, b->stream)
-                 : via_f32 ? pgd_cuda_dequant(w->type, st->dev, st->f32, n, k, b->stream)
-                           : pgd_cuda_q8_split(st->dev, n, k, at.q, b->stream);
-        if (!rc && via_f32) rc = pgd_cuda_q8_quantize(st->f32, 0, n, k, at.q, b->stream);
+        const uint8_t *rows = (const uint8_t *)w->data + r0 * w->row_bytes;
+        bool via_f32 = dst.form == FORM_Q8 && w->type != PGD_TYPE_Q8_0, blocks = false;
+        int rc = 0;
+        if (dst.form == FORM_Q4) {
+            rc = pgd_q4_blocks(w->type, rows, st->host, n * k);
+            if (rc && rc != PGD_ERANGE) return rc;
+            blocks = rc == 0;
+            via_f32 = !blocks;
+        }
+        const uint64_t bytes = blocks ? (uint64_t)n * q41_row : (uint64_t)n * w->row_bytes;
+        if (!blocks) memcpy(st->host, rows, bytes);
+        PGD_CUDA_TRY(cudaMemcpyAsync(st->dev, st->host, bytes, cudaMemcpyHostToDevice, b->stream));
+        if (dst.form == FORM_BF16)
+            rc = pgd_cuda_dequant_bf16(w->type, st->dev, at.h, n, k, b->stream);
+        else if (via_f32 && !(rc = pgd_cuda_dequant(w->type, st->dev, st->f32, n, k, b->stream)))
+            rc = dst.form == FORM_Q8 ? pgd_cuda_q8_quantize(st->f32, 0, n, k, at.q, b->stream)
+                                     : pgd_cuda_q4_quantize(st->f32, 0, n, k, at.q4, b->stream);
+        else if (!via_f32)
+            rc = dst.form == FORM_Q8 ? pgd_cuda_q8_split(st->dev, n, k, at.q, b->stream)
+                                     : pgd_cuda_q4_split(st->dev, n, k, at.q4, b->stream);
         if (rc) return rc;
         PGD_CUDA_TRY(cudaStreamSynchronize(b->stream)); /* the staging is reused */
     }
@@ -284,19 +354,23 @@ static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const s
 
 /* The dummy hash's values of a weight's elements [first, first + rows cols) (dummy.h numbers a
  * weight's elements from 0; shift as pgd_dummy_matrix_shift) into dst's first rows: in bf16, or
- * from those bf16 values into 8 bits through the device staging. */
+ * from those bf16 values into 8 or 4 bits through the device staging. */
 static int put_dummy(cuda_backend *b, uint32_t id, int shift, uint64_t first, uint64_t rows,
                      uint64_t cols, dmat dst, const staging *st) {
     const uint64_t seed = b->base.model->dummy_seed, per = STAGING_BYTES / (cols * 2);
-    if (!b->q8)
+    if (b->sizing) return 0;
+    if (dst.form == FORM_BF16)
         return pgd_cuda_dummy_bf16_at(seed, id, shift, first, rows * cols, dst.h, b->stream);
     int rc = 0;
     for (uint64_t r0 = 0; r0 < rows && !rc; r0 += per) { /* stream order: no wait between */
         const uint64_t n = rows - r0 < per ? rows - r0 : per;
+        const dmat at = mat_rows(b, dst, r0, cols);
         if (!(rc = pgd_cuda_dummy_bf16_at(seed, id, shift, first + r0 * cols, n * cols,
                                           (uint16_t *)st->dev, b->stream)))
-            rc = pgd_cuda_q8_quantize(st->dev, 1, (int64_t)n, (int64_t)cols,
-                                      mat_rows(b, dst, r0, cols).q, b->stream);
+            rc =
+                dst.form == FORM_Q8
+                    ? pgd_cuda_q8_quantize(st->dev, 1, (int64_t)n, (int64_t)cols, at.q, b->stream)
+                    : pgd_cuda_q4_quantize(st->dev, 1, (int64_t)n, (int64_t)cols, at.q4, b->stream);
     }
     return rc;
 }
@@ -313,6 +387,7 @@ static int put_matrix(cuda_backend *b, const pgd_weight *w, uint32_t id, dmat ds
 /* An f32 vector: from the host, or the dummy hash (base + v/1024); NULL when absent. */
 static int put_vector(cuda_backend *b, const pgd_model *m, const pgd_weight *w, uint32_t id,
                       float base, float *dst) {
+    if (b->sizing) return 0;
     if (m->shapes_only) return pgd_cuda_dummy_f32(m->dummy_seed, id, base, w->cols, dst, b->stream);
     PGD_CUDA_TRY(
         cudaMemcpyAsync(dst, w->data, w->cols * sizeof(float), cudaMemcpyHostToDevice, b->stream));
@@ -329,9 +404,11 @@ static int load_experts(cuda_backend *b, uint32_t l, const staging *st) {
     const pgd_layer_weights *L = &m->layers[l];
     layer *d = &b->layers[l];
     const uint64_t E = b->E, FX = b->FX, NE = b->NE, part = FX * E; /* one gate or up, one down */
+    const pgd_weight *router = &L->router, *gu[] = {L->exp_gate, L->exp_up}, *down = L->exp_down;
     int rc;
-    if ((rc = alloc_mat(b, NE, E, &d->router)) || (rc = alloc_mat(b, NE * 2 * FX, E, &d->exp_gu)) ||
-        (rc = alloc_mat(b, NE * E, FX, &d->exp_down)))
+    if ((rc = alloc_fused(b, NE, E, &router, 1, &d->router)) ||
+        (rc = alloc_fused(b, NE * 2 * FX, E, gu, 2, &d->exp_gu)) ||
+        (rc = alloc_fused(b, NE * E, FX, &down, 1, &d->exp_down)))
         return rc;
     if (m->shapes_only) {
         const uint32_t gate = pgd_dummy_moe_id(l, PGD_DUMMY_EXP_GATE),
@@ -360,65 +437,52 @@ static int load_experts(cuda_backend *b, uint32_t l, const staging *st) {
     return 0;
 }
 
-/* 0, or PGD_ECUDA saying so when the weights alone exceed the device's free memory. */
-static int check_weights_fit(const cuda_backend *b, const pgd_model_config *c) {
-    size_t free_b = 0, total = 0;
-    PGD_CUDA_TRY(cudaMemGetInfo(&free_b, &total));
-    const uint64_t need = pgd_cuda_weight_bytes(c, b->q8);
-    if (need <= free_b) return 0;
-    const double G = 1024.0 * 1024.0 * 1024.0;
-    if (b->q8)
-        return pgd_error_set(PGD_ECUDA,
-                             "the model's weights need %.2f GiB of GPU memory in 8 bits (q8_0) "
-                             "and %.2f GiB of the GPU's %.2f GiB are free: a smaller model, or "
-                             "--device cpu",
-                             need / G, free_b / G, total / G);
-    return pgd_error_set(PGD_ECUDA,
-                         "the model's weights need %.2f GiB of GPU memory in bf16 and %.2f GiB "
-                         "of the GPU's %.2f GiB are free: --gpu-weights q8_0 (%.2f GiB), a "
-                         "smaller model, or --device cpu",
-                         need / G, free_b / G, total / G, pgd_cuda_weight_bytes(c, true) / G);
-}
-
 static int load_weights(cuda_backend *b) {
     const pgd_model *m = b->base.model;
     const pgd_model_config *c = &m->cfg;
     const uint64_t E = b->E, QD = (uint64_t)b->H * b->D, KVD = (uint64_t)b->HKV * b->D;
     staging st = {0};
     int rc = 0;
-    if (!m->shapes_only) PGD_CUDA_TRY(cudaMallocHost((void **)&st.host, STAGING_BYTES));
-    if ((!m->shapes_only || b->q8) && cudaMalloc((void **)&st.dev, STAGING_BYTES) != cudaSuccess) {
+    const bool convert = b->wmode != PGD_CUDA_WEIGHTS_BF16; /* into 8 or 4 bits on the device */
+    if (!m->shapes_only && !b->sizing)
+        PGD_CUDA_TRY(cudaMallocHost((void **)&st.host, STAGING_BYTES));
+    if (!b->sizing && (!m->shapes_only || convert) &&
+        cudaMalloc((void **)&st.dev, STAGING_BYTES) != cudaSuccess) {
         cudaGetLastError();
         rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
                            STAGING_BYTES >> 20);
         goto out;
     }
-    if (!m->shapes_only && b->q8 && cudaMalloc((void **)&st.f32, STAGING_BYTES) != cudaSuccess) {
+    if (!b->sizing && !m->shapes_only && convert &&
+        cudaMalloc((void **)&st.f32, STAGING_BYTES) != cudaSuccess) {
         cudaGetLastError();
         rc = pgd_error_set(PGD_ECUDA, "out of GPU memory for the %u MiB weight staging",
                            STAGING_BYTES >> 20);
         goto out;
     }
-    if ((rc = alloc_mat(b, b->V, E, &b->tok_embd)) ||
+    const pgd_weight *tok = &m->tok_embd, *out = &m->output;
+    if ((rc = alloc_fused(b, b->V, E, &tok, 1, &b->tok_embd)) ||
         (rc = put_matrix(b, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, &st)) ||
         (rc = DALLOC(b, b->output_norm, E * sizeof(float))) ||
         (rc = put_vector(b, m, &m->output_norm, PGD_DUMMY_OUTPUT_NORM, 1.0f, b->output_norm)))
         goto out;
     if (c->tied_output) {
         b->output = b->tok_embd;
-    } else if ((rc = alloc_mat(b, b->V, E, &b->output)) ||
+    } else if ((rc = alloc_fused(b, b->V, E, &out, 1, &b->output)) ||
                (rc = put_matrix(b, &m->output, PGD_DUMMY_OUTPUT, b->output, &st))) {
         goto out;
     }
     for (uint32_t l = 0; l < c->n_layer && !rc; l++) {
         const pgd_layer_weights *L = &m->layers[l];
         layer *d = &b->layers[l];
+        const pgd_weight *qkv[] = {&L->wq, &L->wk, &L->wv}, *wo = &L->wo,
+                         *gu[] = {&L->w_gate, &L->w_up}, *down = &L->w_down;
 #define ID(which) pgd_dummy_tensor_id(l, PGD_DUMMY_##which)
-        if ((rc = alloc_mat(b, b->QKV, E, &d->wqkv)) ||
+        if ((rc = alloc_fused(b, b->QKV, E, qkv, 3, &d->wqkv)) ||
             (rc = put_matrix(b, &L->wq, ID(WQ), d->wqkv, &st)) ||
             (rc = put_matrix(b, &L->wk, ID(WK), mat_rows(b, d->wqkv, QD, E), &st)) ||
             (rc = put_matrix(b, &L->wv, ID(WV), mat_rows(b, d->wqkv, QD + KVD, E), &st)) ||
-            (rc = alloc_mat(b, E, QD, &d->wo)) ||
+            (rc = alloc_fused(b, E, QD, &wo, 1, &d->wo)) ||
             (rc = put_matrix(b, &L->wo, ID(WO), d->wo, &st)) ||
             (rc = DALLOC(b, d->attn_norm, E * sizeof(float))) ||
             (rc = put_vector(b, m, &L->attn_norm, ID(ATTN_NORM), 1.0f, d->attn_norm)) ||
@@ -427,10 +491,10 @@ static int load_weights(cuda_backend *b) {
             break;
         if (b->NE) {
             if ((rc = load_experts(b, l, &st))) break;
-        } else if ((rc = alloc_mat(b, 2ull * b->F, E, &d->wgu)) ||
+        } else if ((rc = alloc_fused(b, 2ull * b->F, E, gu, 2, &d->wgu)) ||
                    (rc = put_matrix(b, &L->w_gate, ID(GATE), d->wgu, &st)) ||
                    (rc = put_matrix(b, &L->w_up, ID(UP), mat_rows(b, d->wgu, b->F, E), &st)) ||
-                   (rc = alloc_mat(b, E, b->F, &d->wdown)) ||
+                   (rc = alloc_fused(b, E, b->F, &down, 1, &d->wdown)) ||
                    (rc = put_matrix(b, &L->w_down, ID(DOWN), d->wdown, &st))) {
             break;
         }
@@ -446,7 +510,7 @@ static int load_weights(cuda_backend *b) {
             break;
 #undef ID
     }
-    if (!rc && cudaStreamSynchronize(b->stream) != cudaSuccess)
+    if (!rc && !b->sizing && cudaStreamSynchronize(b->stream) != cudaSuccess)
         rc = pgd_error_set(PGD_ECUDA, "uploading the weights: %s",
                            cudaGetErrorString(cudaGetLastError()));
 out: /* cudaFree synchronises: no conversion still reads the staging */
@@ -454,6 +518,45 @@ out: /* cudaFree synchronises: no conversion still reads the staging */
     if (st.dev) cudaFree(st.dev);
     if (st.host) cudaFreeHost(st.host);
     return rc;
+}
+
+/* The device bytes of the weights in form `mode`: load_weights counting, not allocating. */
+static uint64_t weights_bytes(cuda_backend *b, pgd_cuda_weights mode) {
+    const pgd_cuda_weights keep = b->wmode;
+    b->wmode = mode;
+    b->sizing = true;
+    b->sized = 0;
+    int rc = load_weights(b);
+    PGD_ASSERT(rc == 0); /* nothing but counting can fail, and counting does not */
+    b->sizing = false;
+    b->wmode = keep;
+    return b->sized;
+}
+
+/* 0, or PGD_ECUDA saying so (with the sizes of the smaller forms) when the weights alone
+ * exceed the device's free memory. */
+static int check_weights_fit(cuda_backend *b) {
+    size_t free_b = 0, total = 0;
+    PGD_CUDA_TRY(cudaMemGetInfo(&free_b, &total));
+    const uint64_t need = weights_bytes(b, b->wmode);
+    if (need <= free_b) return 0;
+    const double G = 1024.0 * 1024.0 * 1024.0;
+    char smaller[96] = "";
+    if (b->wmode == PGD_CUDA_WEIGHTS_BF16)
+        snprintf(smaller, sizeof smaller, "--gpu-weights q8_0 (%.2f GiB) or q4 (%.2f GiB), ",
+                 weights_bytes(b, PGD_CUDA_WEIGHTS_Q8_0) / G,
+                 weights_bytes(b, PGD_CUDA_WEIGHTS_Q4) / G);
+    else if (b->wmode == PGD_CUDA_WEIGHTS_Q8_0)
+        snprintf(smaller, sizeof smaller, "--gpu-weights q4 (%.2f GiB), ",
+                 weights_bytes(b, PGD_CUDA_WEIGHTS_Q4) / G);
+    return pgd_error_set(PGD_ECUDA,
+                         "the model's weights need %.2f GiB of GPU memory in %s and %.2f GiB of "
+                         "the GPU's %.2f GiB are free: %sa smaller model, or --device cpu",
+                         need / G,
+                         b->wmode == PGD_CUDA_WEIGHTS_BF16   ? "bf16"
+                         : b->wmode == PGD_CUDA_WEIGHTS_Q8_0 ? "8 bits (q8_0)"
+                                                             : "4 bits (q4)",
+                         free_b / G, total / G, smaller);
 }
 
 /* The cos/sin of every position the model can reach, by the CPU's own functions. The copy goes
@@ -534,7 +637,7 @@ static int alloc_step(cuda_backend *b) {
 }
 
 static int make_plans(cuda_backend *b) {
-    if (b->q8) return 0; /* the 8-bit products need no plan (mm) */
+    if (b->wmode != PGD_CUDA_WEIGHTS_BF16) return 0; /* 8 and 4 bits need no plan (mm) */
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
     const pgd_cuda_gemm_mode fast = b->opt.batch_invariant ? PGD_CUDA_GEMM_INVARIANT
                                     : b->opt.decode_gemv   ? PGD_CUDA_GEMM_FAST_GEMV
@@ -595,30 +698,50 @@ static int upload_meta(cuda_backend *b, const pgd_batch *bt) {
     return 0;
 }
 
-/* Whether the 8-bit products of M rows run on the GEMV (gemv_q8.h), else on the tensor-core
- * kernel (gemm_grouped.h's pgd_cuda_gemm_q8) — the latter alone with --batch-invariant (its
- * bits do not depend on M) or --no-decode-gemv. */
-static bool q8_gemv(const cuda_backend *b, uint32_t M) {
+/* Whether the products of M rows over 8- or 4-bit weights run on the GEMV (gemv_q8.h,
+ * gemv_q4.h), else on the tensor-core kernel (gemm_grouped.h's pgd_cuda_gemm_q8 / _q4) — the
+ * latter alone with --batch-invariant (its bits do not depend on M) or --no-decode-gemv. */
+static bool q_gemv(const cuda_backend *b, uint32_t M) {
     return !b->opt.batch_invariant && b->opt.decode_gemv && M <= PGD_CUDA_GEMV_MAX_M;
 }
 
-/* Y = X · Wᵀ for M rows: X bf16 [M][K], W [N][K], Y f32 [M][N] — on bf16 weights the plan's
- * (gemm.h: its GEMV range included), on 8-bit weights the GEMV or the tensor-core kernel. */
+/* Y = X · Wᵀ for M rows: X bf16 [M][K], W [N][K], Y f32 (out_bf16: bf16) [M][N] by W's form —
+ * on bf16 the plan's (gemm.h: its GEMV range included), on 8 or 4 bits the GEMV (f32 out only:
+ * the caller's q_gemv said no for bf16 out) or the tensor-core kernel. */
+static int mm_out(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W,
+                  void *Y, bool out_bf16, uint32_t M, uint32_t N, uint32_t K, void *s) {
+    const bool gemv = !out_bf16 && q_gemv(b, M);
+    switch (W->form) {
+    case FORM_Q8:
+        return gemv ? pgd_cuda_gemv_q8(X, W->q, Y, M, N, K, s)
+                    : pgd_cuda_gemm_q8(X, W->q, M, N, K, out_bf16, Y, s);
+    case FORM_Q4:
+        return gemv ? pgd_cuda_gemv_q4(X, W->q4, Y, M, N, K, s)
+                    : pgd_cuda_gemm_q4(X, W->q4, M, N, K, out_bf16, Y, s);
+    default:
+        return pgd_cuda_gemm_run(b->gemm, plan, X, W->h, Y, M, s);
+    }
+}
+
 static int mm(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W, float *Y,
               uint32_t M, uint32_t N, uint32_t K, void *s) {
-    if (!b->q8) return pgd_cuda_gemm_run(b->gemm, plan, X, W->h, Y, M, s);
-    if (q8_gemv(b, M)) return pgd_cuda_gemv_q8(X, W->q, Y, M, N, K, s);
-    return pgd_cuda_gemm_q8(X, W->q, M, N, K, false, Y, s);
+    return mm_out(b, plan, X, W, Y, false, M, N, K, s);
 }
 
 /* The experts' products over the step's tiles (gemm_grouped.h), in the weights' form. */
 static int grouped(cuda_backend *b, const uint16_t *X, const uint32_t *gather, const dmat *W,
                    uint32_t N, uint32_t K, uint32_t max_tiles, bool out_bf16, void *Y, void *s) {
-    if (b->q8)
+    switch (W->form) {
+    case FORM_Q8:
         return pgd_cuda_gemm_grouped_q8(X, gather, W->q, N, K, b->ex_tiles, b->ex_n_tiles,
                                         max_tiles, out_bf16, Y, s);
-    return pgd_cuda_gemm_grouped(X, gather, W->h, N, K, b->ex_tiles, b->ex_n_tiles, max_tiles,
-                                 out_bf16, Y, s);
+    case FORM_Q4:
+        return pgd_cuda_gemm_grouped_q4(X, gather, W->q4, N, K, b->ex_tiles, b->ex_n_tiles,
+                                        max_tiles, out_bf16, Y, s);
+    default:
+        return pgd_cuda_gemm_grouped(X, gather, W->h, N, K, b->ex_tiles, b->ex_n_tiles, max_tiles,
+                                     out_bf16, Y, s);
+    }
 }
 
 /* A mixture of experts' FFN after its norm (in xb [T][E]), into proj [T][E]: the router's
@@ -642,21 +765,28 @@ static int moe_ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     return pgd_cuda_moe_combine(b->ex_out, b->row_of, b->pick_w, T, b->K, b->E, b->proj, s);
 }
 
+/* The gate/up product of T rows ending in SiLU * up on a GEMV kernel (the bf16 [T][F] into gu),
+ * where T rows run on one (bf16: where the plan says, one row by default; 8 and 4 bits: q_gemv).
+ * 1 when it ran, 0 when T rows do not take it, or a negative code. */
+static int gemv_silu(cuda_backend *b, const dmat *W, uint32_t T, void *s) {
+    if (W->form == FORM_BF16 ? !pgd_cuda_gemm_plan_gemv(b->p_gu, T) : !q_gemv(b, T)) return 0;
+    int rc = W->form == FORM_Q8   ? pgd_cuda_gemv_q8_silu(b->xb, W->q, b->gu, T, b->F, b->E, s)
+             : W->form == FORM_Q4 ? pgd_cuda_gemv_q4_silu(b->xb, W->q4, b->gu, T, b->F, b->E, s)
+                                  : pgd_cuda_gemv_silu(b->xb, W->h, b->gu, T, b->F, b->E, s);
+    return rc ? rc : 1;
+}
+
 /* The FFN after its norm (in xb): gate/up (bf16 [T][2F] into gu), SiLU * up (into xb), down into
- * proj. Where T rows run on a GEMV kernel (bf16: where the plan says, one row by default; 8 bits:
- * q8_gemv) the gate/up product ends in SiLU * up itself, its bf16 [T][F] written over gu's
- * memory (xb is its input). */
+ * proj — or on a GEMV kernel (gemv_silu) the gate/up product ending in SiLU * up itself, its
+ * bf16 [T][F] written over gu's memory (xb is its input). */
 static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     int rc;
     if (b->NE) return moe_ffn(b, L, T, s);
     const uint16_t *act = b->xb;
-    if (b->q8 ? q8_gemv(b, T) : pgd_cuda_gemm_plan_gemv(b->p_gu, T)) {
-        if ((rc = b->q8 ? pgd_cuda_gemv_q8_silu(b->xb, L->wgu.q, b->gu, T, b->F, b->E, s)
-                        : pgd_cuda_gemv_silu(b->xb, L->wgu.h, b->gu, T, b->F, b->E, s)))
-            return rc;
+    if ((rc = gemv_silu(b, &L->wgu, T, s)) < 0) return rc;
+    if (rc) {
         act = b->gu;
-    } else if ((rc = b->q8 ? pgd_cuda_gemm_q8(b->xb, L->wgu.q, T, 2 * b->F, b->E, true, b->gu, s)
-                           : pgd_cuda_gemm_run(b->gemm, b->p_gu, b->xb, L->wgu.h, b->gu, T, s)) ||
+    } else if ((rc = mm_out(b, b->p_gu, b->xb, &L->wgu, b->gu, true, T, 2 * b->F, b->E, s)) ||
                (rc = pgd_cuda_silu_mul_bf16(b->gu, T, b->F, b->xb, s))) {
         return rc;
     }
@@ -719,8 +849,11 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
     const bool neox = c->rope_style == PGD_ROPE_NEOX;
     int rc;
 
-    if ((rc = b->q8 ? pgd_cuda_q8_embed(b->tok_embd.q, d_tokens, T, E, b->x, s)
-                    : pgd_cuda_embed(b->tok_embd.h, d_tokens, T, E, b->x, s)))
+    if ((rc = b->tok_embd.form == FORM_Q8
+                  ? pgd_cuda_q8_embed(b->tok_embd.q, d_tokens, T, E, b->x, s)
+              : b->tok_embd.form == FORM_Q4
+                  ? pgd_cuda_q4_embed(b->tok_embd.q4, d_tokens, T, E, b->x, s)
+                  : pgd_cuda_embed(b->tok_embd.h, d_tokens, T, E, b->x, s)))
         return rc;
     for (uint32_t li = 0; li < c->n_layer; li++) {
         const layer *L = &b->layers[li];
@@ -1044,8 +1177,9 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                            cudaGetErrorString(cudaGetLastError()));
         goto fail;
     }
-    /* the weights' form: as asked, or (auto) bf16 while it leaves room (cuda_plan.h) */
-    b->q8 = o->weights == PGD_CUDA_WEIGHTS_Q8_0;
+    /* the weights' form: as asked, or (auto) bf16 while it leaves room enough, then 8 bits,
+     * then 4 (cuda_plan.h) */
+    b->wmode = o->weights;
     if (o->weights == PGD_CUDA_WEIGHTS_AUTO) {
         size_t free_b = 0, total = 0;
         if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
@@ -1056,29 +1190,31 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
         const double util = cfg->gpu_memory_utilization > 0 ? cfg->gpu_memory_utilization
                                                             : PGD_DEFAULT_GPU_MEMORY_UTILIZATION;
         const double share = util * (double)total - (double)(total - free_b);
-        b->q8 =
-            pgd_cuda_weights_choose(c, share > 0 ? (uint64_t)share : 0) == PGD_CUDA_WEIGHTS_Q8_0;
+        b->wmode = pgd_cuda_weights_choose(c, share > 0 ? (uint64_t)share : 0);
         const double G = 1024.0 * 1024.0 * 1024.0;
-        if (b->q8)
+        if (b->wmode != PGD_CUDA_WEIGHTS_BF16)
             fprintf(stderr,
-                    "pagoda: the weights go to the GPU in 8 bits (--gpu-weights q8_0: %.2f GiB): "
-                    "in bf16 (%.2f GiB) they would leave too little of its %.2f GiB share "
+                    "pagoda: the weights go to the GPU in %s (--gpu-weights %s: %.2f GiB): in "
+                    "bf16 (%.2f GiB)%s they would leave too little of its %.2f GiB share "
                     "(--gpu-weights bf16 insists)\n",
-                    pgd_cuda_weight_bytes(c, true) / G, pgd_cuda_weight_bytes(c, false) / G,
-                    share / G);
+                    b->wmode == PGD_CUDA_WEIGHTS_Q8_0 ? "8 bits" : "4 bits",
+                    pgd_cuda_weights_name(b->wmode), weights_bytes(b, b->wmode) / G,
+                    weights_bytes(b, PGD_CUDA_WEIGHTS_BF16) / G,
+                    b->wmode == PGD_CUDA_WEIGHTS_Q4 ? " or 8 bits" : "", share / G);
     }
-    if (b->q8 && !pgd_cuda_q8_fits(c)) {
+    if (b->wmode != PGD_CUDA_WEIGHTS_BF16 && !pgd_cuda_q8_fits(c)) {
         rc = pgd_error_set(PGD_EUNSUPPORTED,
-                           "--gpu-weights q8_0 takes products whose inner width is a multiple "
+                           "--gpu-weights %s takes products whose inner width is a multiple "
                            "of %u and a vocabulary and expert count of 8s (this model: hidden "
                            "%u, heads x dim %u, FFN %u, vocabulary %u, experts %u): use bf16",
-                           PGD_Q8_BLOCK, c->n_embd, c->n_head * c->head_dim,
-                           c->n_expert ? c->n_ff_exp : c->n_ff, c->n_vocab, c->n_expert);
+                           pgd_cuda_weights_name(b->wmode), PGD_Q8_BLOCK, c->n_embd,
+                           c->n_head * c->head_dim, c->n_expert ? c->n_ff_exp : c->n_ff, c->n_vocab,
+                           c->n_expert);
         goto fail;
     }
     /* weights first, then everything a step needs, then the KV cache from what is left; weights
      * that cannot fit are said before any is uploaded */
-    if ((rc = check_weights_fit(b, c))) goto fail;
+    if ((rc = check_weights_fit(b))) goto fail;
     if ((rc = load_weights(b)) || (rc = load_rope(b)) || (rc = alloc_step(b)) ||
         (rc = make_plans(b)) || (rc = alloc_kv(b, cfg, &device_total)))
         goto fail;

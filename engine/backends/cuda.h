@@ -17,15 +17,19 @@
 /* The weights' form on the GPU (--gpu-weights). */
 typedef enum pgd_cuda_weights {
     PGD_CUDA_WEIGHTS_AUTO = 0, /* bf16 when they leave room enough (pgd_cuda_weights_choose),
-                                  else 8 bits */
+                                  else 8 bits, else 4 */
     PGD_CUDA_WEIGHTS_BF16 = 1, /* every matrix in bf16 (dequantized on the GPU) */
     PGD_CUDA_WEIGHTS_Q8_0 = 2, /* every matrix in 8 bits with a scale per 32 (kernels/cuda/q8.h):
                                   1.06 bytes a weight instead of 2 */
+    PGD_CUDA_WEIGHTS_Q4 = 3,   /* 4 bits with a scale and an offset per 32 (kernels/cuda/q4.h:
+                                  0.625 bytes a weight) for every matrix whose file blocks are
+                                  4-bit (Q4_0, Q4_1, Q4_K: as they are, no requantization) and
+                                  for dummy weights; 8 bits for the rest */
 } pgd_cuda_weights;
 
-/* "auto", "bf16" or "q8_0" into *out. 0 or PGD_EINVAL with a detail. */
+/* "auto", "bf16", "q8_0" or "q4" into *out. 0 or PGD_EINVAL with a detail. */
 int pgd_cuda_weights_parse(const char *s, pgd_cuda_weights *out);
-const char *pgd_cuda_weights_name(pgd_cuda_weights w); /* "auto", "bf16", "q8_0" */
+const char *pgd_cuda_weights_name(pgd_cuda_weights w); /* "auto", "bf16", "q8_0", "q4" */
 
 typedef struct pgd_cuda_options {
     int device_index;         /* which GPU (default 0) */
@@ -51,7 +55,7 @@ typedef struct pgd_cuda_options {
 int pgd_cuda_devices(const char **why);
 
 /* The CUDA backend over model m (loaded with PGD_MODEL_RAW, or dummy with shapes only): the
- * weights go to the device in bf16 (dequantized there) or 8 bits as o->weights says (auto: the
+ * weights go to the device in bf16 (dequantized there), 8 or 4 bits as o->weights says (auto: the
  * log says which and why), the activations, GEMM plans and
  * metadata buffers are allocated for cfg->max_tokens tokens (default PGD_GPU_STEP_TOKENS), and
  * the KV cache takes cfg->kv_blocks, cfg->kv_cache_bytes, or what gpu_memory_utilization leaves.

@@ -197,7 +197,8 @@ pgd_cuda_weights pgd_cuda_weights_choose(const pgd_model_config *c, uint64_t sha
     const uint64_t bf16 = pgd_cuda_weight_bytes(c, false), room = share / 10;
     const uint64_t spare = room > PGD_CUDA_BF16_ROOM ? room : PGD_CUDA_BF16_ROOM;
     if (bf16 + spare <= share || !pgd_cuda_q8_fits(c)) return PGD_CUDA_WEIGHTS_BF16;
-    return PGD_CUDA_WEIGHTS_Q8_0;
+    if (pgd_cuda_weight_bytes(c, true) + spare <= share) return PGD_CUDA_WEIGHTS_Q8_0;
+    return PGD_CUDA_WEIGHTS_Q4;
 }
 
 uint64_t pgd_cuda_kv_blocks(uint64_t total, uint64_t free_bytes, double utilization,

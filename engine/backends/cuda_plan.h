@@ -110,15 +110,16 @@ uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
  * (kernels/cuda/q8.h: 17/16 bytes a weight); the norms and the QKV biases in f32. */
 uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c, bool q8);
 
-/* Whether model c's matrices take the 8-bit form: the K of every product a multiple of 32, the
- * vocabulary and the experts' count multiples of 8. */
+/* Whether model c's matrices take the 8- and 4-bit forms: the K of every product a multiple of
+ * 32, the vocabulary and the experts' count multiples of 8. */
 bool pgd_cuda_q8_fits(const pgd_model_config *c);
 
 /* What --gpu-weights auto takes for model c when `share` bytes of the GPU are its to use
  * (gpu_memory_utilization of the total, less what others hold): bf16 when the bf16 weights leave
  * a tenth of the share, and at least PGD_CUDA_BF16_ROOM, for the activations and the KV cache
- * (or when the model does not take 8 bits), else q8_0. Neither may fit: the load then fails
- * saying so. */
+ * (or when the model does not take 8 bits), else q8_0 when its 8 bits leave that much, else
+ * q4 (4 bits where the file's blocks are, 8 elsewhere: no larger than q8_0). None may fit: the
+ * load then fails saying so. */
 #define PGD_CUDA_BF16_ROOM (4ull << 30)
 pgd_cuda_weights pgd_cuda_weights_choose(const pgd_model_config *c, uint64_t share);
 

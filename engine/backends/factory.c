@@ -37,19 +37,19 @@ int pgd_device_parse(const char *s, pgd_device_options *d) {
     return 0;
 }
 
-static const char *const k_weights[] = {"auto", "bf16", "q8_0"};
+static const char *const k_weights[] = {"auto", "bf16", "q8_0", "q4"};
 
 int pgd_cuda_weights_parse(const char *s, pgd_cuda_weights *out) {
-    for (int i = 0; i < 3; i++)
+    for (size_t i = 0; i < PGD_ARRAY_LEN(k_weights); i++)
         if (!strcmp(s, k_weights[i])) {
             *out = (pgd_cuda_weights)i;
             return 0;
         }
-    return pgd_error_set(PGD_EINVAL, "GPU weights '%s': use auto, bf16 or q8_0", s);
+    return pgd_error_set(PGD_EINVAL, "GPU weights '%s': use auto, bf16, q8_0 or q4", s);
 }
 
 const char *pgd_cuda_weights_name(pgd_cuda_weights w) {
-    return (unsigned)w < 3 ? k_weights[w] : "?";
+    return (unsigned)w < PGD_ARRAY_LEN(k_weights) ? k_weights[w] : "?";
 }
 
 const char *pgd_device_name(int device) {

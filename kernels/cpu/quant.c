@@ -524,3 +524,24 @@ void pgd_quantize_row_q8_0(const float *x /* [n] */, void *dst, int64_t n) {
         }
     }
 }
+
+void pgd_quantize_row_q4_1(const float *x /* [n] */, void *dst, int64_t n) {
+    pgd_block_q4_1 *y = dst;
+    for (int64_t b = 0; b < n / PGD_QK; b++) {
+        const float *xb = x + b * PGD_QK;
+        float lo = xb[0], hi = xb[0];
+        for (int j = 1; j < PGD_QK; j++) {
+            if (xb[j] < lo) lo = xb[j];
+            if (xb[j] > hi) hi = xb[j];
+        }
+        float d = (hi - lo) / 15.0f, id = d ? 1.0f / d : 0.0f;
+        y[b].d = pgd_f32_to_f16(d);
+        y[b].m = pgd_f32_to_f16(lo);
+        uint8_t q[PGD_QK];
+        for (int j = 0; j < PGD_QK; j++) {
+            float v = (xb[j] - lo) * id + 0.5f;                 /* >= 0.5: trunc rounds half up */
+            q[j] = v >= 15.0f ? 15 : v > 0.0f ? (uint8_t)v : 0; /* NaN (id infinite): 0 */
+        }
+        for (int j = 0; j < PGD_QK / 2; j++) y[b].qs[j] = (uint8_t)(q[j] | q[j + PGD_QK / 2] << 4);
+    }
+}

@@ -86,6 +86,14 @@ uint16_t pgd_f32_to_bf16(float f); /* round to nearest even; NaN stays a (quiet)
  * types the CPU does not keep, and the GPU's 8-bit weights (kernels/cuda/q8.h), bit for bit. */
 void pgd_quantize_row_q8_0(const float *x, void *dst, int64_t n);
 
+/* Quantize n elements of f32 (a multiple of 32) into n / 32 Q4_1 blocks at dst (any 2-byte
+ * alignment): per block, lo = min x and hi = max x (the first of equal values; comparisons
+ * only), d = (hi - lo) / 15, id = 1 / d (0 where d is 0), q = min(15, trunc((x - lo) * id +
+ * 0.5)) (0 where that is NaN), stored d = f16(d), m = f16(lo) — in f32, each operation rounded
+ * once. The GPU's 4-bit form of dummy weights and of matrices with no exact 4-bit blocks
+ * (kernels/cuda/q4.h), bit for bit. */
+void pgd_quantize_row_q4_1(const float *x, void *dst, int64_t n);
+
 /* ---- re-blocking K-quants into 32-blocks (no requantization) ----
  * A Q4_K (Q5_K) super-block of 256 is eight groups of 32 values, group j holding
  *   y = (d·sc_j)·q − (dmin·m_j),  d, dmin f16, sc_j, m_j 6-bit, q 4-bit (5-bit);

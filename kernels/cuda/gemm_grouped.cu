@@ -1,9 +1,9 @@
 /*
  * kernels/cuda/gemm_grouped.cu — the experts' products of a mixture-of-experts layer on tensor
- * cores (pgd_cuda_gemm_grouped, gemm_grouped.h), and the same kernel over weights in 8 bits
- * (pgd_cuda_gemm_grouped_q8, and pgd_cuda_gemm_q8 over the rows of one matrix). CPU twins:
- * pgd_cuda_gemm_grouped_twin and pgd_cuda_gemm_grouped_q8_twin (gemm_grouped_twin.c, double
- * sums: the kernel agrees within a tolerance, not bit for bit).
+ * cores (pgd_cuda_gemm_grouped, gemm_grouped.h), and the same kernel over weights in 8 and in 4
+ * bits (pgd_cuda_gemm_grouped_q8 and _q4, and pgd_cuda_gemm_q8 and _q4 over the rows of one
+ * matrix). CPU twins: pgd_cuda_gemm_grouped_twin, _q8_twin and _q4_twin (gemm_grouped_twin.c,
+ * double sums: the kernel agrees within a tolerance, not bit for bit).
  *
  * Grid (ceil(N / 64), max_tiles), 4 warps a CTA: CTA (x, y) takes tile y of the list (or leaves
  * at once when y >= *n_tiles, which only the device knows) and computes its rows (up to 64) x
@@ -71,10 +71,43 @@
  *     each of two) read 8 distinct 16-byte slots of 128 bytes; the copies stay 512 contiguous
  *     bytes a warp. The bf16 tile's stores (rows 144 bytes apart) fall in distinct slots too.
  *
- * Invariants: N and K multiples of 8 (q8: K of 32); X, W (q8: W.q) and Y 16-byte aligned (W.d
- * 2-byte aligned); max_tiles <= 65535 (dense: ceil(M / 64) <= 65535); the tiles' rows <= 64 (a
- * larger count is clamped, never overrun); element offsets in 64 bits (M N may pass 2^31: a
- * vocabulary's product). Threading: any host thread owning the stream; the launch is
+ * Weights in 4 bits (the kernel's q4 form, q4.h's THE FORM): the q8 form's grid, warps, tiles,
+ * chunks, ring, bf16 B tile and block sums; what differs is the stage, the conversion, and the
+ * block's offset term.
+ *   - A stage: A (9 KiB), B's nibbles [64][32] (2 KiB: row n's block b of the chunk, 16 bytes, at
+ *     32 n + 16 b; thread t copies row t / 2's block t % 2, so a warp's copies fill 512
+ *     contiguous bytes; blocks past K zero-filled) and the chunk's d | m << 16 [2][64] (512
+ *     bytes; thread t copies block t / 64 of column t % 64 by a 4-byte cp.async, zero past N and
+ *     K: dm's rows are K / 8 bytes apart and 4-byte aligned, which cp.async takes, so they ride
+ *     the ring with the values and need no registers a chunk ahead, unlike the q8 scales). After
+ *     the ring, the bf16 B tile (9 KiB) and the row sums xs [64][2] f32 (512 bytes). 45,056
+ *     bytes (44 KiB) a CTA; 128 registers a thread (sm_90a: the launch bound's cap for 4 CTAs,
+ *     no spills): 4 CTAs an SM (176 KiB of shared memory); 2 chunks of W (5 KiB) in flight a CTA.
+ *   - Per chunk, after step 2: thread t converts the 16 bytes it copied (row t / 2's block t % 2)
+ *     into the bf16 tile's row t / 2, k 32 (t % 2) .. + 31 (one 16-byte load, four 16-byte
+ *     stores; q4_bf16: exact), and sums the same 32 k of the tile's row t / 2 of X from the A
+ *     stage into s = xs[t / 2][t % 2] (f32: each 16-byte part's 8 values in increasing k, then
+ *     the parts (0 + 1) + (2 + 3): an order the row alone fixes; 0 past the tile's rows, A not
+ *     read), then a second barrier: the tile and the sums are whole. A row's s is summed once a
+ *     CTA, by all four warps (a decode tile's one row: 2 threads, the others store 0).
+ *   - The sums: each block's p as the q8 form's block sums (two k-steps from 0); each element then
+ *     joins its accumulator as acc = fmaf(p, f16(d), acc), acc = fmaf(s, f16(m), acc), blocks in
+ *     increasing k: the header's order, fixed by K and the row alone, so batch invariance holds
+ *     as above and the dense form gives a row the grouped form's bits. Lane L reads s of its rows
+ *     g and g + 8 of each 16-row tile (xs[r][b]) and its columns 2c, 2c + 1's d | m << 16 (one
+ *     8-byte load).
+ *   - Banks: each thread's nibble load is its own copy's 16 bytes, a phase's 8 threads 128
+ *     contiguous bytes; the bf16 stores are the q8 form's (distinct slots). The sums' loads of A:
+ *     a phase's 8 threads read rows n .. n + 3 (n % 4 == 0), halves h = 0, 1, part i, at 16-byte
+ *     slot (9 n + 4 h + i) mod 8 = (n + 4 h + i) mod 8: 8 distinct slots. xs's stores are 32
+ *     consecutive words a warp; its loads, 8 distinct rows a warp (lanes of one g broadcast), 2
+ *     words apart: distinct banks. The d | m loads: 4 distinct 8-byte words of 32 bytes (lanes of
+ *     one c broadcast). The 4-byte copies into the stage fill 128 consecutive words.
+ *
+ * Invariants: N and K multiples of 8 (q8, q4: K of 32); X, W (q8, q4: W.q) and Y 16-byte aligned
+ * (W.d 2-byte aligned, W.dm 4-byte aligned); max_tiles <= 65535 (dense: ceil(M / 64) <= 65535); the
+ * tiles' rows <= 64 (a larger count is clamped, never overrun); element offsets in 64 bits (M N may
+ * pass 2^31: a vocabulary's product). Threading: any host thread owning the stream; the launch is
  * graph-capturable (nothing is read back to the host).
  */
 #include <cuda_fp16.h>
@@ -117,6 +150,16 @@ constexpr size_t kQSmemBytes = (size_t)kStages * kQStage + kBN * kLd * 2;
 static_assert(kBK == 2 * kQBlock && kThreads == 2 * kBN, "2 blocks a chunk, a scale a thread");
 static_assert(kQStage % 128 == 0 && kQBParts == 4 && kThreads % kQBParts == 0, "16-byte parts");
 
+/* The q4 form's stage, in bytes: A as above, B's nibbles [kBN][kBK / 2] (a row's 2 blocks of
+ * 16 bytes), the chunk's d | m << 16 [2][kBN]; after the ring, the bf16 B tile as the q8 form's,
+ * then the tile rows' sums of X over the chunk's blocks [kBM][2] f32. */
+constexpr uint32_t k4B = kBN * kBK / 2;               /* B's nibbles' bytes */
+constexpr uint32_t k4Stage = kQA + k4B + 2 * kBN * 4; /* + d | m << 16 */
+constexpr size_t k4SmemBytes = (size_t)kStages * k4Stage + kBN * kLd * 2 + kBM * 2 * 4;
+static_assert(k4Stage % 128 == 0 && k4B / 16 == kThreads && 2 * kBN == kThreads, "a part a thread");
+
+enum : int { kBf16, kQ8, kQ4 }; /* the kernel's forms of W */
+
 struct gg_args {
     const uint16_t *X;      /* bf16 [*][K] */
     const uint32_t *gather; /* [rows of the sorted order] or NULL */
@@ -128,7 +171,10 @@ struct gg_args {
     const uint32_t *n_tiles;       /* [1] */
     uint32_t M;                    /* the dense form's rows */
     bool out_bf16;
-    void *Y; /* f32 or bf16 [rows][N] */
+    void *Y;             /* f32 or bf16 [rows][N] */
+    const uint8_t *W4;   /* nibbles [NE][N][K / 2] (the q4 form; after the others, whose
+                          * offsets stay) */
+    const uint32_t *Wdm; /* d | m << 16 [NE][N][K / 32] (the q4 form) */
 };
 
 /* Four int8 values (w's bytes 0 .. 3) as bf16 pairs, exactly: lo (q0, q1), hi (q2, q3), the
@@ -146,13 +192,44 @@ static __device__ __forceinline__ void q8_bf16(uint32_t w, uint32_t &lo, uint32_
     hi = __byte_perm(__float_as_uint(f[2]), __float_as_uint(f[3]), 0x7632u);
 }
 
-/* Q8: W in q8.h's form (gg_args' Wq, Wd), else bf16 (W). */
-template <bool Q8>
-__global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_args a) {
-    extern __shared__ __align__(128) uint16_t smem[]; /* [kStages][kStageElems] (q8: kQStage) */
+/* A pair of bf16 v (bits) less 128 each: fma(v, 1, -128) on both halves, exact for the values
+ * 128 .. 143 that q4_bf16 makes (the emulator, tests/cuda_emu: the same through f32). */
+static __device__ __forceinline__ uint32_t bf16x2_less128(uint32_t v) {
+#if defined(__CUDACC__)
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(0xC300C300u));
+    return r;
+#else
+    const float lo = __uint_as_float(v << 16) - 128.0f,
+                hi = __uint_as_float(v & 0xFFFF0000u) - 128.0f;
+    return __float_as_uint(lo) >> 16 | (__float_as_uint(hi) & 0xFFFF0000u);
+#endif
+}
+
+/* Four bytes of nibbles (w: the low nibbles of bytes 0 .. 3 are q0 .. q3, the high ones q16 ..
+ * q19, THE FORM's order) as bf16 pairs, exactly: lo0 (q0, q1), lo1 (q2, q3), hi0 (q16, q17),
+ * hi1 (q18, q19), the lower-numbered value in the lower half. The bits 0x430q are the bf16
+ * 2^7 (1 + q / 128) = 128 + q (q the low 4 bits of the 7-bit mantissa); one byte_perm (PRMT) a pair
+ * puts the byte there, then one packed bf16 fma a pair takes 128 off. */
+static __device__ __forceinline__ void q4_bf16(uint32_t w, uint32_t &lo0, uint32_t &lo1,
+                                               uint32_t &hi0, uint32_t &hi1) {
+    const uint32_t l = w & 0x0F0F0F0Fu, h = w >> 4 & 0x0F0F0F0Fu;
+    lo0 = bf16x2_less128(__byte_perm(l, 0x43u, 0x4140u)); /* bytes l0, 0x43, l1, 0x43 */
+    lo1 = bf16x2_less128(__byte_perm(l, 0x43u, 0x4342u));
+    hi0 = bf16x2_less128(__byte_perm(h, 0x43u, 0x4140u));
+    hi1 = bf16x2_less128(__byte_perm(h, 0x43u, 0x4342u));
+}
+
+/* F: the form of W: kBf16 (gg_args' W), kQ8 (q8.h's: Wq, Wd) or kQ4 (q4.h's: W4, Wdm). */
+template <int F>
+__global__ void __launch_bounds__(kThreads, F != kBf16 ? 4 : 1) gemm_grouped_kernel(gg_args a) {
+    constexpr bool Q8 = F == kQ8, Q4 = F == kQ4, QF = Q8 || Q4;
+    constexpr uint32_t kQS = Q4 ? k4Stage : kQStage; /* a stage's bytes, the 8- and 4-bit forms */
+    /* [kStages][kStageElems] (q8: kQStage bytes, q4: k4Stage) */
+    extern __shared__ __align__(128) uint16_t smem[];
     pgd_dev_pdl_enter(); /* the tiles, their count and X are the previous kernels' */
     pgd_grouped_tile tile;
-    if (Q8 && !a.tiles) { /* the dense form: the grid's rows are X's, in tiles of 64 */
+    if (QF && !a.tiles) { /* the dense form: the grid's rows are X's, in tiles of 64 */
         tile.expert = 0, tile.row0 = blockIdx.y * kBM, tile.rows = min(a.M - tile.row0, kBM);
     } else {
         if (blockIdx.y >= *a.n_tiles) return;
@@ -165,7 +242,9 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
 
     /* this thread's copies: part tid % 8 of rows tid / 8 + 16 q (a warp's copy instruction: 4
      * rows' 128 contiguous bytes), A's and B's; a row past the tile or past N has no source.
-     * The q8 form's B: part tid % 4 of rows tid / 4 + 32 q (8 rows' 64 bytes). */
+     * The q8 form's B: part tid % 4 of rows tid / 4 + 32 q (8 rows' 64 bytes); the q4 form's:
+     * block tid % 2 of the chunk of row tid / 2 (16 rows' 32 bytes), and d | m << 16 of block
+     * tid / 64 of the chunk of column n0 + tid % 64. */
     const uint32_t part = tid % kParts;
     const uint16_t *xsrc[kCopies], *wsrc[kCopies];
     const int8_t *qsrc[kQBCopies];
@@ -174,8 +253,15 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
         const uint32_t r = tid / kParts + kRowsPerPass * q;
         const uint32_t sr = tile.row0 + r; /* the row's place in the sorted order */
         xsrc[q] = r < rows ? a.X + (uint64_t)(a.gather ? a.gather[sr] : sr) * K : nullptr;
-        if constexpr (!Q8)
+        if constexpr (!QF)
             wsrc[q] = n0 + r < N ? a.W + ((uint64_t)tile.expert * N + n0 + r) * K : nullptr;
+    }
+    const uint8_t *vsrc = nullptr;
+    const uint32_t *dmsrc = nullptr;
+    if constexpr (Q4) {
+        const uint64_t e = (uint64_t)tile.expert * N;
+        if (n0 + tid / 2 < N) vsrc = a.W4 + (e + n0 + tid / 2) * (K / 2) + tid % 2 * 16;
+        if (n0 + tid % kBN < N) dmsrc = a.Wdm + (e + n0 + tid % kBN) * (K / kQBlock) + tid / kBN;
     }
     if constexpr (Q8) {
 #pragma unroll
@@ -187,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
     /* chunk ch's A and B parts into stage s (zero-filled where there is no source: the copy's
      * source is then X or W itself, aligned and never read) */
     auto issue = [&](uint32_t ch, uint32_t s) {
-        if constexpr (!Q8) {
+        if constexpr (!QF) {
             uint16_t *as = smem + s * kStageElems, *bs = as + kBM * kLd;
             const uint32_t k = ch * kBK + part * 8;
             const bool kin = k < K;
@@ -201,9 +287,8 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
                                         win ? 0 : 16);
             }
         } else {
-            char *st = reinterpret_cast<char *>(smem) + s * kQStage;
+            char *st = reinterpret_cast<char *>(smem) + s * kQS;
             uint16_t *as = reinterpret_cast<uint16_t *>(st);
-            int8_t *bs = reinterpret_cast<int8_t *>(st + kQA);
             const uint32_t k = ch * kBK + part * 8;
             const bool kin = k < K;
 #pragma unroll
@@ -213,13 +298,23 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
                 __pipeline_memcpy_async(as + r * kLd + part * 8, xin ? xsrc[q] + k : a.X, 16,
                                         xin ? 0 : 16);
             }
-            const uint32_t bp = tid % kQBParts, kb = ch * kBK + bp * 16;
+            if constexpr (Q8) {
+                int8_t *bs = reinterpret_cast<int8_t *>(st + kQA);
+                const uint32_t bp = tid % kQBParts, kb = ch * kBK + bp * 16;
 #pragma unroll
-            for (uint32_t q = 0; q < kQBCopies; q++) {
-                const uint32_t r = tid / kQBParts + kThreads / kQBParts * q;
-                const bool win = kb < K && qsrc[q];
-                __pipeline_memcpy_async(bs + r * kBK + (bp ^ (r >> 1 & 1)) * 16,
-                                        win ? qsrc[q] + kb : a.Wq, 16, win ? 0 : 16);
+                for (uint32_t q = 0; q < kQBCopies; q++) {
+                    const uint32_t r = tid / kQBParts + kThreads / kQBParts * q;
+                    const bool win = kb < K && qsrc[q];
+                    __pipeline_memcpy_async(bs + r * kBK + (bp ^ (r >> 1 & 1)) * 16,
+                                            win ? qsrc[q] + kb : a.Wq, 16, win ? 0 : 16);
+                }
+            } else { /* row tid / 2's block tid % 2 at byte 16 tid; d | m << 16 at word tid */
+                const bool win = vsrc && 2 * ch + tid % 2 < K / kQBlock;
+                const bool din = dmsrc && 2 * ch + tid / kBN < K / kQBlock;
+                __pipeline_memcpy_async(st + kQA + 16 * tid, win ? vsrc + ch * kBK / 2 : a.W4, 16,
+                                        win ? 0 : 16);
+                __pipeline_memcpy_async(st + kQA + k4B + 4 * tid, din ? dmsrc + 2 * ch : a.Wdm, 4,
+                                        din ? 0 : 4);
             }
         }
     };
@@ -253,10 +348,11 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
     const uint32_t a_off = (wm * 32 + lane % 8 + 8 * (lane / 8 % 2)) * kLd + 8 * (lane / 16);
     const uint32_t b_off =
         kBM * kLd + (wn * 32 + lane % 8 + 8 * (lane / 16)) * kLd + 8 * (lane / 8 % 2);
-    const uint32_t b_row = b_off - kBM * kLd; /* q8: in bq */
-    /* q8: the chunk's values as bf16 [kBN][kLd], after the ring */
+    const uint32_t b_row = b_off - kBM * kLd; /* q8, q4: in bq */
+    /* q8, q4: the chunk's values as bf16 [kBN][kLd], after the ring; q4: then the row sums */
     uint16_t *const bq =
-        reinterpret_cast<uint16_t *>(reinterpret_cast<char *>(smem) + (size_t)kStages * kQStage);
+        reinterpret_cast<uint16_t *>(reinterpret_cast<char *>(smem) + (size_t)kStages * kQS);
+    float *const xs = reinterpret_cast<float *>(bq + kBN * kLd); /* q4: [kBM][2] */
 
     const uint32_t n_chunks = (K + kBK - 1) / kBK;
     uint16_t scale_next = 0; /* q8: chunk ch + 2's scale, stored in iteration ch */
@@ -303,8 +399,44 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
             }
             __syncthreads(); /* the tile is whole */
         }
+        if constexpr (Q4) {
+            /* chunk ch's nibbles into bf16 as the q8 form's values: thread t converts row t / 2's
+             * block t % 2 of the chunk (its own copy's 16 bytes), k 32 (t % 2) .. + 31; and sums
+             * the same block of the tile's row t / 2 of X (0 past the tile's rows) into xs */
+            const char *st = reinterpret_cast<const char *>(smem) + (ch % kStages) * k4Stage;
+            const uint32_t n = tid / 2, h = tid % 2;
+            const uint4 w = *reinterpret_cast<const uint4 *>(st + kQA + 16 * tid);
+            uint4 o[4]; /* k 0-7, 8-15 (the low nibbles), 16-23, 24-31 (the high ones) */
+            q4_bf16(w.x, o[0].x, o[0].y, o[2].x, o[2].y);
+            q4_bf16(w.y, o[0].z, o[0].w, o[2].z, o[2].w);
+            q4_bf16(w.z, o[1].x, o[1].y, o[3].x, o[3].y);
+            q4_bf16(w.w, o[1].z, o[1].w, o[3].z, o[3].w);
+            uint4 *out = reinterpret_cast<uint4 *>(bq + n * kLd + 32 * h);
+#pragma unroll
+            for (uint32_t i = 0; i < 4; i++) out[i] = o[i];
+            float sum = 0;
+            if (n < rows) { /* each 8 in increasing k, then (0 + 1) + (2 + 3): the row's order */
+                const uint4 *x = reinterpret_cast<const uint4 *>(st + (n * kLd + 32 * h) * 2);
+                float p[4];
+#pragma unroll
+                for (uint32_t i = 0; i < 4; i++) {
+                    const uint4 v = x[i];
+                    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+                    p[i] = __uint_as_float(u[0] << 16);
+                    p[i] += __uint_as_float(u[0] & 0xFFFF0000u);
+#pragma unroll
+                    for (uint32_t e = 1; e < 4; e++) {
+                        p[i] += __uint_as_float(u[e] << 16);
+                        p[i] += __uint_as_float(u[e] & 0xFFFF0000u);
+                    }
+                }
+                sum = (p[0] + p[1]) + (p[2] + p[3]);
+            }
+            xs[tid] = sum;   /* [n][h] */
+            __syncthreads(); /* the tile and the sums are whole */
+        }
         if (!busy) continue;
-        if constexpr (!Q8) {
+        if constexpr (!QF) {
             const __half *st =
                 reinterpret_cast<const __half *>(smem + (ch % kStages) * kStageElems);
 #pragma unroll
@@ -326,10 +458,11 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
                 }
             }
         } else {
-            const char *st = reinterpret_cast<const char *>(smem) + (ch % kStages) * kQStage;
+            const char *st = reinterpret_cast<const char *>(smem) + (ch % kStages) * kQS;
             const __half *as = reinterpret_cast<const __half *>(st);
             const __half *bh = reinterpret_cast<const __half *>(bq);
             const uint16_t *ss = reinterpret_cast<const uint16_t *>(st + kQA + kQB);
+            const uint32_t *dms = reinterpret_cast<const uint32_t *>(st + kQA + k4B);
 #pragma unroll
             for (uint32_t b = 0; b < kBK / kQBlock; b++) {
                 if (2 * ch + b >= blocks) break; /* K % 64 == 32: the last chunk's one block */
@@ -358,19 +491,52 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
                         }
                     }
                 }
-                /* scaled into the accumulators: columns 2c, 2c + 1 of each 8 (one 4-byte load) */
+                if constexpr (Q4) {
+                    /* p d, then s m into the accumulators: rows g, g + 8 of each 16 (s of row r
+                     * and block b at xs[2 r + b]), columns 2c, 2c + 1 of each 8 (one 8-byte load
+                     * of their d | m << 16) */
+                    float sx[2][2];
 #pragma unroll
-                for (uint32_t j = 0; j < 4; j++) {
-                    const uint32_t d2 =
-                        *reinterpret_cast<const uint32_t *>(ss + b * kBN + wn * 32 + 8 * j + 2 * c);
-                    const float d0 = __half2float(__ushort_as_half((unsigned short)(d2 & 0xFFFFu)));
-                    const float d1 = __half2float(__ushort_as_half((unsigned short)(d2 >> 16)));
+                    for (uint32_t t = 0; t < 2; t++)
 #pragma unroll
-                    for (uint32_t t = 0; t < 2; t++) {
-                        if (t == 1 && !live1) break;
+                        for (uint32_t h = 0; h < 2; h++)
+                            sx[t][h] = xs[2 * (wm * 32 + 16 * t + g + 8 * h) + b];
 #pragma unroll
-                        for (uint32_t e = 0; e < 4; e++)
-                            acc[t][j][e] = fmaf(sum[t][j][e], e % 2 ? d1 : d0, acc[t][j][e]);
+                    for (uint32_t j = 0; j < 4; j++) {
+                        const uint2 dm = *reinterpret_cast<const uint2 *>(dms + b * kBN + wn * 32 +
+                                                                          8 * j + 2 * c);
+                        const float d[2] = {
+                            __half2float(__ushort_as_half((unsigned short)(dm.x & 0xFFFFu))),
+                            __half2float(__ushort_as_half((unsigned short)(dm.y & 0xFFFFu)))};
+                        const float m[2] = {
+                            __half2float(__ushort_as_half((unsigned short)(dm.x >> 16))),
+                            __half2float(__ushort_as_half((unsigned short)(dm.y >> 16)))};
+#pragma unroll
+                        for (uint32_t t = 0; t < 2; t++) {
+                            if (t == 1 && !live1) break;
+#pragma unroll
+                            for (uint32_t e = 0; e < 4; e++) {
+                                acc[t][j][e] = fmaf(sum[t][j][e], d[e % 2], acc[t][j][e]);
+                                acc[t][j][e] = fmaf(sx[t][e / 2], m[e % 2], acc[t][j][e]);
+                            }
+                        }
+                    }
+                } else {
+                    /* scaled into the accumulators: columns 2c, 2c + 1 of each 8 (a 4-byte load) */
+#pragma unroll
+                    for (uint32_t j = 0; j < 4; j++) {
+                        const uint32_t d2 = *reinterpret_cast<const uint32_t *>(
+                            ss + b * kBN + wn * 32 + 8 * j + 2 * c);
+                        const float d0 =
+                            __half2float(__ushort_as_half((unsigned short)(d2 & 0xFFFFu)));
+                        const float d1 = __half2float(__ushort_as_half((unsigned short)(d2 >> 16)));
+#pragma unroll
+                        for (uint32_t t = 0; t < 2; t++) {
+                            if (t == 1 && !live1) break;
+#pragma unroll
+                            for (uint32_t e = 0; e < 4; e++)
+                                acc[t][j][e] = fmaf(sum[t][j][e], e % 2 ? d1 : d0, acc[t][j][e]);
+                        }
                     }
                 }
             }
@@ -400,24 +566,31 @@ __global__ void __launch_bounds__(kThreads, Q8 ? 4 : 1) gemm_grouped_kernel(gg_a
         }
 }
 
-/* The q8 forms' launch: the checks, then grid (ceil(N / 64), tiles). */
-int launch_q8(const char *what, const gg_args &a, uint32_t tiles, void *stream) {
+/* The q8 and q4 forms' launch: the checks, then grid (ceil(N / 64), tiles). */
+template <int F>
+int launch_quant(const char *what, const gg_args &a, uint32_t tiles, void *stream) {
+    static_assert(F == kQ8 || F == kQ4, "a form in blocks of 32");
+    const void *q = F == kQ8 ? (const void *)a.Wq : (const void *)a.W4;
+    const void *d = F == kQ8 ? (const void *)a.Wd : (const void *)a.Wdm;
+    const uintptr_t d_align = F == kQ8 ? 2 : 4;
     if (a.N % 8 || a.K % kQBlock || tiles > 65535)
         return pgd_error_set(PGD_EINVAL,
                              "%s: N %u must be a multiple of 8 and K %u of 32, and the tiles at "
                              "most 65535 (%u)",
                              what, a.N, a.K, tiles);
-    if ((uintptr_t)a.X % 16 || (uintptr_t)a.Wq % 16 || (uintptr_t)a.Wd % 2 || (uintptr_t)a.Y % 16)
+    if ((uintptr_t)a.X % 16 || (uintptr_t)q % 16 || (uintptr_t)d % d_align || (uintptr_t)a.Y % 16)
         return pgd_error_set(PGD_EINVAL,
-                             "%s: X, W.q and Y must be 16-byte aligned, W.d 2-byte aligned", what);
+                             "%s: X, W.q and Y must be 16-byte aligned, %s %u-byte aligned", what,
+                             F == kQ8 ? "W.d" : "W.dm", (unsigned)d_align);
     if (tiles == 0 || a.N == 0) return 0;
-    if (!a.X || !a.Wq || (!a.Wd && a.K) || (!a.tiles && !a.M) || (a.tiles && !a.n_tiles) || !a.Y)
+    if (!a.X || !q || (!d && a.K) || (!a.tiles && !a.M) || (a.tiles && !a.n_tiles) || !a.Y)
         return pgd_error_set(PGD_EINVAL, "%s: a NULL operand", what);
+    constexpr size_t smem = F == kQ8 ? kQSmemBytes : k4SmemBytes;
     static bool smem_done[PGD_CUDA_MAX_DEVICES];
-    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<true>, kQSmemBytes, smem_done));
-    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<true>,
+    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<F>, smem, smem_done));
+    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<F>,
                                  dim3((uint32_t)(((uint64_t)a.N + kBN - 1) / kBN), tiles), kThreads,
-                                 kQSmemBytes, stream, a));
+                                 smem, stream, a));
     return 0;
 }
 
@@ -437,10 +610,11 @@ extern "C" int pgd_cuda_gemm_grouped(const uint16_t *X, const uint32_t *gather, 
     if (max_tiles == 0 || N == 0) return 0;
     if (!X || !W || !tiles || !n_tiles || !Y)
         return pgd_error_set(PGD_EINVAL, "CUDA grouped GEMM: a NULL operand");
-    const gg_args a = {X, gather, W, nullptr, nullptr, N, K, tiles, n_tiles, 0, out_bf16, Y};
+    const gg_args a = {X,     gather,  W, nullptr,  nullptr, N,       K,
+                       tiles, n_tiles, 0, out_bf16, Y,       nullptr, nullptr};
     static bool smem_done[PGD_CUDA_MAX_DEVICES];
-    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<false>, kSmemBytes, smem_done));
-    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<false>, dim3((N + kBN - 1) / kBN, max_tiles),
+    PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<kBf16>, kSmemBytes, smem_done));
+    PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<kBf16>, dim3((N + kBN - 1) / kBN, max_tiles),
                                  kThreads, kSmemBytes, stream, a));
     return 0;
 }
@@ -449,8 +623,9 @@ extern "C" int pgd_cuda_gemm_grouped_q8(const uint16_t *X, const uint32_t *gathe
                                         uint32_t N, uint32_t K, const pgd_grouped_tile *tiles,
                                         const uint32_t *n_tiles, uint32_t max_tiles, bool out_bf16,
                                         void *Y, void *stream) {
-    const gg_args a = {X, gather, nullptr, W.q, W.d, N, K, tiles, n_tiles, 0, out_bf16, Y};
-    return launch_q8("CUDA grouped GEMM (q8)", a, max_tiles, stream);
+    const gg_args a = {X,     gather,  nullptr, W.q,      W.d, N,       K,
+                       tiles, n_tiles, 0,       out_bf16, Y,   nullptr, nullptr};
+    return launch_quant<kQ8>("CUDA grouped GEMM (q8)", a, max_tiles, stream);
 }
 
 extern "C" int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, uint32_t K,
@@ -458,6 +633,26 @@ extern "C" int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uin
     const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
     if (tiles > 65535)
         return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q8): %u rows, at most %u", M, 65535u * kBM);
-    const gg_args a = {X, nullptr, nullptr, W.q, W.d, N, K, nullptr, nullptr, M, out_bf16, Y};
-    return launch_q8("CUDA GEMM (q8)", a, (uint32_t)tiles, stream);
+    const gg_args a = {X,       nullptr, nullptr, W.q,      W.d, N,       K,
+                       nullptr, nullptr, M,       out_bf16, Y,   nullptr, nullptr};
+    return launch_quant<kQ8>("CUDA GEMM (q8)", a, (uint32_t)tiles, stream);
+}
+
+extern "C" int pgd_cuda_gemm_grouped_q4(const uint16_t *X, const uint32_t *gather, pgd_q4_mat W,
+                                        uint32_t N, uint32_t K, const pgd_grouped_tile *tiles,
+                                        const uint32_t *n_tiles, uint32_t max_tiles, bool out_bf16,
+                                        void *Y, void *stream) {
+    const gg_args a = {X,     gather,  nullptr, nullptr,  nullptr, N,   K,
+                       tiles, n_tiles, 0,       out_bf16, Y,       W.q, W.dm};
+    return launch_quant<kQ4>("CUDA grouped GEMM (q4)", a, max_tiles, stream);
+}
+
+extern "C" int pgd_cuda_gemm_q4(const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K,
+                                bool out_bf16, void *Y, void *stream) {
+    const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
+    if (tiles > 65535)
+        return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q4): %u rows, at most %u", M, 65535u * kBM);
+    const gg_args a = {X,       nullptr, nullptr, nullptr,  nullptr, N,   K,
+                       nullptr, nullptr, M,       out_bf16, Y,       W.q, W.dm};
+    return launch_quant<kQ4>("CUDA GEMM (q4)", a, (uint32_t)tiles, stream);
 }

@@ -79,7 +79,8 @@ static int step(pgd_backend *b, float *logits, pgd_sample_result *res) {
 
 /* Weights larger than the device's memory (Llama-3-405B's shapes: ~810 GB in bf16, the emulated
  * GPU 80 GiB): create says so, in GiB, before it allocates anything, and leaves nothing behind —
- * in bf16 (--gpu-weights bf16, naming the 8-bit size) and in 8 bits (auto's choice here). */
+ * in bf16 (--gpu-weights bf16, naming the 8- and 4-bit sizes), in 8 bits (naming the 4-bit
+ * size) and in 4 bits (auto's choice here: these dummy weights take 4 bits whole). */
 static void weights_too_large(void) {
     pgd_model_preset p;
     pgd_model *m = NULL;
@@ -99,8 +100,11 @@ static void weights_too_large(void) {
         pgd_cuda_weights w;
         const char *said[2];
     } cases[] = {
-        {PGD_CUDA_WEIGHTS_BF16, {"weights need 755.97 GiB", "--gpu-weights q8_0 (401.62 GiB)"}},
-        {PGD_CUDA_WEIGHTS_AUTO, {"weights need 401.62 GiB of GPU memory in 8 bits", "cpu"}},
+        {PGD_CUDA_WEIGHTS_BF16,
+         {"weights need 755.97 GiB", "--gpu-weights q8_0 (401.62 GiB) or q4 (236.25 GiB)"}},
+        {PGD_CUDA_WEIGHTS_Q8_0,
+         {"weights need 401.62 GiB of GPU memory in 8 bits", "--gpu-weights q4 (236.25 GiB)"}},
+        {PGD_CUDA_WEIGHTS_AUTO, {"weights need 236.25 GiB of GPU memory in 4 bits", "cpu"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);

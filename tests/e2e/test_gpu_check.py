@@ -27,7 +27,8 @@ ROWS = ("| batch-1 decode, 1k context, CUDA graphs |", "--enforce-eager", "--bat
         "sampled at temperature 1 (", "top-k 50, top-p 0.9", "| prefill, 2k-token prompt (after",
         "PGD_CUDA_ATTN_TC_WIDE=1", "cold (--warmup 0", "256 x (1024 in, 128 out)",
         "concurrent streams", "| mixture of experts qwen3-30b-a3b (dummy",
-        "| 8-bit weights (--gpu-weights q8_0", "peer PyTorch",
+        "| 8-bit weights (--gpu-weights q8_0", "| 4-bit weights (--gpu-weights q4",
+        "| llama-3-70b in 4-bit weights", "peer PyTorch",
         "pagoda serve on the GPU", "| targets:")
 
 
@@ -62,8 +63,9 @@ def test_gpu_check_without_a_gpu(pagoda_bin, tmp_path):
     # every pagoda run (each benchmark row) stopped at the device, none at its arguments
     runs = [f for f in tmp_path.glob("build.*.err")
             if f.name.split(".")[1].split("-")[0] in ("decode", "prefill", "offline", "c1",
-                                                      "c16", "c64", "moe", "q8")]
-    assert len(runs) >= 19, sorted(f.name for f in runs)
+                                                      "c16", "c64", "moe", "q8", "q4",
+                                                      "q4big")]
+    assert len(runs) >= 21, sorted(f.name for f in runs)
     for f in runs:
         text = f.read_text()
         assert "no CUDA device is visible" in text, (f.name, text[-500:])

@@ -193,8 +193,8 @@ def test_kv_cache_dtype(start_server):
     (["--kv-cache-dtype", "fp8"], {}, None, "use auto, f16 or f32"),
     (["--device", "cuda:x"], {}, None, "cuda:N wants a device index 0 to 63"),
     ([], {"PAGODA_DEVICE": "gpu"}, None, "use auto, cpu, cuda or cuda:N"),
-    (["--gpu-weights", "fp8"], {}, None, "--gpu-weights: GPU weights 'fp8': use auto, bf16 or q8_0"),
-    ([], {"PAGODA_GPU_WEIGHTS": "q4"}, None, "use auto, bf16 or q8_0"),
+    (["--gpu-weights", "fp8"], {}, None, "--gpu-weights: GPU weights 'fp8': use auto, bf16, q8_0 or q4"),
+    ([], {"PAGODA_GPU_WEIGHTS": "q4_0"}, None, "use auto, bf16, q8_0 or q4"),
     ([], {"PAGODA_KV_CACHE_DTYPE": "int4"}, None, "kv-cache-dtype"),
     # 0 would silently mean "the default" for these: refused, whatever the source.
     (["--block-size", "0"], {}, None, "--block-size must be at least 1"),

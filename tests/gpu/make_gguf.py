@@ -13,8 +13,10 @@ test's V). Also tiny-qwen3-F16.gguf: the same sizes as a Qwen3 (general.architec
 heads of 128, wider than 256 / 4, and each query and key head RMS-normed before NEOX RoPE by
 attn_q_norm / attn_k_norm) in F16, and tiny-qwen3moe-Q4_K.gguf: that Qwen3 with a mixture of
 experts instead of the dense FFN (general.architecture "qwen3moe": 8 experts 256 wide, 2 a token,
-the 3-D expert tensors in Q4_K, the router in f32 as quantizers leave it) — both written first:
-tiny-Q6_K.gguf stays the last file written.
+the 3-D expert tensors in Q4_K, the router in f32 as quantizers leave it), and tiny-Q4_K_M.gguf:
+the Llama in Q4_K but for attn_v, ffn_down and output in Q6_K, as llama.cpp's Q4_K_M mixes them
+(--gpu-weights q4 keeps the Q4_K matrices in 4 bits and the rest, a fused QKV with a Q6_K part
+among them, in 8) — all three written first: tiny-Q6_K.gguf stays the last file written.
 Deterministic: the same files every run (about 22 MB in all). Run by `make test-cuda-emu` and
 `scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
 import pathlib
@@ -37,12 +39,14 @@ K_SCALES = {"Q2_K": (80, 82, 2e-3), "Q3_K": (108, None, 1.2e-3), "Q4_K": (0, 2, 
             "Q5_K": (0, 2, 1e-4), "Q6_K": (208, None, 4e-5)}
 
 
-def mat(rng, wtype, rows, cols, scale, n=0):
+def mat(rng, wtype, rows, cols, scale, n=0, tame=False):
     """(array, type) for add_tensor: a rows x cols matrix in wtype (n > 0: n of them, [n, rows,
-    cols]: a 3-D expert tensor)."""
+    cols]: a 3-D expert tensor). tame: a Q6_K's sixteen 8-bit sub-block scales of one magnitude
+    (16..31, either sign), as a quantizer writes them for smooth weights, not random bytes whose
+    neighbours differ a hundredfold (which no requantization into blocks of 32 survives)."""
     qt = T[wtype]
     if n:  # the experts' matrices one after another, as rows of one matrix
-        arr, qt = mat(rng, wtype, n * rows, cols, scale)
+        arr, qt = mat(rng, wtype, n * rows, cols, scale, tame=tame)
         return arr.reshape(n, rows, arr.shape[-1]), qt
     if wtype in K_SCALES:
         block_elems, block_bytes = gguf.GGML_QUANT_SIZES[qt]
@@ -54,6 +58,10 @@ def mat(rng, wtype, rows, cols, scale, n=0):
                 continue
             f = (rng.uniform(0.5, 1.5, size=(rows, n_blocks)) * s).astype(np.float16)
             raw[:, :, at:at + 2] = f.view(np.uint8).reshape(rows, n_blocks, 2)
+        if tame and wtype == "Q6_K":  # scales: int8 [16] at byte 192
+            shape = (rows, n_blocks, 16)
+            sc = rng.integers(16, 32, size=shape) * rng.choice([-1, 1], size=shape)
+            raw[:, :, 192:208] = sc.astype(np.int8).view(np.uint8)
         return raw.reshape(rows, n_blocks * block_bytes), qt
     a = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
     if wtype == "F32":
@@ -66,8 +74,11 @@ def mat(rng, wtype, rows, cols, scale, n=0):
 N_EXP, N_USED, FF_EXP = 8, 2, 256  # the qwen3moe file's experts
 
 
-def write(path, wtype, seed, arch="llama"):
+def write(path, wtype, seed, arch="llama", mix=None):
+    """mix: {tensor name suffix: type} for tensors not in wtype."""
     rng = np.random.default_rng(seed)
+    mix = mix or {}
+    type_of = lambda name: mix.get(name.split(".")[-2], wtype)  # noqa: E731
     qwen3 = arch in ("qwen3", "qwen3moe")
     moe = arch == "qwen3moe"
     w = start_model(path, arch, embd=E, ff=FF, heads=H, heads_kv=HKV, layers=LAYERS, ctx=CTX,
@@ -76,7 +87,7 @@ def write(path, wtype, seed, arch="llama"):
     vec = lambda n: (1 + rng.standard_normal(n) * 0.1).astype(np.float32)  # noqa: E731
 
     def add(name, rows, cols, scale, n=0):
-        arr, qt = mat(rng, wtype, rows, cols, scale, n)
+        arr, qt = mat(rng, type_of(name), rows, cols, scale, n, tame=bool(mix))
         w.add_tensor(name, arr, raw_dtype=qt)
 
     D = 2 * E // H if qwen3 else E // H  # qwen3: heads wider than E / H, as Qwen3-0.6B's
@@ -91,8 +102,8 @@ def write(path, wtype, seed, arch="llama"):
     # source of their own, so that every other value stays what the files held with 1500 ids
     extra = np.random.default_rng(seed + 77)
     for name, scale in (("token_embd.weight", 0.125), ("output.weight", 0.05)):
-        arr, qt = mat(rng, wtype, VOCAB - 4, E, scale)
-        tail, _ = mat(extra, wtype, 4, E, scale)
+        arr, qt = mat(rng, type_of(name), VOCAB - 4, E, scale, tame=bool(mix))
+        tail, _ = mat(extra, type_of(name), 4, E, scale, tame=bool(mix))
         w.add_tensor(name, np.concatenate([arr, tail]), raw_dtype=qt)
     w.add_tensor("output_norm.weight", vec(E))
     for layer in range(LAYERS):
@@ -132,6 +143,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     write(out / "tiny-qwen3-F16.gguf", "F16", seed=999, arch="qwen3")
     write(out / "tiny-qwen3moe-Q4_K.gguf", "Q4_K", seed=998, arch="qwen3moe")
+    write(out / "tiny-Q4_K_M.gguf", "Q4_K", seed=997,
+          mix={"attn_v": "Q6_K", "ffn_down": "Q6_K", "output": "Q6_K"})
     for i, t in enumerate(TYPES):
         write(out / f"tiny-{t}.gguf", t, seed=1000 + i)
     return 0

@@ -34,9 +34,12 @@
  *   - the GGUF files of every weight type (below), and a Qwen3 one;
  *   - with 8-bit weights (--gpu-weights q8_0) the Llama and Qwen3-MoE forwards against the CPU
  *     running the same 8-bit values (model_to_q8), decode graphs against eager steps, and GGUF
- *     files of Q8_0 and Q4_K loaded into 8 bits (test_llama_q8 and the tests after it).
+ *     files of Q8_0 and Q4_K loaded into 8 bits (test_llama_q8 and the tests after it);
+ *   - likewise with 4-bit weights (--gpu-weights q4: model_to(PGD_TYPE_Q4_1)), and GGUF files of
+ *     Q4_0, Q4_1 and Q4_K (4 bits as they are), F16 (8 bits) and a Q4_K_M mix (4 bits and 8 in one
+ *     model: QKV fused of Q4_K and Q6_K parts goes to 8 bits) (test_llama_q4 and after it).
  * Exit 77 (skipped) without a GPU. Label `cuda`. Passes on an H200 (bench/results/gpu-h200.md;
- * the Qwen3, mixture-of-experts and 8-bit cases, added since, have run only in the CUDA
+ * the Qwen3, mixture-of-experts, 8- and 4-bit cases, added since, have run only in the CUDA
  * emulator).
  */
 #include <math.h>
@@ -62,8 +65,15 @@ typedef struct dev {
     pgd_sample_result sampled[MAXT];
 } dev;
 
-/* The CUDA devices' weights: bf16, or 8 bits in the _q8 tests. */
+/* The CUDA devices' weights: bf16, or 8 bits in the _q8 tests, 4 in the _q4 ones. */
 static pgd_cuda_weights g_weights = PGD_CUDA_WEIGHTS_BF16;
+
+/* What the printed lines say of g_weights. */
+static const char *weights_label(void) {
+    return g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? " (8-bit weights)"
+           : g_weights == PGD_CUDA_WEIGHTS_Q4 ? " (4-bit weights)"
+                                              : "";
+}
 
 static int open_dev_opts(dev *d, const pgd_model *m, int device, bool eager, bool gemv) {
     pgd_backend_config bc = {
@@ -319,12 +329,14 @@ static void load_preset(shape sh, pgd_model_preset *p) {
     if (sh == SHAPE_MIXTRAL) REQUIRE(p->cfg.n_expert == 8 && p->cfg.n_ff_exp == 96);
 }
 
-/* One F16 matrix of a dummy model requantized into Q8_0 blocks (the CPU's own
- * pgd_quantize_row_q8_0) in memory added to *bufs. */
-static void weight_to_q8(pgd_weight *w, void ***bufs, uint32_t *n_bufs) {
+/* One F16 matrix of a dummy model requantized into Q8_0 or Q4_1 blocks (`type`: the CPU's own
+ * pgd_quantize_row_q8_0 / _q4_1) in memory added to *bufs. */
+static void weight_to(pgd_weight *w, uint32_t type, void ***bufs, uint32_t *n_bufs) {
     if (!w->data || w->rows < 1 || w->cols % 32) return;
     REQUIRE(w->type == PGD_TYPE_F16);
-    const uint64_t row_bytes = w->cols / 32 * sizeof(pgd_block_q8_0);
+    const bool q8 = type == PGD_TYPE_Q8_0;
+    const uint64_t row_bytes =
+        w->cols / 32 * (q8 ? sizeof(pgd_block_q8_0) : sizeof(pgd_block_q4_1));
     uint8_t *q = malloc(w->rows * row_bytes);
     float *row = malloc(w->cols * sizeof *row);
     void **more = realloc(*bufs, (*n_bufs + 1) * sizeof *more);
@@ -332,43 +344,48 @@ static void weight_to_q8(pgd_weight *w, void ***bufs, uint32_t *n_bufs) {
     for (uint64_t r = 0; r < w->rows; r++) {
         REQUIRE(pgd_dequant_row(PGD_TYPE_F16, (const uint8_t *)w->data + r * w->row_bytes, row,
                                 (int64_t)w->cols) == 0);
-        pgd_quantize_row_q8_0(row, q + r * row_bytes, (int64_t)w->cols);
+        if (q8)
+            pgd_quantize_row_q8_0(row, q + r * row_bytes, (int64_t)w->cols);
+        else
+            pgd_quantize_row_q4_1(row, q + r * row_bytes, (int64_t)w->cols);
     }
     free(row);
     *bufs = more;
     (*bufs)[(*n_bufs)++] = q;
-    w->type = PGD_TYPE_Q8_0;
+    w->type = type;
     w->data = q;
     w->row_bytes = row_bytes;
 }
 
-/* Every matrix of dummy model m (F16) in Q8_0: the weights the CPU then runs are the values the
- * GPU's 8-bit form holds (the bf16 of a dummy value is the same number: dummy.h), so the CPU
- * stays the reference of an 8-bit GPU within the tolerance the bf16 one meets. */
-static void model_to_q8(pgd_model *m, void ***bufs, uint32_t *n_bufs) {
+/* Every matrix of dummy model m (F16) in Q8_0 or Q4_1: the weights the CPU then runs are the
+ * values the GPU's 8- or 4-bit form holds (the bf16 of a dummy value is the same number:
+ * dummy.h), so the CPU stays the reference of an 8- or 4-bit GPU within the tolerance the bf16
+ * one meets. */
+static void model_to(pgd_model *m, uint32_t type, void ***bufs, uint32_t *n_bufs) {
     const bool tied = m->output.data == m->tok_embd.data;
-    weight_to_q8(&m->tok_embd, bufs, n_bufs);
+    weight_to(&m->tok_embd, type, bufs, n_bufs);
     if (tied)
         m->output = m->tok_embd;
     else
-        weight_to_q8(&m->output, bufs, n_bufs);
+        weight_to(&m->output, type, bufs, n_bufs);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         pgd_layer_weights *L = &m->layers[l];
         pgd_weight *mats[] = {&L->wq,     &L->wk,   &L->wv,     &L->wo,
                               &L->w_gate, &L->w_up, &L->w_down, &L->router};
-        for (size_t i = 0; i < PGD_ARRAY_LEN(mats); i++) weight_to_q8(mats[i], bufs, n_bufs);
+        for (size_t i = 0; i < PGD_ARRAY_LEN(mats); i++) weight_to(mats[i], type, bufs, n_bufs);
         for (uint32_t e = 0; e < m->cfg.n_expert; e++) {
-            weight_to_q8(&L->exp_gate[e], bufs, n_bufs);
-            weight_to_q8(&L->exp_up[e], bufs, n_bufs);
-            weight_to_q8(&L->exp_down[e], bufs, n_bufs);
+            weight_to(&L->exp_gate[e], type, bufs, n_bufs);
+            weight_to(&L->exp_up[e], type, bufs, n_bufs);
+            weight_to(&L->exp_down[e], type, bufs, n_bufs);
         }
     }
 }
 
 /* The forward on every device: the CPU, the CUDA backend with weights the device fills from the
  * hash, the same with weights uploaded from the host (the same bits), the same with the decode
- * GEMV. With g_weights q8_0 the CPU's model holds the 8-bit values too (model_to_q8), the
- * hash-filled device quantizes bf16 values and the uploading one splits Q8_0 blocks. */
+ * GEMV. With g_weights q8_0 (q4) the CPU's model holds the 8-bit (4-bit) values too
+ * (model_to), the hash-filled device quantizes bf16 values and the uploading one splits Q8_0
+ * (Q4_1) blocks. */
 static void forward_matches(shape sh) {
     pgd_model_preset p;
     load_preset(sh, &p);
@@ -377,7 +394,8 @@ static void forward_matches(shape sh) {
     uint32_t n_bufs = 0;
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &data) == 0);
     REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
-    if (g_weights == PGD_CUDA_WEIGHTS_Q8_0) model_to_q8(data, &bufs, &n_bufs);
+    if (g_weights == PGD_CUDA_WEIGHTS_Q8_0) model_to(data, PGD_TYPE_Q8_0, &bufs, &n_bufs);
+    if (g_weights == PGD_CUDA_WEIGHTS_Q4) model_to(data, PGD_TYPE_Q4_1, &bufs, &n_bufs);
     enum { N_DEV = 4 };
     dev devs[N_DEV] = {0};
     REQUIRE(open_dev(&devs[0], data, PGD_DEVICE_CPU) == 0);
@@ -428,8 +446,8 @@ static void forward_matches(shape sh) {
     fprintf(stderr,
             "    %s%s: worst logits error %.2e, %d device greedy tokens checked; worst "
             "hidden-state error %.2e over %d rows\n",
-            k_shape_names[sh], g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? " (8-bit weights)" : "",
-            g_worst, g_sampled_checked, g_worst_hidden, g_hidden_checked);
+            k_shape_names[sh], weights_label(), g_worst, g_sampled_checked, g_worst_hidden,
+            g_hidden_checked);
     CHECK(g_sampled_checked >= 5);
     CHECK(g_hidden_checked >= 20);
     for (int d = 0; d < N_DEV; d++) close_dev(&devs[d]);
@@ -543,8 +561,7 @@ static void graphs_match_eager(shape sh, bool gemv) {
     pgd_backend_cuda_graph_stats(e.b, &es);
     fprintf(stderr,
             "    graphs (%s%s%s): %u captured, %llu replays of %u decode steps, %u rows equal\n",
-            k_shape_names[sh], gemv ? ", decode_gemv" : "",
-            g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? ", 8-bit weights" : "", gs.captured,
+            k_shape_names[sh], gemv ? ", decode_gemv" : "", weights_label(), gs.captured,
             (unsigned long long)gs.replays, steps, checked);
     CHECK(!gs.off && gs.captured == 4 && gs.replays == steps - 4);
     CHECK(es.off && es.captured == 0 && es.replays == 0);
@@ -626,7 +643,7 @@ static void test_graphs_match_eager_q8(void) {
  * steps, through run() (logits within its tolerance, greedy tokens where the CPU's top two are
  * clear). The folder is PGD_TEST_GGUF_DIR (make test-cuda-emu and scripts/gpu-check set it; unset:
  * said, not checked; set with a file missing: a failure). */
-static void gguf_types(const char *const *types, size_t n_types) {
+static void gguf_types(const char *const *types, size_t n_types, int ref_flags) {
     const char *dir = getenv("PGD_TEST_GGUF_DIR");
     if (!dir) {
         fprintf(stderr, "    PGD_TEST_GGUF_DIR unset: the GGUF weight types are not checked (run "
@@ -639,7 +656,7 @@ static void gguf_types(const char *const *types, size_t n_types) {
         pgd_gguf *g = NULL;
         pgd_model *raw = NULL, *f32 = NULL;
         if (pgd_gguf_open(path, &g) || pgd_model_load(g, PGD_MODEL_RAW | PGD_MODEL_QUIET, &raw) ||
-            pgd_model_load(g, PGD_MODEL_F32 | PGD_MODEL_QUIET, &f32)) {
+            pgd_model_load(g, ref_flags | PGD_MODEL_QUIET, &f32)) {
             fprintf(stderr, "    %s: %s\n", path, pgd_error_detail());
             CHECK(0);
             pgd_model_free(raw);
@@ -667,8 +684,7 @@ static void gguf_types(const char *const *types, size_t n_types) {
             run(devs, 2, &b);
         }
         fprintf(stderr, "    %s%s: worst logits error %.2e, %d device greedy tokens checked\n",
-                types[k], g_weights == PGD_CUDA_WEIGHTS_Q8_0 ? " (8-bit weights)" : "", g_worst,
-                g_sampled_checked);
+                types[k], weights_label(), g_worst, g_sampled_checked);
         close_dev(&devs[0]);
         close_dev(&devs[1]);
         pgd_model_free(raw);
@@ -681,7 +697,7 @@ static void test_gguf_types(void) {
     static const char *const types[] = {"F32",  "F16",  "BF16", "Q8_0",      "Q4_0",
                                         "Q4_1", "Q5_0", "Q5_1", "Q2_K",      "Q3_K",
                                         "Q4_K", "Q5_K", "Q6_K", "qwen3-F16", "qwen3moe-Q4_K"};
-    gguf_types(types, PGD_ARRAY_LEN(types));
+    gguf_types(types, PGD_ARRAY_LEN(types), PGD_MODEL_F32);
 }
 
 /* 8-bit weights from GGUF files: Q8_0's blocks split as they are (the CPU's f32 reference then
@@ -690,7 +706,45 @@ static void test_gguf_types(void) {
 static void test_gguf_types_q8(void) {
     static const char *const types[] = {"Q8_0", "Q4_K", "qwen3moe-Q4_K"};
     g_weights = PGD_CUDA_WEIGHTS_Q8_0;
-    gguf_types(types, PGD_ARRAY_LEN(types));
+    gguf_types(types, PGD_ARRAY_LEN(types), PGD_MODEL_F32);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+/* 4-bit weights (--gpu-weights q4), as the 8-bit tests above: every matrix of the dummy models
+ * in 4 bits (the CPU's model in Q4_1, model_to) — the GEMV and the tensor-core kernel's 4-bit
+ * forms, the embedding and the output head from the 4-bit form, the experts' grouped products. */
+static void test_llama_q4(void) {
+    g_weights = PGD_CUDA_WEIGHTS_Q4;
+    forward_matches(SHAPE_LLAMA3);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+static void test_qwen3moe_q4(void) {
+    g_weights = PGD_CUDA_WEIGHTS_Q4;
+    forward_matches(SHAPE_QWEN3MOE_96);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+static void test_graphs_match_eager_q4(void) {
+    g_weights = PGD_CUDA_WEIGHTS_Q4;
+    graphs_match_eager(SHAPE_LLAMA3, true);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+/* 4-bit weights from GGUF files: Q4_0, Q4_1 and Q4_K blocks as they are (Q4_K re-blocked), F16
+ * in 8 bits (requantized), and a Q4_K_M mix: its Q4_K matrices in 4 bits, its Q6_K ones (V, down,
+ * output) in 8, the fused QKV with them. The CPU's reference here is the file as the CPU backend
+ * keeps it by default (Q4_0, Q4_1 and F16 as they are, Q4_K re-blocked into Q4_1, Q6_K
+ * requantized into Q8_0: engine/model/model.h): the values the GPU holds, but for F16 (the
+ * GPU's 8 bits: their error shows in the printed worst error) and the mix's QKV (its Q4_K parts
+ * requantized into the fused 8-bit matrix). Against the f32 reference a Q6_K matrix's
+ * requantization alone moves these small models' logits by several 1e-2, on either device. The
+ * mix is the worst-conditioned file: its bf16 weights against the f32 CPU differ by 2.2e-2 in
+ * the emulator, its 4-bit ones against this reference by 2.4e-2 (Q4_K alone: 2e-4). */
+static void test_gguf_types_q4(void) {
+    static const char *const types[] = {"Q4_0", "Q4_1", "Q4_K", "Q4_K_M", "F16", "qwen3moe-Q4_K"};
+    g_weights = PGD_CUDA_WEIGHTS_Q4;
+    gguf_types(types, PGD_ARRAY_LEN(types), 0);
     g_weights = PGD_CUDA_WEIGHTS_BF16;
 }
 
@@ -700,32 +754,41 @@ int main(void) {
         return 77;
     }
     /* PGD_FORWARD_PART=1: the forwards against the CPU only; =2: the graphs and the GGUF files
-     * only (CI runs the halves on the emulator on different days: .ci/run); =q8: the 8-bit
-     * weights' tests of both; unset: all */
+     * only (CI runs the halves on the emulator on different days: .ci/run); =q8 / =q4: the 8- /
+     * 4-bit weights' tests of both; unset: all */
     const char *part = getenv("PGD_FORWARD_PART");
-    const bool q8 = part && !strcmp(part, "q8");
+    const bool only8 = part && !strcmp(part, "q8"), only4 = part && !strcmp(part, "q4");
+    const bool bf = !only8 && !only4, r8 = !only4, r4 = !only8;
     const bool one = !part || strcmp(part, "2"), two = !part || strcmp(part, "1");
-    if (one && !q8) {
+    if (one && bf) {
         RUN(test_llama);
         RUN(test_qwen);
         RUN(test_qwen3);
         RUN(test_qwen3moe);
         RUN(test_mixtral);
     }
-    if (one) {
+    if (one && r8) {
         RUN(test_llama_q8);
         RUN(test_qwen3moe_q8);
     }
-    if (two && !q8) {
+    if (one && r4) {
+        RUN(test_llama_q4);
+        RUN(test_qwen3moe_q4);
+    }
+    if (two && bf) {
         RUN(test_graphs_match_eager);
         RUN(test_graphs_match_eager_gemv);
         RUN(test_graphs_match_eager_qwen3);
         RUN(test_graphs_match_eager_moe);
         RUN(test_gguf_types);
     }
-    if (two) {
+    if (two && r8) {
         RUN(test_graphs_match_eager_q8);
         RUN(test_gguf_types_q8);
+    }
+    if (two && r4) {
+        RUN(test_graphs_match_eager_q4);
+        RUN(test_gguf_types_q4);
     }
     return test_summary();
 }

@@ -1,7 +1,7 @@
 /*
  * tests/gpu/test_cuda_gemm_grouped.c — the grouped (mixture-of-experts) GEMM,
- * pgd_cuda_gemm_grouped (kernels/cuda/gemm_grouped.h), and its forms over 8-bit weights, against
- * their CPU twins:
+ * pgd_cuda_gemm_grouped (kernels/cuda/gemm_grouped.h), and its forms over 8-bit and 4-bit
+ * weights, against their CPU twins:
  *   - shapes with N and K multiples of 8 but not of the kernel's 64 (N = 72, K = 40, ...), a
  *     Qwen3-30B-A3B-like gate/up and down (N 1536, K 2048; N 2048, K 768) off the emulator;
  *     experts with 0, 1, 63, 64 and 65 rows; random gather indices (repeats allowed), and no
@@ -34,6 +34,15 @@
  * it should write, which must stay all-ones. (A barrier missing between the kernel's conversion
  * of the values in shared memory and the other warps' reads of them shows only when warps run out
  * of step: tests/cuda_emu's EMU_ORDER=warp.)
+ * The 4-bit forms (pgd_cuda_gemm_grouped_q4 and the dense pgd_cuda_gemm_q4) as the 8-bit ones,
+ * within the same tolerance (check_layout argues it): the same shapes, layouts, decode step,
+ * dense M's and bit-identities; nibbles over 0 .. 15 (every row holding 0 and 15 in a byte's
+ * either half), d and m of either sign and some subnormal, dm's base only 4-byte aligned; bad
+ * arguments (K not a multiple of 32, W.q not 16-byte or W.dm not 4-byte aligned, ...) refused; K 0
+ * writes zeros; and test_q4_block_order: integer inputs that make every block's p and s exact,
+ * so that each output's bits are the header's order's, computed on the host (p joined before s,
+ * each a block at a time, blocks ascending), with a block whose k-steps' terms cancel only
+ * across the block (an offset or scale applied per k-step lands far off).
  * Random data (never zeros); the seed is printed (PGD_SEED repeats it). On the CPU emulation of
  * the runtime (tests/cuda_emu, PGD_CUDA_EMU set) the shapes are small. Exit 77 (skipped) without
  * a GPU. Label `cuda`.
@@ -50,15 +59,20 @@
 #include "testutil.h"
 #include "gpu_testutil.h"
 
-/* The operands: X bf16 [NX][K], and W bf16 [NE][N][K] or (q8) in q8.h's form, q [NE][N][K] and
- * d [NE][N][K / 32], on the host and the device. The device's d starts 2 bytes into its buffer
- * (dWd = dWd0 + 1): only 2-byte aligned, as the header allows. */
+enum { BF16, Q8, Q4 }; /* the forms of W */
+
+/* The operands: X bf16 [NX][K], and W bf16 [NE][N][K], or (Q8) in q8.h's form, q [NE][N][K] and
+ * d [NE][N][K / 32], or (Q4) in q4.h's, q [NE][N][K / 2] and dm [NE][N][K / 32], on the host and
+ * the device. The device's d starts 2 bytes into its buffer (dWd = dWd0 + 1): only 2-byte
+ * aligned, as the header allows; its dm 4 bytes in (dWdm = dWdm0 + 1): 4-byte aligned only. */
 typedef struct {
     uint32_t N, K, NE, NX;
-    bool q8;
+    int form;
     uint16_t *X, *W, *dX, *dW;
     int8_t *Wq, *dWq;
     uint16_t *Wd, *dWd0, *dWd;
+    uint8_t *W4, *dW4;
+    uint32_t *Wdm, *dWdm0, *dWdm;
 } problem;
 
 /* The sorted order of P (input row, expert) pairs: R rows (gather [R]), pair p at row pos[p];
@@ -106,7 +120,7 @@ static uint16_t rand_scale(uint32_t K) {
  * places), scales by rand_scale. */
 static bool problem_make_q8(problem *p, uint32_t N, uint32_t K, uint32_t NE, uint32_t NX) {
     const uint64_t nx = (uint64_t)NX * K, nw = (uint64_t)NE * N * K, nd = nw / PGD_Q8_BLOCK;
-    *p = (problem){.N = N, .K = K, .NE = NE, .NX = NX, .q8 = true, .X = malloc(nx * 2 + 2)};
+    *p = (problem){.N = N, .K = K, .NE = NE, .NX = NX, .form = Q8, .X = malloc(nx * 2 + 2)};
     p->Wq = malloc(nw + 1), p->Wd = malloc(nd * 2 + 2);
     if (!p->X || !p->Wq || !p->Wd) return false;
     for (uint64_t i = 0; i < nx; i++) p->X[i] = rand_bf16(1.0);
@@ -124,15 +138,65 @@ static bool problem_make_q8(problem *p, uint32_t N, uint32_t K, uint32_t NE, uin
     return cudaMemcpy(p->dWd, p->Wd, nd * 2, cudaMemcpyHostToDevice) == cudaSuccess;
 }
 
+/* The q4 form's problem: values uniform over the nibbles (each row holds the bytes 0x0F and
+ * 0xF0 at random places: 0 and 15 in both halves of a byte), d and m by rand_scale (m 8 times
+ * larger, as a Q4_1 block's offset is some 8 steps: a row's terms p d and s m of like size). */
+static bool problem_make_q4(problem *p, uint32_t N, uint32_t K, uint32_t NE, uint32_t NX) {
+    const uint64_t nx = (uint64_t)NX * K, nq = (uint64_t)NE * N * K / 2, nd = nq * 2 / PGD_Q4_BLOCK;
+    *p = (problem){.N = N, .K = K, .NE = NE, .NX = NX, .form = Q4, .X = malloc(nx * 2 + 2)};
+    p->W4 = malloc(nq + 1), p->Wdm = malloc(nd * 4 + 4);
+    if (!p->X || !p->W4 || !p->Wdm) return false;
+    for (uint64_t i = 0; i < nx; i++) p->X[i] = rand_bf16(1.0);
+    for (uint64_t i = 0; i < nq; i++) p->W4[i] = (uint8_t)(gt_next() >> 56);
+    for (uint64_t r = 0; K >= 4 && r < (uint64_t)NE * N; r++) {
+        const uint32_t a = gt_urand(K / 2), b = (a + 1 + gt_urand(K / 2 - 1)) % (K / 2);
+        p->W4[r * K / 2 + a] = 0x0F, p->W4[r * K / 2 + b] = 0xF0;
+    }
+    for (uint64_t i = 0; i < nd; i++) {
+        const float m = pgd_f16_to_f32(rand_scale(K)) * 8.0f;
+        p->Wdm[i] = rand_scale(K) | (uint32_t)pgd_f32_to_f16(m) << 16;
+    }
+    p->dX = gt_upload(p->X, nx * 2);
+    p->dW4 = gt_upload(p->W4, nq);
+    p->dWdm0 = gt_poisoned(nd * 4 + 4);
+    if (!p->dX || !p->dW4 || !p->dWdm0) return false;
+    p->dWdm = p->dWdm0 + 1;
+    return cudaMemcpy(p->dWdm, p->Wdm, nd * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+}
+
+static bool problem_make_form(problem *p, int form, uint32_t N, uint32_t K, uint32_t NE,
+                              uint32_t NX) {
+    return form == Q4   ? problem_make_q4(p, N, K, NE, NX)
+           : form == Q8 ? problem_make_q8(p, N, K, NE, NX)
+                        : problem_make(p, N, K, NE, NX);
+}
+
+/* p's host planes onto the device again (after a test changed them) */
+static bool problem_upload(problem *p) {
+    const uint64_t nx = (uint64_t)p->NX * p->K, nw = (uint64_t)p->NE * p->N * p->K;
+    bool ok = cudaMemcpy(p->dX, p->X, nx * 2, cudaMemcpyHostToDevice) == cudaSuccess;
+    if (p->form == Q8)
+        ok = ok && cudaMemcpy(p->dWq, p->Wq, nw, cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemcpy(p->dWd, p->Wd, nw / 16, cudaMemcpyHostToDevice) == cudaSuccess;
+    if (p->form == Q4)
+        ok = ok && cudaMemcpy(p->dW4, p->W4, nw / 2, cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemcpy(p->dWdm, p->Wdm, nw / 8, cudaMemcpyHostToDevice) == cudaSuccess;
+    return ok;
+}
+
 static void problem_free(problem *p) {
     free(p->X), free(p->W), cudaFree(p->dX), cudaFree(p->dW);
     free(p->Wq), free(p->Wd), cudaFree(p->dWq), cudaFree(p->dWd0);
+    free(p->W4), free(p->Wdm), cudaFree(p->dW4), cudaFree(p->dWdm0);
 }
 
 /* The twin of p's form. */
 static void twin(const problem *p, const uint32_t *gather, const pgd_grouped_tile *tiles,
                  uint32_t n_tiles, bool out_bf16, void *Y) {
-    if (p->q8)
+    if (p->form == Q4)
+        pgd_cuda_gemm_grouped_q4_twin(p->X, gather, p->W4, p->Wdm, p->N, p->K, tiles, n_tiles,
+                                      out_bf16, Y);
+    else if (p->form == Q8)
         pgd_cuda_gemm_grouped_q8_twin(p->X, gather, p->Wq, p->Wd, p->N, p->K, tiles, n_tiles,
                                       out_bf16, Y);
     else
@@ -231,10 +295,16 @@ static int launch(const problem *p, const layout *L, uint32_t n_run, uint32_t ma
     if ((dgather || L->dense) && dn && dtiles && dY && past) {
         const uint32_t *g = use_gather ? dgather : NULL;
         const uint64_t e = L->tiles[0].expert, nw = (uint64_t)p->N * p->K;
-        if (L->dense)
+        if (L->dense && p->form == Q4)
+            rc = pgd_cuda_gemm_q4(p->dX, (pgd_q4_mat){p->dW4 + e * nw / 2, p->dWdm + e * nw / 32},
+                                  L->R, p->N, p->K, out_bf16, dY, NULL);
+        else if (L->dense)
             rc = pgd_cuda_gemm_q8(p->dX, (pgd_q8_mat){p->dWq + e * nw, p->dWd + e * nw / 32}, L->R,
                                   p->N, p->K, out_bf16, dY, NULL);
-        else if (p->q8)
+        else if (p->form == Q4)
+            rc = pgd_cuda_gemm_grouped_q4(p->dX, g, (pgd_q4_mat){p->dW4, p->dWdm}, p->N, p->K,
+                                          dtiles, dn, max_tiles, out_bf16, dY, NULL);
+        else if (p->form == Q8)
             rc = pgd_cuda_gemm_grouped_q8(p->dX, g, (pgd_q8_mat){p->dWq, p->dWd}, p->N, p->K,
                                           dtiles, dn, max_tiles, out_bf16, dY, NULL);
         else
@@ -286,7 +356,15 @@ static void check_layout(const char *what, const problem *p, const layout *L, ui
      * top, at most K / 32 more roundings of the size the K additions already make (and there are
      * no more additions of products than the bf16 form's K). So the bound's growth with K, the
      * tensor cores' (test_cuda_gemm.c), stands, with room to spare; a wrong scale, block or
-     * value errs by 1e-3 or more. */
+     * value errs by 1e-3 or more. q4: the same tol. p is summed as q8's block sums (x q exact:
+     * q < 16), s is 32 f32 additions of the row's x (relative error below 32 u of sum |x|, u =
+     * 2^-24), and each joins the accumulator by one fmaf: two roundings a block where q8 has one.
+     * Each of these errs by at most a few u of its term, |p d| or |s m|; the planes' m is drawn
+     * 8 times d (problem_make_q4) and X is zero-mean, so |s m| and |p d| are of the size of the
+     * row's own sum (no cancellation but chance's: x f16(m) and x f16(d) q are independent
+     * terms), and the error stays some u sqrt(K / 32) of the row's size: below 1e-6, under the
+     * tolerance by 10 and more; a nibble, block, scale or offset taken wrongly errs by 1e-2 and
+     * more. */
     const double tol = fmax(1e-5, K * 0x1p-27), tolb = tol + 0x1p-8 * (1 + tol);
     const int rf = launch(p, L, n_run, max_tiles, use_gather, false, got);
     const int rb = launch(p, L, n_run, max_tiles, use_gather, true, gotb);
@@ -359,14 +437,13 @@ static uint32_t make_pairs(const uint32_t *counts, uint32_t NE, uint32_t NX, uin
 /* One shape: the header's layout with rows between the tiles (gather), then without gaps and
  * without gather (row r's input is X's row r), then a grid of more tiles than the list, the
  * last two tiles and then all of them left out. */
-static void check_shape(bool q8, uint32_t N, uint32_t K, const uint32_t *counts, uint32_t NE) {
+static void check_shape(int form, uint32_t N, uint32_t K, const uint32_t *counts, uint32_t NE) {
     uint32_t P = 0;
     for (uint32_t e = 0; e < NE; e++) P += counts[e];
     problem pb;
     uint32_t *xrow = malloc((P + 1) * 4), *expert = malloc((P + 1) * 4);
     REQUIRE(xrow && expert);
-    REQUIRE(q8 ? problem_make_q8(&pb, N, K, NE, 2 * P + NE + 2)
-               : problem_make(&pb, N, K, NE, 2 * P + NE + 2));
+    REQUIRE(problem_make_form(&pb, form, N, K, NE, 2 * P + NE + 2));
     make_pairs(counts, NE, pb.NX, xrow, expert);
     layout L;
     REQUIRE(make_layout(&L, xrow, expert, P, NE, SORTED, true, pb.NX));
@@ -400,16 +477,16 @@ static void test_shapes(void) {
     const bool e = emu();
     const size_t n = e ? PGD_ARRAY_LEN(emu_shapes) : PGD_ARRAY_LEN(shapes);
     for (size_t i = 0; i < n; i++)
-        check_shape(false, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
+        check_shape(BF16, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
                     counts, PGD_ARRAY_LEN(counts));
 }
 
 /* A decode step: one token routed to 8 of 16 experts, every tile one row, the grid sized for 8
  * pairs over 16 experts. */
-static void decode(bool q8, uint32_t N, uint32_t K) {
+static void decode(int form, uint32_t N, uint32_t K) {
     const uint32_t NE = 16, P = 8;
     problem pb;
-    REQUIRE(q8 ? problem_make_q8(&pb, N, K, NE, 4) : problem_make(&pb, N, K, NE, 4));
+    REQUIRE(problem_make_form(&pb, form, N, K, NE, 4));
     uint32_t ex[NE], xrow[P];
     for (uint32_t e = 0; e < NE; e++) ex[e] = e;
     shuffle(ex, NE);
@@ -427,18 +504,18 @@ static void decode(bool q8, uint32_t N, uint32_t K) {
 }
 
 static void test_decode(void) {
-    decode(false, emu() ? 136 : 1536, emu() ? 264 : 2048);
+    decode(BF16, emu() ? 136 : 1536, emu() ? 264 : 2048);
 }
 
 /* The same pairs in three layouts (SORTED; SHUFFLED with gaps; ALONE): each pair's output bits
  * the same in all of them, f32 and bf16; q8: and the same as the dense form's row of its input
  * row and expert (each expert's product over all of X's rows). */
-static void invariance(bool q8, uint32_t N, uint32_t K) {
+static void invariance(int form, uint32_t N, uint32_t K) {
     const uint32_t NE = 5;
     static const uint32_t counts[] = {64, 1, 70, 20, 0};
     uint32_t xrow[160], expert[160];
     problem pb;
-    REQUIRE(q8 ? problem_make_q8(&pb, N, K, NE, 50) : problem_make(&pb, N, K, NE, 50));
+    REQUIRE(problem_make_form(&pb, form, N, K, NE, 50));
     const uint32_t P = make_pairs(counts, NE, pb.NX, xrow, expert);
     float *yf[3] = {0};
     uint16_t *yb[3] = {0};
@@ -461,7 +538,7 @@ static void invariance(bool q8, uint32_t N, uint32_t K) {
                     (unsigned long long)differ);
         CHECK_EQ_INT(differ, 0);
     }
-    for (uint32_t e = 0; q8 && e < NE; e++) {
+    for (uint32_t e = 0; form != BF16 && e < NE; e++) {
         layout D;
         float *df;
         uint16_t *db;
@@ -487,7 +564,7 @@ static void invariance(bool q8, uint32_t N, uint32_t K) {
 }
 
 static void test_invariance(void) {
-    invariance(false, emu() ? 72 : 1024, emu() ? 136 : 1032);
+    invariance(BF16, emu() ? 72 : 1024, emu() ? 136 : 1032);
 }
 
 static void test_refuses(void) {
@@ -535,26 +612,26 @@ static void test_q8_shapes(void) {
     const bool e = emu();
     const size_t n = e ? PGD_ARRAY_LEN(emu_shapes) : PGD_ARRAY_LEN(shapes);
     for (size_t i = 0; i < n; i++)
-        check_shape(true, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
+        check_shape(Q8, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
                     counts, PGD_ARRAY_LEN(counts));
 }
 
 static void test_q8_decode(void) {
-    decode(true, emu() ? 136 : 1536, emu() ? 768 : 2048);
+    decode(Q8, emu() ? 136 : 1536, emu() ? 768 : 2048);
 }
 
 /* K 288 (emulator): 5 chunks, the last of one block, the ring and the scales' registers wrapping */
 static void test_q8_invariance(void) {
-    invariance(true, emu() ? 72 : 1024, emu() ? 288 : 1056);
+    invariance(Q8, emu() ? 72 : 1024, emu() ? 288 : 1056);
 }
 
 /* The dense form at M = 300, 1, 7, 64, 65, 128 (expert 1 of 2: its matrix at an offset): each
  * against the twin, no row past M written, and every row's bits those of the same row at M = 300.
  */
-static void test_q8_dense(void) {
+static void dense(int form) {
     const uint32_t N = emu() ? 136 : 2048, K = emu() ? 96 : 768, Ms[] = {300, 1, 7, 64, 65, 128};
     problem pb;
-    REQUIRE(problem_make_q8(&pb, N, K, 2, 300));
+    REQUIRE(problem_make_form(&pb, form, N, K, 2, 300));
     float *f300 = NULL;
     uint16_t *b300 = NULL;
     for (size_t i = 0; i < PGD_ARRAY_LEN(Ms); i++) {
@@ -580,6 +657,10 @@ static void test_q8_dense(void) {
     }
     free(f300), free(b300);
     problem_free(&pb);
+}
+
+static void test_q8_dense(void) {
+    dense(Q8);
 }
 
 /* The order of the sums, beyond rounding: K 96, block 1 of every weight row q = 127 for its first
@@ -722,6 +803,178 @@ static void test_q8_refuses(void) {
     cudaFree(d), cudaFree(dn), cudaFree(dt);
 }
 
+/* ---- weights in 4 bits: pgd_cuda_gemm_grouped_q4 and the dense pgd_cuda_gemm_q4 ---- */
+
+static void test_q4_shapes(void) {
+    static const uint32_t counts[] = {64, 0, 1, 65, 63, 3, 0, 130};
+    /* as the q8 form's: K 32 and 96 a last chunk of one block, N not a multiple of 64 */
+    static const uint32_t shapes[][2] = {{72, 32},   {8, 96},      {136, 96},  {64, 64},
+                                         {200, 768}, {1536, 2048}, {2048, 768}};
+    static const uint32_t emu_shapes[][2] = {{72, 32}, {8, 96}, {136, 96}, {200, 768}, {72, 2048}};
+    const bool e = emu();
+    const size_t n = e ? PGD_ARRAY_LEN(emu_shapes) : PGD_ARRAY_LEN(shapes);
+    for (size_t i = 0; i < n; i++)
+        check_shape(Q4, e ? emu_shapes[i][0] : shapes[i][0], e ? emu_shapes[i][1] : shapes[i][1],
+                    counts, PGD_ARRAY_LEN(counts));
+}
+
+static void test_q4_decode(void) {
+    decode(Q4, emu() ? 136 : 1536, emu() ? 768 : 2048);
+}
+
+/* K 288 (emulator): 5 chunks, the last of one block, the ring wrapping */
+static void test_q4_invariance(void) {
+    invariance(Q4, emu() ? 72 : 1024, emu() ? 288 : 1056);
+}
+
+static void test_q4_dense(void) {
+    dense(Q4);
+}
+
+/* The order of the sums, bit for bit and beyond rounding. K 288 (9 blocks), X integers in
+ * -255 .. 255 but for block 1 of every input row, x = 128 for its first 16 k and -128 for its
+ * last 16; block 1 of every weight row all q = 15, d = 2^14, m = -2^14; the other blocks as
+ * problem_make_q4 draws them. Every block's p = sum x q and s = sum x is then an integer below
+ * 2^24, exact in f32 in any order (the tensor cores' and the kernel's), so the header's order
+ * fixes each output's bits: acc = 0, then per block acc = fmaf(p, f16(d), acc), acc = fmaf(s,
+ * f16(m), acc); the test computes them on the host and wants them exactly (f32, and bf16 rounded
+ * from them). A p or an s joined per k-step of 16, the two fmaf in the other order, or blocks in
+ * another order round differently (p d has up to 28 significant bits: most fmaf round); block 1's
+ * p and s are 0 (exactly: its terms cancel), but its k-steps' are +-30720 and +-2048, so joined
+ * per k-step at 2^14 they are +-2^29 and +-2^25, which take the accumulator's bits with them: far
+ * off the twin too; an s or a d | m of another block, a nibble out of THE FORM's order, errs far
+ * beyond rounding. Dense, and grouped (one tile a row). */
+static void test_q4_block_order(void) {
+    const uint32_t N = 72, K = 288, M = 5, B = K / 32;
+    problem pb;
+    REQUIRE(problem_make_q4(&pb, N, K, 1, M));
+    for (uint32_t r = 0; r < M; r++)
+        for (uint32_t k = 0; k < K; k++) {
+            const int x = k / 32 == 1 ? (k < 48 ? 128 : -128) : (int)gt_urand(511) - 255;
+            pb.X[r * K + k] = pgd_f32_to_bf16((float)x);
+        }
+    for (uint32_t n = 0; n < N; n++) {
+        memset(pb.W4 + n * K / 2 + 16, 0xFF, 16);
+        pb.Wdm[n * B + 1] = 0x7400u | 0xF400u << 16; /* d 2^14, m -2^14 */
+    }
+    REQUIRE(problem_upload(&pb));
+    /* the header's order on the host */
+    float *want = malloc((size_t)M * N * 4);
+    REQUIRE(want);
+    for (uint32_t r = 0; r < M; r++)
+        for (uint32_t n = 0; n < N; n++) {
+            float acc = 0;
+            for (uint32_t b = 0; b < B; b++) {
+                int32_t ps = 0, ss = 0;
+                for (uint32_t j = 0; j < 32; j++) {
+                    const uint8_t byte = pb.W4[n * K / 2 + b * 16 + j % 16];
+                    const int32_t x = (int32_t)pgd_bf16_to_f32(pb.X[r * K + b * 32 + j]);
+                    ps += x * (j < 16 ? byte & 0xF : byte >> 4), ss += x;
+                }
+                const uint32_t dm = pb.Wdm[n * B + b];
+                acc = fmaf((float)ps, pgd_f16_to_f32((uint16_t)(dm & 0xFFFF)), acc);
+                acc = fmaf((float)ss, pgd_f16_to_f32((uint16_t)(dm >> 16)), acc);
+            }
+            want[r * N + n] = acc;
+        }
+    static const char *what[] = {"block order, dense", "block order, grouped"};
+    for (int grouped = 0; grouped < 2; grouped++) {
+        layout L;
+        const uint32_t xrow[] = {0, 1, 2, 3, 4}, expert[] = {0, 0, 0, 0, 0};
+        if (grouped)
+            REQUIRE(make_layout(&L, xrow, expert, M, 1, ALONE, false, M));
+        else
+            REQUIRE(make_dense(&L, 0, M));
+        float *yf;
+        uint16_t *yb;
+        check_layout(what[grouped], &pb, &L, L.n_tiles, L.n_tiles, !L.dense, &yf, &yb);
+        CHECK(yf && yb);
+        uint64_t differ = 0;
+        for (uint32_t p = 0; yf && yb && p < M; p++) {
+            const uint32_t row = grouped ? L.pos[p] : p; /* pair p is input row p */
+            for (uint32_t n = 0; n < N; n++) {
+                const float w = want[p * N + n];
+                differ += memcmp(&yf[row * N + n], &w, 4) != 0;
+                differ += yb[row * N + n] != pgd_f32_to_bf16(w);
+            }
+        }
+        if (differ)
+            fprintf(stderr, "    %s: %llu elements not the header's order's bits\n", what[grouped],
+                    (unsigned long long)differ);
+        CHECK_EQ_INT(differ, 0);
+        free(yf), free(yb);
+        layout_free(&L);
+    }
+    free(want);
+    problem_free(&pb);
+}
+
+static void test_q4_refuses(void) {
+    uint16_t *d = gt_poisoned(1 << 16);
+    uint32_t *dn = gt_upload(&(uint32_t){1}, 4), h[64];
+    pgd_grouped_tile t = {0, 0, 1};
+    pgd_grouped_tile *dt = gt_upload(&t, sizeof t);
+    REQUIRE(d && dn && dt);
+    /* q at 0, dm 8 KiB + 4 bytes in (4-byte aligned only: allowed), Y 16 KiB in */
+    const pgd_q4_mat W = {(uint8_t *)d, (uint32_t *)(d + 4098)};
+    void *Y = d + 8192;
+    const pgd_q4_mat Wq_odd = {(uint8_t *)d + 8, W.dm};
+    const pgd_q4_mat Wdm_odd = {W.q, (uint32_t *)((char *)W.dm + 2)};
+    /* K a multiple of 8 but not of 32; N not of 8 */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 48, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 1, 64, 48, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 60, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 1, 60, 64, false, Y, NULL), PGD_EINVAL);
+    /* alignment: X, W.q and Y 16 bytes, W.dm 4 */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d + 1, NULL, W, 64, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d + 1, W, 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, Wq_odd, 64, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, Wq_odd, 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, Wdm_odd, 64, 64, dt, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, Wdm_odd, 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 64, dt, dn, 1, true, d + 8193, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 1, 64, 64, true, d + 8193, NULL), PGD_EINVAL);
+    /* more tiles than a grid takes; NULL operands */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 64, dt, dn, 65536, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 65535u * 64 + 1, 64, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 64, NULL, dn, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 64, dt, NULL, 1, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, (pgd_q4_mat){W.q, NULL}, 1, 64, 64, false, Y, NULL),
+                 PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, (pgd_q4_mat){NULL, W.dm}, 1, 64, 64, false, Y, NULL),
+                 PGD_EINVAL);
+    /* nothing to do: no launch, Y untouched */
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 64, dt, dn, 0, false, Y, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 0, 64, dt, dn, 1, false, Y, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 0, 64, 64, false, Y, NULL), 0);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 1, 0, 64, false, Y, NULL), 0);
+    REQUIRE(gt_download(h, Y, sizeof h) == 0);
+    CHECK(all_ones(h, sizeof h));
+    /* K 0: empty sums, row 0 zeros (64 f32), row 1 untouched; both forms */
+    float z[128];
+    for (int dense = 0; dense < 2; dense++) {
+        CHECK_EQ_INT(dense ? pgd_cuda_gemm_q4(d, W, 1, 64, 0, false, Y, NULL)
+                           : pgd_cuda_gemm_grouped_q4(d, NULL, W, 64, 0, dt, dn, 1, false, Y, NULL),
+                     0);
+        REQUIRE(gt_download(z, Y, sizeof z) == 0);
+        uint64_t nonzero = 0;
+        for (int i = 0; i < 64; i++) nonzero += z[i] != 0.0f;
+        CHECK_EQ_INT(nonzero, 0);
+        CHECK(all_ones(z + 64, 64 * 4));
+        REQUIRE(cudaMemset(Y, 0xFF, sizeof z) == cudaSuccess);
+    }
+    cudaFree(d), cudaFree(dn), cudaFree(dt);
+}
+
 int main(void) {
     if (!gt_start()) return 77;
     RUN(test_refuses);
@@ -735,5 +988,11 @@ int main(void) {
     RUN(test_q8_dense);
     RUN(test_q8_block_order);
     RUN(test_q8_dense_large);
+    RUN(test_q4_refuses);
+    RUN(test_q4_shapes);
+    RUN(test_q4_decode);
+    RUN(test_q4_invariance);
+    RUN(test_q4_dense);
+    RUN(test_q4_block_order);
     return test_summary();
 }

@@ -64,7 +64,7 @@ static void test_device_names(void) {
 #endif
 }
 
-/* --gpu-weights: auto (the default), bf16, q8_0; anything else refused, the value kept */
+/* --gpu-weights: auto (the default), bf16, q8_0, q4; anything else refused, the value kept */
 static void test_gpu_weights_names(void) {
     pgd_device_options d;
     pgd_device_options_default(&d);
@@ -73,13 +73,16 @@ static void test_gpu_weights_names(void) {
     CHECK(pgd_cuda_weights_parse("q8_0", &w) == 0 && w == PGD_CUDA_WEIGHTS_Q8_0);
     CHECK(pgd_cuda_weights_parse("bf16", &w) == 0 && w == PGD_CUDA_WEIGHTS_BF16);
     CHECK(pgd_cuda_weights_parse("auto", &w) == 0 && w == PGD_CUDA_WEIGHTS_AUTO);
-    const char *bad[] = {"q8", "Q8_0", "fp8", "bf16 ", ""};
+    CHECK(pgd_cuda_weights_parse("q4", &w) == 0 && w == PGD_CUDA_WEIGHTS_Q4);
+    const char *bad[] = {"q8", "Q8_0", "fp8", "bf16 ", "", "q4_0", "Q4", "q4 "};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         w = PGD_CUDA_WEIGHTS_BF16;
         CHECK_EQ_INT(pgd_cuda_weights_parse(bad[i], &w), PGD_EINVAL);
         CHECK(w == PGD_CUDA_WEIGHTS_BF16);
     }
-    CHECK(strstr(pgd_error_detail(), "auto, bf16 or q8_0") != NULL);
+    CHECK(strstr(pgd_error_detail(), "auto, bf16, q8_0 or q4") != NULL);
+    CHECK(!strcmp(pgd_cuda_weights_name(PGD_CUDA_WEIGHTS_Q4), "q4"));
+    CHECK(!strcmp(pgd_cuda_weights_name((pgd_cuda_weights)4), "?"));
     CHECK(!strcmp(pgd_cuda_weights_name(PGD_CUDA_WEIGHTS_Q8_0), "q8_0"));
     CHECK(!strcmp(pgd_cuda_weights_name(PGD_CUDA_WEIGHTS_AUTO), "auto"));
 }

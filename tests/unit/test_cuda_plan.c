@@ -334,6 +334,7 @@ static void test_weight_bytes(void) {
         uint64_t params, norm_bias; /* published count; the norms' and biases' share of it */
     } want[] = {
         {"llama-3-8b", 8030261248ull, 65ull * 4096},
+        {"llama-3-70b", 70553706496ull, 161ull * 8192},
         {"llama-3.2-1b", 1235814400ull, 33ull * 2048},
         {"qwen2.5-0.5b", 494032768ull, 49ull * 896 + 24ull * (896 + 2 * 128)},
         {"smollm2-135m", 134515008ull, 61ull * 576},
@@ -354,7 +355,8 @@ static void test_weight_bytes(void) {
     }
 }
 
-/* --gpu-weights auto: bf16 while they leave max(a tenth of the share, 4 GiB), else 8 bits. */
+/* --gpu-weights auto: bf16 while they leave max(a tenth of the share, 4 GiB), else 8 bits while
+ * those do, else 4. */
 static void test_weights_choose(void) {
     const uint64_t G = 1ull << 30;
     pgd_model_preset p;
@@ -362,10 +364,14 @@ static void test_weights_choose(void) {
     CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_BF16); /* an 80 GiB card */
     CHECK(pgd_cuda_weights_choose(&p.cfg, 19 * G) == PGD_CUDA_WEIGHTS_BF16); /* 4.04 GiB left */
     CHECK(pgd_cuda_weights_choose(&p.cfg, 18 * G) == PGD_CUDA_WEIGHTS_Q8_0); /* 3.04 GiB left */
-    CHECK(pgd_cuda_weights_choose(&p.cfg, 10 * G) == PGD_CUDA_WEIGHTS_Q8_0); /* bf16 cannot fit */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 10 * G) == PGD_CUDA_WEIGHTS_Q4);   /* 7.95 in 8 bits */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 12 * G) == PGD_CUDA_WEIGHTS_Q8_0); /* bf16 cannot fit */
     REQUIRE(pgd_model_preset_load("mixtral-8x7b", &p) == 0);                 /* ~87 GiB in bf16 */
     CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_Q8_0);
     CHECK(pgd_cuda_weights_choose(&p.cfg, 126 * G) == PGD_CUDA_WEIGHTS_BF16); /* an H200 */
+    REQUIRE(pgd_model_preset_load("llama-3-70b", &p) == 0); /* 131.4 GiB in bf16, 69.8 in 8 bits */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_Q4);    /* an 80 GiB card */
+    CHECK(pgd_cuda_weights_choose(&p.cfg, 126 * G) == PGD_CUDA_WEIGHTS_Q8_0); /* an H200 */
     REQUIRE(pgd_model_preset_load("qwen3-30b-a3b", &p) == 0); /* 56.9 GiB; a tenth: 7.2 */
     CHECK(pgd_cuda_weights_choose(&p.cfg, 72 * G) == PGD_CUDA_WEIGHTS_BF16);
     CHECK(pgd_cuda_weights_choose(&p.cfg, 63 * G) == PGD_CUDA_WEIGHTS_Q8_0);

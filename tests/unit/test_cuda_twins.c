@@ -9,7 +9,8 @@
  * widened values), the GEMV's sum (gemv.h) against the double-accumulation GEMM twin (within the
  * f32 error bound of its chains) and on a case whose result shows its order, the 8-bit GEMV's
  * (gemv_q8.h) against a double-precision sum of the dequantized weights (within its bound) and on
- * cases that show its order; and the f32 -> bf16 rounding on hand-checked values. No GPU needed
+ * cases that show its order, the 4-bit GEMV's (gemv_q4.h) likewise and on a block worked by hand
+ * (the nibble order, d and m); and the f32 -> bf16 rounding on hand-checked values. No GPU needed
  * (label unit); tests/gpu/test_cuda_ops.c then holds each kernel to its twin.
  */
 #include <math.h>
@@ -24,6 +25,7 @@
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_q4.h"
 #include "kernels/cuda/gemv_q8.h"
 #include "kernels/cuda/head_norm.h"
 #include "kernels/cuda/kv_layout.h"
@@ -475,6 +477,95 @@ static void test_gemv_q8(void) {
     CHECK(y == 1.0f);
 }
 
+/* The 4-bit GEMV twin: near the exact sum of x * (d * q + m), a block worked by hand, and in THE
+ * SUM's order. */
+static void test_gemv_q4(void) {
+    static const uint32_t shapes[][3] = {
+        {1, 5, 32}, {3, 37, 896}, {2, 3, 1440}, {8, 9, 4096}, {2, 4, 14336}};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(shapes); i++) {
+        const uint32_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], C = K / 32;
+        uint16_t *X = malloc((size_t)M * K * 2);
+        uint32_t *DM = malloc((size_t)N * C * 4);
+        uint8_t *Q = malloc((size_t)N * K / 2);
+        float *Y = malloc((size_t)M * N * 4);
+        REQUIRE(X && DM && Q && Y);
+        for (size_t e = 0; e < (size_t)M * K; e++) X[e] = pgd_f32_to_bf16(frand());
+        for (size_t e = 0; e < (size_t)N * K / 2; e++) Q[e] = (uint8_t)urand(256);
+        for (size_t e = 0; e < (size_t)N * C; e++)
+            DM[e] = pgd_f32_to_f16(frand() * 0.01f) | (uint32_t)pgd_f32_to_f16(frand() * 0.1f)
+                                                          << 16;
+        DM[0] = 0x0001 | 0x83FFu << 16; /* subnormal d and m */
+        DM[N * C - 1] &= 0xFFFF0000u;   /* d = 0 */
+        pgd_cuda_gemv_q4_twin(X, Q, DM, Y, M, N, K);
+        /* a block's chains of 32, its two FMAs into acc for each of a lane's ceil(C / 32) blocks,
+         * then 5 additions: each result within (that + 2) 2^-24 of the sum of |x d q| + |x m| */
+        const double n_ops = 32.0 + 2 * ((C + 31) / 32) + 7;
+        int bad = 0;
+        for (uint32_t m = 0; m < M; m++)
+            for (uint32_t n = 0; n < N; n++) {
+                double sum = 0, abs_sum = 0;
+                for (uint32_t k = 0; k < K; k++) {
+                    const uint32_t dm = DM[(size_t)n * C + k / 32], j = k % 32;
+                    const uint8_t byte = Q[(size_t)n * K / 2 + (k / 32) * 16 + j % 16];
+                    const double x = pgd_bf16_to_f32(X[(size_t)m * K + k]);
+                    const double d = pgd_f16_to_f32((uint16_t)(dm & 0xFFFF));
+                    const double mo = pgd_f16_to_f32((uint16_t)(dm >> 16));
+                    const double q = j < 16 ? byte & 15 : byte >> 4;
+                    sum += x * (d * q) + x * mo;
+                    abs_sum += fabs(x * d * q) + fabs(x * mo);
+                }
+                const double err = fabs((double)Y[m * N + n] - sum);
+                if (!(err <= n_ops * 0x1p-24 * abs_sum) && bad++ < 3)
+                    fprintf(stderr, "  gemv q4 %ux%ux%u [%u][%u]: %.9g vs %.17g\n", M, N, K, m, n,
+                            Y[m * N + n], sum);
+            }
+        CHECK_EQ_INT(bad, 0);
+        free(X), free(DM), free(Q), free(Y);
+    }
+    /* one block by hand: byte 0 = 0xF3 (element 0: 3, element 16: 15), byte 5 = 0x7A (element
+     * 5: 10, element 21: 7); x0 = 1, x16 = 2, x5 = -1, x21 = 0.5, the rest 0: p = 3 + 30 - 10 +
+     * 3.5 = 26.5 (the nibbles swapped: 15 + 6 - 7 + 5 = 19), s = 2.5; d = 0.25, m = 2:
+     * y = 26.5 * 0.25 + 2.5 * 2 = 11.625 (d and m swapped: 58) */
+    enum { KO = 33 * 32 };
+    uint16_t x[KO];
+    uint8_t q[KO / 2];
+    uint32_t dm[KO / 32];
+    for (int k = 0; k < KO; k++) x[k] = 0;
+    for (int k = 0; k < KO / 2; k++) q[k] = 0;
+    q[0] = 0xF3, q[5] = 0x7A;
+    x[0] = pgd_f32_to_bf16(1.0f), x[16] = pgd_f32_to_bf16(2.0f);
+    x[5] = pgd_f32_to_bf16(-1.0f), x[21] = pgd_f32_to_bf16(0.5f);
+    dm[0] = pgd_f32_to_f16(0.25f) | (uint32_t)pgd_f32_to_f16(2.0f) << 16;
+    float y = -1.0f;
+    pgd_cuda_gemv_q4_twin(x, q, dm, &y, 1, 1, 32);
+    CHECK(y == 11.625f);
+    /* s's order within a block: x = 1, 2^24, 1, -2^24 at elements 0 .. 3, the nibbles 0, d 0,
+     * m 1: s rounds 1 + 2^24 and then 2^24 + 1 to 2^24 (ties to even) and ends at 0, where the
+     * exact sum is 2 */
+    for (int k = 0; k < 4; k++)
+        x[k] = pgd_f32_to_bf16(k % 2 ? (k == 1 ? 16777216.0f : -16777216.0f) : 1.0f);
+    x[5] = x[16] = x[21] = 0;
+    q[0] = q[5] = 0;
+    dm[0] = (uint32_t)pgd_f32_to_f16(1.0f) << 16;
+    y = -1.0f;
+    pgd_cuda_gemv_q4_twin(x, q, dm, &y, 1, 1, 32);
+    CHECK(y == 0.0f);
+    /* a lane's blocks and p d before s m: block 0 (lane 0) x0 = 2^20, q0 = 8, d = 2, m = 0:
+     * acc = 2^24; block 32 (lane 0 again) x = 1 with q = 1, then x = 2^20 with q = 0, d = 1,
+     * m = -16: p d = 1 rounds away (2^24 + 1 -> 2^24), then s m = -(2^24 + 16) leaves -16; s m
+     * first would give -15, as the exact sum is */
+    for (int k = 0; k < KO; k++) x[k] = 0;
+    for (int b = 0; b < KO / 32; b++) dm[b] = 0;
+    x[0] = pgd_f32_to_bf16(1048576.0f), q[0] = 8;
+    dm[0] = pgd_f32_to_f16(2.0f);
+    x[32 * 32] = pgd_f32_to_bf16(1.0f), x[32 * 32 + 1] = pgd_f32_to_bf16(1048576.0f);
+    q[32 * 16] = 1;
+    dm[32] = pgd_f32_to_f16(1.0f) | (uint32_t)pgd_f32_to_f16(-16.0f) << 16;
+    y = -1.0f;
+    pgd_cuda_gemv_q4_twin(x, q, dm, &y, 1, 1, KO);
+    CHECK(y == -16.0f);
+}
+
 int main(void) {
     RUN(test_bf16_round);
     RUN(test_embed);
@@ -484,5 +575,6 @@ int main(void) {
     RUN(test_silu_mul);
     RUN(test_gemv);
     RUN(test_gemv_q8);
+    RUN(test_gemv_q4);
     return test_summary();
 }

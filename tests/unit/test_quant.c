@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cuda/q4.h"
 #include "testutil.h"
 
 static uint32_t fbits(float f) {
@@ -401,6 +402,109 @@ static void test_dequant_errors(void) {
     CHECK_EQ_INT(pgd_dequant_row(PGD_TYPE_Q8_0, b, y, 0), 0);
 }
 
+/* ---- Q4_1 quantization (the GPU's 4-bit weights) and pgd_q4_blocks --------------------------- */
+
+static uint32_t nib(const pgd_block_q4_1 *b, int j) {
+    return j < 16 ? b->qs[j] & 15u : (uint32_t)b->qs[j - 16] >> 4;
+}
+
+static void test_quantize_q4_1(void) {
+    float x[64];
+    pgd_block_q4_1 y[2];
+    /* block 0: -1 + 0.5 k for k = 0..15 (twice, shuffled): lo -1, hi 6.5, d 0.5, q = k exactly */
+    for (int j = 0; j < 32; j++) x[j] = -1.0f + 0.5f * (float)((j * 7) % 16);
+    /* block 1: ties and one value: lo 0, hi 1.5 (d 0.1 is inexact in f32: the rule says which
+     * way), x = 0.75 -> (0.75 * (1 / 0.1)) + 0.5 */
+    for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;
+    x[33] = 1.5f;
+    x[34] = 0.75f;
+    x[35] = -0.0f;
+    pgd_quantize_row_q4_1(x, y, 64);
+    CHECK_EQ_INT(y[0].d, 0x3800); /* 0.5 */
+    CHECK_EQ_INT(y[0].m, 0xBC00); /* -1 */
+    int exact = 1;
+    for (int j = 0; j < 32; j++) exact &= nib(&y[0], j) == (uint32_t)((j * 7) % 16);
+    CHECK(exact);
+    const float d = 1.5f / 15.0f, id = 1.0f / d;
+    const float v = 0.75f * id + 0.5f; /* each operation rounded once: ISO C, no contraction */
+    CHECK_EQ_INT(y[1].m, 0x0000);
+    CHECK_EQ_INT(y[1].d, pgd_f32_to_f16(d));
+    CHECK_EQ_INT(nib(&y[1], 0), 0);
+    CHECK_EQ_INT(nib(&y[1], 1), 15);
+    CHECK_EQ_INT(nib(&y[1], 2), (uint32_t)v);
+    CHECK_EQ_INT(nib(&y[1], 3), 0);
+    /* one value only: d 0, every q 0, m the value */
+    for (int j = 0; j < 32; j++) x[j] = -3.0f;
+    pgd_quantize_row_q4_1(x, y, 32);
+    CHECK_EQ_INT(y[0].d, 0);
+    CHECK_EQ_INT(y[0].m, 0xC200); /* -3 */
+    CHECK_EQ_INT(y[0].qs[0] | y[0].qs[7] | y[0].qs[15], 0);
+    /* random blocks: every value within d / 2 (plus the halves' rounding) of its dequantization */
+    uint64_t r = 88172645463325252ull;
+    float worst = 0.0f;
+    for (int t = 0; t < 200; t++) {
+        const float scale = ldexpf(1.0f, t % 20 - 10);
+        for (int j = 0; j < 32; j++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            x[j] = ((float)(r >> 40) / (float)(1 << 24) - 0.3f) * scale;
+        }
+        pgd_quantize_row_q4_1(x, y, 32);
+        float lo = x[0], hi = x[0];
+        for (int j = 1; j < 32; j++) lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+        const float dd = pgd_f16_to_f32(y[0].d), mm = pgd_f16_to_f32(y[0].m);
+        for (int j = 0; j < 32; j++) {
+            const float e = fabsf(dd * (float)nib(&y[0], j) + mm - x[j]);
+            const float bound =
+                0.5f * (hi - lo) / 15.0f + 16.0f * ldexpf(fabsf(hi - lo) + fabsf(lo), -11);
+            if (e / bound > worst) worst = e / bound;
+        }
+    }
+    CHECK(worst <= 1.0f);
+}
+
+static void test_q4_blocks(void) {
+    uint8_t src[2 * 144 + 1], dst[16 * 20 + 1], want[16 * 20];
+    pgd_block_q4_0 b0[2] = {0};
+    /* Q4_0: d = 0.25 and -2: m = -2 and 16, the values as they are */
+    b0[0].d = 0x3400;
+    b0[1].d = 0xC000;
+    for (int j = 0; j < 16; j++) b0[0].qs[j] = (uint8_t)(j * 17), b0[1].qs[j] = (uint8_t)(255 - j);
+    memcpy(src + 1, b0, sizeof b0);
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q4_0, src + 1, dst + 1, 64), 0);
+    pgd_block_q4_1 o[2];
+    memcpy(o, dst + 1, sizeof o);
+    CHECK_EQ_INT(o[0].d, 0x3400);
+    CHECK_EQ_INT(o[0].m, 0xC000); /* -2 */
+    CHECK_EQ_INT(o[1].d, 0xC000);
+    CHECK_EQ_INT(o[1].m, 0x4C00); /* 16 */
+    CHECK(!memcmp(o[0].qs, b0[0].qs, 16) && !memcmp(o[1].qs, b0[1].qs, 16));
+    float a[64], bq[64];
+    REQUIRE(pgd_dequant_row(PGD_TYPE_Q4_0, src + 1, a, 64) == 0);
+    REQUIRE(pgd_dequant_row(PGD_TYPE_Q4_1, dst + 1, bq, 64) == 0);
+    int same = 1; /* d (q - 8) = d q - 8 d exactly (as values: -0 and +0 alike) */
+    for (int j = 0; j < 64; j++) same &= a[j] == bq[j];
+    CHECK(same);
+    /* Q4_0 whose -8 d passes f16: refused */
+    b0[0].d = 0x7000; /* 8192: -65536 */
+    memcpy(src + 1, b0, sizeof b0);
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q4_0, src + 1, dst + 1, 64), PGD_ERANGE);
+    /* Q4_1: as it is; Q4_K: pgd_reblock_row's blocks */
+    for (int i = 0; i < (int)sizeof src; i++) src[i] = (uint8_t)(i * 37 + 11);
+    put16(src + 1, 0x2C00), put16(src + 3, 0x2400); /* Q4_K d, dmin small and finite */
+    put16(src + 145, 0x2A00), put16(src + 147, 0x2000);
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q4_1, src + 1, dst + 1, 64), 0);
+    CHECK(!memcmp(dst + 1, src + 1, 40));
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q4_K, src + 1, dst + 1, 512), 0);
+    REQUIRE(pgd_reblock_row(PGD_TYPE_Q4_K, src + 1, want, 512) == 0);
+    CHECK(!memcmp(dst + 1, want, sizeof want));
+    /* other types, bad counts */
+    CHECK(pgd_q4_type_exact(PGD_TYPE_Q4_K) && !pgd_q4_type_exact(PGD_TYPE_Q5_K) &&
+          !pgd_q4_type_exact(PGD_TYPE_Q8_0) && !pgd_q4_type_exact(PGD_TYPE_BF16));
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q6_K, src, dst, 256), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q4_K, src, dst, 32), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_q4_blocks(PGD_TYPE_Q4_0, src, dst, 48), PGD_EINVAL);
+}
+
 int main(void) {
     RUN(test_traits_table);
     RUN(test_row_bytes);
@@ -417,5 +521,7 @@ int main(void) {
     RUN(test_q6_k);
     RUN(test_q2_k_q3_k);
     RUN(test_dequant_errors);
+    RUN(test_quantize_q4_1);
+    RUN(test_q4_blocks);
     return test_summary();
 }
