@@ -46,6 +46,7 @@
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_rounds.cuh"
 #include "kernels/cuda/silu_math.cuh"
 
 namespace {
@@ -54,16 +55,6 @@ constexpr uint32_t kLanes = PGD_CUDA_GEMV_LANES;
 constexpr uint32_t kWarps = 4, kThreads = kWarps * kLanes;
 constexpr uint32_t kLoads = 4; /* W chunks of a lane in flight (pgd_cuda_gemv_loads: 8, 16) */
 static_assert(kLanes == 32, "a warp's lanes share a column's chunks");
-
-/* The 8 bf16 of a 16-byte chunk as f32 (exact). */
-__device__ __forceinline__ void unpack(const uint4 &r, float (&f)[8]) {
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
-}
 
 /* The columns a warp takes for M rows: each X chunk a lane reads from the cache then serves R
  * columns, so X's traffic stays within twice W's (at M = 8 one column a warp would read 8 bytes
@@ -104,87 +95,26 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&w)[R], uint32_t C,
 #pragma unroll
         for (int m = 0; m < MR; m++) acc[r][m] = 0.0f;
     uint4 wr[R][L]; /* a round: wr[][u] = chunk c0 + 32u */
-    /* a partial round (the first, before the wait, or the last): unconditional loads (past the
-     * row: chunk c0 again, or chunk 0 for a lane with none, K < 256), FMAs while in the row */
-    auto load_part = [&](uint32_t c0) {
-        const uint32_t again = c0 < C ? c0 : 0;
+    auto load = [&](uint32_t u, uint32_t c) {
 #pragma unroll
-        for (uint32_t u = 0; u < L; u++) {
-            const uint32_t c = c0 + u * kLanes;
-#pragma unroll
-            for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + (c < C ? c : again));
-        }
+        for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + c);
     };
     auto fma_chunk = [&](uint32_t u, uint32_t c) {
         float wf[R][8];
 #pragma unroll
-        for (int r = 0; r < R; r++) unpack(wr[r][u], wf[r]);
+        for (int r = 0; r < R; r++) pgd_gemv_unpack_x(wr[r][u], wf[r]);
 #pragma unroll
         for (int m = 0; m < MR; m++) {
             float xf[8];
-            unpack(xc(m, c), xf);
+            pgd_gemv_unpack_x(xc(m, c), xf);
 #pragma unroll
             for (int r = 0; r < R; r++)
 #pragma unroll
                 for (int e = 0; e < 8; e++) acc[r][m] = __fmaf_rn(xf[e], wf[r][e], acc[r][m]);
         }
     };
-    auto fma_part = [&](uint32_t c0) {
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++) {
-            const uint32_t c = c0 + u * kLanes;
-            if (c >= C) break;
-            fma_chunk(u, c);
-        }
-    };
-    uint32_t c0 = lane;
-    if (Early) { /* W is constant during a step: the first round in flight before the wait,
-                  * while the previous kernel (a norm, the attention) still runs */
-        load_part(c0);
-        between();
-        fma_part(c0);
-        c0 += kLanes * L;
-    } else {
-        between();
-    }
-    for (; c0 + kLanes * (L - 1) < C; c0 += kLanes * L) { /* whole rounds: no branch */
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++)
-#pragma unroll
-            for (int r = 0; r < R; r++) wr[r][u] = __ldcs(w[r] + c0 + u * kLanes);
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++) fma_chunk(u, c0 + u * kLanes);
-    }
-    if (c0 < C) { /* the lane's last chunks, fewer than L */
-        load_part(c0);
-        fma_part(c0);
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int m = 0; m < MR; m++)
-#pragma unroll
-            for (uint32_t s = kLanes / 2; s > 0; s /= 2)
-                acc[r][m] = __fadd_rn(acc[r][m], __shfl_down_sync(0xffffffffu, acc[r][m], s));
-}
-
-/* Lane 0's results for the columns n0 .. n0 + P - 1 below N: Y[m][n] = sum, or in the SiLU form
- * O[m][n] = bf16(SiLU(gate) * up). */
-template <int MR, int R, bool Silu>
-__device__ __forceinline__ void store(const float (&acc)[R][MR], uint32_t n0, uint32_t N, float *Y,
-                                      uint16_t *O) {
-    constexpr int P = Silu ? R / 2 : R;
-#pragma unroll
-    for (int r = 0; r < P; r++)
-        if (n0 + r < N)
-#pragma unroll
-            for (int m = 0; m < MR; m++) {
-                const uint64_t i = (uint64_t)m * N + n0 + r;
-                if (Silu)
-                    O[i] = pgd_dev_f32_to_bf16(pgd_dev_silu_mul(acc[r][m], acc[P + r][m]));
-                else
-                    Y[i] = acc[r][m];
-            }
+    pgd_gemv_rounds<L, Early>(C, lane, load, fma_chunk, between);
+    pgd_gemv_fold<MR, R>(acc);
 }
 
 /* The CTAs an SM the compiler is told to expect (launch bounds' second value). 1: it keeps a
@@ -218,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, kGemvMinCtas<Lean>)
     /* X is the previous kernel's output */
     warp_dot<MR, R, L, Early>(
         w, K / 8, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
-    if (lane == 0) store<MR, R, Silu>(acc, n0, N, Y, O);
+    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, Y, O);
 }
 
 /* A switch of env_switch.h, read once into *known (0: not read yet, 1: off, 2: on); any host
@@ -232,14 +162,6 @@ bool env_switch(const char *name, bool dflt, int *known) {
     return k == 2;
 }
 
-/* Whether a one-row product's warps issue their first round of W loads before the wait for the
- * previous kernel: the default since the H200 run of commit c185117 (batch-1 decode 1.3% faster
- * alone, 2.5% with the tensor-core decode attention); PGD_CUDA_GEMV_EARLY=0 turns it off. */
-bool early_loads() {
-    static int known;
-    return env_switch("PGD_CUDA_GEMV_EARLY", true, &known);
-}
-
 /* Whether one-row products run the lean instances (kGemvMinCtas): PGD_CUDA_GEMV_LEAN=1, the
  * kernel as the GPU runs before commit c185117 measured it (4.7% slower a decode token there) —
  * scripts/gpu-check's kernel-bench A/B; not early. */
@@ -248,8 +170,8 @@ bool lean_env() {
     return env_switch("PGD_CUDA_GEMV_LEAN", false, &known);
 }
 
-/* Early, Lean: 1 or 0, or -1 for what the environment says (early_loads(), lean_env()); both
- * forms exist for one row only (the products the GEMV runs by default), lean (never early)
+/* Early, Lean: 1 or 0, or -1 for what the environment says (pgd_gemv_early_loads(), lean_env());
+ * both forms exist for one row only (the products the GEMV runs by default), lean (never early)
  * before early. */
 template <int MR, bool Silu, uint32_t L = kLoads, int Early = -1, int Lean = -1>
 cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, uint32_t N,
@@ -263,7 +185,7 @@ cudaError_t launch(const uint16_t *X, const uint16_t *W, float *Y, uint16_t *O, 
             if (Lean == 1 || (Lean == -1 && Early != 1 && lean_env()))
                 return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, false, true>, ctas, kThreads, 0,
                                        stream, X, W, Y, O, N, K);
-        if (Early == 1 || (Early == -1 && early_loads()))
+        if (Early == 1 || (Early == -1 && pgd_gemv_early_loads()))
             return pgd_cuda_launch(gemv_kernel<MR, R, Silu, L, true, false>, ctas, kThreads, 0,
                                    stream, X, W, Y, O, N, K);
     }

@@ -46,6 +46,7 @@
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/env_switch.h"
 #include "kernels/cuda/gemv_q8.h"
+#include "kernels/cuda/gemv_rounds.cuh"
 #include "kernels/cuda/silu_math.cuh"
 
 namespace {
@@ -61,16 +62,6 @@ static_assert(kLanes == 32 && kBlock == 32, "a lane takes whole blocks, the warp
  * in gemv.cu: X's L1 traffic at most four times W's (M = 4 and 8), twice at one row. */
 constexpr int cols_for(int MR) {
     return MR == 1 ? 1 : MR <= 4 ? 2 : 4;
-}
-
-/* The 8 bf16 of a 16-byte chunk of X as f32 (exact). */
-__device__ __forceinline__ void unpack_x(const uint4 &r, float (&f)[8]) {
-    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
 }
 
 /* The 4 int8 of a word of q (little-endian: byte i is weight i) as f32, exactly (the header
@@ -102,14 +93,8 @@ __device__ __forceinline__ void col_rows(const pgd_q8_mat &W, uint32_t n0, uint3
 /* A warp's R dot products with MR rows of X by THE SUM, C blocks a row: q[r], d[r] W's rows;
  * xc(m, c) X's 16-byte chunk c (8 elements) of row m. between() is called once by every lane:
  * after the warp's first round of W loads is in flight (Early), or before any load — the wait for
- * the previous kernel. Lane 0 ends with the sums in acc.
- *
- * A lane's blocks are lane, lane + 32, ... in that order whatever L; L of them (of each row) are
- * loaded before the first is used. As in gemv.cu, the whole rounds have no branch between their
- * loads and their FMAs (a bound check per block lets the compiler sink each load after the
- * previous block's FMAs: one load in flight); a partial round (the first before the wait, or the
- * last) loads unconditionally (past the row: the round's first block again, or block 0 for a lane
- * with none) and runs the FMAs of the blocks in the row. */
+ * the previous kernel. Lane 0 ends with the sums in acc. The blocks in rounds of L:
+ * pgd_gemv_rounds (gemv_rounds.cuh). */
 template <int MR, int R, uint32_t L, bool Early, class XC, class Between>
 __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint16_t *const (&d)[R],
                                          uint32_t C, uint32_t lane, XC xc, Between between,
@@ -126,14 +111,6 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint1
             wq[r][u][0] = __ldcs(q[r] + 2 * b);
             wq[r][u][1] = __ldcs(q[r] + 2 * b + 1);
             wd[r][u] = __ldcs(d[r] + b);
-        }
-    };
-    auto load_part = [&](uint32_t b0) {
-        const uint32_t again = b0 < C ? b0 : 0;
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++) {
-            const uint32_t b = b0 + u * kLanes;
-            load(u, b < C ? b : again);
         }
     };
     /* block b (round slot u): for each column r and row m, p = +0, 32 FMAs in the block's order,
@@ -159,7 +136,7 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint1
 #pragma unroll
             for (int m = 0; m < MR; m++) {
                 float xf[8];
-                unpack_x(xc(m, 4 * b + c), xf);
+                pgd_gemv_unpack_x(xc(m, 4 * b + c), xf);
 #pragma unroll
                 for (int r = 0; r < R; r++)
 #pragma unroll
@@ -173,59 +150,8 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint1
             for (int m = 0; m < MR; m++) acc[r][m] = __fmaf_rn(p[r][m], s, acc[r][m]);
         }
     };
-    auto fma_part = [&](uint32_t b0) {
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++) {
-            const uint32_t b = b0 + u * kLanes;
-            if (b >= C) break;
-            fma_block(u, b);
-        }
-    };
-    uint32_t b0 = lane;
-    if (Early) { /* W is constant during a step: the first round in flight before the wait */
-        load_part(b0);
-        between();
-        fma_part(b0);
-        b0 += kLanes * L;
-    } else {
-        between();
-    }
-    for (; b0 + kLanes * (L - 1) < C; b0 += kLanes * L) { /* whole rounds: no branch */
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++) load(u, b0 + u * kLanes);
-#pragma unroll
-        for (uint32_t u = 0; u < L; u++) fma_block(u, b0 + u * kLanes);
-    }
-    if (b0 < C) { /* the lane's last blocks, fewer than L */
-        load_part(b0);
-        fma_part(b0);
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int m = 0; m < MR; m++)
-#pragma unroll
-            for (uint32_t s = kLanes / 2; s > 0; s /= 2)
-                acc[r][m] = __fadd_rn(acc[r][m], __shfl_down_sync(0xffffffffu, acc[r][m], s));
-}
-
-/* Lane 0's results for the columns n0 .. n0 + P - 1 below N: Y[m][n] = sum, or in the SiLU form
- * O[m][n] = bf16(SiLU(gate) * up). */
-template <int MR, int R, bool Silu>
-__device__ __forceinline__ void store(const float (&acc)[R][MR], uint32_t n0, uint32_t N, float *Y,
-                                      uint16_t *O) {
-    constexpr int P = Silu ? R / 2 : R;
-#pragma unroll
-    for (int r = 0; r < P; r++)
-        if (n0 + r < N)
-#pragma unroll
-            for (int m = 0; m < MR; m++) {
-                const uint64_t i = (uint64_t)m * N + n0 + r;
-                if (Silu)
-                    O[i] = pgd_dev_f32_to_bf16(pgd_dev_silu_mul(acc[r][m], acc[P + r][m]));
-                else
-                    Y[i] = acc[r][m];
-            }
+    pgd_gemv_rounds<L, Early>(C, lane, load, fma_block, between);
+    pgd_gemv_fold<MR, R>(acc);
 }
 
 /* Plain (Silu false): X bf16 [MR][K], W [N][K] in THE FORM, Y f32 [MR][N]; warp w computes the
@@ -253,20 +179,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     /* X is the previous kernel's output */
     warp_dot<MR, R, L, Early>(
         q, d, K / kBlock, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
-    if (lane == 0) store<MR, R, Silu>(acc, n0, N, Y, O);
-}
-
-/* Whether a one-row product's warps issue their first round of W loads before the wait for the
- * previous kernel: gemv.cu's default and its switch (PGD_CUDA_GEMV_EARLY=0 turns it off), read
- * once; any host thread. */
-bool early_loads() {
-    static int known; /* 0: not read yet, 1: off, 2: on (atomic) */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (!k) {
-        k = pgd_cuda_env_switch("PGD_CUDA_GEMV_EARLY", true) ? 2 : 1;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k == 2;
+    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, Y, O);
 }
 
 template <int MR, bool Silu>
@@ -277,7 +190,7 @@ cudaError_t launch(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint3
     const uint64_t warps = ((uint64_t)N + P - 1) / P;
     const unsigned ctas = (unsigned)((warps + kWarps - 1) / kWarps);
     if constexpr (MR == 1)
-        if (early_loads())
+        if (pgd_gemv_early_loads())
             return pgd_cuda_launch(gemv_q8_kernel<MR, R, Silu, true>, ctas, kThreads, 0, stream, X,
                                    W, Y, O, N, K);
     return pgd_cuda_launch(gemv_q8_kernel<MR, R, Silu, false>, ctas, kThreads, 0, stream, X, W, Y,
