@@ -34,6 +34,15 @@
 #define PGD_CUDA_MAX_CTAS 65535u
 #endif
 
+/* Element i of f32 values, or of bf16 bits widened to f32 (exact): the weight converters read
+ * either through one template. */
+static __device__ __forceinline__ float pgd_dev_load_f32(const float *src, uint64_t i) {
+    return src[i];
+}
+static __device__ __forceinline__ float pgd_dev_load_f32(const uint16_t *src, uint64_t i) {
+    return __uint_as_float((uint32_t)src[i] << 16);
+}
+
 /* Round to nearest even; a NaN stays a quiet NaN with the top bits of its payload. */
 static __device__ __forceinline__ uint16_t pgd_dev_f32_to_bf16(float f) {
     uint32_t u = __float_as_uint(f);

@@ -220,6 +220,27 @@ static __device__ __forceinline__ void q4_bf16(uint32_t w, uint32_t &lo0, uint32
     hi1 = bf16x2_less128(__byte_perm(h, 0x43u, 0x4342u));
 }
 
+/* One k-step of 16 into a warp's 2 x 4 accumulator tiles: B's fragments by ldmatrix from b (W's
+ * rows, k contiguous: rows j 16 .. + 15 at b + j 16 kLd), then per 16-row A tile (the second
+ * only when live1) its fragment from a + t 16 kLd and 4 products. */
+static __device__ __forceinline__ void mma_kstep(float (&acc)[2][4][4], const __half *a,
+                                                 const __half *b, bool live1) {
+    uint32_t bf[2][4];
+#pragma unroll
+    for (uint32_t j = 0; j < 2; j++) pgd_ldmatrix_x4(bf[j], b + j * 16 * kLd);
+#pragma unroll
+    for (uint32_t t = 0; t < 2; t++) {
+        if (t == 1 && !live1) break;
+        uint32_t af[4];
+        pgd_ldmatrix_x4(af, a + t * 16 * kLd);
+#pragma unroll
+        for (uint32_t j = 0; j < 2; j++) {
+            pgd_mma_16816_bf16(acc[t][2 * j], af, bf[j][0], bf[j][1]);
+            pgd_mma_16816_bf16(acc[t][2 * j + 1], af, bf[j][2], bf[j][3]);
+        }
+    }
+}
+
 /* F: the form of W: kBf16 (gg_args' W), kQ8 (q8.h's: Wq, Wd) or kQ4 (q4.h's: W4, Wdm). */
 template <int F>
 __global__ void __launch_bounds__(kThreads, F != kBf16 ? 4 : 1) gemm_grouped_kernel(gg_args a) {
@@ -440,23 +461,8 @@ __global__ void __launch_bounds__(kThreads, F != kBf16 ? 4 : 1) gemm_grouped_ker
             const __half *st =
                 reinterpret_cast<const __half *>(smem + (ch % kStages) * kStageElems);
 #pragma unroll
-            for (uint32_t kk = 0; kk < kBK / 16; kk++) {
-                uint32_t bf[2][4];
-#pragma unroll
-                for (uint32_t j = 0; j < 2; j++)
-                    pgd_ldmatrix_x4(bf[j], st + b_off + j * 16 * kLd + kk * 16);
-#pragma unroll
-                for (uint32_t t = 0; t < 2; t++) {
-                    if (t == 1 && !live1) break;
-                    uint32_t af[4];
-                    pgd_ldmatrix_x4(af, st + a_off + t * 16 * kLd + kk * 16);
-#pragma unroll
-                    for (uint32_t j = 0; j < 2; j++) {
-                        pgd_mma_16816_bf16(acc[t][2 * j], af, bf[j][0], bf[j][1]);
-                        pgd_mma_16816_bf16(acc[t][2 * j + 1], af, bf[j][2], bf[j][3]);
-                    }
-                }
-            }
+            for (uint32_t kk = 0; kk < kBK / 16; kk++)
+                mma_kstep(acc, st + a_off + kk * 16, st + b_off + kk * 16, live1);
         } else {
             const char *st = reinterpret_cast<const char *>(smem) + (ch % kStages) * kQS;
             const __half *as = reinterpret_cast<const __half *>(st);
@@ -474,23 +480,8 @@ __global__ void __launch_bounds__(kThreads, F != kBf16 ? 4 : 1) gemm_grouped_ker
                     for (uint32_t j = 0; j < 4; j++)
                         sum[t][j][0] = sum[t][j][1] = sum[t][j][2] = sum[t][j][3] = 0;
 #pragma unroll
-                for (uint32_t kk = 2 * b; kk < 2 * b + 2; kk++) {
-                    uint32_t bf[2][4];
-#pragma unroll
-                    for (uint32_t j = 0; j < 2; j++)
-                        pgd_ldmatrix_x4(bf[j], bh + b_row + j * 16 * kLd + kk * 16);
-#pragma unroll
-                    for (uint32_t t = 0; t < 2; t++) {
-                        if (t == 1 && !live1) break;
-                        uint32_t af[4];
-                        pgd_ldmatrix_x4(af, as + a_off + t * 16 * kLd + kk * 16);
-#pragma unroll
-                        for (uint32_t j = 0; j < 2; j++) {
-                            pgd_mma_16816_bf16(sum[t][2 * j], af, bf[j][0], bf[j][1]);
-                            pgd_mma_16816_bf16(sum[t][2 * j + 1], af, bf[j][2], bf[j][3]);
-                        }
-                    }
-                }
+                for (uint32_t kk = 2 * b; kk < 2 * b + 2; kk++)
+                    mma_kstep(sum, as + a_off + kk * 16, bh + b_row + kk * 16, live1);
                 if constexpr (Q4) {
                     /* p d, then s m into the accumulators: rows g, g + 8 of each 16 (s of row r
                      * and block b at xs[2 r + b]), columns 2c, 2c + 1 of each 8 (one 8-byte load

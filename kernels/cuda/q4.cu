@@ -50,13 +50,6 @@ __global__ void split_kernel(const uint8_t *src, uint64_t n_blocks, uint8_t *q, 
     }
 }
 
-__device__ __forceinline__ float load_val(const float *src, uint64_t i) {
-    return src[i];
-}
-__device__ __forceinline__ float load_val(const uint16_t *src, uint64_t i) {
-    return __uint_as_float((uint32_t)src[i] << 16);
-}
-
 /* src: In [n_blocks][32] (f32 or bf16 bits); q, dm as split_kernel's. pgd_quantize_row_q4_1's
  * arithmetic: lo, hi by comparisons, d = (hi - lo) / 15, id = 1 / d (0 when d is),
  * q = min(15, trunc((x - lo) * id + 0.5)), 0 where that is NaN. */
@@ -66,7 +59,7 @@ __global__ void quantize_kernel(const In *src, uint64_t n_blocks, uint8_t *q, ui
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_blocks; i += step) {
         float x[kBlock];
 #pragma unroll
-        for (uint32_t j = 0; j < kBlock; j++) x[j] = load_val(src, i * kBlock + j);
+        for (uint32_t j = 0; j < kBlock; j++) x[j] = pgd_dev_load_f32(src, i * kBlock + j);
         float lo = x[0], hi = x[0];
 #pragma unroll
         for (uint32_t j = 1; j < kBlock; j++) {

@@ -52,13 +52,6 @@ __global__ void split_kernel(const uint8_t *src, uint64_t n_blocks, int8_t *q, u
     }
 }
 
-__device__ __forceinline__ float load_val(const float *src, uint64_t i) {
-    return src[i];
-}
-__device__ __forceinline__ float load_val(const uint16_t *src, uint64_t i) {
-    return __uint_as_float((uint32_t)src[i] << 16);
-}
-
 /* src: In [n_blocks][32] (f32 or bf16 bits); q, d as split_kernel's. pgd_quantize_row_q8_0's
  * arithmetic: d = max|x| / 127, id = 1 / d (0 when d is), q = trunc(x * id -+ 0.5). */
 template <typename In>
@@ -68,7 +61,7 @@ __global__ void quantize_kernel(const In *src, uint64_t n_blocks, int8_t *q, uin
         float x[kBlock], amax = 0.0f;
 #pragma unroll
         for (uint32_t j = 0; j < kBlock; j++) {
-            x[j] = load_val(src, i * kBlock + j);
+            x[j] = pgd_dev_load_f32(src, i * kBlock + j);
             const float a = x[j] < 0 ? -x[j] : x[j];
             if (a > amax) amax = a;
         }
