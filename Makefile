@@ -135,8 +135,9 @@ fuzz: bootstrap-test
 	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 CUDA_EMU_TARGETS = test_cuda_attention test_cuda_dequant test_cuda_forward test_cuda_gemm \
-	test_cuda_gemm_grouped test_cuda_gemv_q4 test_cuda_gemv_q8 test_cuda_moe test_cuda_ops \
-	test_cuda_q4 test_cuda_q8 test_cuda_sample test_cuda_warmup bench_cuda_decode_kernels
+	test_cuda_gemm_deq test_cuda_gemm_grouped test_cuda_gemv_q4 test_cuda_gemv_q8 test_cuda_moe \
+	test_cuda_ops test_cuda_q4 test_cuda_q8 test_cuda_sample test_cuda_warmup \
+	bench_cuda_decode_kernels
 CUDA_EMU_TESTS ?=
 
 test-cuda-emu: bootstrap-test $(BUILD)/CMakeCache.txt

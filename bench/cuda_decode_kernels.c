@@ -13,7 +13,9 @@
  * table of their own, the products over 8-bit weights (kernels/cuda/q8.h, --gpu-weights q8_0):
  * at 1, 4 and 8 rows on the 8-bit GEMV and at 1 to 64 rows on the tensor-core kernel
  * (pgd_cuda_gemm_q8), with the bytes the weights take (17 for 16 weights) as bandwidth, and the
- * 2k-token prefill's gate/up on the tensor-core kernel (FLOP/s); and the same over 4-bit weights
+ * gate/up of prefill chunks of 256, 512 and 2048 rows on the tensor-core kernel and on cuBLASLt
+ * over the weights dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; FLOP/s); and the same over
+ * 4-bit weights
  * (kernels/cuda/q4.h, --gpu-weights q4: 5 bytes for 8 weights). The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
@@ -174,19 +176,26 @@ typedef struct prod_q {
     float *Y;      /* [max M][N] */
     uint32_t N, K, M, n_w;
     bool gemv;
+    pgd_cuda_gemm *g;       /* with deq: the product on cuBLASLt over the weights dequantized */
+    pgd_cuda_gemm_deq *deq; /* (gemm.h) into scratch, Y in bf16 */
+    uint16_t *scratch;
 } prod_q;
 
 static int run_prod_q(void *ctx, uint32_t i) {
     prod_q *p = ctx;
     const uint64_t at = (uint64_t)(i % p->n_w) * p->N;
+    const bool bf16 = p->scratch != NULL; /* the prefill rows: gate/up's bf16 out */
     if (p->bits == 4) {
         const pgd_q4_mat W = {p->W4.q + at * p->K / 2, p->W4.dm + at * (p->K / PGD_Q4_BLOCK)};
         if (p->gemv) return pgd_cuda_gemv_q4(p->X, W, p->Y, p->M, p->N, p->K, NULL);
-        return pgd_cuda_gemm_q4(p->X, W, p->M, p->N, p->K, false, p->Y, NULL);
+        if (p->deq)
+            return pgd_cuda_gemm_deq_q4(p->g, p->deq, p->X, W, p->scratch, p->Y, p->M, NULL);
+        return pgd_cuda_gemm_q4(p->X, W, p->M, p->N, p->K, bf16, p->Y, NULL);
     }
     const pgd_q8_mat W = {p->W8.q + at * p->K, p->W8.d + at * (p->K / PGD_Q8_BLOCK)};
     if (p->gemv) return pgd_cuda_gemv_q8(p->X, W, p->Y, p->M, p->N, p->K, NULL);
-    return pgd_cuda_gemm_q8(p->X, W, p->M, p->N, p->K, false, p->Y, NULL);
+    if (p->deq) return pgd_cuda_gemm_deq_q8(p->g, p->deq, p->X, W, p->scratch, p->Y, p->M, NULL);
+    return pgd_cuda_gemm_q8(p->X, W, p->M, p->N, p->K, bf16, p->Y, NULL);
 }
 
 /* p's weights: n_w copies of [N][K] in its form, from dummy bf16 values (quantized through a
@@ -224,8 +233,12 @@ static void free_prod_q(prod_q *p) {
 }
 
 /* The products over `bits`-bit weights: each shape at 1 .. 64 rows on the tensor-core kernel and
- * up to PGD_CUDA_GEMV_MAX_M on the GEMV, then a 2k-token prefill's gate/up. */
-static void products_q(uint32_t bits) {
+ * up to PGD_CUDA_GEMV_MAX_M on the GEMV; then prefill chunks' gate/up (bf16 out, as the backend
+ * writes it) of 256, 512 and 2048 rows on the tensor-core kernel and on cuBLASLt over the
+ * weights dequantized into a scratch (gemm.h's pgd_cuda_gemm_deq, the backend's 256 MiB: one
+ * chunk), dequantization included — where the second overtakes the first is what the
+ * backend's PGD_CUDA_DEQ_ROWS default (512) should be. */
+static void products_q(pgd_cuda_gemm *g, uint32_t bits) {
     const struct shape *shapes = k_shapes;
     static const uint32_t ms[] = {1, 4, 8, 16, 64};
     printf("\n| product over %u-bit weights (--gpu-weights %s) | rows | tensor cores "
@@ -257,16 +270,36 @@ static void products_q(uint32_t bits) {
         }
         free_prod_q(&p);
     }
-    /* a 2k-token prefill's gate/up product on the tensor-core kernel */
-    prod_q p = {
-        .bits = bits, .N = g_emu ? 112 : 28672, .K = 4096, .M = g_emu ? 64 : 2048, .n_w = 1};
+    /* prefill chunks' gate/up product: the tensor-core kernel, and cuBLASLt on the weights
+     * dequantized */
+    static const uint32_t pm[] = {256, 512, 2048};
+    prod_q p = {.bits = bits, .N = g_emu ? 112 : 28672, .K = 4096, .n_w = 1, .g = g};
+    const uint64_t max_m = g_emu ? 64 : 2048, scratch = 256u << 20;
     q_weights(&p, 9);
-    TRY(cudaMalloc((void **)&p.X, (uint64_t)p.M * p.K * 2));
-    TRY(cudaMalloc((void **)&p.Y, (uint64_t)p.M * p.N * 4));
-    TRY(pgd_cuda_dummy_bf16(8, 9, 0, (uint64_t)p.M * p.K, p.X, NULL));
-    const double us = time_runs(run_prod_q, &p), flop = 2.0 * p.M * p.N * p.K;
-    printf("| gate/up (%u x %u), a %u-token prefill | %u | %.1f us, %.1f TFLOP/s | |\n", p.N, p.K,
-           p.M, p.M, us, flop / (us * 1e6));
+    TRY(cudaMalloc((void **)&p.X, max_m * p.K * 2));
+    TRY(cudaMalloc((void **)&p.Y, max_m * p.N * 2));
+    TRY(cudaMalloc((void **)&p.scratch, scratch));
+    TRY(pgd_cuda_dummy_bf16(8, 9, 0, max_m * p.K, p.X, NULL));
+    TRY(pgd_cuda_gemm_deq_create(g, p.N, p.K, (uint32_t)max_m, scratch, PGD_CUDA_GEMM_FAST,
+                                 PGD_CUDA_GEMM_OUT_BF16, &p.deq));
+    pgd_cuda_gemm_deq *deq = p.deq;
+    printf("\n| gate/up over %u-bit weights (%u x %u, bf16 out), a prefill chunk | rows | tensor "
+           "cores (pgd_cuda_gemm_q%u) | dequantized + cuBLASLt (pgd_cuda_gemm_deq_q%u: the "
+           "default from 512 rows) |\n|---|---:|---|---|\n",
+           bits, p.N, p.K, bits, bits);
+    for (size_t m = 0; m < sizeof pm / sizeof pm[0]; m++) {
+        p.M = g_emu ? (uint32_t)(16 << m) : pm[m];
+        const double flop = 2.0 * p.M * p.N * p.K;
+        double us[2];
+        for (int k = 0; k < 2; k++) {
+            p.deq = k ? deq : NULL;
+            us[k] = time_runs(run_prod_q, &p);
+        }
+        printf("| gate/up, %u rows | %u | %.1f us, %.1f TFLOP/s | %.1f us, %.1f TFLOP/s |\n", p.M,
+               p.M, us[0], flop / (us[0] * 1e6), us[1], flop / (us[1] * 1e6));
+    }
+    pgd_cuda_gemm_deq_destroy(deq);
+    cudaFree(p.scratch);
     free_prod_q(&p);
 }
 
@@ -505,8 +538,8 @@ int main(void) {
     attention((uint32_t)prop.multiProcessorCount);
     prefill_attention();
     rmsnorm();
-    products_q(8);
-    products_q(4);
+    products_q(g, 8);
+    products_q(g, 4);
     pgd_cuda_gemm_destroy(g);
     return 0;
 }

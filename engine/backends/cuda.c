@@ -5,10 +5,12 @@
  *
  * Owns (device memory): the weights in bf16, or every matrix in 8 bits (--gpu-weights q8_0, or
  * auto's choice where bf16 leaves too little room: kernels/cuda/q8.h's form, made on the device
- * at load; its products on gemv_q8.h and gemm_grouped.h's _q8 forms, no cuBLASLt; added after
- * bd7e959, untested on hardware), or (q4, auto's where 8 bits leave too little) each matrix
- * whose file blocks are 4-bit in 4 bits (kernels/cuda/q4.h: Q4_1 blocks made on the host, split
- * on the device; gemv_q4.h, the _q4 forms; untested on hardware) and the others in 8 (mat_form)
+ * at load; its products on gemv_q8.h and gemm_grouped.h's _q8 forms, and the dense layers'
+ * products of DEQ_ROWS rows and more on cuBLASLt over the weights dequantized chunk by chunk,
+ * gemm.h's pgd_cuda_gemm_deq; added after bd7e959, untested on hardware), or (q4, auto's where 8
+ * bits leave too little) each matrix whose file blocks are 4-bit in 4 bits (kernels/cuda/q4.h:
+ * Q4_1 blocks made on the host, split on the device; gemv_q4.h, the _q4 forms, the same
+ * dequantized products; untested on hardware) and the others in 8 (mat_form)
  * — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
  * [D] each) and biases in f32; with experts, per layer the router and each expert's fused gate/up
@@ -95,6 +97,13 @@
 #define STAGING_BYTES   (64u << 20)       /* pinned staging for weight uploads */
 #define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
 #define GRAPHS_MAX      256 /* decode graph sizes x strides kept (17 x at most ~10 in practice) */
+/* 8- and 4-bit products of this many rows and more go through cuBLASLt on their weights
+ * dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; PGD_CUDA_DEQ_ROWS=N sets it, 0 turns it off;
+ * --batch-invariant: off). A guess until a GPU measures it (bench_cuda_decode_kernels' 8- and
+ * 4-bit tables): above every decode step's rows (SEQS_LIMIT), so decode steps keep reading the
+ * 8 or 4 bits once; a prefill chunk's product is math-bound, where cuBLASLt's rate is the point */
+#define DEQ_ROWS_DEFAULT  512
+#define DEQ_SCRATCH_BYTES (256u << 20) /* their bf16 chunks of weights (gemm.h) */
 
 /* A matrix's form on the device (mat_form says which). */
 typedef enum mform { FORM_BF16, FORM_Q8, FORM_Q4 } mform;
@@ -106,6 +115,8 @@ typedef struct dmat {
     pgd_q8_mat q;
     pgd_q4_mat q4;
     mform form;
+    pgd_cuda_gemm_deq *deq; /* 8 and 4 bits: the plans of its shape's products of deq_rows rows
+                               and more (the backend's, shared by the layers; NULL: none) */
 } dmat;
 
 typedef struct layer {
@@ -130,6 +141,11 @@ typedef struct cuda_backend {
     cudaEvent_t done;
     pgd_cuda_gemm *gemm;
     pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out, *p_router; /* bf16 weights' */
+    /* 8 and 4 bits: products of deq_rows rows and more (0: none) on cuBLASLt, the weights
+     * dequantized chunk by chunk into deq_scratch (gemm.h) by these plans */
+    uint32_t deq_rows;
+    pgd_cuda_gemm_deq *d_qkv, *d_o, *d_gu, *d_down;
+    uint16_t *deq_scratch;
     uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
     uint32_t NE, K, FX; /* experts, experts a token uses, an expert's FFN width (NE 0: dense; F
                            is then 0) */
@@ -636,8 +652,39 @@ static int alloc_step(cuda_backend *b) {
     return pgd_sampler_scratch_create((int32_t)b->V, &b->host_sc);
 }
 
+/* The dense layers' products over 8- or 4-bit weights for deq_rows rows and more: their plans
+ * (each layer's matrices point at their shape's), one scratch for the largest chunk. */
+static int make_deq_plans(cuda_backend *b) {
+    if (!b->deq_rows || b->max_tokens < b->deq_rows) return 0;
+    const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
+    const pgd_cuda_gemm_mode fast = PGD_CUDA_GEMM_FAST;
+    const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
+    int rc;
+    if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
+        (rc = pgd_cuda_gemm_deq_create(b->gemm, b->QKV, E, T, DEQ_SCRATCH_BYTES, fast, F32,
+                                       &b->d_qkv)) ||
+        (rc = pgd_cuda_gemm_deq_create(b->gemm, E, QD, T, DEQ_SCRATCH_BYTES, fast, F32, &b->d_o)))
+        return rc;
+    if (!b->NE && ((rc = pgd_cuda_gemm_deq_create(b->gemm, 2 * b->F, E, T, DEQ_SCRATCH_BYTES, fast,
+                                                  BF16, &b->d_gu)) ||
+                   (rc = pgd_cuda_gemm_deq_create(b->gemm, E, b->F, T, DEQ_SCRATCH_BYTES, fast, F32,
+                                                  &b->d_down))))
+        return rc;
+    uint64_t scratch = 0;
+    pgd_cuda_gemm_deq *all[] = {b->d_qkv, b->d_o, b->d_gu, b->d_down};
+    for (size_t i = 0; i < PGD_ARRAY_LEN(all); i++)
+        if (all[i] && pgd_cuda_gemm_deq_scratch(all[i]) > scratch)
+            scratch = pgd_cuda_gemm_deq_scratch(all[i]);
+    if ((rc = DALLOC(b, b->deq_scratch, scratch))) return rc;
+    for (uint32_t li = 0; li < b->geom.n_layer; li++) {
+        layer *L = &b->layers[li];
+        L->wqkv.deq = b->d_qkv, L->wo.deq = b->d_o, L->wgu.deq = b->d_gu, L->wdown.deq = b->d_down;
+    }
+    return 0;
+}
+
 static int make_plans(cuda_backend *b) {
-    if (b->wmode != PGD_CUDA_WEIGHTS_BF16) return 0; /* 8 and 4 bits need no plan (mm) */
+    if (b->wmode != PGD_CUDA_WEIGHTS_BF16) return make_deq_plans(b); /* else no plan: mm */
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
     const pgd_cuda_gemm_mode fast = b->opt.batch_invariant ? PGD_CUDA_GEMM_INVARIANT
                                     : b->opt.decode_gemv   ? PGD_CUDA_GEMM_FAST_GEMV
@@ -707,17 +754,21 @@ static bool q_gemv(const cuda_backend *b, uint32_t M) {
 
 /* Y = X · Wᵀ for M rows: X bf16 [M][K], W [N][K], Y f32 (out_bf16: bf16) [M][N] by W's form —
  * on bf16 the plan's (gemm.h: its GEMV range included), on 8 or 4 bits the GEMV (f32 out only:
- * the caller's q_gemv said no for bf16 out) or the tensor-core kernel. */
+ * the caller's q_gemv said no for bf16 out), cuBLASLt on the weights dequantized (deq_rows rows
+ * and more, where W has those plans: their output type is the caller's) or the tensor-core
+ * kernel. */
 static int mm_out(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W,
                   void *Y, bool out_bf16, uint32_t M, uint32_t N, uint32_t K, void *s) {
-    const bool gemv = !out_bf16 && q_gemv(b, M);
+    const bool gemv = !out_bf16 && q_gemv(b, M), deq = W->deq && M >= b->deq_rows;
     switch (W->form) {
     case FORM_Q8:
-        return gemv ? pgd_cuda_gemv_q8(X, W->q, Y, M, N, K, s)
-                    : pgd_cuda_gemm_q8(X, W->q, M, N, K, out_bf16, Y, s);
+        return gemv  ? pgd_cuda_gemv_q8(X, W->q, Y, M, N, K, s)
+               : deq ? pgd_cuda_gemm_deq_q8(b->gemm, W->deq, X, W->q, b->deq_scratch, Y, M, s)
+                     : pgd_cuda_gemm_q8(X, W->q, M, N, K, out_bf16, Y, s);
     case FORM_Q4:
-        return gemv ? pgd_cuda_gemv_q4(X, W->q4, Y, M, N, K, s)
-                    : pgd_cuda_gemm_q4(X, W->q4, M, N, K, out_bf16, Y, s);
+        return gemv  ? pgd_cuda_gemv_q4(X, W->q4, Y, M, N, K, s)
+               : deq ? pgd_cuda_gemm_deq_q4(b->gemm, W->deq, X, W->q4, b->deq_scratch, Y, M, s)
+                     : pgd_cuda_gemm_q4(X, W->q4, M, N, K, out_bf16, Y, s);
     default:
         return pgd_cuda_gemm_run(b->gemm, plan, X, W->h, Y, M, s);
     }
@@ -1076,6 +1127,10 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_plan_destroy(b->p_down);
     pgd_cuda_gemm_plan_destroy(b->p_out);
     pgd_cuda_gemm_plan_destroy(b->p_router);
+    pgd_cuda_gemm_deq_destroy(b->d_qkv);
+    pgd_cuda_gemm_deq_destroy(b->d_o);
+    pgd_cuda_gemm_deq_destroy(b->d_gu);
+    pgd_cuda_gemm_deq_destroy(b->d_down);
     pgd_cuda_gemm_destroy(b->gemm);
     free(b->host_row);
     pgd_sampler_scratch_destroy(b->host_sc);
@@ -1163,6 +1218,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->dec_tc = !o->batch_invariant && pgd_attn_dec_takes(b->H / b->HKV, b->D) &&
                 pgd_cuda_env_switch("PGD_CUDA_DECODE_TC", true);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
+    b->deq_rows = o->batch_invariant ? 0 : pgd_cuda_env_uint("PGD_CUDA_DEQ_ROWS", DEQ_ROWS_DEFAULT);
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,
                             .block_size = cfg->block_size,

@@ -10,11 +10,24 @@
 #define PGD_KERNELS_CUDA_ENV_SWITCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static inline bool pgd_cuda_env_switch(const char *name, bool dflt) {
     const char *v = getenv(name);
     return v && v[0] == '1' ? true : v && v[0] == '0' ? false : dflt;
+}
+
+/* A count in the environment (PGD_CUDA_DEQ_ROWS): decimal digits only, below 2^32; anything else
+ * (or unset) leaves the default. */
+static inline uint32_t pgd_cuda_env_uint(const char *name, uint32_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    uint64_t n = 0;
+    for (const char *c = v; *c; c++) {
+        if (*c < '0' || *c > '9' || (n = n * 10 + (uint64_t)(*c - '0')) > UINT32_MAX) return dflt;
+    }
+    return (uint32_t)n;
 }
 
 #endif

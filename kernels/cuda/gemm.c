@@ -146,8 +146,17 @@ void pgd_cuda_gemm_plan_destroy(pgd_cuda_gemm_plan *p) {
 int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
                               pgd_cuda_gemm_mode mode, pgd_cuda_gemm_out type,
                               pgd_cuda_gemm_plan **out) {
+    return pgd_cuda_gemm_plan_create_ld(g, N, K, N, max_m, mode, type, out);
+}
+
+int pgd_cuda_gemm_plan_create_ld(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t ldy,
+                                 uint32_t max_m, pgd_cuda_gemm_mode mode, pgd_cuda_gemm_out type,
+                                 pgd_cuda_gemm_plan **out) {
     *out = NULL;
     if (!N || !K || !max_m) return pgd_error_set(PGD_EINVAL, "gemm plan: empty shape");
+    if (ldy < N || (ldy > N && mode == PGD_CUDA_GEMM_FAST_GEMV))
+        return pgd_error_set(PGD_EINVAL, "gemm plan: Y's rows %u apart for %u columns%s", ldy, N,
+                             ldy > N ? " on the GEMV" : "");
     pgd_cuda_gemm_plan *p = calloc(1, sizeof *p);
     if (!p) return PGD_ENOMEM;
     p->N = N;
@@ -169,7 +178,7 @@ int pgd_cuda_gemm_plan_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t
         cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, K, N, K) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, K, max_m, K) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&p->c, type == PGD_CUDA_GEMM_OUT_BF16 ? CUDA_R_16BF : CUDA_R_32F,
-                                   N, max_m, N) != CUBLAS_STATUS_SUCCESS) {
+                                   N, max_m, ldy) != CUBLAS_STATUS_SUCCESS) {
         rc = pgd_error_set(PGD_ECUDA, "cuBLASLt: cannot describe a %u x %u product", N, K);
         goto fail;
     }
@@ -214,4 +223,74 @@ int pgd_cuda_gemm_run(pgd_cuda_gemm *g, pgd_cuda_gemm_plan *p, const uint16_t *X
 
 bool pgd_cuda_gemm_plan_gemv(const pgd_cuda_gemm_plan *p, uint32_t M) {
     return M >= 1 && M <= p->gemv_max_m;
+}
+
+/* ---- products over 8- and 4-bit weights (gemm.h) ---------------------------------------- */
+
+struct pgd_cuda_gemm_deq {
+    uint32_t N, K, rows, last;  /* chunks of `rows` rows of W, the last of `last` */
+    pgd_cuda_gemm_plan *p, *pl; /* their plans (pl NULL when last == rows) */
+};
+
+void pgd_cuda_gemm_deq_destroy(pgd_cuda_gemm_deq *d) {
+    if (!d) return;
+    pgd_cuda_gemm_plan_destroy(d->p);
+    pgd_cuda_gemm_plan_destroy(d->pl);
+    free(d);
+}
+
+int pgd_cuda_gemm_deq_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
+                             uint64_t scratch_bytes, pgd_cuda_gemm_mode mode,
+                             pgd_cuda_gemm_out type, pgd_cuda_gemm_deq **out) {
+    *out = NULL;
+    if (!N || !K || K % 32 || !max_m || mode == PGD_CUDA_GEMM_FAST_GEMV)
+        return pgd_error_set(PGD_EINVAL, "dequantized product: bad shape %u x %u or mode", N, K);
+    const uint32_t rows = pgd_gemm_deq_rows(N, K, scratch_bytes);
+    if (!rows)
+        return pgd_error_set(PGD_EINVAL,
+                             "dequantized product: a %llu-byte scratch holds no 128 rows of %u",
+                             (unsigned long long)scratch_bytes, K);
+    pgd_cuda_gemm_deq *d = calloc(1, sizeof *d);
+    if (!d) return PGD_ENOMEM;
+    *d = (pgd_cuda_gemm_deq){.N = N, .K = K, .rows = rows, .last = pgd_gemm_deq_last(N, rows)};
+    int rc = pgd_cuda_gemm_plan_create_ld(g, rows, K, N, max_m, mode, type, &d->p);
+    if (!rc && d->last != rows)
+        rc = pgd_cuda_gemm_plan_create_ld(g, d->last, K, N, max_m, mode, type, &d->pl);
+    if (rc) {
+        pgd_cuda_gemm_deq_destroy(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+uint64_t pgd_cuda_gemm_deq_scratch(const pgd_cuda_gemm_deq *d) {
+    return (uint64_t)d->rows * d->K * 2;
+}
+
+/* Each chunk: its rows of W into the scratch (q8 or q4 set), then its columns of Y. */
+static int deq_run(pgd_cuda_gemm *g, pgd_cuda_gemm_deq *d, const uint16_t *X, const pgd_q8_mat *q8,
+                   const pgd_q4_mat *q4, uint16_t *scratch, void *Y, uint32_t M, void *stream) {
+    const size_t y_elem = d->p->type == PGD_CUDA_GEMM_OUT_BF16 ? 2 : 4;
+    for (uint32_t n0 = 0; n0 < d->N; n0 += d->rows) {
+        const bool last = n0 + d->rows >= d->N;
+        const uint32_t rows = last ? d->last : d->rows;
+        int rc = q8 ? pgd_cuda_q8_rows_bf16(*q8, n0, rows, d->K, scratch, stream)
+                    : pgd_cuda_q4_rows_bf16(*q4, n0, rows, d->K, scratch, stream);
+        if (!rc)
+            rc = pgd_cuda_gemm_run(g, last && d->pl ? d->pl : d->p, X, scratch,
+                                   (uint8_t *)Y + n0 * y_elem, M, stream);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int pgd_cuda_gemm_deq_q8(pgd_cuda_gemm *g, pgd_cuda_gemm_deq *d, const uint16_t *X, pgd_q8_mat W,
+                         uint16_t *scratch, void *Y, uint32_t M, void *stream) {
+    return deq_run(g, d, X, &W, NULL, scratch, Y, M, stream);
+}
+
+int pgd_cuda_gemm_deq_q4(pgd_cuda_gemm *g, pgd_cuda_gemm_deq *d, const uint16_t *X, pgd_q4_mat W,
+                         uint16_t *scratch, void *Y, uint32_t M, void *stream) {
+    return deq_run(g, d, X, NULL, &W, scratch, Y, M, stream);
 }

@@ -98,6 +98,37 @@ __global__ void embed_kernel(const uint8_t *q, const uint32_t *dm, const int32_t
     }
 }
 
+/* out: bf16 [rows][K] = bf16(fmaf(f16(d), q, f16(m))) of W's rows [row0, row0 + rows), 8
+ * values a thread (one 8-byte load of values: elements 8c..8c + 7 of a block are the low (c 0, 1)
+ * or high (c 2, 3) nibbles of its bytes 8 (c & 1) .. + 7; one 16-byte store). */
+__global__ void rows_bf16_kernel(const uint8_t *q, const uint32_t *dm, uint64_t row0, uint32_t rows,
+                                 uint32_t K, uint16_t *out) {
+    pgd_dev_pdl_enter();
+    const uint32_t per_row = K / 8;
+    const uint64_t n = (uint64_t)rows * per_row, step = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        const uint64_t row = row0 + i / per_row;
+        const uint32_t k0 = (uint32_t)(i % per_row) * 8, c = k0 % kBlock / 8;
+        const uint32_t s = dm[row * (K / kBlock) + k0 / kBlock];
+        const float d = __half2float(__ushort_as_half((uint16_t)(s & 0xffff))),
+                    m = __half2float(__ushort_as_half((uint16_t)(s >> 16)));
+        const uint2 v =
+            *reinterpret_cast<const uint2 *>(q + row * (K / 2) + k0 / kBlock * 16 + (c & 1) * 8);
+        const uint32_t shift = c < 2 ? 0 : 4;
+        uint32_t w[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t word = j < 2 ? v.x : v.y, sh = 16 * (j & 1) + shift;
+            const float lo = __fmaf_rn(d, (float)(word >> sh & 15u), m),
+                        hi = __fmaf_rn(d, (float)(word >> (sh + 8) & 15u), m);
+            w[j] = (uint32_t)pgd_dev_f32_to_bf16(lo) | (uint32_t)pgd_dev_f32_to_bf16(hi) << 16;
+        }
+        uint4 o;
+        o.x = w[0], o.y = w[1], o.z = w[2], o.w = w[3];
+        *reinterpret_cast<uint4 *>(out + i * 8) = o;
+    }
+}
+
 /* The shape checks every entry shares: rows >= 0, cols a multiple of 32 (>= 32 when rows > 0),
  * q 16-byte and dm 4-byte aligned. */
 int check_form(const char *what, int64_t rows, int64_t cols, pgd_q4_mat m) {
@@ -149,5 +180,19 @@ extern "C" int pgd_cuda_q4_embed(pgd_q4_mat table, const int32_t *tokens, uint32
     PGD_CUDA_TRY(pgd_cuda_launch(embed_kernel, pgd_cuda_grid(n, PGD_CUDA_THREADS), PGD_CUDA_THREADS,
                                  0, stream, (const uint8_t *)table.q, (const uint32_t *)table.dm,
                                  tokens, T, E, x));
+    return 0;
+}
+
+extern "C" int pgd_cuda_q4_rows_bf16(pgd_q4_mat W, uint64_t row0, uint32_t rows, uint32_t K,
+                                     uint16_t *out, void *stream) {
+    int rc = check_form("4-bit weights to bf16", rows, K, W);
+    if (rc || rows == 0) return rc;
+    if ((uintptr_t)out & 15)
+        return pgd_error_set(PGD_EINVAL,
+                             "4-bit weights to bf16: the output is not 16-byte aligned");
+    const uint64_t n = (uint64_t)rows * (K / 8);
+    PGD_CUDA_TRY(pgd_cuda_launch(rows_bf16_kernel, pgd_cuda_grid(n, PGD_CUDA_THREADS),
+                                 PGD_CUDA_THREADS, 0, stream, (const uint8_t *)W.q,
+                                 (const uint32_t *)W.dm, row0, rows, K, out));
     return 0;
 }

@@ -57,6 +57,12 @@ int pgd_cuda_q8_quantize(const void *src, int src_bf16, int64_t rows, int64_t co
 int pgd_cuda_q8_embed(pgd_q8_mat table, const int32_t *tokens, uint32_t T, uint32_t E, float *x,
                       void *stream);
 
+/* Rows [row0, row0 + rows) of W [N][K] in THE FORM into bf16 out [rows][K] (16-byte aligned):
+ * each value f16(d) * q in f32, rounded once to bf16 (to nearest even, as pgd_f32_to_bf16): the
+ * values --gpu-weights bf16 holds of the same blocks. gemm.h's products of many rows read them. */
+int pgd_cuda_q8_rows_bf16(pgd_q8_mat W, uint64_t row0, uint32_t rows, uint32_t K, uint16_t *out,
+                          void *stream);
+
 #ifdef __cplusplus
 }
 #endif

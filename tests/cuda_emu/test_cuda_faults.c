@@ -1,12 +1,14 @@
 /* tests/cuda_emu/test_cuda_faults.c — on the emulator only (it injects failures into the emulated
  * runtime): the CUDA backend's create and forward under injected CUDA
- * failures. Every failed create must release all device and pinned memory (and, under ASan,
- * all host memory); a forward that failed must leave the backend usable: the next forward gives
- * the same logits as a clean run. Weights past the device's memory fail create with the sizes
- * said, before any allocation. And with two emulated devices (EMU_DEVICES=2), a backend created
- * on device 1 by one thread steps from another — as the scheduler's thread steps what the loading
- * thread made — with the logits of device 0's. A kernel that faults (a sticky error: the context
- * is poisoned for good) makes the step fail with PGD_EDEVLOST, and every later one at once. */
+ * failures, in bf16 and in 4 bits with the step's products on cuBLASLt over the weights
+ * dequantized (gemm.h's pgd_cuda_gemm_deq). Every failed create must release all device and
+ * pinned memory (and, under ASan, all host memory); a forward that failed must leave the backend
+ * usable: the next forward gives the same logits as a clean run. Weights past the device's memory
+ * fail create with the sizes said, before any allocation. And with two emulated devices
+ * (EMU_DEVICES=2), a backend created on device 1 by one thread steps from another — as the
+ * scheduler's thread steps what the loading thread made — with the logits of device 0's. A kernel
+ * that faults (a sticky error: the context is poisoned for good) makes the step fail with
+ * PGD_EDEVLOST, and every later one at once. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -220,6 +222,84 @@ static void device_lost(const pgd_model *m, float *got) {
     }
 }
 
+/* Every cudaMalloc, cudaMallocHost, launch and synchronize of a create failing in turn: each
+ * failed create releases all it holds. */
+static void create_faults(pgd_model *const models[2], const char *wname) {
+    for (int mi = 0; mi < 2; mi++) {
+        const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
+        for (int kind = 0; kind < F_N; kind++) {
+            int n_fail = 0;
+            for (uint64_t n = 1;; n++) {
+                emu_fail_set(kind, n);
+                pgd_backend *b = NULL;
+                int rc = make(models[mi], &b);
+                uint64_t calls = emu_fail_calls(kind);
+                emu_fail_set(kind, 0);
+                if (!rc) {
+                    pgd_backend_destroy(b);
+                    if (calls >= n) {
+                        fprintf(stderr, "  %s model%s: create succeeded although %s %llu failed\n",
+                                mi ? "data" : "shapes", wname, kind_name[kind],
+                                (unsigned long long)n);
+                        failures++;
+                    }
+                    break;
+                }
+                n_fail++;
+                int d = emu_live_allocs(1) - base_d, h = emu_live_allocs(0) - base_h;
+                if (d || h) {
+                    fprintf(stderr,
+                            "  %s model%s, %s %llu failing: create returned %d (%s) and left %d "
+                            "device, %d pinned allocations\n",
+                            mi ? "data" : "shapes", wname, kind_name[kind], (unsigned long long)n,
+                            rc, pgd_error_detail(), d, h);
+                    failures++;
+                }
+            }
+            fprintf(stderr, "%s model%s: %d failing %s(s) during create checked\n",
+                    mi ? "data" : "shapes", wname, n_fail, kind_name[kind]);
+        }
+    }
+}
+
+/* Every launch and synchronize of a forward failing in turn: the forward fails, and the next one
+ * gives the clean run's logits and tokens (ref, rref: made here). -1 where no clean run. */
+static int forward_faults(const pgd_model *m, const char *wname, float *ref,
+                          pgd_sample_result *rref, float *got, pgd_sample_result *rgot) {
+    pgd_backend *b = NULL;
+    if (make(m, &b)) return -1;
+    if (step(b, ref, rref)) {
+        pgd_backend_destroy(b);
+        return -1;
+    }
+    for (int kind = 0; kind < F_N; kind++) {
+        if (kind == F_MALLOC || kind == F_HOSTALLOC) continue;
+        for (uint64_t n = 1;; n++) {
+            emu_fail_set(kind, n);
+            int rc = step(b, got, rgot);
+            uint64_t calls = emu_fail_calls(kind);
+            emu_fail_set(kind, 0);
+            if (calls < n) break;
+            if (!rc) {
+                fprintf(stderr, "  forward%s succeeded although %s %llu failed\n", wname,
+                        kind_name[kind], (unsigned long long)n);
+                failures++;
+            }
+            rc = step(b, got, rgot);
+            if (rc || memcmp(got, ref, 8 * V * sizeof(float)) || rgot[0].token != rref[0].token ||
+                rgot[1].token != rref[1].token) {
+                fprintf(stderr,
+                        "  after a failed forward%s (%s %llu) the next one gives rc %d / other "
+                        "results\n",
+                        wname, kind_name[kind], (unsigned long long)n, rc);
+                failures++;
+            }
+        }
+    }
+    pgd_backend_destroy(b);
+    return 0;
+}
+
 int main(void) {
     pgd_model_preset p;
     if (pgd_test_preset_json(
@@ -236,68 +316,19 @@ int main(void) {
         return 1;
     float *ref = malloc(8 * V * sizeof(float)), *got = malloc(8 * V * sizeof(float));
     pgd_sample_result rref[2], rgot[2];
-    for (int mi = 0; mi < 2; mi++) {
-        const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
-        for (int kind = 0; kind < F_N; kind++) {
-            int n_fail = 0;
-            for (uint64_t n = 1;; n++) {
-                emu_fail_set(kind, n);
-                pgd_backend *b = NULL;
-                int rc = make(models[mi], &b);
-                uint64_t calls = emu_fail_calls(kind);
-                emu_fail_set(kind, 0);
-                if (!rc) {
-                    pgd_backend_destroy(b);
-                    if (calls >= n) {
-                        fprintf(stderr, "  %s model: create succeeded although %s %llu failed\n",
-                                mi ? "data" : "shapes", kind_name[kind], (unsigned long long)n);
-                        failures++;
-                    }
-                    break;
-                }
-                n_fail++;
-                int d = emu_live_allocs(1) - base_d, h = emu_live_allocs(0) - base_h;
-                if (d || h) {
-                    fprintf(stderr,
-                            "  %s model, %s %llu failing: create returned %d (%s) and left %d "
-                            "device, %d pinned allocations\n",
-                            mi ? "data" : "shapes", kind_name[kind], (unsigned long long)n, rc,
-                            pgd_error_detail(), d, h);
-                    failures++;
-                }
-            }
-            fprintf(stderr, "%s model: %d failing %s(s) during create checked\n",
-                    mi ? "data" : "shapes", n_fail, kind_name[kind]);
-        }
+    /* bf16 weights (auto's choice), then 4-bit ones with the step's 30 rows on cuBLASLt over
+     * them dequantized (PGD_CUDA_DEQ_ROWS=16: its plans and scratch made at create) */
+    for (int wi = 0; wi < 2; wi++) {
+        g_weights = wi ? PGD_CUDA_WEIGHTS_Q4 : PGD_CUDA_WEIGHTS_AUTO;
+        if (wi) setenv("PGD_CUDA_DEQ_ROWS", "16", 1);
+        const char *wname = wi ? ", 4 bits dequantized" : "";
+        create_faults(models, wname);
+        if (forward_faults(models[0], wname, ref, rref, got, rgot)) return 1;
+        unsetenv("PGD_CUDA_DEQ_ROWS");
     }
-    /* forward */
+    g_weights = PGD_CUDA_WEIGHTS_AUTO;
     pgd_backend *b = NULL;
-    if (make(models[0], &b)) return 1;
-    if (step(b, ref, rref)) return 1;
-    for (int kind = 0; kind < F_N; kind++) {
-        if (kind == F_MALLOC || kind == F_HOSTALLOC) continue;
-        for (uint64_t n = 1;; n++) {
-            emu_fail_set(kind, n);
-            int rc = step(b, got, rgot);
-            uint64_t calls = emu_fail_calls(kind);
-            emu_fail_set(kind, 0);
-            if (calls < n) break;
-            if (!rc) {
-                fprintf(stderr, "  forward succeeded although %s %llu failed\n", kind_name[kind],
-                        (unsigned long long)n);
-                failures++;
-            }
-            rc = step(b, got, rgot);
-            if (rc || memcmp(got, ref, 8 * V * sizeof(float)) || rgot[0].token != rref[0].token ||
-                rgot[1].token != rref[1].token) {
-                fprintf(
-                    stderr,
-                    "  after a failed forward (%s %llu) the next one gives rc %d / other results\n",
-                    kind_name[kind], (unsigned long long)n, rc);
-                failures++;
-            }
-        }
-    }
+    if (make(models[0], &b) || step(b, ref, rref)) return 1;
     pgd_backend_destroy(b);
     second_device(models[0], ref, rref, got);
     device_lost(models[0], got);

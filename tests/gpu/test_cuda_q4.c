@@ -5,7 +5,8 @@
  * negative values only, values on rounding ties (x = lo + (k + 1/2) d), d in f16's subnormal
  * range; pgd_cuda_q4_split equals the Q4_1 blocks it is given (and those pgd_q4_blocks makes of
  * Q4_0 and Q4_K rows), read back into blocks; pgd_cuda_q4_embed equals fmaf(f16(d), q, f16(m))
- * of the asked rows, nibble order included; the planes' edges (rows past the asked ones
+ * of the asked rows, nibble order included; pgd_cuda_q4_rows_bf16 equals those values rounded
+ * to bf16 (pgd_f32_to_bf16) from any row on; the planes' edges (rows past the asked ones
  * untouched: poisoned and left so); bad shapes and alignments refused. Outputs poisoned before each
  * run; the seed is printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
@@ -176,6 +177,41 @@ static void test_split_and_embed(void) {
     free(got);
 }
 
+/* pgd_cuda_q4_rows_bf16: rows [row0, row0 + R) of random blocks (every nibble, f16 scales and
+ * offsets of every magnitude) equal pgd_f32_to_bf16(fmaf(f16(d), q, f16(m))) — nibble order,
+ * the rounding to bf16 and the row offset included; the row after them stays poison. */
+static void test_rows_bf16(void) {
+    const uint64_t V = 41, E = 224, nb = E / 32, row0 = 6, R = 33;
+    pgd_block_q4_1 *blocks = malloc(V * nb * sizeof *blocks);
+    uint16_t *want = malloc((R + 1) * E * 2), *out = malloc((R + 1) * E * 2);
+    REQUIRE(blocks && want && out);
+    random_blocks(blocks, V * nb);
+    pgd_q4_mat m;
+    REQUIRE(alloc_form(V, E, &m));
+    split_blocks(blocks, V, E, m);
+    for (uint64_t r = 0; r < R; r++)
+        for (uint64_t e = 0; e < E; e++) {
+            const pgd_block_q4_1 *b = &blocks[(row0 + r) * nb + e / 32];
+            const uint32_t j = (uint32_t)(e % 32), q = j < 16 ? b->qs[j] & 15 : b->qs[j - 16] >> 4;
+            want[r * E + e] =
+                pgd_f32_to_bf16(fmaf(pgd_f16_to_f32(b->d), (float)q, pgd_f16_to_f32(b->m)));
+        }
+    for (uint64_t e = 0; e < E; e++) want[R * E + e] = 0xFFFF; /* the poisoned row after */
+    uint16_t *d_out = gt_poisoned((R + 1) * E * 2);
+    REQUIRE(d_out);
+    CHECK_EQ_INT(pgd_cuda_q4_rows_bf16(m, row0, (uint32_t)R, (uint32_t)E, d_out, NULL), 0);
+    CHECK(gt_download(out, d_out, (R + 1) * E * 2) == 0);
+    CHECK_EQ_INT(gt_count_diff("rows_bf16", want, out, (R + 1) * E, 2), 0);
+    CHECK_EQ_INT(pgd_cuda_q4_rows_bf16(m, 0, 1, 40, d_out, NULL), PGD_EINVAL); /* K % 32 */
+    CHECK_EQ_INT(pgd_cuda_q4_rows_bf16(m, 0, 1, (uint32_t)E, d_out + 1, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_q4_rows_bf16(m, 0, 0, (uint32_t)E, d_out, NULL), 0); /* nothing */
+    cudaFree(d_out);
+    free_form(m);
+    free(blocks);
+    free(want);
+    free(out);
+}
+
 /* Q4_0 and Q4_K rows through pgd_q4_blocks and the split: the blocks back, and their values the
  * CPU's dequantization of the rows (Q4_0 exactly; Q4_K within its re-blocked scales' rounding,
  * test_reblock.c's bound, here a loose 1e-3 of the row's largest value). */
@@ -249,6 +285,7 @@ int main(void) {
     if (!gt_start()) return 77;
     RUN(test_quantize);
     RUN(test_split_and_embed);
+    RUN(test_rows_bf16);
     RUN(test_from_file_types);
     RUN(test_errors);
     return test_summary();

@@ -4,7 +4,8 @@
  * bit from f32 and from bf16 values — random values, all-zero blocks, blocks whose largest value
  * is negative, values on rounding ties (x = (k + 1/2) d); pgd_cuda_q8_split equals the Q8_0
  * blocks it is given, read back into blocks; pgd_cuda_q8_embed equals f16(d) * q of the asked
- * rows; the planes' edges (rows past the asked ones untouched: poisoned and left so); bad
+ * rows; pgd_cuda_q8_rows_bf16 equals those values rounded to bf16 (pgd_f32_to_bf16) from any
+ * row on; the planes' edges (rows past the asked ones untouched: poisoned and left so); bad
  * shapes and alignments refused. Outputs poisoned before each run; the seed is printed. Exit 77
  * (skipped) without a GPU. Label `cuda`.
  */
@@ -154,6 +155,49 @@ static void test_split_and_embed(void) {
     free(got);
 }
 
+/* pgd_cuda_q8_rows_bf16: rows [row0, row0 + R) of random blocks (every int8 value, f16 scales of
+ * every magnitude: products of up to 19 significant bits, so the rounding to bf16 and its ties
+ * are met) equal pgd_f32_to_bf16(f16(d) * q); the row after them stays poison. */
+static void test_rows_bf16(void) {
+    const uint64_t V = 41, E = 224, nb = E / 32, row0 = 6, R = 33;
+    pgd_block_q8_0 *blocks = malloc(V * nb * sizeof *blocks);
+    uint8_t *raw = malloc(V * nb * 34);
+    uint16_t *want = malloc((R + 1) * E * 2), *out = malloc((R + 1) * E * 2);
+    REQUIRE(blocks && raw && want && out);
+    for (uint64_t b = 0; b < V * nb; b++) {
+        blocks[b].d = (uint16_t)(gt_next() & 0xBBFF);
+        for (int j = 0; j < 32; j++) blocks[b].qs[j] = (int8_t)gt_next();
+        raw[34 * b] = (uint8_t)blocks[b].d;
+        raw[34 * b + 1] = (uint8_t)(blocks[b].d >> 8);
+        memcpy(raw + 34 * b + 2, blocks[b].qs, 32);
+    }
+    uint8_t *src = gt_upload(raw, V * nb * 34);
+    pgd_q8_mat m;
+    REQUIRE(src && alloc_form(V, E, &m));
+    CHECK_EQ_INT(pgd_cuda_q8_split(src, (int64_t)V, (int64_t)E, m, NULL), 0);
+    for (uint64_t r = 0; r < R; r++)
+        for (uint64_t e = 0; e < E; e++) {
+            const pgd_block_q8_0 *b = &blocks[(row0 + r) * nb + e / 32];
+            want[r * E + e] = pgd_f32_to_bf16(pgd_f16_to_f32(b->d) * (float)b->qs[e % 32]);
+        }
+    for (uint64_t e = 0; e < E; e++) want[R * E + e] = 0xFFFF; /* the poisoned row after */
+    uint16_t *d_out = gt_poisoned((R + 1) * E * 2);
+    REQUIRE(d_out);
+    CHECK_EQ_INT(pgd_cuda_q8_rows_bf16(m, row0, (uint32_t)R, (uint32_t)E, d_out, NULL), 0);
+    CHECK(gt_download(out, d_out, (R + 1) * E * 2) == 0);
+    CHECK_EQ_INT(gt_count_diff("rows_bf16", want, out, (R + 1) * E, 2), 0);
+    CHECK_EQ_INT(pgd_cuda_q8_rows_bf16(m, 0, 1, 40, d_out, NULL), PGD_EINVAL); /* K % 32 */
+    CHECK_EQ_INT(pgd_cuda_q8_rows_bf16(m, 0, 1, (uint32_t)E, d_out + 1, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_q8_rows_bf16(m, 0, 0, (uint32_t)E, d_out, NULL), 0); /* nothing */
+    cudaFree(d_out);
+    cudaFree(src);
+    free_form(m);
+    free(blocks);
+    free(raw);
+    free(want);
+    free(out);
+}
+
 static void test_errors(void) {
     pgd_q8_mat m;
     REQUIRE(alloc_form(2, 64, &m));
@@ -178,6 +222,7 @@ int main(void) {
     if (!gt_start()) return 77;
     RUN(test_quantize);
     RUN(test_split_and_embed);
+    RUN(test_rows_bf16);
     RUN(test_errors);
     return test_summary();
 }

@@ -10,7 +10,8 @@
  * core tiles, one-token sequences' rows to the CUDA-core kernel, against lists written out);
  * that padding a decode step never moves it to another
  * of the fast GEMM plans' ranges of M (kernels/cuda/gemm.h), so a replayed graph and the same
- * step run eagerly use the same algorithms.
+ * step run eagerly use the same algorithms; the chunks of the 8- and 4-bit products through
+ * cuBLASLt (gemm.h's pgd_gemm_deq_rows).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +326,43 @@ static void test_attn_splits(void) {
     }
 }
 
+/* The chunks of the 8- and 4-bit products through cuBLASLt (gemm.h): all of N where the
+ * scratch holds it; else the fewest chunks that fit, in 128s, as even as that allows; a last
+ * chunk of the rest; none where 128 rows do not fit. Written-out cases, then every (N, K,
+ * scratch) of a grid against those rules. */
+static void test_deq_chunks(void) {
+    CHECK_EQ_INT(pgd_gemm_deq_rows(28672, 4096, 256u << 20), 28672); /* 8B gate/up: 224 MiB */
+    CHECK_EQ_INT(pgd_gemm_deq_rows(57344, 8192, 256u << 20), 14336); /* 70B gate/up: 4 */
+    CHECK_EQ_INT(pgd_gemm_deq_rows(8192, 28672, 256u << 20), 4096);  /* 70B down: 2 */
+    CHECK_EQ_INT(pgd_gemm_deq_rows(700, 96, 300 * 96 * 2), 256);
+    CHECK_EQ_INT(pgd_gemm_deq_last(700, 256), 188);
+    CHECK_EQ_INT(pgd_gemm_deq_last(512, 256), 256);
+    CHECK_EQ_INT(pgd_gemm_deq_last(200, 200), 200);
+    CHECK_EQ_INT(pgd_gemm_deq_rows(256, 64, 127 * 64 * 2), 0);
+    uint64_t cases = 0, bad = 0;
+    for (uint32_t N = 1; N <= 3000; N += 37)
+        for (uint32_t K = 32; K <= 512; K += 96)
+            for (uint64_t s = 4096; s <= (uint64_t)1 << 22; s = s * 3 / 2) {
+                const uint32_t r = pgd_gemm_deq_rows(N, K, s);
+                const uint64_t row = (uint64_t)K * 2, fit = s / row / 128 * 128;
+                cases++;
+                if ((uint64_t)N * row <= s) {
+                    bad += r != N;
+                    continue;
+                }
+                if (!fit) {
+                    bad += r != 0;
+                    continue;
+                }
+                const uint32_t chunks = (N + r - 1) / r, last = pgd_gemm_deq_last(N, r);
+                bad += r % 128 != 0 || (uint64_t)r * row > s || r > N ||
+                       chunks != (N + fit - 1) / fit || last < 1 || last > r ||
+                       (uint64_t)(chunks - 1) * r + last != N;
+            }
+    fprintf(stderr, "    %llu chunkings checked\n", (unsigned long long)cases);
+    CHECK_EQ_INT(bad, 0);
+}
+
 /* The weights' device bytes of the built-in presets against their published parameter counts
  * (Hugging Face's: every matrix, norm and bias once), each matrix parameter 2 bytes (bf16) and
  * each norm and bias parameter 4 (f32): 2 x params + 2 x (norm and bias params). */
@@ -406,6 +444,7 @@ int main(void) {
     RUN(test_graph_fits);
     RUN(test_pack_padded);
     RUN(test_attn_splits);
+    RUN(test_deq_chunks);
     RUN(test_weight_bytes);
     RUN(test_weights_choose);
     RUN(test_kv_blocks);
