@@ -16,7 +16,8 @@
  * gate/up of prefill chunks of 256, 512 and 2048 rows on the tensor-core kernel and on cuBLASLt
  * over the weights dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; FLOP/s); and the same over
  * 4-bit weights
- * (kernels/cuda/q4.h, --gpu-weights q4: 5 bytes for 8 weights). The
+ * (kernels/cuda/q4.h, --gpu-weights q4: 5 bytes for 8 weights), the 4-bit GEMV at one row also
+ * with each round's loads all issued before its conversions (PGD_CUDA_GEMV_Q4_ROUND=1). The
  * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
  * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
  * table; scripts/gpu-check runs it.
@@ -176,6 +177,7 @@ typedef struct prod_q {
     float *Y;      /* [max M][N] */
     uint32_t N, K, M, n_w;
     bool gemv;
+    bool round;             /* 4 bits, one row: each round's loads all first (gemv_q4.h) */
     pgd_cuda_gemm *g;       /* with deq: the product on cuBLASLt over the weights dequantized */
     pgd_cuda_gemm_deq *deq; /* (gemm.h) into scratch, Y in bf16 */
     uint16_t *scratch;
@@ -187,6 +189,7 @@ static int run_prod_q(void *ctx, uint32_t i) {
     const bool bf16 = p->scratch != NULL; /* the prefill rows: gate/up's bf16 out */
     if (p->bits == 4) {
         const pgd_q4_mat W = {p->W4.q + at * p->K / 2, p->W4.dm + at * (p->K / PGD_Q4_BLOCK)};
+        if (p->round) return pgd_cuda_gemv_q4_one(p->X, W, p->Y, p->N, p->K, 1, NULL);
         if (p->gemv) return pgd_cuda_gemv_q4(p->X, W, p->Y, p->M, p->N, p->K, NULL);
         if (p->deq)
             return pgd_cuda_gemm_deq_q4(p->g, p->deq, p->X, W, p->scratch, p->Y, p->M, NULL);
@@ -267,6 +270,14 @@ static void products_q(pgd_cuda_gemm *g, uint32_t bits) {
             }
             printf("| %s (%u x %u) | %u | %s | %s |\n", shapes[s].name, p.N, p.K, p.M, cell[0],
                    cell[1]);
+            if (bits == 4 && p.M == 1) { /* the A/B of PGD_CUDA_GEMV_Q4_ROUND */
+                p.gemv = p.round = true;
+                const double us = time_runs(run_prod_q, &p);
+                p.round = false;
+                printf("| %s, each round's loads all first (PGD_CUDA_GEMV_Q4_ROUND=1) | 1 | | "
+                       "%.1f us, %.0f GB/s |\n",
+                       shapes[s].name, us, bytes / (us * 1e3));
+            }
         }
         free_prod_q(&p);
     }

@@ -18,6 +18,17 @@ static inline bool pgd_cuda_env_switch(const char *name, bool dflt) {
     return v && v[0] == '1' ? true : v && v[0] == '0' ? false : dflt;
 }
 
+/* pgd_cuda_env_switch read once: *known is the caller's static (0: not read yet, 1: off, 2: on),
+ * read and written atomically — for switches a hot path asks (the GEMVs' launches). */
+static inline bool pgd_cuda_env_switch_once(int *known, const char *name, bool dflt) {
+    int k = __atomic_load_n(known, __ATOMIC_RELAXED);
+    if (!k) {
+        k = pgd_cuda_env_switch(name, dflt) ? 2 : 1;
+        __atomic_store_n(known, k, __ATOMIC_RELAXED);
+    }
+    return k == 2;
+}
+
 /* A count in the environment (PGD_CUDA_DEQ_ROWS): decimal digits only, below 2^32; anything else
  * (or unset) leaves the default. */
 static inline uint32_t pgd_cuda_env_uint(const char *name, uint32_t dflt) {

@@ -24,6 +24,11 @@
  * choice: the source has no branch between them) — a GPU should decide whether more is worth
  * forcing. Two and three rows 128 (kMinCtas: four CTAs an SM), four 236-245, five to eight
  * 245-255; no spills but 8 bytes of stack in the SiLU form at seven and eight rows.
+ * PGD_CUDA_GEMV_Q4_ROUND=1 forces it at one row (opt-in, untested on hardware; the A/B in
+ * bench_cuda_decode_kernels' 4-bit table): a __syncwarp after a round's loads, a memory barrier
+ * ptxas keeps them above — all 4 q and 4 dm loads then issue before the first conversion, at
+ * 142-146 registers (3 CTAs an SM instead of 4: 64 bytes of W in flight a lane instead of ~32);
+ * the other instances' SASS is unchanged by the switch's existence.
  *
  * X per weight: a block of X (64 bytes a row) serves the warp's R columns, so X's L1 traffic is
  * 3.2 M / R times W's: 1.6 at one row, 3.2 at four (the columns grow one step sooner than in
@@ -117,7 +122,7 @@ __device__ __forceinline__ void col_rows(const pgd_q4_mat &W, uint32_t n0, uint3
  * after the warp's first round of W loads is in flight (Early), or before any load — the wait for
  * the previous kernel. Lane 0 ends with the sums in acc. The blocks in rounds of L:
  * pgd_gemv_rounds (gemv_rounds.cuh). */
-template <int MR, int R, uint32_t L, bool Early, class XC, class Between>
+template <int MR, int R, uint32_t L, bool Early, bool Round, class XC, class Between>
 __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint32_t *const (&dm)[R],
                                          uint32_t C, uint32_t lane, XC xc, Between between,
                                          float (&acc)[R][MR]) {
@@ -133,6 +138,9 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint3
             wq[r][u] = __ldcs(q[r] + b);
             wdm[r][u] = __ldcs(dm[r] + b);
         }
+        /* Round: the round's loads all issued before this point (a memory barrier ptxas keeps
+         * them above: PGD_CUDA_GEMV_Q4_ROUND) */
+        if (Round && u == L - 1) __syncwarp();
     };
     /* block b (round slot u): for each row m, s = +0 and for each column r p = +0; 32 elements in
      * the block's order (s's additions once for the R columns); then acc = fma(p, d, acc), then
@@ -190,7 +198,7 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint3
  * gate and of up, and writes bf16(SiLU(gate) * up) for each. K a multiple of 32. Launch bounds
  * with one CTA an SM, as gemv.cu's default instances: the compiler may spend the registers a
  * whole round in flight needs. */
-template <int MR, int R, bool Silu, bool Early>
+template <int MR, int R, bool Silu, bool Early, bool Round = false>
 __global__ void __launch_bounds__(kThreads, kMinCtas<MR>)
     gemv_q4_kernel(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K) {
     static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
@@ -207,45 +215,65 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<MR>)
         return __ldg(reinterpret_cast<const uint4 *>(X + (uint64_t)m * K) + c);
     };
     /* X is the previous kernel's output */
-    warp_dot<MR, R, L, Early>(
+    warp_dot<MR, R, L, Early, Round>(
         q, dm, K / kBlock, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
     if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, Y, O);
 }
 
+/* Whether one-row products issue each round's loads all before its conversions
+ * (PGD_CUDA_GEMV_Q4_ROUND=1; off by default), read once; any host thread. */
+bool round_first() {
+    static int known;
+    return pgd_cuda_env_switch_once(&known, "PGD_CUDA_GEMV_Q4_ROUND", false);
+}
+
+/* round: at one row, each round's loads all first (-1: as round_first() says). */
 template <int MR, bool Silu>
 cudaError_t launch(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, int round = -1) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint64_t warps = ((uint64_t)N + P - 1) / P;
     const unsigned ctas = (unsigned)((warps + kWarps - 1) / kWarps);
-    if constexpr (MR == 1)
-        if (pgd_gemv_early_loads())
-            return pgd_cuda_launch(gemv_q4_kernel<MR, R, Silu, true>, ctas, kThreads, 0, stream, X,
-                                   W, Y, O, N, K);
+    if constexpr (MR == 1) {
+        const bool early = pgd_gemv_early_loads(), all = round < 0 ? round_first() : round > 0;
+        auto go = [&](auto kernel) {
+            return pgd_cuda_launch(kernel, ctas, kThreads, 0, stream, X, W, Y, O, N, K);
+        };
+        return early && all ? go(gemv_q4_kernel<MR, R, Silu, true, true>)
+               : early      ? go(gemv_q4_kernel<MR, R, Silu, true, false>)
+               : all        ? go(gemv_q4_kernel<MR, R, Silu, false, true>)
+                            : go(gemv_q4_kernel<MR, R, Silu, false, false>);
+    }
     return pgd_cuda_launch(gemv_q4_kernel<MR, R, Silu, false>, ctas, kThreads, 0, stream, X, W, Y,
                            O, N, K);
 }
 
-using launch_fn = cudaError_t (*)(const uint16_t *, pgd_q4_mat, float *, uint16_t *, uint32_t,
-                                  uint32_t, cudaStream_t);
+using launch_fn_r = cudaError_t (*)(const uint16_t *, pgd_q4_mat, float *, uint16_t *, uint32_t,
+                                    uint32_t, cudaStream_t, int);
 
 /* The checks and the launch of the plain form (N columns) or the SiLU form (N pairs): 0 or
  * PGD_EINVAL (said) / PGD_ECUDA. */
-template <bool Silu>
-int gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
-            uint32_t K, void *stream) {
-    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || N < 1 || (Silu && N > UINT32_MAX / 2) || K == 0 ||
+int check(bool silu, const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K) {
+    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || N < 1 || (silu && N > UINT32_MAX / 2) || K == 0 ||
         K % kBlock || (uintptr_t)X % 16 || (uintptr_t)W.q % 16 || (uintptr_t)W.dm % 4)
         return pgd_error_set(PGD_EINVAL,
                              "CUDA GEMV q4%s: %u rows (1 to %u), %u columns (at least 1), K %u "
                              "(a multiple of 32), X and W.q 16-byte aligned, W.dm 4-byte aligned",
-                             Silu ? " + SiLU" : "", M, PGD_CUDA_GEMV_MAX_M, N, K);
-    static const launch_fn by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
-                                     launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
-                                     launch<7, Silu>, launch<8, Silu>};
+                             silu ? " + SiLU" : "", M, PGD_CUDA_GEMV_MAX_M, N, K);
+    return 0;
+}
+
+template <bool Silu>
+int gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
+            uint32_t K, void *stream) {
+    int rc = check(Silu, X, W, M, N, K);
+    if (rc) return rc;
+    static const launch_fn_r by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
+                                       launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
+                                       launch<7, Silu>, launch<8, Silu>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
-    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream));
+    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream, -1));
     return 0;
 }
 
@@ -254,6 +282,15 @@ int gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t M, 
 extern "C" int pgd_cuda_gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint32_t M, uint32_t N,
                                 uint32_t K, void *stream) {
     return gemv_q4<false>(X, W, Y, NULL, M, N, K, stream);
+}
+
+extern "C" int pgd_cuda_gemv_q4_one(const uint16_t *X, pgd_q4_mat W, float *Y, uint32_t N,
+                                    uint32_t K, int round_first, void *stream) {
+    int rc = check(false, X, W, 1, N, K);
+    if (rc) return rc;
+    const launch_fn_r one = launch<1, false>;
+    PGD_CUDA_TRY(one(X, W, Y, NULL, N, K, (cudaStream_t)stream, round_first ? 1 : 0));
+    return 0;
 }
 
 extern "C" int pgd_cuda_gemv_q4_silu(const uint16_t *X, pgd_q4_mat Wgu, uint16_t *out, uint32_t M,

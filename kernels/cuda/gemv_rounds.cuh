@@ -109,13 +109,8 @@ __device__ __forceinline__ void pgd_gemv_store(const float (&acc)[R][MR], uint32
  * previous kernel: gemv.cu's default and its switch (PGD_CUDA_GEMV_EARLY=0 turns it off), read
  * once a kernel file; any host thread. */
 static inline bool pgd_gemv_early_loads() {
-    static int known; /* 0: not read yet, 1: off, 2: on (atomic) */
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (!k) {
-        k = pgd_cuda_env_switch("PGD_CUDA_GEMV_EARLY", true) ? 2 : 1;
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k == 2;
+    static int known;
+    return pgd_cuda_env_switch_once(&known, "PGD_CUDA_GEMV_EARLY", true);
 }
 
 #endif

@@ -16,6 +16,7 @@
  *   - the SiLU form: the bits of pgd_cuda_gemv_q4 over the gate/up weight then
  *     pgd_cuda_silu_mul, and within silu_mul.h's tolerance of the twin then the SiLU * up twin
  *     (equal or one bf16 ulp for g >= -88; both tiny below), M = 1 .. 8;
+ *   - pgd_cuda_gemv_q4_one, each round's loads all first or not: the twin's bits at one row;
  *   - bad arguments refused with PGD_EINVAL (M 0 or 9, N or F 0, K 0 or not a multiple of 32, X
  *     or W.q not 16-byte aligned, W.dm not 4-byte aligned), writing nothing; W.q at 16 bytes and
  *     W.dm at 4 bytes past an allocation accepted.
@@ -166,6 +167,17 @@ static void check_shape(uint32_t N, uint32_t K, uint32_t dm_off) {
         CHECK_EQ_INT(gt_count_diff(what, got, at8, (uint64_t)M * N, 4), 0);
         CHECK(poisoned(got + (uint64_t)M * N, (ny - (uint64_t)M * N) * 4)); /* rows past M */
     }
+    /* one row with each round's loads all first, and as the backend runs it: the same bits */
+    for (int round = 0; round < 2; round++) {
+        REQUIRE(cudaMemset(dY, 0xFF, ny * 4) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemv_q4_one(p.dX, p.W, dY, N, K, round, NULL), 0);
+        REQUIRE(gt_download(got, dY, ny * 4) == 0);
+        char what[96];
+        snprintf(what, sizeof what, "gemv q4 %u x %u, one row, round_first %d vs twin", N, K,
+                 round);
+        CHECK_EQ_INT(gt_count_diff(what, got, want, N, 4), 0);
+        CHECK(poisoned(got + N, (ny - N) * 4));
+    }
     cudaFree(dY);
     free(want), free(got), free(at8);
     problem_free(&p);
@@ -277,6 +289,10 @@ static void test_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemv_q4_silu(X + 1, W, o, 1, N / 2, K, NULL), PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemv_q4_silu(X, Wq8, o, 1, N / 2, K, NULL), PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemv_q4_silu(X, Wd2, o, 1, N / 2, K, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q4_one(X, W, y, 0, K, 1, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q4_one(X, W, y, N, 48, 1, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q4_one(X + 1, W, y, N, K, 0, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemv_q4_one(X, Wd2, y, N, K, 1, NULL), PGD_EINVAL);
     float h[MM * N];
     REQUIRE(gt_download(h, y, sizeof h) == 0);
     CHECK(poisoned(h, sizeof h)); /* nothing written */

@@ -11,7 +11,8 @@ a bound check per chunk, and the compiler was free to spend as few registers as 
 in the inner loop of every default one-row instance, every W load of a round (LDG.E.EF: the
 streamed loads) must come before the round's first FFMA; and the lean instances
 (PGD_CUDA_GEMV_LEAN=1, kept for the A/B on a GPU) must still show the problem, which is how this
-check is known to see it. Then other loops whose speed is their loads in flight: the device
+check is known to see it; the same of the 4-bit GEMV's one-row instances with and without
+PGD_CUDA_GEMV_Q4_ROUND. Then other loops whose speed is their loads in flight: the device
 sampler's argmax and block sums, the split decode attention's V loads, RoPE + KV write's vector form. Last,
 the tensor-core attention kernels' block loops: their exponentials bare, and the prefill kernel's
 instructions per tensor-core product within a budget. No GPU needed; skipped in a build without
@@ -144,6 +145,34 @@ def test_one_row_rounds_in_flight(sass):
     # the plain and SiLU forms: early, not, and lean
     assert seen == {"sm_80": 6, "sm_90a": 6}, seen
     assert lean_short and all(lean_short), "the lean instances keep their rounds in flight too"
+
+
+GEMV_Q4 = re.compile(r"gemv_q4_kernelILi(\d)ELi(\d)ELb([01])ELb([01])ELb([01])E")
+
+
+def test_q4_one_row_round_first():
+    """The 4-bit GEMV at one row (kernels/cuda/gemv_q4.cu): the instances PGD_CUDA_GEMV_Q4_ROUND
+    selects issue every W load of a round (2 blocks of 2 rows: 4 of nibbles, 4 of scales) before
+    the round's first FFMA; the default ones fewer (nvcc 13.0: 2 to 6 of 8; the reason for the
+    switch, and how this check is known to see it). The loop back is unpredicated on sm_80."""
+    seen, short = {"sm_80": 0, "sm_90a": 0}, []
+    for (arch, name), ins in disassemble(OBJ.parent / "gemv_q4.cu.o").items():
+        m = GEMV_Q4.search(name)
+        if not m or arch not in seen or int(m.group(1)) != 1:
+            continue
+        spans = innermost(back_spans(ins, predicated=False))
+        bodies = [loads_before_fma([(a, t) for a, t in ins if lo <= a <= hi]) for lo, hi in spans]
+        rounds = [b for b in bodies if b[1] == 8]  # the whole-rounds loop (and a slow path's)
+        assert rounds, f"{arch} {name}: no loop with a round's 8 W loads ({bodies})"
+        best = max(b[0] for b in rounds)
+        if int(m.group(5)):
+            assert best == 8, f"{arch} {name}: {best} of 8 W loads before the first FFMA"
+        else:
+            short.append(best < 8)
+        seen[arch] += 1
+    # the plain and SiLU forms, early or not, round first or not
+    assert seen == {"sm_80": 8, "sm_90a": 8}, seen
+    assert short and all(short), "the default instances keep whole rounds in flight now"
 
 
 @pytest.mark.parametrize("source,kernel,load,use,n", [
