@@ -50,6 +50,10 @@
  * enforce_eager. A failed capture turns graphs off for good, with a line on stderr, and the step
  * runs eagerly.
  *
+ * Weights from a file go up in chunks through two pinned buffers in turn (staging: the host
+ * reads, and for 4 bits re-blocks, the next chunk on every CPU while the device copies and
+ * converts the last; added after bd7e959, untested on hardware).
+ *
  * Memory plan at create: weights first, then activations, GEMM workspace and metadata, then the
  * KV cache from what remains under gpu_memory_utilization of the device's memory (or exactly
  * kv_cache_bytes / kv_blocks when given).
@@ -71,6 +75,7 @@
 #include "engine/sampling/sampler.h" /* pgd_sample_logits: rows left to the host */
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/threadpool.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_math.h" /* PGD_ATTN_HEAD_TILE */
 #include "kernels/cuda/cuda_check.h"
@@ -262,13 +267,72 @@ static int dalloc(cuda_backend *b, size_t bytes, void **out) {
 
 /* ---- weights ---------------------------------------------------------------------------- */
 
-/* Staging for the weights' uploads and conversions, freed once they are done: pinned host memory
- * for a file's rows and device memory for them (or for dummy values in bf16 on their way to 8
- * bits), and device memory for f32 values on their way to 8 bits; STAGING_BYTES each. */
+/* Staging for the weights' uploads and conversions, freed once they are done: two pinned host
+ * buffers for a file's rows, filled in turn — the next chunk's rows are read (and made Q4_1
+ * blocks) on the host while the device copies and converts the last one; `sent` says when a
+ * buffer's copy has left it — and device memory for them (or for dummy values in bf16 on their
+ * way to 8 bits), and device memory for f32 values on their way to 8 bits (the device's buffers
+ * are reused in stream order); STAGING_BYTES each. The host's work of a chunk is spread over the
+ * CPUs (tp): reading a mapped file's pages and re-blocking Q4_K are the load's slow parts. */
 typedef struct staging {
-    uint8_t *host, *dev;
+    uint8_t *host[2];
+    cudaEvent_t sent[2];
+    uint32_t next; /* the host buffer the next chunk fills */
+    uint8_t *dev;
     float *f32;
+    pgd_threadpool *tp; /* NULL: on the calling thread */
 } staging;
+
+#define FILL_TASKS 64 /* most tasks a chunk's host work is cut into */
+
+/* One chunk's host work: n rows from src (src_row bytes each) into dst (dst_row bytes each),
+ * copied, or (blocks) made GGUF Q4_1 blocks by pgd_q4_blocks; task t takes rows [t per, ...). */
+typedef struct fill_job {
+    const uint8_t *src;
+    uint8_t *dst;
+    uint64_t src_row, dst_row, cols, n, per;
+    uint32_t type;
+    bool blocks;
+    int rc[FILL_TASKS];
+} fill_job;
+
+static void fill_task(int t, int thread, void *ctx) {
+    (void)thread;
+    fill_job *j = ctx;
+    const uint64_t r0 = (uint64_t)t * j->per, n = j->n - r0 < j->per ? j->n - r0 : j->per;
+    const uint8_t *src = j->src + r0 * j->src_row;
+    uint8_t *dst = j->dst + r0 * j->dst_row;
+    j->rc[t] = 0;
+    if (j->blocks)
+        j->rc[t] = pgd_q4_blocks(j->type, src, dst, (int64_t)(n * j->cols));
+    else
+        memcpy(dst, src, n * j->src_row);
+}
+
+/* Rows [0, n) of w from `rows` into the pinned buffer `host`: as GGUF Q4_1 blocks where *blocks
+ * (left true when made; false where a block's scales pass f16's range: the rows copied as they
+ * are instead), else copied. 0 or pgd_q4_blocks' error. */
+static int fill_host(const staging *st, const pgd_weight *w, const uint8_t *rows, uint64_t n,
+                     uint8_t *host, bool *blocks) {
+    fill_job j = {.src = rows,
+                  .dst = host,
+                  .src_row = w->row_bytes,
+                  .dst_row = *blocks ? w->cols / PGD_Q4_BLOCK * PGD_Q4_BLOCK_BYTES : w->row_bytes,
+                  .cols = w->cols,
+                  .n = n,
+                  .type = w->type,
+                  .blocks = *blocks};
+    j.per = (n + FILL_TASKS - 1) / FILL_TASKS;
+    const int tasks = (int)((n + j.per - 1) / j.per);
+    int rc = pgd_threadpool_run(st->tp, tasks, fill_task, &j);
+    for (int t = 0; t < tasks && !rc; t++)
+        if (j.rc[t] && (rc = j.rc[t]) == PGD_ERANGE) { /* values instead: the rows as they are */
+            j.blocks = *blocks = false;
+            j.dst_row = w->row_bytes;
+            rc = pgd_threadpool_run(st->tp, tasks, fill_task, &j);
+        }
+    return rc;
+}
 
 /* m from row row0 on (its rows of cols); m itself while sizing (nothing allocated). */
 static dmat mat_rows(const cuda_backend *b, dmat m, uint64_t row0, uint64_t cols) {
@@ -329,7 +393,7 @@ static int alloc_fused(cuda_backend *b, uint64_t rows, uint64_t cols,
  * requantized; into 4 bits, the rows made GGUF Q4_1 blocks on the host (pgd_q4_blocks: the
  * CPU's re-blocking) and split, or where a block's scales pass f16's range its values through
  * f32, quantized. */
-static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const staging *st) {
+static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, staging *st) {
     if (b->sizing) return 0;
     const uint64_t q41_row = w->cols / PGD_Q4_BLOCK * PGD_Q4_BLOCK_BYTES;
     const uint64_t row_max = dst.form == FORM_Q4 && q41_row > w->row_bytes ? q41_row : w->row_bytes;
@@ -343,17 +407,18 @@ static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const s
         const int64_t n = (int64_t)(w->rows - r0 < per ? w->rows - r0 : per), k = (int64_t)w->cols;
         const dmat at = mat_rows(b, dst, r0, w->cols);
         const uint8_t *rows = (const uint8_t *)w->data + r0 * w->row_bytes;
-        bool via_f32 = dst.form == FORM_Q8 && w->type != PGD_TYPE_Q8_0, blocks = false;
-        int rc = 0;
-        if (dst.form == FORM_Q4) {
-            rc = pgd_q4_blocks(w->type, rows, st->host, n * k);
-            if (rc && rc != PGD_ERANGE) return rc;
-            blocks = rc == 0;
-            via_f32 = !blocks;
-        }
+        uint8_t *host = st->host[st->next];
+        /* the buffer's last copy has left it (the emulator faults a pinned page touched before) */
+        PGD_CUDA_TRY(cudaEventSynchronize(st->sent[st->next]));
+        bool blocks = dst.form == FORM_Q4;
+        int rc = fill_host(st, w, rows, (uint64_t)n, host, &blocks);
+        if (rc) return rc;
+        const bool via_f32 =
+            dst.form == FORM_Q4 ? !blocks : dst.form == FORM_Q8 && w->type != PGD_TYPE_Q8_0;
         const uint64_t bytes = blocks ? (uint64_t)n * q41_row : (uint64_t)n * w->row_bytes;
-        if (!blocks) memcpy(st->host, rows, bytes);
-        PGD_CUDA_TRY(cudaMemcpyAsync(st->dev, st->host, bytes, cudaMemcpyHostToDevice, b->stream));
+        PGD_CUDA_TRY(cudaMemcpyAsync(st->dev, host, bytes, cudaMemcpyHostToDevice, b->stream));
+        PGD_CUDA_TRY(cudaEventRecord(st->sent[st->next], b->stream));
+        st->next ^= 1;
         if (dst.form == FORM_BF16)
             rc = pgd_cuda_dequant_bf16(w->type, st->dev, at.h, n, k, b->stream);
         else if (via_f32 && !(rc = pgd_cuda_dequant(w->type, st->dev, st->f32, n, k, b->stream)))
@@ -362,8 +427,7 @@ static int upload_matrix(cuda_backend *b, const pgd_weight *w, dmat dst, const s
         else if (!via_f32)
             rc = dst.form == FORM_Q8 ? pgd_cuda_q8_split(st->dev, n, k, at.q, b->stream)
                                      : pgd_cuda_q4_split(st->dev, n, k, at.q4, b->stream);
-        if (rc) return rc;
-        PGD_CUDA_TRY(cudaStreamSynchronize(b->stream)); /* the staging is reused */
+        if (rc) return rc; /* the device's staging is reused in stream order: no wait */
     }
     return 0;
 }
@@ -392,8 +456,7 @@ static int put_dummy(cuda_backend *b, uint32_t id, int shift, uint64_t first, ui
 }
 
 /* One matrix part (a fused weight is several): from the file, or the dummy hash. */
-static int put_matrix(cuda_backend *b, const pgd_weight *w, uint32_t id, dmat dst,
-                      const staging *st) {
+static int put_matrix(cuda_backend *b, const pgd_weight *w, uint32_t id, dmat dst, staging *st) {
     if (b->base.model->shapes_only)
         return put_dummy(b, id, id == PGD_DUMMY_TOK_EMBD ? 7 : pgd_dummy_matrix_shift(w->cols), 0,
                          w->rows, w->cols, dst, st);
@@ -415,7 +478,7 @@ static int put_vector(cuda_backend *b, const pgd_model *m, const pgd_weight *w, 
  * [NE * rows][cols] matrix (engine/model/dummy.h): expert e's gate rows start at element
  * e * FX * E of the gate tensor. Expert e's gate rows are rows 2 e FX of exp_gu, its up rows
  * the FX after them, its down rows rows e E of exp_down. */
-static int load_experts(cuda_backend *b, uint32_t l, const staging *st) {
+static int load_experts(cuda_backend *b, uint32_t l, staging *st) {
     const pgd_model *m = b->base.model;
     const pgd_layer_weights *L = &m->layers[l];
     layer *d = &b->layers[l];
@@ -460,8 +523,19 @@ static int load_weights(cuda_backend *b) {
     staging st = {0};
     int rc = 0;
     const bool convert = b->wmode != PGD_CUDA_WEIGHTS_BF16; /* into 8 or 4 bits on the device */
-    if (!m->shapes_only && !b->sizing)
-        PGD_CUDA_TRY(cudaMallocHost((void **)&st.host, STAGING_BYTES));
+    if (!m->shapes_only && !b->sizing) {
+        for (int i = 0; i < 2; i++) {
+            if (cudaMallocHost((void **)&st.host[i], STAGING_BYTES) != cudaSuccess ||
+                cudaEventCreateWithFlags(&st.sent[i], cudaEventDisableTiming) != cudaSuccess) {
+                rc = pgd_error_set(PGD_ECUDA, "the %u MiB pinned weight staging: %s",
+                                   STAGING_BYTES >> 20, cudaGetErrorString(cudaGetLastError()));
+                goto out;
+            }
+        }
+        /* the host's share of the load on every CPU (a failed pool: on this thread alone) */
+        const int cpus = pgd_cpu_count();
+        if (pgd_threadpool_create(cpus < 32 ? cpus : 32, &st.tp)) pgd_error_clear();
+    }
     if (!b->sizing && (!m->shapes_only || convert) &&
         cudaMalloc((void **)&st.dev, STAGING_BYTES) != cudaSuccess) {
         cudaGetLastError();
@@ -529,10 +603,14 @@ static int load_weights(cuda_backend *b) {
     if (!rc && !b->sizing && cudaStreamSynchronize(b->stream) != cudaSuccess)
         rc = pgd_error_set(PGD_ECUDA, "uploading the weights: %s",
                            cudaGetErrorString(cudaGetLastError()));
-out: /* cudaFree synchronises: no conversion still reads the staging */
+out: /* cudaFree synchronises: no conversion still reads the staging, no copy its host buffers */
     if (st.f32) cudaFree(st.f32);
     if (st.dev) cudaFree(st.dev);
-    if (st.host) cudaFreeHost(st.host);
+    for (int i = 0; i < 2; i++) {
+        if (st.host[i]) cudaFreeHost(st.host[i]);
+        if (st.sent[i]) cudaEventDestroy(st.sent[i]);
+    }
+    pgd_threadpool_destroy(st.tp);
     return rc;
 }
 
