@@ -14,13 +14,12 @@
  * at 1, 4 and 8 rows on the 8-bit GEMV and at 1 to 64 rows on the tensor-core kernel
  * (pgd_cuda_gemm_q8), with the bytes the weights take (17 for 16 weights) as bandwidth, and the
  * gate/up of prefill chunks of 256, 512 and 2048 rows on the tensor-core kernel and on cuBLASLt
- * over the weights dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; FLOP/s); and the same over
- * 4-bit weights
- * (kernels/cuda/q4.h, --gpu-weights q4: 5 bytes for 8 weights), the 4-bit GEMV at one row also
- * with each round's loads all issued before its conversions (PGD_CUDA_GEMV_Q4_ROUND=1). The
- * runs cycle through copies of the weights and through the layers of a 32-layer KV slab, more bytes
- * than the L2 cache holds, as a decode step does. Random data (never zeros). Prints one markdown
- * table; scripts/gpu-check runs it.
+ * over the weights dequantized to bf16 in chunks of 256 and 32 MiB (gemm.h's pgd_cuda_gemm_deq;
+ * FLOP/s); and the same over 4-bit weights (kernels/cuda/q4.h, --gpu-weights q4: 5 bytes for 8
+ * weights), the 4-bit GEMV at one row also with each round's loads all issued before its
+ * conversions (PGD_CUDA_GEMV_Q4_ROUND=1). The runs cycle through copies of the weights and through
+ * the layers of a 32-layer KV slab, more bytes than the L2 cache holds, as a decode step does.
+ * Random data (never zeros). Prints one markdown table; scripts/gpu-check runs it.
  *
  * PGD_CUDA_EMU set (the CPU emulation, tests/cuda_emu): narrow shapes, short contexts, 2 layers
  * (a smoke run of the code; its times mean nothing). Exit 77 without a GPU.
@@ -291,25 +290,33 @@ static void products_q(pgd_cuda_gemm *g, uint32_t bits) {
     TRY(cudaMalloc((void **)&p.Y, max_m * p.N * 2));
     TRY(cudaMalloc((void **)&p.scratch, scratch));
     TRY(pgd_cuda_dummy_bf16(8, 9, 0, max_m * p.K, p.X, NULL));
+    /* the backend's scratch (one chunk here), and chunks of 32 MiB (4096 rows), which the L2
+     * may still hold when cuBLASLt reads them (PGD_CUDA_DEQ_SCRATCH_MB=32) */
+    pgd_cuda_gemm_deq *deq[2];
     TRY(pgd_cuda_gemm_deq_create(g, p.N, p.K, (uint32_t)max_m, scratch, PGD_CUDA_GEMM_FAST,
-                                 PGD_CUDA_GEMM_OUT_BF16, &p.deq));
-    pgd_cuda_gemm_deq *deq = p.deq;
+                                 PGD_CUDA_GEMM_OUT_BF16, &deq[0]));
+    TRY(pgd_cuda_gemm_deq_create(g, p.N, p.K, (uint32_t)max_m, g_emu ? 1u << 20 : 32u << 20,
+                                 PGD_CUDA_GEMM_FAST, PGD_CUDA_GEMM_OUT_BF16, &deq[1]));
     printf("\n| gate/up over %u-bit weights (%u x %u, bf16 out), a prefill chunk | rows | tensor "
            "cores (pgd_cuda_gemm_q%u) | dequantized + cuBLASLt (pgd_cuda_gemm_deq_q%u: the "
-           "default from 512 rows) |\n|---|---:|---|---|\n",
+           "default from 512 rows; 256 MiB chunks) | the same in 32 MiB chunks |\n"
+           "|---|---:|---|---|---|\n",
            bits, p.N, p.K, bits, bits);
     for (size_t m = 0; m < sizeof pm / sizeof pm[0]; m++) {
         p.M = g_emu ? (uint32_t)(16 << m) : pm[m];
         const double flop = 2.0 * p.M * p.N * p.K;
-        double us[2];
-        for (int k = 0; k < 2; k++) {
-            p.deq = k ? deq : NULL;
+        double us[3];
+        for (int k = 0; k < 3; k++) {
+            p.deq = k ? deq[k - 1] : NULL;
             us[k] = time_runs(run_prod_q, &p);
         }
-        printf("| gate/up, %u rows | %u | %.1f us, %.1f TFLOP/s | %.1f us, %.1f TFLOP/s |\n", p.M,
-               p.M, us[0], flop / (us[0] * 1e6), us[1], flop / (us[1] * 1e6));
+        printf("| gate/up, %u rows | %u | %.1f us, %.1f TFLOP/s | %.1f us, %.1f TFLOP/s | %.1f us, "
+               "%.1f TFLOP/s |\n",
+               p.M, p.M, us[0], flop / (us[0] * 1e6), us[1], flop / (us[1] * 1e6), us[2],
+               flop / (us[2] * 1e6));
     }
-    pgd_cuda_gemm_deq_destroy(deq);
+    pgd_cuda_gemm_deq_destroy(deq[0]);
+    pgd_cuda_gemm_deq_destroy(deq[1]);
     cudaFree(p.scratch);
     free_prod_q(&p);
 }

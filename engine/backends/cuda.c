@@ -107,8 +107,11 @@
  * --batch-invariant: off). A guess until a GPU measures it (bench_cuda_decode_kernels' 8- and
  * 4-bit tables): above every decode step's rows (SEQS_LIMIT), so decode steps keep reading the
  * 8 or 4 bits once; a prefill chunk's product is math-bound, where cuBLASLt's rate is the point */
-#define DEQ_ROWS_DEFAULT  512
-#define DEQ_SCRATCH_BYTES (256u << 20) /* their bf16 chunks of weights (gemm.h) */
+#define DEQ_ROWS_DEFAULT 512
+/* MiB for their bf16 chunks of weights (gemm.h; PGD_CUDA_DEQ_SCRATCH_MB=N, 0 as
+ * PGD_CUDA_DEQ_ROWS=0: smaller chunks may stay in the L2 for cuBLASLt to read;
+ * bench_cuda_decode_kernels times 32) */
+#define DEQ_SCRATCH_MB 256
 
 /* A matrix's form on the device (mat_form says which). */
 typedef enum mform { FORM_BF16, FORM_Q8, FORM_Q4 } mform;
@@ -149,6 +152,7 @@ typedef struct cuda_backend {
     /* 8 and 4 bits: products of deq_rows rows and more (0: none) on cuBLASLt, the weights
      * dequantized chunk by chunk into deq_scratch (gemm.h) by these plans */
     uint32_t deq_rows;
+    uint64_t deq_bytes; /* the chunks' most bytes */
     pgd_cuda_gemm_deq *d_qkv, *d_o, *d_gu, *d_down;
     uint16_t *deq_scratch;
     uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
@@ -739,14 +743,14 @@ static int make_deq_plans(cuda_backend *b) {
     const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
     int rc;
     if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
-        (rc = pgd_cuda_gemm_deq_create(b->gemm, b->QKV, E, T, DEQ_SCRATCH_BYTES, fast, F32,
-                                       &b->d_qkv)) ||
-        (rc = pgd_cuda_gemm_deq_create(b->gemm, E, QD, T, DEQ_SCRATCH_BYTES, fast, F32, &b->d_o)))
+        (rc =
+             pgd_cuda_gemm_deq_create(b->gemm, b->QKV, E, T, b->deq_bytes, fast, F32, &b->d_qkv)) ||
+        (rc = pgd_cuda_gemm_deq_create(b->gemm, E, QD, T, b->deq_bytes, fast, F32, &b->d_o)))
         return rc;
-    if (!b->NE && ((rc = pgd_cuda_gemm_deq_create(b->gemm, 2 * b->F, E, T, DEQ_SCRATCH_BYTES, fast,
-                                                  BF16, &b->d_gu)) ||
-                   (rc = pgd_cuda_gemm_deq_create(b->gemm, E, b->F, T, DEQ_SCRATCH_BYTES, fast, F32,
-                                                  &b->d_down))))
+    if (!b->NE &&
+        ((rc = pgd_cuda_gemm_deq_create(b->gemm, 2 * b->F, E, T, b->deq_bytes, fast, BF16,
+                                        &b->d_gu)) ||
+         (rc = pgd_cuda_gemm_deq_create(b->gemm, E, b->F, T, b->deq_bytes, fast, F32, &b->d_down))))
         return rc;
     uint64_t scratch = 0;
     pgd_cuda_gemm_deq *all[] = {b->d_qkv, b->d_o, b->d_gu, b->d_down};
@@ -1297,6 +1301,8 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                 pgd_cuda_env_switch("PGD_CUDA_DECODE_TC", true);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->deq_rows = o->batch_invariant ? 0 : pgd_cuda_env_uint("PGD_CUDA_DEQ_ROWS", DEQ_ROWS_DEFAULT);
+    b->deq_bytes = (uint64_t)pgd_cuda_env_uint("PGD_CUDA_DEQ_SCRATCH_MB", DEQ_SCRATCH_MB) << 20;
+    if (!b->deq_bytes) b->deq_rows = 0; /* no scratch: no dequantized products */
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,
                             .block_size = cfg->block_size,
