@@ -329,12 +329,12 @@ static int fill_host(const staging *st, const pgd_weight *w, const uint8_t *rows
     j.per = (n + FILL_TASKS - 1) / FILL_TASKS;
     const int tasks = (int)((n + j.per - 1) / j.per);
     int rc = pgd_threadpool_run(st->tp, tasks, fill_task, &j);
-    for (int t = 0; t < tasks && !rc; t++)
-        if (j.rc[t] && (rc = j.rc[t]) == PGD_ERANGE) { /* values instead: the rows as they are */
-            j.blocks = *blocks = false;
-            j.dst_row = w->row_bytes;
-            rc = pgd_threadpool_run(st->tp, tasks, fill_task, &j);
-        }
+    for (int t = 0; t < tasks && !rc; t++) rc = j.rc[t];
+    if (rc == PGD_ERANGE) { /* the values instead: the rows as they are */
+        j.blocks = *blocks = false;
+        j.dst_row = w->row_bytes;
+        rc = pgd_threadpool_run(st->tp, tasks, fill_task, &j);
+    }
     return rc;
 }
 

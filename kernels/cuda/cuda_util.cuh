@@ -51,6 +51,19 @@ static __device__ __forceinline__ uint16_t pgd_dev_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* 8 f32 values as bf16 (pgd_dev_f32_to_bf16 each) in one 16-byte store at dst (16-byte
+ * aligned): element e at dst[e]. */
+static __device__ __forceinline__ void pgd_dev_store_bf16x8(uint16_t *dst, const float (&v)[8]) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        w[i] = (uint32_t)pgd_dev_f32_to_bf16(v[2 * i]) | (uint32_t)pgd_dev_f32_to_bf16(v[2 * i + 1])
+                                                             << 16;
+    uint4 o;
+    o.x = w[0], o.y = w[1], o.z = w[2], o.w = w[3];
+    *reinterpret_cast<uint4 *>(dst) = o;
+}
+
 /* CTAs for n work items of `threads` each (threads 1: a CTA per item, e.g. per row), at least 1
  * and at most PGD_CUDA_MAX_CTAS; grid-stride loops cover the rest. */
 static inline unsigned pgd_cuda_grid(uint64_t n, unsigned threads) {

@@ -115,17 +115,11 @@ __global__ void rows_bf16_kernel(const uint8_t *q, const uint32_t *dm, uint64_t 
         const uint2 v =
             *reinterpret_cast<const uint2 *>(q + row * (K / 2) + k0 / kBlock * 16 + (c & 1) * 8);
         const uint32_t shift = c < 2 ? 0 : 4;
-        uint32_t w[4];
+        float f[8];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t word = j < 2 ? v.x : v.y, sh = 16 * (j & 1) + shift;
-            const float lo = __fmaf_rn(d, (float)(word >> sh & 15u), m),
-                        hi = __fmaf_rn(d, (float)(word >> (sh + 8) & 15u), m);
-            w[j] = (uint32_t)pgd_dev_f32_to_bf16(lo) | (uint32_t)pgd_dev_f32_to_bf16(hi) << 16;
-        }
-        uint4 o;
-        o.x = w[0], o.y = w[1], o.z = w[2], o.w = w[3];
-        *reinterpret_cast<uint4 *>(out + i * 8) = o;
+        for (int e = 0; e < 8; e++)
+            f[e] = __fmaf_rn(d, (float)((e < 4 ? v.x : v.y) >> (8 * (e % 4) + shift) & 15u), m);
+        pgd_dev_store_bf16x8(out + i * 8, f);
     }
 }
 

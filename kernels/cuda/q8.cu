@@ -101,17 +101,11 @@ __global__ void rows_bf16_kernel(const int8_t *q, const uint16_t *d, uint64_t ro
         const uint32_t k0 = (uint32_t)(i % per_row) * 8;
         const float s = __half2float(__ushort_as_half(d[row * (K / kBlock) + k0 / kBlock]));
         const uint2 v = *reinterpret_cast<const uint2 *>(q + row * K + k0);
-        uint32_t w[4];
+        float f[8];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t word = j < 2 ? v.x : v.y, sh = 16 * (j & 1);
-            const float lo = __fmul_rn(s, (float)(int8_t)(word >> sh)),
-                        hi = __fmul_rn(s, (float)(int8_t)(word >> (sh + 8)));
-            w[j] = (uint32_t)pgd_dev_f32_to_bf16(lo) | (uint32_t)pgd_dev_f32_to_bf16(hi) << 16;
-        }
-        uint4 o;
-        o.x = w[0], o.y = w[1], o.z = w[2], o.w = w[3];
-        *reinterpret_cast<uint4 *>(out + i * 8) = o;
+        for (int e = 0; e < 8; e++)
+            f[e] = __fmul_rn(s, (float)(int8_t)((e < 4 ? v.x : v.y) >> 8 * (e % 4)));
+        pgd_dev_store_bf16x8(out + i * 8, f);
     }
 }
 
