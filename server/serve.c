@@ -222,13 +222,16 @@ static void load_done(uv_work_t *w, int status) {
     if (mc->n_expert)
         snprintf(experts, sizeof experts, ", %u experts, %u per token", mc->n_expert,
                  mc->n_expert_used);
+    char weights[48] = "";
+    if (caps->weight_bytes)
+        snprintf(weights, sizeof weights, ", weights %.2f GiB", mib(caps->weight_bytes) / 1024);
     fprintf(stderr,
             "pagoda serve: model '%s' ready (%u layers%s, context %u, %u KV blocks of %u tokens, "
-            "%s); %s backend%s%s%s%s%s%s, steps of up to %u tokens and %u sequences\n",
+            "%s); %s backend%s%s%s%s%s%s%s, steps of up to %u tokens and %u sequences\n",
             srv->served_name, mc->n_layer, experts, srv->lim.n_ctx, srv->lim.usable_blocks,
             caps->block_size, pgd_kv_dtype_name(caps->kv_dtype), caps->name,
             caps->device ? " (" : "", caps->device ? caps->device : "", caps->device ? ")" : "",
-            note ? " (--device auto: " : "", note ? note : "", note ? ")" : "",
+            weights, note ? " (--device auto: " : "", note ? note : "", note ? ")" : "",
             sc->max_num_batched_tokens, sc->max_num_seqs);
     free(j);
 }

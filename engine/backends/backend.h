@@ -113,6 +113,7 @@ typedef struct pgd_backend_caps {
     uint64_t kv_bytes;        /* KV memory the backend holds */
     uint64_t device_memory;   /* the device's memory in bytes (CPU: the machine's RAM) */
     uint32_t max_hidden_rows; /* most hidden rows one step may ask (embeddings); 0: none */
+    uint64_t weight_bytes;    /* device memory the weights take (0: not said; the CPU's) */
 } pgd_backend_caps;
 
 typedef struct pgd_backend pgd_backend;

@@ -10,8 +10,8 @@
  * gemm.h's pgd_cuda_gemm_deq; added after bd7e959, untested on hardware), or (q4, auto's where 8
  * bits leave too little) each matrix whose file blocks are 4-bit in 4 bits (kernels/cuda/q4.h:
  * Q4_1 blocks made on the host, split on the device; gemv_q4.h, the _q4 forms, the same
- * dequantized products; untested on hardware) and the others in 8 (mat_form)
- * — per layer the fused QKV [(H + 2 Hkv) D][E] and
+ * dequantized products; untested on hardware) and the others in 8 (mat_form; a fused QKV's
+ * parts each in their own: alloc_qkv) — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
  * [D] each) and biases in f32; with experts, per layer the router and each expert's fused gate/up
  * and down instead of the dense FFN's — the RoPE cos/sin table [n_ctx_train][rope_dim] computed
@@ -128,7 +128,12 @@ typedef struct dmat {
 } dmat;
 
 typedef struct layer {
-    dmat wqkv, wo, wgu, wdown; /* wgu and wdown empty with experts */
+    /* the fused QKV [(H + 2 Hkv) D][E] in n_qkv runs of its parts, run r its rows [qkv_row[r],
+     * qkv_row[r + 1]) in one form writing those columns of the step's qkv: one run, but with
+     * --gpu-weights q4 where the parts take different forms (alloc_qkv) */
+    dmat wqkv[3];
+    uint32_t n_qkv, qkv_row[4];
+    dmat wo, wgu, wdown; /* wgu and wdown empty with experts */
     float *attn_norm, *ffn_norm, *bqkv;
     float *q_norm, *k_norm; /* f32 [D] each: qwen3's head norms (NULL without qk_norm) */
     /* a mixture of experts: the router [NE][E], each expert's gate/up [NE][2 FX][E] (gate rows,
@@ -154,6 +159,8 @@ typedef struct cuda_backend {
     uint32_t deq_rows;
     uint64_t deq_bytes; /* the chunks' most bytes */
     pgd_cuda_gemm_deq *d_qkv, *d_o, *d_gu, *d_down;
+    pgd_cuda_gemm_deq *d_run[4]; /* a QKV run's of d_run_n[i] rows, its output rows QKV apart */
+    uint32_t d_run_n[4], n_d_run;
     uint16_t *deq_scratch;
     uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
     uint32_t NE, K, FX; /* experts, experts a token uses, an expert's FFN width (NE 0: dense; F
@@ -166,6 +173,7 @@ typedef struct cuda_backend {
                                matrix in 8 bits, or (q4) in 4 bits where mat_form says */
     bool sizing;            /* load_weights only counts its device bytes into `sized` */
     uint64_t sized;
+    uint64_t weight_bytes; /* theirs in wmode (check_weights_fit) */
     dmat tok_embd, output; /* output == tok_embd when tied */
     float *output_norm;
     layer *layers;  /* [n_layer] */
@@ -391,6 +399,41 @@ static int alloc_fused(cuda_backend *b, uint64_t rows, uint64_t cols,
     return alloc_mat(b, rows, cols, mat_form(b, parts, n), m);
 }
 
+/* Layer d's fused QKV (qkv: its Q, K and V parts): one matrix in the form mat_form gives the
+ * three, or with --gpu-weights q4 where the parts' own forms differ (a Q4_K_M file's Q4_K Q and K
+ * with a Q6_K V: 4 bits and 8) a matrix for each run of consecutive parts of one form, so the
+ * 4-bit parts stay 4-bit — where every run's first column is a multiple of 64 (its f32 output
+ * 256-byte aligned, as cuBLASLt's plans assume), else the one matrix as mat_form says. */
+static int alloc_qkv(cuda_backend *b, const pgd_weight *const *qkv, layer *d) {
+    const uint32_t rows[3] = {b->H * b->D, b->HKV * b->D, b->HKV * b->D};
+    mform form[3], run_form[3];
+    bool aligned = true;
+    d->n_qkv = 0;
+    for (uint32_t i = 0, row = 0; i < 3; row += rows[i++]) {
+        form[i] = mat_form(b, &qkv[i], 1);
+        if (i && form[i] == form[i - 1]) continue;
+        run_form[d->n_qkv] = form[i];
+        d->qkv_row[d->n_qkv++] = row;
+        aligned = aligned && row % 64 == 0;
+    }
+    if (d->n_qkv > 1 && !aligned) {
+        d->n_qkv = 1;
+        run_form[0] = mat_form(b, qkv, 3);
+    }
+    d->qkv_row[d->n_qkv] = b->QKV;
+    int rc = 0;
+    for (uint32_t r = 0; r < d->n_qkv && !rc; r++)
+        rc = alloc_mat(b, d->qkv_row[r + 1] - d->qkv_row[r], b->E, run_form[r], &d->wqkv[r]);
+    return rc;
+}
+
+/* The fused QKV of layer d from its row `row` on (row: a part's first). */
+static dmat qkv_rows(const cuda_backend *b, const layer *d, uint32_t row) {
+    uint32_t r = d->n_qkv - 1;
+    while (d->qkv_row[r] > row) r--;
+    return mat_rows(b, d->wqkv[r], row - d->qkv_row[r], b->E);
+}
+
 /* Rows [0, w->rows) of a host weight (any GGUF type) into dst's first rows, through the pinned
  * staging and the device's, converted on the device into dst's form: dequantized to bf16; into
  * 8 bits, a Q8_0 tensor's blocks split as they are, any other type's values through f32,
@@ -572,10 +615,10 @@ static int load_weights(cuda_backend *b) {
         const pgd_weight *qkv[] = {&L->wq, &L->wk, &L->wv}, *wo = &L->wo,
                          *gu[] = {&L->w_gate, &L->w_up}, *down = &L->w_down;
 #define ID(which) pgd_dummy_tensor_id(l, PGD_DUMMY_##which)
-        if ((rc = alloc_fused(b, b->QKV, E, qkv, 3, &d->wqkv)) ||
-            (rc = put_matrix(b, &L->wq, ID(WQ), d->wqkv, &st)) ||
-            (rc = put_matrix(b, &L->wk, ID(WK), mat_rows(b, d->wqkv, QD, E), &st)) ||
-            (rc = put_matrix(b, &L->wv, ID(WV), mat_rows(b, d->wqkv, QD + KVD, E), &st)) ||
+        if ((rc = alloc_qkv(b, qkv, d)) ||
+            (rc = put_matrix(b, &L->wq, ID(WQ), qkv_rows(b, d, 0), &st)) ||
+            (rc = put_matrix(b, &L->wk, ID(WK), qkv_rows(b, d, QD), &st)) ||
+            (rc = put_matrix(b, &L->wv, ID(WV), qkv_rows(b, d, QD + KVD), &st)) ||
             (rc = alloc_fused(b, E, QD, &wo, 1, &d->wo)) ||
             (rc = put_matrix(b, &L->wo, ID(WO), d->wo, &st)) ||
             (rc = DALLOC(b, d->attn_norm, E * sizeof(float))) ||
@@ -618,7 +661,8 @@ out: /* cudaFree synchronises: no conversion still reads the staging, no copy it
     return rc;
 }
 
-/* The device bytes of the weights in form `mode`: load_weights counting, not allocating. */
+/* The device bytes of the weights in form `mode`: load_weights counting, not allocating (before
+ * it runs for real: the counting pass sets the matrices' pointers NULL). */
 static uint64_t weights_bytes(cuda_backend *b, pgd_cuda_weights mode) {
     const pgd_cuda_weights keep = b->wmode;
     b->wmode = mode;
@@ -636,7 +680,7 @@ static uint64_t weights_bytes(cuda_backend *b, pgd_cuda_weights mode) {
 static int check_weights_fit(cuda_backend *b) {
     size_t free_b = 0, total = 0;
     PGD_CUDA_TRY(cudaMemGetInfo(&free_b, &total));
-    const uint64_t need = weights_bytes(b, b->wmode);
+    const uint64_t need = b->weight_bytes = weights_bytes(b, b->wmode);
     if (need <= free_b) return 0;
     const double G = 1024.0 * 1024.0 * 1024.0;
     char smaller[96] = "";
@@ -752,17 +796,29 @@ static int make_deq_plans(cuda_backend *b) {
                                         &b->d_gu)) ||
          (rc = pgd_cuda_gemm_deq_create(b->gemm, E, b->F, T, b->deq_bytes, fast, F32, &b->d_down))))
         return rc;
+    for (uint32_t li = 0; li < b->geom.n_layer; li++) {
+        layer *L = &b->layers[li];
+        L->wqkv[0].deq = b->d_qkv, L->wo.deq = b->d_o, L->wgu.deq = b->d_gu,
+        L->wdown.deq = b->d_down;
+        for (uint32_t r = 0; L->n_qkv > 1 && r < L->n_qkv; r++) { /* a run's plans, by its rows */
+            const uint32_t n = L->qkv_row[r + 1] - L->qkv_row[r];
+            uint32_t i = 0;
+            while (i < b->n_d_run && b->d_run_n[i] != n) i++;
+            if (i == b->n_d_run &&
+                (rc = pgd_cuda_gemm_deq_create_ld(b->gemm, n, E, b->QKV, T, b->deq_bytes, fast, F32,
+                                                  &b->d_run[b->n_d_run])))
+                return rc;
+            if (i == b->n_d_run) b->d_run_n[b->n_d_run++] = n;
+            L->wqkv[r].deq = b->d_run[i];
+        }
+    }
     uint64_t scratch = 0;
-    pgd_cuda_gemm_deq *all[] = {b->d_qkv, b->d_o, b->d_gu, b->d_down};
+    pgd_cuda_gemm_deq *all[] = {b->d_qkv,    b->d_o,      b->d_gu,     b->d_down,
+                                b->d_run[0], b->d_run[1], b->d_run[2], b->d_run[3]};
     for (size_t i = 0; i < PGD_ARRAY_LEN(all); i++)
         if (all[i] && pgd_cuda_gemm_deq_scratch(all[i]) > scratch)
             scratch = pgd_cuda_gemm_deq_scratch(all[i]);
-    if ((rc = DALLOC(b, b->deq_scratch, scratch))) return rc;
-    for (uint32_t li = 0; li < b->geom.n_layer; li++) {
-        layer *L = &b->layers[li];
-        L->wqkv.deq = b->d_qkv, L->wo.deq = b->d_o, L->wgu.deq = b->d_gu, L->wdown.deq = b->d_down;
-    }
-    return 0;
+    return DALLOC(b, b->deq_scratch, scratch);
 }
 
 static int make_plans(cuda_backend *b) {
@@ -834,31 +890,42 @@ static bool q_gemv(const cuda_backend *b, uint32_t M) {
     return !b->opt.batch_invariant && b->opt.decode_gemv && M <= PGD_CUDA_GEMV_MAX_M;
 }
 
-/* Y = X · Wᵀ for M rows: X bf16 [M][K], W [N][K], Y f32 (out_bf16: bf16) [M][N] by W's form —
- * on bf16 the plan's (gemm.h: its GEMV range included), on 8 or 4 bits the GEMV (f32 out only:
- * the caller's q_gemv said no for bf16 out), cuBLASLt on the weights dequantized (deq_rows rows
- * and more, where W has those plans: their output type is the caller's) or the tensor-core
- * kernel. */
+/* Y = X · Wᵀ for M rows: X bf16 [M][K], W [N][K], Y f32 (out_bf16: bf16) [M][ldy] (columns
+ * [0, N)) by W's form — on bf16 the plan's (gemm.h: its GEMV range included; ldy N), on 8 or 4
+ * bits the GEMV (f32 out only: the caller's q_gemv said no for bf16 out), cuBLASLt on the
+ * weights dequantized (deq_rows rows and more, where W has those plans: their output type and
+ * ldy are the caller's) or the tensor-core kernel. */
 static int mm_out(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W,
-                  void *Y, bool out_bf16, uint32_t M, uint32_t N, uint32_t K, void *s) {
+                  void *Y, uint32_t ldy, bool out_bf16, uint32_t M, uint32_t N, uint32_t K,
+                  void *s) {
     const bool gemv = !out_bf16 && q_gemv(b, M), deq = W->deq && M >= b->deq_rows;
     switch (W->form) {
     case FORM_Q8:
-        return gemv  ? pgd_cuda_gemv_q8(X, W->q, Y, M, N, K, s)
+        return gemv  ? pgd_cuda_gemv_q8_ld(X, W->q, Y, ldy, M, N, K, s)
                : deq ? pgd_cuda_gemm_deq_q8(b->gemm, W->deq, X, W->q, b->deq_scratch, Y, M, s)
-                     : pgd_cuda_gemm_q8(X, W->q, M, N, K, out_bf16, Y, s);
+                     : pgd_cuda_gemm_q8_ld(X, W->q, M, N, K, ldy, out_bf16, Y, s);
     case FORM_Q4:
-        return gemv  ? pgd_cuda_gemv_q4(X, W->q4, Y, M, N, K, s)
+        return gemv  ? pgd_cuda_gemv_q4_ld(X, W->q4, Y, ldy, M, N, K, s)
                : deq ? pgd_cuda_gemm_deq_q4(b->gemm, W->deq, X, W->q4, b->deq_scratch, Y, M, s)
-                     : pgd_cuda_gemm_q4(X, W->q4, M, N, K, out_bf16, Y, s);
+                     : pgd_cuda_gemm_q4_ld(X, W->q4, M, N, K, ldy, out_bf16, Y, s);
     default:
+        PGD_ASSERT(ldy == N);
         return pgd_cuda_gemm_run(b->gemm, plan, X, W->h, Y, M, s);
     }
 }
 
 static int mm(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W, float *Y,
               uint32_t M, uint32_t N, uint32_t K, void *s) {
-    return mm_out(b, plan, X, W, Y, false, M, N, K, s);
+    return mm_out(b, plan, X, W, Y, N, false, M, N, K, s);
+}
+
+/* Layer L's QKV product of T rows (xb) into qkv [T][QKV]: each run its columns. */
+static int mm_qkv(cuda_backend *b, const layer *L, uint32_t T, void *s) {
+    int rc = 0;
+    for (uint32_t r = 0; r < L->n_qkv && !rc; r++)
+        rc = mm_out(b, b->p_qkv, b->xb, &L->wqkv[r], b->qkv + L->qkv_row[r], b->QKV, false, T,
+                    L->qkv_row[r + 1] - L->qkv_row[r], b->E, s);
+    return rc;
 }
 
 /* The experts' products over the step's tiles (gemm_grouped.h), in the weights' form. */
@@ -919,7 +986,8 @@ static int ffn(cuda_backend *b, const layer *L, uint32_t T, void *s) {
     if ((rc = gemv_silu(b, &L->wgu, T, s)) < 0) return rc;
     if (rc) {
         act = b->gu;
-    } else if ((rc = mm_out(b, b->p_gu, b->xb, &L->wgu, b->gu, true, T, 2 * b->F, b->E, s)) ||
+    } else if ((rc = mm_out(b, b->p_gu, b->xb, &L->wgu, b->gu, 2 * b->F, true, T, 2 * b->F, b->E,
+                            s)) ||
                (rc = pgd_cuda_silu_mul_bf16(b->gu, T, b->F, b->xb, s))) {
         return rc;
     }
@@ -993,7 +1061,7 @@ static int enqueue_compute(cuda_backend *b, uint32_t T, uint32_t R, uint32_t N, 
         /* the previous layer's FFN output joins the residual here */
         if ((rc = pgd_cuda_add_rmsnorm(b->x, li ? b->proj : NULL, L->attn_norm, c->rms_eps, NULL, T,
                                        E, b->xb, s)) ||
-            (rc = mm(b, b->p_qkv, b->xb, &L->wqkv, b->qkv, T, b->QKV, E, s)) ||
+            (rc = mm_qkv(b, L, T, s)) ||
             (c->qk_norm && (rc = pgd_cuda_head_rmsnorm(b->qkv, L->q_norm, L->k_norm, c->rms_eps,
                                                        d_pos, T, b->H, b->HKV, b->D, s))) ||
             (rc = pgd_cuda_rope_kv(b->qkv, L->bqkv, b->cos_sin, d_pos, d_slots, T, b->H, b->HKV,
@@ -1213,6 +1281,7 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_deq_destroy(b->d_o);
     pgd_cuda_gemm_deq_destroy(b->d_gu);
     pgd_cuda_gemm_deq_destroy(b->d_down);
+    for (uint32_t i = 0; i < b->n_d_run; i++) pgd_cuda_gemm_deq_destroy(b->d_run[i]);
     pgd_cuda_gemm_destroy(b->gemm);
     free(b->host_row);
     pgd_sampler_scratch_destroy(b->host_sc);
@@ -1378,6 +1447,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
         .kv_dtype = PGD_KV_F16,
         .kv_bytes = (uint64_t)b->n_blocks * pgd_kv_block_elems(b->geom) * 2,
         .device_memory = device_total,
+        .weight_bytes = b->weight_bytes,
         .seqs_limit = SEQS_LIMIT};
     *out = &b->base;
     return 0;

@@ -239,12 +239,14 @@ void pgd_cuda_gemm_deq_destroy(pgd_cuda_gemm_deq *d) {
     free(d);
 }
 
-int pgd_cuda_gemm_deq_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
-                             uint64_t scratch_bytes, pgd_cuda_gemm_mode mode,
-                             pgd_cuda_gemm_out type, pgd_cuda_gemm_deq **out) {
+int pgd_cuda_gemm_deq_create_ld(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t ldy,
+                                uint32_t max_m, uint64_t scratch_bytes, pgd_cuda_gemm_mode mode,
+                                pgd_cuda_gemm_out type, pgd_cuda_gemm_deq **out) {
     *out = NULL;
-    if (!N || !K || K % 32 || !max_m || mode == PGD_CUDA_GEMM_FAST_GEMV)
-        return pgd_error_set(PGD_EINVAL, "dequantized product: bad shape %u x %u or mode", N, K);
+    if (!N || !K || K % 32 || ldy < N || !max_m || mode == PGD_CUDA_GEMM_FAST_GEMV)
+        return pgd_error_set(PGD_EINVAL,
+                             "dequantized product: bad shape %u x %u, output row stride %u or mode",
+                             N, K, ldy);
     const uint32_t rows = pgd_gemm_deq_rows(N, K, scratch_bytes);
     if (!rows)
         return pgd_error_set(PGD_EINVAL,
@@ -253,15 +255,21 @@ int pgd_cuda_gemm_deq_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t 
     pgd_cuda_gemm_deq *d = calloc(1, sizeof *d);
     if (!d) return PGD_ENOMEM;
     *d = (pgd_cuda_gemm_deq){.N = N, .K = K, .rows = rows, .last = pgd_gemm_deq_last(N, rows)};
-    int rc = pgd_cuda_gemm_plan_create_ld(g, rows, K, N, max_m, mode, type, &d->p);
+    int rc = pgd_cuda_gemm_plan_create_ld(g, rows, K, ldy, max_m, mode, type, &d->p);
     if (!rc && d->last != rows)
-        rc = pgd_cuda_gemm_plan_create_ld(g, d->last, K, N, max_m, mode, type, &d->pl);
+        rc = pgd_cuda_gemm_plan_create_ld(g, d->last, K, ldy, max_m, mode, type, &d->pl);
     if (rc) {
         pgd_cuda_gemm_deq_destroy(d);
         return rc;
     }
     *out = d;
     return 0;
+}
+
+int pgd_cuda_gemm_deq_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
+                             uint64_t scratch_bytes, pgd_cuda_gemm_mode mode,
+                             pgd_cuda_gemm_out type, pgd_cuda_gemm_deq **out) {
+    return pgd_cuda_gemm_deq_create_ld(g, N, K, N, max_m, scratch_bytes, mode, type, out);
 }
 
 uint64_t pgd_cuda_gemm_deq_scratch(const pgd_cuda_gemm_deq *d) {

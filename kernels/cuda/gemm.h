@@ -138,12 +138,17 @@ typedef struct pgd_cuda_gemm_deq pgd_cuda_gemm_deq;
 int pgd_cuda_gemm_deq_create(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t max_m,
                              uint64_t scratch_bytes, pgd_cuda_gemm_mode mode,
                              pgd_cuda_gemm_out type, pgd_cuda_gemm_deq **out);
+/* ... with Y's rows ldy elements apart (ldy >= N: a part of a fused product's output). */
+int pgd_cuda_gemm_deq_create_ld(pgd_cuda_gemm *g, uint32_t N, uint32_t K, uint32_t ldy,
+                                uint32_t max_m, uint64_t scratch_bytes, pgd_cuda_gemm_mode mode,
+                                pgd_cuda_gemm_out type, pgd_cuda_gemm_deq **out);
 uint64_t pgd_cuda_gemm_deq_scratch(const pgd_cuda_gemm_deq *d); /* rows x K x 2 */
 void pgd_cuda_gemm_deq_destroy(pgd_cuda_gemm_deq *d);           /* NULL is fine */
 
 /* Y = X · Wᵀ for M rows (1 <= M <= max_m), asynchronous on `stream`: X bf16 [M][K], W [N][K] in
- * 8 bits (pgd_q8_mat, q8.h) or 4 bits (pgd_q4_mat, q4.h), scratch bf16 [rows][K], Y [M][N] of the
- * plans' output type; device pointers, X and Y 16-byte aligned. 0, PGD_ECUDA. */
+ * 8 bits (pgd_q8_mat, q8.h) or 4 bits (pgd_q4_mat, q4.h), scratch bf16 [rows][K], Y [M][ldy] of
+ * the plans' output type (its columns [0, N) written); device pointers, X and Y 16-byte aligned. 0,
+ * PGD_ECUDA. */
 int pgd_cuda_gemm_deq_q8(pgd_cuda_gemm *g, pgd_cuda_gemm_deq *d, const uint16_t *X, pgd_q8_mat W,
                          uint16_t *scratch, void *Y, uint32_t M, void *stream);
 int pgd_cuda_gemm_deq_q4(pgd_cuda_gemm *g, pgd_cuda_gemm_deq *d, const uint16_t *X, pgd_q4_mat W,

@@ -171,10 +171,11 @@ struct gg_args {
     const uint32_t *n_tiles;       /* [1] */
     uint32_t M;                    /* the dense form's rows */
     bool out_bf16;
-    void *Y;             /* f32 or bf16 [rows][N] */
+    void *Y;             /* f32 or bf16 [rows][ldy] */
     const uint8_t *W4;   /* nibbles [NE][N][K / 2] (the q4 form; after the others, whose
                           * offsets stay) */
     const uint32_t *Wdm; /* d | m << 16 [NE][N][K / 32] (the q4 form) */
+    uint32_t ldy;        /* Y's row stride (elements; >= N, a multiple of 8) */
 };
 
 /* Four int8 values (w's bytes 0 .. 3) as bf16 pairs, exactly: lo (q0, q1), hi (q2, q3), the
@@ -541,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, F != kBf16 ? 4 : 1) gemm_grouped_ker
         for (uint32_t h = 0; h < 2; h++) {
             const uint32_t r = wm * 32 + 16 * t + g + 8 * h;
             if (r >= rows) continue;
-            const uint64_t y0 = (uint64_t)(tile.row0 + r) * N;
+            const uint64_t y0 = (uint64_t)(tile.row0 + r) * a.ldy;
 #pragma unroll
             for (uint32_t j = 0; j < 4; j++) {
                 const uint32_t col = n0 + wn * 32 + 8 * j + 2 * c;
@@ -564,11 +565,11 @@ int launch_quant(const char *what, const gg_args &a, uint32_t tiles, void *strea
     const void *q = F == kQ8 ? (const void *)a.Wq : (const void *)a.W4;
     const void *d = F == kQ8 ? (const void *)a.Wd : (const void *)a.Wdm;
     const uintptr_t d_align = F == kQ8 ? 2 : 4;
-    if (a.N % 8 || a.K % kQBlock || tiles > 65535)
+    if (a.N % 8 || a.K % kQBlock || tiles > 65535 || a.ldy < a.N || a.ldy % 8)
         return pgd_error_set(PGD_EINVAL,
-                             "%s: N %u must be a multiple of 8 and K %u of 32, and the tiles at "
-                             "most 65535 (%u)",
-                             what, a.N, a.K, tiles);
+                             "%s: N %u must be a multiple of 8 and K %u of 32, the tiles at most "
+                             "65535 (%u), Y's row stride %u a multiple of 8 and at least N",
+                             what, a.N, a.K, tiles, a.ldy);
     if ((uintptr_t)a.X % 16 || (uintptr_t)q % 16 || (uintptr_t)d % d_align || (uintptr_t)a.Y % 16)
         return pgd_error_set(PGD_EINVAL,
                              "%s: X, W.q and Y must be 16-byte aligned, %s %u-byte aligned", what,
@@ -601,8 +602,8 @@ extern "C" int pgd_cuda_gemm_grouped(const uint16_t *X, const uint32_t *gather, 
     if (max_tiles == 0 || N == 0) return 0;
     if (!X || !W || !tiles || !n_tiles || !Y)
         return pgd_error_set(PGD_EINVAL, "CUDA grouped GEMM: a NULL operand");
-    const gg_args a = {X,     gather,  W, nullptr,  nullptr, N,       K,
-                       tiles, n_tiles, 0, out_bf16, Y,       nullptr, nullptr};
+    const gg_args a = {X,       gather, W,        nullptr, nullptr, N,       K, tiles,
+                       n_tiles, 0,      out_bf16, Y,       nullptr, nullptr, N};
     static bool smem_done[PGD_CUDA_MAX_DEVICES];
     PGD_CUDA_TRY(pgd_cuda_smem_once(gemm_grouped_kernel<kBf16>, kSmemBytes, smem_done));
     PGD_CUDA_TRY(pgd_cuda_launch(gemm_grouped_kernel<kBf16>, dim3((N + kBN - 1) / kBN, max_tiles),
@@ -614,36 +615,46 @@ extern "C" int pgd_cuda_gemm_grouped_q8(const uint16_t *X, const uint32_t *gathe
                                         uint32_t N, uint32_t K, const pgd_grouped_tile *tiles,
                                         const uint32_t *n_tiles, uint32_t max_tiles, bool out_bf16,
                                         void *Y, void *stream) {
-    const gg_args a = {X,     gather,  nullptr, W.q,      W.d, N,       K,
-                       tiles, n_tiles, 0,       out_bf16, Y,   nullptr, nullptr};
+    const gg_args a = {X,       gather, nullptr,  W.q, W.d,     N,       K, tiles,
+                       n_tiles, 0,      out_bf16, Y,   nullptr, nullptr, N};
     return launch_quant<kQ8>("CUDA grouped GEMM (q8)", a, max_tiles, stream);
+}
+
+extern "C" int pgd_cuda_gemm_q8_ld(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N,
+                                   uint32_t K, uint32_t ldy, bool out_bf16, void *Y, void *stream) {
+    const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
+    if (tiles > 65535)
+        return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q8): %u rows, at most %u", M, 65535u * kBM);
+    const gg_args a = {X,       nullptr, nullptr,  W.q, W.d,     N,       K,  nullptr,
+                       nullptr, M,       out_bf16, Y,   nullptr, nullptr, ldy};
+    return launch_quant<kQ8>("CUDA GEMM (q8)", a, (uint32_t)tiles, stream);
 }
 
 extern "C" int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, uint32_t K,
                                 bool out_bf16, void *Y, void *stream) {
-    const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
-    if (tiles > 65535)
-        return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q8): %u rows, at most %u", M, 65535u * kBM);
-    const gg_args a = {X,       nullptr, nullptr, W.q,      W.d, N,       K,
-                       nullptr, nullptr, M,       out_bf16, Y,   nullptr, nullptr};
-    return launch_quant<kQ8>("CUDA GEMM (q8)", a, (uint32_t)tiles, stream);
+    return pgd_cuda_gemm_q8_ld(X, W, M, N, K, N, out_bf16, Y, stream);
 }
 
 extern "C" int pgd_cuda_gemm_grouped_q4(const uint16_t *X, const uint32_t *gather, pgd_q4_mat W,
                                         uint32_t N, uint32_t K, const pgd_grouped_tile *tiles,
                                         const uint32_t *n_tiles, uint32_t max_tiles, bool out_bf16,
                                         void *Y, void *stream) {
-    const gg_args a = {X,     gather,  nullptr, nullptr,  nullptr, N,   K,
-                       tiles, n_tiles, 0,       out_bf16, Y,       W.q, W.dm};
+    const gg_args a = {X,       gather, nullptr,  nullptr, nullptr, N,    K, tiles,
+                       n_tiles, 0,      out_bf16, Y,       W.q,     W.dm, N};
     return launch_quant<kQ4>("CUDA grouped GEMM (q4)", a, max_tiles, stream);
+}
+
+extern "C" int pgd_cuda_gemm_q4_ld(const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N,
+                                   uint32_t K, uint32_t ldy, bool out_bf16, void *Y, void *stream) {
+    const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
+    if (tiles > 65535)
+        return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q4): %u rows, at most %u", M, 65535u * kBM);
+    const gg_args a = {X,       nullptr, nullptr,  nullptr, nullptr, N,    K,  nullptr,
+                       nullptr, M,       out_bf16, Y,       W.q,     W.dm, ldy};
+    return launch_quant<kQ4>("CUDA GEMM (q4)", a, (uint32_t)tiles, stream);
 }
 
 extern "C" int pgd_cuda_gemm_q4(const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K,
                                 bool out_bf16, void *Y, void *stream) {
-    const uint64_t tiles = ((uint64_t)M + kBM - 1) / kBM;
-    if (tiles > 65535)
-        return pgd_error_set(PGD_EINVAL, "CUDA GEMM (q4): %u rows, at most %u", M, 65535u * kBM);
-    const gg_args a = {X,       nullptr, nullptr, nullptr,  nullptr, N,   K,
-                       nullptr, nullptr, M,       out_bf16, Y,       W.q, W.dm};
-    return launch_quant<kQ4>("CUDA GEMM (q4)", a, (uint32_t)tiles, stream);
+    return pgd_cuda_gemm_q4_ld(X, W, M, N, K, N, out_bf16, Y, stream);
 }

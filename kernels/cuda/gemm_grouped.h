@@ -82,6 +82,10 @@ int pgd_cuda_gemm_grouped_q8(const uint16_t *X, const uint32_t *gather, pgd_q8_m
  * FORM, Y [M][N] f32 or bf16), M >= 1; the same bits a row gets from pgd_cuda_gemm_grouped_q8. */
 int pgd_cuda_gemm_q8(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, uint32_t K,
                      bool out_bf16, void *Y, void *stream);
+/* The dense form with Y's rows ldy elements apart (ldy >= N, a multiple of 8; a row's columns
+ * N .. ldy - 1 not written): a part of a fused product's output, a row's bits as above. */
+int pgd_cuda_gemm_q8_ld(const uint16_t *X, pgd_q8_mat W, uint32_t M, uint32_t N, uint32_t K,
+                        uint32_t ldy, bool out_bf16, void *Y, void *stream);
 /* The twin of both _q8 forms (dense: one tile {0, 0, M}), host pointers: each element
  * sum_k x * (f16(d) * q) in double, rounded once to f32 (and to bf16 with out_bf16). */
 void pgd_cuda_gemm_grouped_q8_twin(const uint16_t *X, const uint32_t *gather, const int8_t *Wq,
@@ -98,6 +102,9 @@ int pgd_cuda_gemm_grouped_q4(const uint16_t *X, const uint32_t *gather, pgd_q4_m
  * pgd_cuda_gemm_grouped_q4. */
 int pgd_cuda_gemm_q4(const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K,
                      bool out_bf16, void *Y, void *stream);
+/* ... with Y's rows ldy elements apart, as pgd_cuda_gemm_q8_ld. */
+int pgd_cuda_gemm_q4_ld(const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K,
+                        uint32_t ldy, bool out_bf16, void *Y, void *stream);
 /* The twin of both _q4 forms (dense: one tile {0, 0, M}), host pointers: each element
  * sum_k x * (f16(d) * q + f16(m)) in double, rounded once to f32 (and to bf16 with out_bf16). */
 void pgd_cuda_gemm_grouped_q4_twin(const uint16_t *X, const uint32_t *gather, const uint8_t *Wq,

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, kGemvMinCtas<Lean>)
     /* X is the previous kernel's output */
     warp_dot<MR, R, L, Early>(
         w, K / 8, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
-    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, Y, O);
+    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, N, Y, O);
 }
 
 /* A switch of env_switch.h, read once into *known (0: not read yet, 1: off, 2: on); any host

@@ -200,7 +200,8 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint3
  * whole round in flight needs. */
 template <int MR, int R, bool Silu, bool Early, bool Round = false>
 __global__ void __launch_bounds__(kThreads, kMinCtas<MR>)
-    gemv_q4_kernel(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K) {
+    gemv_q4_kernel(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
+                   uint32_t ldy) {
     static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
     constexpr int P = Silu ? R / 2 : R;                             /* output columns a warp */
     constexpr uint32_t L = kRoundBlocks > R ? kRoundBlocks / R : 1; /* blocks of a row a round */
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<MR>)
     /* X is the previous kernel's output */
     warp_dot<MR, R, L, Early, Round>(
         q, dm, K / kBlock, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
-    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, Y, O);
+    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, ldy, Y, O);
 }
 
 /* Whether one-row products issue each round's loads all before its conversions
@@ -230,7 +231,7 @@ bool round_first() {
 /* round: at one row, each round's loads all first (-1: as round_first() says). */
 template <int MR, bool Silu>
 cudaError_t launch(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
-                   cudaStream_t stream, int round = -1) {
+                   uint32_t ldy, cudaStream_t stream, int round = -1) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint64_t warps = ((uint64_t)N + P - 1) / P;
@@ -238,7 +239,7 @@ cudaError_t launch(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint3
     if constexpr (MR == 1) {
         const bool early = pgd_gemv_early_loads(), all = round < 0 ? round_first() : round > 0;
         auto go = [&](auto kernel) {
-            return pgd_cuda_launch(kernel, ctas, kThreads, 0, stream, X, W, Y, O, N, K);
+            return pgd_cuda_launch(kernel, ctas, kThreads, 0, stream, X, W, Y, O, N, K, ldy);
         };
         return early && all ? go(gemv_q4_kernel<MR, R, Silu, true, true>)
                : early      ? go(gemv_q4_kernel<MR, R, Silu, true, false>)
@@ -246,34 +247,36 @@ cudaError_t launch(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint3
                             : go(gemv_q4_kernel<MR, R, Silu, false, false>);
     }
     return pgd_cuda_launch(gemv_q4_kernel<MR, R, Silu, false>, ctas, kThreads, 0, stream, X, W, Y,
-                           O, N, K);
+                           O, N, K, ldy);
 }
 
 using launch_fn_r = cudaError_t (*)(const uint16_t *, pgd_q4_mat, float *, uint16_t *, uint32_t,
-                                    uint32_t, cudaStream_t, int);
+                                    uint32_t, uint32_t, cudaStream_t, int);
 
-/* The checks and the launch of the plain form (N columns) or the SiLU form (N pairs): 0 or
- * PGD_EINVAL (said) / PGD_ECUDA. */
-int check(bool silu, const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K) {
-    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || N < 1 || (silu && N > UINT32_MAX / 2) || K == 0 ||
-        K % kBlock || (uintptr_t)X % 16 || (uintptr_t)W.q % 16 || (uintptr_t)W.dm % 4)
+/* The checks of the plain form (N columns, output rows ldy apart) or the SiLU form (N pairs,
+ * ldy N): 0 or PGD_EINVAL (said). */
+int check(bool silu, const uint16_t *X, pgd_q4_mat W, uint32_t M, uint32_t N, uint32_t K,
+          uint32_t ldy) {
+    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || N < 1 || ldy < N || (silu && N > UINT32_MAX / 2) ||
+        K == 0 || K % kBlock || (uintptr_t)X % 16 || (uintptr_t)W.q % 16 || (uintptr_t)W.dm % 4)
         return pgd_error_set(PGD_EINVAL,
-                             "CUDA GEMV q4%s: %u rows (1 to %u), %u columns (at least 1), K %u "
-                             "(a multiple of 32), X and W.q 16-byte aligned, W.dm 4-byte aligned",
-                             silu ? " + SiLU" : "", M, PGD_CUDA_GEMV_MAX_M, N, K);
+                             "CUDA GEMV q4%s: %u rows (1 to %u), %u columns (at least 1, at most "
+                             "the output's row stride %u), K %u (a multiple of 32), X and W.q "
+                             "16-byte aligned, W.dm 4-byte aligned",
+                             silu ? " + SiLU" : "", M, PGD_CUDA_GEMV_MAX_M, N, ldy, K);
     return 0;
 }
 
 template <bool Silu>
 int gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
-            uint32_t K, void *stream) {
-    int rc = check(Silu, X, W, M, N, K);
+            uint32_t K, uint32_t ldy, void *stream) {
+    int rc = check(Silu, X, W, M, N, K, ldy);
     if (rc) return rc;
     static const launch_fn_r by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
                                        launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
                                        launch<7, Silu>, launch<8, Silu>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
-    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream, -1));
+    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, ldy, (cudaStream_t)stream, -1));
     return 0;
 }
 
@@ -281,19 +284,24 @@ int gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint16_t *O, uint32_t M, 
 
 extern "C" int pgd_cuda_gemv_q4(const uint16_t *X, pgd_q4_mat W, float *Y, uint32_t M, uint32_t N,
                                 uint32_t K, void *stream) {
-    return gemv_q4<false>(X, W, Y, NULL, M, N, K, stream);
+    return gemv_q4<false>(X, W, Y, NULL, M, N, K, N, stream);
+}
+
+extern "C" int pgd_cuda_gemv_q4_ld(const uint16_t *X, pgd_q4_mat W, float *Y, uint32_t ldy,
+                                   uint32_t M, uint32_t N, uint32_t K, void *stream) {
+    return gemv_q4<false>(X, W, Y, NULL, M, N, K, ldy, stream);
 }
 
 extern "C" int pgd_cuda_gemv_q4_one(const uint16_t *X, pgd_q4_mat W, float *Y, uint32_t N,
                                     uint32_t K, int round_first, void *stream) {
-    int rc = check(false, X, W, 1, N, K);
+    int rc = check(false, X, W, 1, N, K, N);
     if (rc) return rc;
     const launch_fn_r one = launch<1, false>;
-    PGD_CUDA_TRY(one(X, W, Y, NULL, N, K, (cudaStream_t)stream, round_first ? 1 : 0));
+    PGD_CUDA_TRY(one(X, W, Y, NULL, N, K, N, (cudaStream_t)stream, round_first ? 1 : 0));
     return 0;
 }
 
 extern "C" int pgd_cuda_gemv_q4_silu(const uint16_t *X, pgd_q4_mat Wgu, uint16_t *out, uint32_t M,
                                      uint32_t F, uint32_t K, void *stream) {
-    return gemv_q4<true>(X, Wgu, NULL, out, M, F, K, stream);
+    return gemv_q4<true>(X, Wgu, NULL, out, M, F, K, F, stream);
 }

@@ -162,7 +162,8 @@ __device__ __forceinline__ void warp_dot(const uint4 *const (&q)[R], const uint1
  * whole round in flight needs. */
 template <int MR, int R, bool Silu, bool Early>
 __global__ void __launch_bounds__(kThreads, 1)
-    gemv_q8_kernel(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K) {
+    gemv_q8_kernel(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
+                   uint32_t ldy) {
     static_assert(!Silu || R % 2 == 0, "gate and up columns in pairs");
     constexpr int P = Silu ? R / 2 : R;                             /* output columns a warp */
     constexpr uint32_t L = kRoundBlocks > R ? kRoundBlocks / R : 1; /* blocks of a row a round */
@@ -179,12 +180,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     /* X is the previous kernel's output */
     warp_dot<MR, R, L, Early>(
         q, d, K / kBlock, lane, xc, [] { pgd_dev_pdl_enter(); }, acc);
-    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, Y, O);
+    if (lane == 0) pgd_gemv_store<MR, R, Silu>(acc, n0, N, ldy, Y, O);
 }
 
 template <int MR, bool Silu>
 cudaError_t launch(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint32_t N, uint32_t K,
-                   cudaStream_t stream) {
+                   uint32_t ldy, cudaStream_t stream) {
     constexpr int R = Silu && cols_for(MR) < 2 ? 2 : cols_for(MR);
     constexpr int P = Silu ? R / 2 : R;
     const uint64_t warps = ((uint64_t)N + P - 1) / P;
@@ -192,30 +193,31 @@ cudaError_t launch(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint3
     if constexpr (MR == 1)
         if (pgd_gemv_early_loads())
             return pgd_cuda_launch(gemv_q8_kernel<MR, R, Silu, true>, ctas, kThreads, 0, stream, X,
-                                   W, Y, O, N, K);
+                                   W, Y, O, N, K, ldy);
     return pgd_cuda_launch(gemv_q8_kernel<MR, R, Silu, false>, ctas, kThreads, 0, stream, X, W, Y,
-                           O, N, K);
+                           O, N, K, ldy);
 }
 
 using launch_fn = cudaError_t (*)(const uint16_t *, pgd_q8_mat, float *, uint16_t *, uint32_t,
-                                  uint32_t, cudaStream_t);
+                                  uint32_t, uint32_t, cudaStream_t);
 
-/* The checks and the launch of the plain form (N columns) or the SiLU form (N pairs): 0 or
- * PGD_EINVAL (said) / PGD_ECUDA. */
+/* The checks and the launch of the plain form (N columns, output rows ldy apart) or the SiLU
+ * form (N pairs, ldy N): 0 or PGD_EINVAL (said) / PGD_ECUDA. */
 template <bool Silu>
 int gemv_q8(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint32_t M, uint32_t N,
-            uint32_t K, void *stream) {
-    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || N < 1 || (Silu && N > UINT32_MAX / 2) || K == 0 ||
-        K % kBlock || (uintptr_t)X % 16 || (uintptr_t)W.q % 16 || (uintptr_t)W.d % 2)
+            uint32_t K, uint32_t ldy, void *stream) {
+    if (M < 1 || M > PGD_CUDA_GEMV_MAX_M || N < 1 || ldy < N || (Silu && N > UINT32_MAX / 2) ||
+        K == 0 || K % kBlock || (uintptr_t)X % 16 || (uintptr_t)W.q % 16 || (uintptr_t)W.d % 2)
         return pgd_error_set(PGD_EINVAL,
-                             "CUDA GEMV q8%s: %u rows (1 to %u), %u columns (at least 1), K %u "
-                             "(a multiple of 32), X and W.q 16-byte aligned, W.d 2-byte aligned",
-                             Silu ? " + SiLU" : "", M, PGD_CUDA_GEMV_MAX_M, N, K);
+                             "CUDA GEMV q8%s: %u rows (1 to %u), %u columns (at least 1, at most "
+                             "the output's row stride %u), K %u (a multiple of 32), X and W.q "
+                             "16-byte aligned, W.d 2-byte aligned",
+                             Silu ? " + SiLU" : "", M, PGD_CUDA_GEMV_MAX_M, N, ldy, K);
     static const launch_fn by_m[] = {launch<1, Silu>, launch<2, Silu>, launch<3, Silu>,
                                      launch<4, Silu>, launch<5, Silu>, launch<6, Silu>,
                                      launch<7, Silu>, launch<8, Silu>};
     static_assert(sizeof by_m / sizeof by_m[0] == PGD_CUDA_GEMV_MAX_M, "one instance per M");
-    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, (cudaStream_t)stream));
+    PGD_CUDA_TRY(by_m[M - 1](X, W, Y, O, N, K, ldy, (cudaStream_t)stream));
     return 0;
 }
 
@@ -223,10 +225,15 @@ int gemv_q8(const uint16_t *X, pgd_q8_mat W, float *Y, uint16_t *O, uint32_t M, 
 
 extern "C" int pgd_cuda_gemv_q8(const uint16_t *X, pgd_q8_mat W, float *Y, uint32_t M, uint32_t N,
                                 uint32_t K, void *stream) {
-    return gemv_q8<false>(X, W, Y, NULL, M, N, K, stream);
+    return gemv_q8<false>(X, W, Y, NULL, M, N, K, N, stream);
+}
+
+extern "C" int pgd_cuda_gemv_q8_ld(const uint16_t *X, pgd_q8_mat W, float *Y, uint32_t ldy,
+                                   uint32_t M, uint32_t N, uint32_t K, void *stream) {
+    return gemv_q8<false>(X, W, Y, NULL, M, N, K, ldy, stream);
 }
 
 extern "C" int pgd_cuda_gemv_q8_silu(const uint16_t *X, pgd_q8_mat Wgu, uint16_t *out, uint32_t M,
                                      uint32_t F, uint32_t K, void *stream) {
-    return gemv_q8<true>(X, Wgu, NULL, out, M, F, K, stream);
+    return gemv_q8<true>(X, Wgu, NULL, out, M, F, K, F, stream);
 }

@@ -32,6 +32,10 @@ extern "C" {
  * (shape, alignment) / PGD_ECUDA. */
 int pgd_cuda_gemv_q8(const uint16_t *X, pgd_q8_mat W, float *Y, uint32_t M, uint32_t N, uint32_t K,
                      void *stream);
+/* pgd_cuda_gemv_q8 with Y's rows ldy elements apart (ldy >= N; columns N .. ldy - 1 of a row not
+ * written): a part of a fused product's output, a row's bits those of the plain form. */
+int pgd_cuda_gemv_q8_ld(const uint16_t *X, pgd_q8_mat W, float *Y, uint32_t ldy, uint32_t M,
+                        uint32_t N, uint32_t K, void *stream);
 /* The gate/up product and SiLU * up in one: out[m][j] = bf16(SiLU(g) * u) with g = Y[m][j] and
  * u = Y[m][F + j] of Y = X · Wguᵀ by THE SUM, SiLU * up as silu_mul.h computes it — the bits of
  * pgd_cuda_gemv_q8 over Wgu then pgd_cuda_silu_mul. Wgu [2F][K] in THE FORM (gate rows, then up

@@ -87,17 +87,18 @@ template <int MR, int R> __device__ __forceinline__ void pgd_gemv_fold(float (&a
 }
 
 /* Lane 0's results for the columns n0 .. n0 + P - 1 below N (P = R, or R / 2 gate and up pairs
- * in the SiLU form): Y[m][n] = sum, or in the SiLU form O[m][n] = bf16(SiLU(gate) * up). */
+ * in the SiLU form): Y[m][n] = sum, or in the SiLU form O[m][n] = bf16(SiLU(gate) * up); the
+ * output's rows ldy elements apart (ldy >= N). */
 template <int MR, int R, bool Silu>
 __device__ __forceinline__ void pgd_gemv_store(const float (&acc)[R][MR], uint32_t n0, uint32_t N,
-                                               float *Y, uint16_t *O) {
+                                               uint32_t ldy, float *Y, uint16_t *O) {
     constexpr int P = Silu ? R / 2 : R;
 #pragma unroll
     for (int r = 0; r < P; r++)
         if (n0 + r < N)
 #pragma unroll
             for (int m = 0; m < MR; m++) {
-                const uint64_t i = (uint64_t)m * N + n0 + r;
+                const uint64_t i = (uint64_t)m * ldy + n0 + r;
                 if (Silu)
                     O[i] = pgd_dev_f32_to_bf16(pgd_dev_silu_mul(acc[r][m], acc[P + r][m]));
                 else

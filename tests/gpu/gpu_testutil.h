@@ -97,6 +97,23 @@ static inline uint64_t gt_count_diff(const char *what, const void *a, const void
     return bad;
 }
 
+/* got [rows][ldy] (elements of `elem` bytes) against want [rows][n]: each row's first n elements
+ * equal want's row, its elements n .. ldy - 1 all 0xFF (the poison, untouched). The elements
+ * that fail; the first one is named. */
+static inline uint64_t gt_count_strided(const char *what, const void *got, const void *want,
+                                        uint64_t rows, uint64_t n, uint64_t ldy, size_t elem) {
+    uint64_t bad = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint8_t *g = (const uint8_t *)got + r * ldy * elem;
+        bad += gt_count_diff(what, g, (const uint8_t *)want + r * n * elem, n, elem);
+        for (uint64_t i = n * elem; i < ldy * elem; i++)
+            if (g[i] != 0xFF && !bad++)
+                fprintf(stderr, "  %s: row %llu written past its %llu columns\n", what,
+                        (unsigned long long)r, (unsigned long long)n);
+    }
+    return bad;
+}
+
 /* A bf16 value's place on the number line (+0 and -0 at 0): adjacent values differ by 1. */
 static inline int64_t gt_bf16_ord(uint16_t h) {
     return (h & 0x8000u) ? -(int64_t)(h & 0x7fffu) : (int64_t)h;

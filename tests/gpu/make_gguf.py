@@ -15,9 +15,11 @@ attn_q_norm / attn_k_norm) in F16, and tiny-qwen3moe-Q4_K.gguf: that Qwen3 with 
 experts instead of the dense FFN (general.architecture "qwen3moe": 8 experts 256 wide, 2 a token,
 the 3-D expert tensors in Q4_K, the router in f32 as quantizers leave it), and tiny-Q4_K_M.gguf:
 the Llama in Q4_K but for attn_v, ffn_down and output in Q6_K, as llama.cpp's Q4_K_M mixes them
-(--gpu-weights q4 keeps the Q4_K matrices in 4 bits and the rest, a fused QKV with a Q6_K part
-among them, in 8) — all three written first: tiny-Q6_K.gguf stays the last file written.
-Deterministic: the same files every run (about 22 MB in all). Run by `make test-cuda-emu` and
+(--gpu-weights q4 keeps the Q4_K matrices in 4 bits, the Q and K parts of the fused QKV too, and
+the Q6_K ones in 8), and tiny-Q4_K_V8.gguf: the Llama in Q4_K but for attn_v in Q8_0 (a QKV of
+4- and 8-bit parts whose values both devices hold exactly, so the logits agree as closely as the
+Q4_K file's) — all four written first: tiny-Q6_K.gguf stays the last file written.
+Deterministic: the same files every run (about 27 MB in all). Run by `make test-cuda-emu` and
 `scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
 import pathlib
 import sys
@@ -145,6 +147,7 @@ def main():
     write(out / "tiny-qwen3moe-Q4_K.gguf", "Q4_K", seed=998, arch="qwen3moe")
     write(out / "tiny-Q4_K_M.gguf", "Q4_K", seed=997,
           mix={"attn_v": "Q6_K", "ffn_down": "Q6_K", "output": "Q6_K"})
+    write(out / "tiny-Q4_K_V8.gguf", "Q4_K", seed=996, mix={"attn_v": "Q8_0"})
     for i, t in enumerate(TYPES):
         write(out / f"tiny-{t}.gguf", t, seed=1000 + i)
     return 0

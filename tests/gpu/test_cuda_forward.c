@@ -174,7 +174,7 @@ static void run(dev *devs, int n_dev, batch *b) {
                 r2 += (double)c[v] * c[v];
             }
             double e = sqrt(d2 / r2);
-            if (e > g_worst) g_worst = e;
+            if (e > g_worst || e != e) g_worst = e; /* a NaN shows */
             CHECK(e <= 3e-2);
         }
         if (n_dev > 2) /* device-filled vs uploaded weights: the same bits */
@@ -757,28 +757,76 @@ static void test_graphs_match_eager_q4(void) {
 }
 
 /* 4-bit weights from GGUF files: Q4_0, Q4_1 and Q4_K blocks as they are (Q4_K re-blocked), F16
- * in 8 bits (requantized), and a Q4_K_M mix: its Q4_K matrices in 4 bits, its Q6_K ones (V, down,
- * output) in 8, the fused QKV with them. The CPU's reference here is the file as the CPU backend
- * keeps it by default (Q4_0, Q4_1 and F16 as they are, Q4_K re-blocked into Q4_1, Q6_K
- * requantized into Q8_0: engine/model/model.h): the values the GPU holds, but for F16 (the
- * GPU's 8 bits: their error shows in the printed worst error) and the mix's QKV (its Q4_K parts
- * requantized into the fused 8-bit matrix). Against the f32 reference a Q6_K matrix's
+ * in 8 bits (requantized), a Q4_K_M mix: its Q4_K matrices in 4 bits, its Q6_K ones (V, down,
+ * output) in 8, the fused QKV's parts each in theirs (test_gguf_q4_k_m_bytes), and Q4_K with a
+ * Q8_0 V: a QKV of 4- and 8-bit parts, the values exact in both. The CPU's reference here is the
+ * file as the CPU backend keeps it by default (Q4_0, Q4_1, Q8_0 and F16 as they are, Q4_K
+ * re-blocked into Q4_1, Q6_K requantized into Q8_0: engine/model/model.h): the values the GPU
+ * holds, but for F16 (the GPU's 8 bits: their error shows in the printed worst error). Against
+ * the f32 reference a Q6_K matrix's
  * requantization alone moves these small models' logits by several 1e-2, on either device. The
  * mix is the worst-conditioned file: its bf16 weights against the f32 CPU differ by 2.2e-2 in
  * the emulator, its 4-bit ones against this reference by 2.4e-2 (Q4_K alone: 2e-4). */
 static void test_gguf_types_q4(void) {
-    static const char *const types[] = {"Q4_0", "Q4_1", "Q4_K", "Q4_K_M", "F16", "qwen3moe-Q4_K"};
+    static const char *const types[] = {"Q4_0",    "Q4_1", "Q4_K",         "Q4_K_M",
+                                        "Q4_K_V8", "F16",  "qwen3moe-Q4_K"};
     g_weights = PGD_CUDA_WEIGHTS_Q4;
     gguf_types(types, PGD_ARRAY_LEN(types), 0);
     g_weights = PGD_CUDA_WEIGHTS_BF16;
 }
 
-/* Q4_K files, dense and with experts, with their prefill chunks (20 and 17 rows) on cuBLASLt
- * over the dequantized weights (PGD_CUDA_DEQ_ROWS=16), against the reference above (the emulator:
- * 2.1e-4 and 3.7e-4, as in 4 bits). Not the Q4_K_M mix, whose bf16 rounding alone moves its
- * logits by 2.2e-2 (above): there 2.8e-2, too near the tolerance to tell anything. */
+/* --gpu-weights q4 on the Q4_K_M mix keeps each of its Q4_K matrices in 4 bits — the Q and K
+ * parts of its fused QKV too, beside the V part's 8 bits — and only its Q6_K matrices (V, down,
+ * output) in 8: its weights take the bytes of the Q4_K file of the same shapes (every matrix in 4
+ * bits) and, for each Q6_K matrix, 14 more a block of 32 (an 8-bit block of 32 weights is 34
+ * bytes, a 4-bit one 20: q8.h, q4.h), counted here from the file's tensor types. A QKV moved
+ * whole into 8 bits adds its Q and K parts' 14 a block too. */
+static void test_gguf_q4_k_m_bytes(void) {
+    const char *dir = getenv("PGD_TEST_GGUF_DIR");
+    if (!dir) return; /* gguf_types says so */
+    static const char *const types[] = {"Q4_K", "Q4_K_M"};
+    uint64_t bytes[2] = {0}, more = 0;
+    g_weights = PGD_CUDA_WEIGHTS_Q4;
+    for (int k = 0; k < 2; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tiny-%s.gguf", dir, types[k]);
+        pgd_gguf *g = NULL;
+        pgd_model *raw = NULL;
+        REQUIRE(pgd_gguf_open(path, &g) == 0);
+        REQUIRE(pgd_model_load(g, PGD_MODEL_RAW | PGD_MODEL_QUIET, &raw) == 0);
+        dev d = {0};
+        REQUIRE(open_dev(&d, raw, PGD_DEVICE_CUDA) == 0);
+        bytes[k] = d.b->caps.weight_bytes;
+        const pgd_weight *mats[2 + 7 * 64] = {&raw->tok_embd, &raw->output};
+        uint32_t n = 2;
+        REQUIRE(raw->cfg.n_layer <= 64);
+        for (uint32_t l = 0; l < raw->cfg.n_layer; l++) {
+            const pgd_layer_weights *L = &raw->layers[l];
+            const pgd_weight *lm[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                      &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < PGD_ARRAY_LEN(lm); i++) mats[n++] = lm[i];
+        }
+        for (uint32_t i = 0; k == 1 && i < n; i++)
+            if (mats[i]->type == PGD_TYPE_Q6_K) more += mats[i]->rows * mats[i]->cols / 32 * 14;
+        close_dev(&d);
+        pgd_model_free(raw);
+        pgd_gguf_close(g);
+    }
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+    fprintf(stderr,
+            "    4-bit weights: Q4_K %llu bytes, Q4_K_M %llu (its Q6_K matrices: %llu more)\n",
+            (unsigned long long)bytes[0], (unsigned long long)bytes[1], (unsigned long long)more);
+    CHECK(more > 0);
+    CHECK(bytes[1] == bytes[0] + more);
+}
+
+/* Q4_K files, dense, with experts and with a Q8_0 V (the fused QKV's parts in 4 and 8 bits, each
+ * its own chunks' plans writing its columns), with their prefill chunks (20 and 17 rows) on
+ * cuBLASLt over the dequantized weights (PGD_CUDA_DEQ_ROWS=16), against the reference above (the
+ * emulator: 2.1e-4, 3.7e-4 and 3.9e-4, as in 4 bits). Not the Q4_K_M mix, whose bf16 rounding alone
+ * moves its logits by 2.2e-2 (above): there 2.8e-2, too near the tolerance to tell anything. */
 static void test_gguf_q4_deq(void) {
-    static const char *const types[] = {"Q4_K", "qwen3moe-Q4_K"};
+    static const char *const types[] = {"Q4_K", "qwen3moe-Q4_K", "Q4_K_V8"};
     REQUIRE(setenv("PGD_CUDA_DEQ_ROWS", "16", 1) == 0);
     g_weights = PGD_CUDA_WEIGHTS_Q4;
     gguf_types(types, PGD_ARRAY_LEN(types), 0);
@@ -829,6 +877,7 @@ int main(void) {
     if (two && r4) {
         RUN(test_graphs_match_eager_q4);
         RUN(test_gguf_types_q4);
+        RUN(test_gguf_q4_k_m_bytes);
         RUN(test_gguf_q4_deq);
     }
     return test_summary();

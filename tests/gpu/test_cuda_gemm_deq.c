@@ -12,7 +12,10 @@
  *   - in one chunk, with the split-free plan, the bits of pgd_cuda_gemm_run over the bf16 values
  *     uploaded from the host (the same product, the same algorithm); and a row's bits the same
  *     at every M (the split-free plans);
- *   - refusals: the GEMV mode, K not a multiple of 32, a scratch of fewer than 128 rows.
+ *   - Y's rows N + 40 apart (pgd_cuda_gemm_deq_create_ld: a fused product's part), every
+ *     chunking: each row within the tolerance, none left poisoned, the gaps untouched;
+ *   - refusals: the GEMV mode, K not a multiple of 32, a scratch of fewer than 128 rows, rows
+ *     closer than N.
  * Random data, seed printed. Exit 77 (skipped) without a GPU. Label `cuda`.
  */
 #include <cuda_runtime_api.h>
@@ -189,6 +192,36 @@ static void check(pgd_cuda_gemm *g, uint32_t bits, uint32_t N, uint32_t K, uint3
         pgd_cuda_gemm_deq_destroy(d);
         cudaFree(dW);
     }
+    /* Y's rows ldy apart (pgd_cuda_gemm_deq_create_ld: a fused product's part), f32 out, fast
+     * plans, M = MAX_M: each row's N columns within the tolerance of the twin and none left
+     * poisoned, the rest of each row untouched */
+    const uint32_t ldy = N + 40;
+    const uint64_t nl = (uint64_t)MAX_M * ldy;
+    float *dYl = gt_poisoned(nl * 4), *hl = malloc(nl * 4);
+    pgd_cuda_gemm_deq *dl = NULL;
+    REQUIRE(dYl && hl);
+    REQUIRE(pgd_cuda_gemm_deq_create_ld(g, N, K, ldy, MAX_M, scratch_bytes, PGD_CUDA_GEMM_FAST,
+                                        PGD_CUDA_GEMM_OUT_F32, &dl) == 0);
+    CHECK_EQ_INT(run_deq(g, dl, dX, &w, scratch, dYl, MAX_M), 0);
+    CHECK(gt_download(hl, dYl, nl * 4) == 0);
+    uint64_t far = 0, gap = 0, nan = 0;
+    double worst = 0;
+    for (uint32_t m = 0; m < MAX_M; m++) {
+        const float *row = hl + (uint64_t)m * ldy;
+        for (uint32_t n = N; n < ldy; n++) gap += memcmp(&row[n], "\xff\xff\xff\xff", 4) != 0;
+        for (uint32_t n = 0; n < N; n++) nan += isnan(row[n]);
+        const double e = m < REF ? row_error(row, false, Yref + (uint64_t)m * N, 0, N, &far) : 0;
+        if (!(e <= worst)) worst = e;
+    }
+    fprintf(stderr, "    %u-bit %u x %u, rows %u apart: worst row error vs twin %.2e\n", bits, N, K,
+            ldy, worst);
+    CHECK(worst <= fmax(1e-5, K * 0x1p-27));
+    CHECK_EQ_INT(far, 0);
+    CHECK_EQ_INT(nan, 0);
+    CHECK_EQ_INT(gap, 0);
+    pgd_cuda_gemm_deq_destroy(dl);
+    cudaFree(dYl);
+    free(hl);
     cudaFree(dX), cudaFree(scratch), cudaFree(dY);
     free(X), free(Yref), free(Y), free(Yall);
     free_weights(&w);
@@ -222,6 +255,9 @@ static void test_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemm_deq_create(g, 0, 64, 16, 1u << 20, PGD_CUDA_GEMM_FAST,
                                           PGD_CUDA_GEMM_OUT_F32, &d),
                  PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_deq_create_ld(g, 256, 64, 255, 16, 1u << 20, PGD_CUDA_GEMM_FAST,
+                                             PGD_CUDA_GEMM_OUT_F32, &d),
+                 PGD_EINVAL); /* rows closer than N */
     pgd_cuda_gemm_plan *p = NULL;
     CHECK_EQ_INT(pgd_cuda_gemm_plan_create_ld(g, 64, 64, 32, 16, PGD_CUDA_GEMM_FAST,
                                               PGD_CUDA_GEMM_OUT_F32, &p),

@@ -27,7 +27,8 @@
  * int8 (every row holding -128 and 127), f16 scales of either sign over 2^-3 .. 2^3 of their
  * size and some subnormal, d's base only 2-byte aligned; the decode step; the three layouts'
  * rows bit-identical to each other and to the dense form's rows of every expert; the dense form
- * at M = 1, 7, 64, 65, 128, 300 (rows bit-identical across M, no row past M written) and, off
+ * at M = 1, 7, 64, 65, 128, 300 (rows bit-identical across M, no row past M written), with Y's
+ * rows N + 24 apart (pgd_cuda_gemm_q8_ld: the same bits, the gaps untouched) and, off
  * the emulator, over more than 2^31 elements of Y; a block that cancels exactly, so that the
  * scale applied other than once a block of 32 shows far beyond rounding; bad arguments (K not a
  * multiple of 32, W.d odd, ...) refused; K 0 writes zeros. Every launch's Y has a row more than
@@ -655,6 +656,28 @@ static void dense(int form) {
         CHECK(same);
         free(yf), free(yb);
     }
+    /* Y's rows ldy apart (the _ld forms: a fused product's part), M 65, f32 and bf16 out: each
+     * row's N columns M 300's bits, the rest of its row untouched */
+    const uint32_t M = 65, ldy = N + 24;
+    const uint64_t nw = (uint64_t)N * K; /* expert 1's matrix, as above */
+    for (int ob = 0; ob < 2; ob++) {
+        const size_t elem = ob ? 2 : 4, bytes = (size_t)M * ldy * elem;
+        void *dY = gt_poisoned(bytes), *h = malloc(bytes);
+        REQUIRE(dY && h);
+        const pgd_q4_mat W4 = {pb.dW4 + nw / 2, pb.dWdm + nw / 32};
+        const pgd_q8_mat W8 = {pb.dWq + nw, pb.dWd + nw / 32};
+        CHECK_EQ_INT(form == Q4 ? pgd_cuda_gemm_q4_ld(pb.dX, W4, M, N, K, ldy, ob, dY, NULL)
+                                : pgd_cuda_gemm_q8_ld(pb.dX, W8, M, N, K, ldy, ob, dY, NULL),
+                     0);
+        REQUIRE(gt_download(h, dY, bytes) == 0);
+        CHECK_EQ_INT(gt_count_strided(ob ? "dense, rows N + 24 apart, bf16 out"
+                                         : "dense, rows N + 24 apart, f32 out",
+                                      h, ob ? (const void *)b300 : (const void *)f300, M, N, ldy,
+                                      elem),
+                     0);
+        cudaFree(dY);
+        free(h);
+    }
     free(f300), free(b300);
     problem_free(&pb);
 }
@@ -757,6 +780,8 @@ static void test_q8_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d, NULL, W, 60, 64, dt, dn, 1, false, Y, NULL),
                  PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemm_q8(d, W, 1, 60, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q8_ld(d, W, 1, 64, 64, 56, false, Y, NULL), PGD_EINVAL); /* < N */
+    CHECK_EQ_INT(pgd_cuda_gemm_q8_ld(d, W, 1, 64, 64, 68, false, Y, NULL), PGD_EINVAL); /* % 8 */
     /* alignment: X, W.q and Y 16 bytes, W.d 2 */
     CHECK_EQ_INT(pgd_cuda_gemm_grouped_q8(d + 1, NULL, W, 64, 64, dt, dn, 1, false, Y, NULL),
                  PGD_EINVAL);
@@ -927,6 +952,8 @@ static void test_q4_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d, NULL, W, 60, 64, dt, dn, 1, false, Y, NULL),
                  PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemm_q4(d, W, 1, 60, 64, false, Y, NULL), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_cuda_gemm_q4_ld(d, W, 1, 64, 64, 56, false, Y, NULL), PGD_EINVAL); /* < N */
+    CHECK_EQ_INT(pgd_cuda_gemm_q4_ld(d, W, 1, 64, 64, 68, false, Y, NULL), PGD_EINVAL); /* % 8 */
     /* alignment: X, W.q and Y 16 bytes, W.dm 4 */
     CHECK_EQ_INT(pgd_cuda_gemm_grouped_q4(d + 1, NULL, W, 64, 64, dt, dn, 1, false, Y, NULL),
                  PGD_EINVAL);

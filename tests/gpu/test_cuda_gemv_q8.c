@@ -11,6 +11,8 @@
  *     first loads come before the wait for the previous kernel; =0 tests the other);
  *   - batch invariance: every row's bits the same at every M (the run at M = 8 the reference);
  *     the rows past M (poisoned with NaN, all bits set, before each run) untouched;
+ *   - pgd_cuda_gemv_q8_ld (Y's rows N + 5 apart, a fused product's part) at M = 1, 4, 7: each
+ *     row's N columns the twin's bits, the rest of its row and the rows past M untouched;
  *   - the twin against an independent double-precision sum of the dequantized weights, each
  *     element within THE SUM's rounding bound (so a twin that is wrong the same way as the
  *     kernel is caught too);
@@ -148,6 +150,23 @@ static void check_shape(uint32_t N, uint32_t K, uint32_t d_off) {
         CHECK_EQ_INT(gt_count_diff(what, got, at8, (uint64_t)M * N, 4), 0);
         CHECK(poisoned(got + (uint64_t)M * N, (ny - (uint64_t)M * N) * 4)); /* rows past M */
     }
+    /* Y's rows ldy apart (_ld, a fused product's part): each row's N columns the twin's bits,
+     * the rest of its row and the rows past M untouched */
+    const uint32_t ldy = N + 5;
+    const uint64_t nl = (uint64_t)MM * ldy;
+    float *dYl = gt_poisoned(nl * 4), *gl = malloc(nl * 4);
+    REQUIRE(dYl && gl);
+    for (uint32_t M = 1; M <= MM; M += 3) {
+        REQUIRE(cudaMemset(dYl, 0xFF, nl * 4) == cudaSuccess);
+        CHECK_EQ_INT(pgd_cuda_gemv_q8_ld(p.dX, p.W, dYl, ldy, M, N, K, NULL), 0);
+        REQUIRE(gt_download(gl, dYl, nl * 4) == 0);
+        char what[96];
+        snprintf(what, sizeof what, "gemv q8 %u x %u, rows %u apart, M = %u vs twin", N, K, ldy, M);
+        CHECK_EQ_INT(gt_count_strided(what, gl, want, M, N, ldy, 4), 0);
+        CHECK(poisoned(gl + (uint64_t)M * ldy, (nl - (uint64_t)M * ldy) * 4));
+    }
+    cudaFree(dYl);
+    free(gl);
     cudaFree(dY);
     free(want), free(got), free(at8);
     problem_free(&p);
@@ -243,7 +262,8 @@ static void test_refuses(void) {
     CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, MM + 1, N, K, NULL), PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, 0, K, NULL), PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 0, NULL), PGD_EINVAL);
-    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 48, NULL), PGD_EINVAL); /* K % 32 */
+    CHECK_EQ_INT(pgd_cuda_gemv_q8_ld(X, W, y, N - 1, 1, N, K, NULL), PGD_EINVAL); /* ldy < N */
+    CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 48, NULL), PGD_EINVAL);          /* K % 32 */
     CHECK_EQ_INT(pgd_cuda_gemv_q8(X, W, y, 1, N, 8, NULL), PGD_EINVAL);
     CHECK_EQ_INT(pgd_cuda_gemv_q8(X + 1, W, y, 1, N, K, NULL), PGD_EINVAL); /* X at 2 bytes */
     CHECK_EQ_INT(pgd_cuda_gemv_q8(X + 4, W, y, 1, N, K, NULL), PGD_EINVAL); /* X at 8 bytes */
