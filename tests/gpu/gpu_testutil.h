@@ -114,6 +114,37 @@ static inline uint64_t gt_count_strided(const char *what, const void *got, const
     return bad;
 }
 
+/* An _ld form's launch into dY with rows ldy apart at M rows (0, or an error code). */
+typedef int (*gt_ld_run)(const void *ctx, float *dY, uint32_t ldy, uint32_t M);
+
+/* The _ld form of a product of up to max_m rows (a fused product's part) at M = 1, 4, 7, ... with
+ * Y's rows N + 5 apart, against want [max_m][N] (the plain form's bits): the failures — elements
+ * of a row's N columns not want's, elements of the rest of its row or of the rows past M not the
+ * poison (untouched), a failed launch or copy. */
+static inline uint64_t gt_rows_apart(const char *what, gt_ld_run run, const void *ctx,
+                                     const float *want, uint32_t N, uint32_t max_m) {
+    const uint32_t ldy = N + 5;
+    const uint64_t nl = (uint64_t)max_m * ldy;
+    float *dY = gt_poisoned(nl * 4), *h = malloc(nl * 4);
+    uint64_t bad = !dY || !h;
+    for (uint32_t M = 1; !bad && M <= max_m; M += 3) {
+        char w[128];
+        snprintf(w, sizeof w, "%s, rows %u apart, M = %u", what, ldy, M);
+        if (cudaMemset(dY, 0xFF, nl * 4) != cudaSuccess || run(ctx, dY, ldy, M) ||
+            gt_download(h, dY, nl * 4)) {
+            fprintf(stderr, "  %s: the launch failed\n", w);
+            bad++;
+            break;
+        }
+        bad += gt_count_strided(w, h, want, M, N, ldy, 4);
+        for (uint64_t i = (uint64_t)M * ldy * 4; i < nl * 4; i++)
+            bad += ((const uint8_t *)h)[i] != 0xFF;
+    }
+    cudaFree(dY);
+    free(h);
+    return bad;
+}
+
 /* A bf16 value's place on the number line (+0 and -0 at 0): adjacent values differ by 1. */
 static inline int64_t gt_bf16_ord(uint16_t h) {
     return (h & 0x8000u) ? -(int64_t)(h & 0x7fffu) : (int64_t)h;

@@ -129,6 +129,11 @@ static bool poisoned(const void *h, size_t bytes) {
     return true;
 }
 
+static int run_ld(const void *ctx, float *dY, uint32_t ldy, uint32_t M) {
+    const problem *p = ctx;
+    return pgd_cuda_gemv_q8_ld(p->dX, p->W, dY, ldy, M, p->N, p->K, NULL);
+}
+
 static void check_shape(uint32_t N, uint32_t K, uint32_t d_off) {
     problem p;
     REQUIRE(problem_make(&p, N, K, d_off, true));
@@ -150,23 +155,10 @@ static void check_shape(uint32_t N, uint32_t K, uint32_t d_off) {
         CHECK_EQ_INT(gt_count_diff(what, got, at8, (uint64_t)M * N, 4), 0);
         CHECK(poisoned(got + (uint64_t)M * N, (ny - (uint64_t)M * N) * 4)); /* rows past M */
     }
-    /* Y's rows ldy apart (_ld, a fused product's part): each row's N columns the twin's bits,
-     * the rest of its row and the rows past M untouched */
-    const uint32_t ldy = N + 5;
-    const uint64_t nl = (uint64_t)MM * ldy;
-    float *dYl = gt_poisoned(nl * 4), *gl = malloc(nl * 4);
-    REQUIRE(dYl && gl);
-    for (uint32_t M = 1; M <= MM; M += 3) {
-        REQUIRE(cudaMemset(dYl, 0xFF, nl * 4) == cudaSuccess);
-        CHECK_EQ_INT(pgd_cuda_gemv_q8_ld(p.dX, p.W, dYl, ldy, M, N, K, NULL), 0);
-        REQUIRE(gt_download(gl, dYl, nl * 4) == 0);
-        char what[96];
-        snprintf(what, sizeof what, "gemv q8 %u x %u, rows %u apart, M = %u vs twin", N, K, ldy, M);
-        CHECK_EQ_INT(gt_count_strided(what, gl, want, M, N, ldy, 4), 0);
-        CHECK(poisoned(gl + (uint64_t)M * ldy, (nl - (uint64_t)M * ldy) * 4));
-    }
-    cudaFree(dYl);
-    free(gl);
+    /* Y's rows ldy apart (_ld): each row's N columns the twin's bits, the rest untouched */
+    char what[64];
+    snprintf(what, sizeof what, "gemv q8 %u x %u vs twin", N, K);
+    CHECK_EQ_INT(gt_rows_apart(what, run_ld, &p, want, N, MM), 0);
     cudaFree(dY);
     free(want), free(got), free(at8);
     problem_free(&p);
