@@ -1,13 +1,14 @@
 /* tests/cuda_emu/test_cuda_faults.c — on the emulator only (it injects failures into the emulated
  * runtime): the CUDA backend's create and forward under injected CUDA
  * failures, in bf16 and in 4 bits with the step's products on cuBLASLt over the weights
- * dequantized (gemm.h's pgd_cuda_gemm_deq). Every failed create must release all device and
- * pinned memory (and, under ASan, all host memory); a forward that failed must leave the backend
- * usable: the next forward gives the same logits as a clean run. Weights past the device's memory
- * fail create with the sizes said, before any allocation. And with two emulated devices
- * (EMU_DEVICES=2), a backend created on device 1 by one thread steps from another — as the
- * scheduler's thread steps what the loading thread made — with the logits of device 0's. A kernel
- * that faults (a sticky error: the context is poisoned for good) makes the step fail with
+ * dequantized (gemm.h's pgd_cuda_gemm_deq), and (with PGD_TEST_GGUF_DIR) in 4 bits a GGUF file
+ * whose fused QKV has a 4-bit and an 8-bit part, each with its own plans. Every failed create must
+ * release all device and pinned memory (and, under ASan, all host memory); a forward that failed
+ * must leave the backend usable: the next forward gives the same logits as a clean run. Weights
+ * past the device's memory fail create with the sizes said, before any allocation. And with two
+ * emulated devices (EMU_DEVICES=2), a backend created on device 1 by one thread steps from another
+ * — as the scheduler's thread steps what the loading thread made — with the logits of device 0's. A
+ * kernel that faults (a sticky error: the context is poisoned for good) makes the step fail with
  * PGD_EDEVLOST, and every later one at once. */
 #include <math.h>
 #include <pthread.h>
@@ -18,6 +19,8 @@
 #include "common/error.h"
 #include "engine/backends/factory.h"
 #include "engine/model/dummy.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model.h"
 #include "engine/model/preset.h"
 #include "support/preset_json.h"
 
@@ -223,9 +226,10 @@ static void device_lost(const pgd_model *m, float *got) {
 }
 
 /* Every cudaMalloc, cudaMallocHost, launch and synchronize of a create failing in turn: each
- * failed create releases all it holds. */
-static void create_faults(pgd_model *const models[2], const char *wname) {
-    for (int mi = 0; mi < 2; mi++) {
+ * failed create releases all it holds. models[i] is named names[i]. */
+static void create_faults(pgd_model *const *models, const char *const *names, int n_models,
+                          const char *wname) {
+    for (int mi = 0; mi < n_models; mi++) {
         const int base_d = emu_live_allocs(1), base_h = emu_live_allocs(0);
         for (int kind = 0; kind < F_N; kind++) {
             int n_fail = 0;
@@ -239,8 +243,7 @@ static void create_faults(pgd_model *const models[2], const char *wname) {
                     pgd_backend_destroy(b);
                     if (calls >= n) {
                         fprintf(stderr, "  %s model%s: create succeeded although %s %llu failed\n",
-                                mi ? "data" : "shapes", wname, kind_name[kind],
-                                (unsigned long long)n);
+                                names[mi], wname, kind_name[kind], (unsigned long long)n);
                         failures++;
                     }
                     break;
@@ -251,13 +254,13 @@ static void create_faults(pgd_model *const models[2], const char *wname) {
                     fprintf(stderr,
                             "  %s model%s, %s %llu failing: create returned %d (%s) and left %d "
                             "device, %d pinned allocations\n",
-                            mi ? "data" : "shapes", wname, kind_name[kind], (unsigned long long)n,
-                            rc, pgd_error_detail(), d, h);
+                            names[mi], wname, kind_name[kind], (unsigned long long)n, rc,
+                            pgd_error_detail(), d, h);
                     failures++;
                 }
             }
-            fprintf(stderr, "%s model%s: %d failing %s(s) during create checked\n",
-                    mi ? "data" : "shapes", wname, n_fail, kind_name[kind]);
+            fprintf(stderr, "%s model%s: %d failing %s(s) during create checked\n", names[mi],
+                    wname, n_fail, kind_name[kind]);
         }
     }
 }
@@ -314,6 +317,18 @@ int main(void) {
     if (pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &models[0]) ||
         pgd_model_dummy(&p, PGD_DUMMY_SEED, false, &models[1]))
         return 1;
+    /* a file whose fused QKV's parts take 4 bits and 8 (tests/gpu/make_gguf.py) */
+    const char *dir = getenv("PGD_TEST_GGUF_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-Q4_K_V8.gguf", dir ? dir : ".");
+    pgd_gguf *gguf = NULL;
+    pgd_model *file = NULL;
+    if (dir && (pgd_gguf_open(path, &gguf) ||
+                pgd_model_load(gguf, PGD_MODEL_RAW | PGD_MODEL_QUIET, &file))) {
+        fprintf(stderr, "%s: %s\n", path, pgd_error_detail());
+        return 1;
+    }
+    if (!dir) fprintf(stderr, "PGD_TEST_GGUF_DIR unset: no GGUF file's create faults checked\n");
     float *ref = malloc(8 * V * sizeof(float)), *got = malloc(8 * V * sizeof(float));
     pgd_sample_result rref[2], rgot[2];
     /* bf16 weights (auto's choice), then 4-bit ones with the step's 30 rows on cuBLASLt over
@@ -322,8 +337,10 @@ int main(void) {
         g_weights = wi ? PGD_CUDA_WEIGHTS_Q4 : PGD_CUDA_WEIGHTS_AUTO;
         if (wi) setenv("PGD_CUDA_DEQ_ROWS", "16", 1);
         const char *wname = wi ? ", 4 bits dequantized" : "";
-        create_faults(models, wname);
+        static const char *const names[] = {"shapes", "data", "Q4_K_V8 file"};
+        create_faults(models, names, 2, wname);
         if (forward_faults(models[0], wname, ref, rref, got, rgot)) return 1;
+        if (wi && file) create_faults(&file, names + 2, 1, wname);
         unsetenv("PGD_CUDA_DEQ_ROWS");
     }
     g_weights = PGD_CUDA_WEIGHTS_AUTO;
@@ -334,6 +351,8 @@ int main(void) {
     device_lost(models[0], got);
     pgd_model_free(models[0]);
     pgd_model_free(models[1]);
+    pgd_model_free(file);
+    pgd_gguf_close(gguf);
     free(ref);
     free(got);
     fprintf(stderr, "%d failure(s)\n", failures);
