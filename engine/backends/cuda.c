@@ -237,7 +237,7 @@ static int make_deq_plans(cuda_backend *b) {
     const pgd_cuda_gemm_mode fast = PGD_CUDA_GEMM_FAST;
     const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
     int rc;
-    if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
+    if ((!b->gemm && (rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm))) ||
         (rc =
              pgd_cuda_gemm_deq_create(b->gemm, b->QKV, E, T, b->deq_bytes, fast, F32, &b->d_qkv)) ||
         (rc = pgd_cuda_gemm_deq_create(b->gemm, E, QD, T, b->deq_bytes, fast, F32, &b->d_o)))
@@ -272,14 +272,23 @@ static int make_deq_plans(cuda_backend *b) {
     return DALLOC(b, b->deq_scratch, scratch);
 }
 
+/* The cuBLASLt plans of the bf16 matrices' shapes: all with bf16 weights; with 8- or 4-bit ones
+ * the output head's where it stays bf16 (cuda_plan.h's pgd_cuda_head_bf16), then
+ * make_deq_plans. */
 static int make_plans(cuda_backend *b) {
-    if (b->wmode != PGD_CUDA_WEIGHTS_BF16) return make_deq_plans(b); /* else no plan: mm */
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
     const pgd_cuda_gemm_mode fast = b->opt.batch_invariant ? PGD_CUDA_GEMM_INVARIANT
                                     : b->opt.decode_gemv   ? PGD_CUDA_GEMM_FAST_GEMV
                                                            : PGD_CUDA_GEMM_FAST;
     const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
     int rc;
+    if (b->wmode != PGD_CUDA_WEIGHTS_BF16) {
+        if (b->output.form == FORM_BF16 &&
+            ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
+             (rc = pgd_cuda_gemm_plan_create(b->gemm, b->V, E, SEQS_LIMIT, fast, F32, &b->p_out))))
+            return rc;
+        return make_deq_plans(b);
+    }
     if ((rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, b->QKV, E, T, fast, F32, &b->p_qkv)) ||
         (rc = pgd_cuda_gemm_plan_create(b->gemm, E, QD, T, fast, F32, &b->p_o)) ||
@@ -865,10 +874,10 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     if (b->wmode != PGD_CUDA_WEIGHTS_BF16 && !pgd_cuda_q8_fits(c)) {
         rc = pgd_error_set(PGD_EUNSUPPORTED,
                            "--gpu-weights %s takes products whose inner width is a multiple "
-                           "of %u and a vocabulary and expert count of 8s (this model: hidden "
-                           "%u, heads x dim %u, FFN %u, vocabulary %u, experts %u): use bf16",
+                           "of %u and an expert count of 8s (this model: hidden %u, heads x dim "
+                           "%u, FFN %u, experts %u): use bf16",
                            pgd_cuda_weights_name(b->wmode), PGD_Q8_BLOCK, c->n_embd,
-                           c->n_head * c->head_dim, c->n_expert ? c->n_ff_exp : c->n_ff, c->n_vocab,
+                           c->n_head * c->head_dim, c->n_expert ? c->n_ff_exp : c->n_ff,
                            c->n_expert);
         goto fail;
     }

@@ -176,21 +176,29 @@ uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c, bool q8) {
                    KVD = (uint64_t)c->n_head_kv * c->head_dim;
     const uint64_t ffn =
         c->n_expert ? c->n_expert * (E + 3 * (uint64_t)c->n_ff_exp * E) : 3 * (uint64_t)c->n_ff * E;
-    const uint64_t matrices =
-        V * E * (c->tied_output ? 1 : 2) + L * ((QD + 2 * KVD) * E + E * QD + ffn);
+    /* the head (the embedding too when tied) apart: bf16 in every form where head_bf16 */
+    const uint64_t head = V * E, matrices = V * E * (c->tied_output ? 0 : 1) +
+                                            L * ((QD + 2 * KVD) * E + E * QD + ffn);
     const uint64_t vectors = (2 * L + 1) * E + (c->qkv_bias ? L * (QD + 2 * KVD) : 0) +
                              (c->qk_norm ? L * 2 * (uint64_t)c->head_dim : 0);
-    return (q8 ? matrices + matrices / PGD_Q8_BLOCK * 2 : 2 * matrices) + 4 * vectors;
+    if (!q8) return 2 * (matrices + head) + 4 * vectors;
+    const uint64_t q8_head = pgd_cuda_head_bf16(c) ? 2 * head : head + head / PGD_Q8_BLOCK * 2;
+    return matrices + matrices / PGD_Q8_BLOCK * 2 + q8_head + 4 * vectors;
+}
+
+bool pgd_cuda_head_bf16(const pgd_model_config *c) {
+    return c->n_vocab % 8 != 0;
 }
 
 bool pgd_cuda_q8_fits(const pgd_model_config *c) {
     const uint64_t QD = (uint64_t)c->n_head * c->head_dim;
     /* the K of every product: E (QKV, gate/up, router, head), H D (wo), F or FX (down), a
-     * multiple of 32; their N (the tensor-core kernel's rows of 8): the vocabulary, the
-     * experts' count (the rest are multiples of the K above) */
+     * multiple of 32; their N (the tensor-core kernel's rows of 8): the experts' count (the rest
+     * are multiples of the K above; a vocabulary of other sizes keeps its head in bf16:
+     * pgd_cuda_head_bf16) */
     return c->n_embd % PGD_Q8_BLOCK == 0 && QD % PGD_Q8_BLOCK == 0 &&
-           (c->n_expert ? c->n_ff_exp : c->n_ff) % PGD_Q8_BLOCK == 0 && c->n_vocab % 8 == 0 &&
-           c->n_expert % 8 == 0 && (uint64_t)c->n_head_kv * c->head_dim % 8 == 0;
+           (c->n_expert ? c->n_ff_exp : c->n_ff) % PGD_Q8_BLOCK == 0 && c->n_expert % 8 == 0 &&
+           (uint64_t)c->n_head_kv * c->head_dim % 8 == 0;
 }
 
 pgd_cuda_weights pgd_cuda_weights_choose(const pgd_model_config *c, uint64_t share) {

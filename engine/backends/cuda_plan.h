@@ -107,12 +107,19 @@ uint32_t pgd_cuda_attn_splits(uint32_t T, uint32_t ctas_per_row, uint32_t n_sm,
  * (the embedding; the output head unless tied; per layer the fused QKV, wo, the fused gate/up
  * and down, or with experts the router and each expert's gate/up and down — GGUF weights of any
  * type are dequantized to bf16 on the device), or with q8 in 8 bits and a half scale per 32
- * (kernels/cuda/q8.h: 17/16 bytes a weight); the norms and the QKV biases in f32. */
+ * (kernels/cuda/q8.h: 17/16 bytes a weight) but for a head pgd_cuda_head_bf16 keeps in bf16;
+ * the norms and the QKV biases in f32. */
 uint64_t pgd_cuda_weight_bytes(const pgd_model_config *c, bool q8);
 
 /* Whether model c's matrices take the 8- and 4-bit forms: the K of every product a multiple of
- * 32, the vocabulary and the experts' count multiples of 8. */
+ * 32, the experts' count a multiple of 8 (the tensor-core kernel's rows of 8). */
 bool pgd_cuda_q8_fits(const pgd_model_config *c);
+
+/* Whether the output head (and, tied, the embedding: one matrix) stays in bf16 with
+ * --gpu-weights q8_0 / q4: where the vocabulary is not a multiple of 8 (a tokenizer with a few
+ * tokens added, 32001 or 32002), which the tensor-core kernel's rows of 8 cannot cover, so
+ * cuBLASLt multiplies it. */
+bool pgd_cuda_head_bf16(const pgd_model_config *c);
 
 /* What --gpu-weights auto takes for model c when `share` bytes of the GPU are its to use
  * (gpu_memory_utilization of the total, less what others hold): bf16 when the bf16 weights leave

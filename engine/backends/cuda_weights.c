@@ -346,15 +346,20 @@ int pgd__cuda_load_weights(cuda_backend *b) {
                            STAGING_BYTES >> 20);
         goto out;
     }
+    /* the head in bf16 where cuda_plan.h's pgd_cuda_head_bf16 says (the embedding with it when
+     * tied: one matrix), else in mat_form's form */
     const pgd_weight *tok = &m->tok_embd, *out = &m->output;
-    if ((rc = alloc_fused(b, b->V, E, &tok, 1, &b->tok_embd)) ||
+    const bool head_bf16 = pgd_cuda_head_bf16(c);
+    if ((rc = alloc_mat(b, b->V, E, head_bf16 && c->tied_output ? FORM_BF16 : mat_form(b, &tok, 1),
+                        &b->tok_embd)) ||
         (rc = put_matrix(b, &m->tok_embd, PGD_DUMMY_TOK_EMBD, b->tok_embd, &st)) ||
         (rc = DALLOC(b, b->output_norm, E * sizeof(float))) ||
         (rc = put_vector(b, m, &m->output_norm, PGD_DUMMY_OUTPUT_NORM, 1.0f, b->output_norm)))
         goto out;
     if (c->tied_output) {
         b->output = b->tok_embd;
-    } else if ((rc = alloc_fused(b, b->V, E, &out, 1, &b->output)) ||
+    } else if ((rc = alloc_mat(b, b->V, E, head_bf16 ? FORM_BF16 : mat_form(b, &out, 1),
+                               &b->output)) ||
                (rc = put_matrix(b, &m->output, PGD_DUMMY_OUTPUT, b->output, &st))) {
         goto out;
     }

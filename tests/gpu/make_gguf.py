@@ -100,8 +100,9 @@ def write(path, wtype, seed, arch="llama", mix=None):
         w.add_expert_count(N_EXP)
         w.add_expert_used_count(N_USED)
         w.add_expert_feed_forward_length(FF_EXP)
-    # the vocabulary's last 4 rows (8-bit weights on the GPU want a vocabulary of 8s) from a
-    # source of their own, so that every other value stays what the files held with 1500 ids
+    # the vocabulary's last 4 rows (padding 1500 ids to 1504, a multiple of 8, as 8-bit weights
+    # on the GPU once wanted) from a source of their own, so that every other value stays what
+    # the files held with 1500 ids
     extra = np.random.default_rng(seed + 77)
     for name, scale in (("token_embd.weight", 0.125), ("output.weight", 0.05)):
         arr, qt = mat(rng, type_of(name), VOCAB - 4, E, scale, tame=bool(mix))

@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "engine/backends/cuda_plan.h" /* pgd_cuda_weight_bytes */
 #include "engine/backends/factory.h"
 #include "engine/model/dummy.h"
 #include "engine/model/gguf.h"
@@ -57,7 +58,10 @@
 #include "support/preset_json.h"
 #include "testutil.h"
 
-enum { V = 1504, BS = 8, N_BLOCKS = 64, MAXT = 64 };
+enum { BS = 8, N_BLOCKS = 64, MAXT = 64 };
+/* The vocabulary: the shapes' and the GGUF files' 1504, or (test_odd_vocab_*) 1501, not a
+ * multiple of 8, whose head 8- and 4-bit weights keep in bf16 (cuda_plan.h). */
+static uint32_t V = 1504;
 
 typedef struct dev {
     pgd_backend *b;
@@ -325,7 +329,13 @@ static void load_preset(shape sh, pgd_model_preset *p) {
             "\"max_position_embeddings\": 512, \"rope_theta\": 1000000, "
             "\"tie_word_embeddings\": false}",
     };
-    REQUIRE(pgd_test_preset_json(json[sh], p) == 0);
+    /* the vocabulary V (the strings' 1504, or another) */
+    char doc[1024];
+    const char *at = strstr(json[sh], "\"vocab_size\": 1504");
+    REQUIRE(at && strlen(json[sh]) < sizeof doc - 8);
+    snprintf(doc, sizeof doc, "%.*s\"vocab_size\": %u%s", (int)(at - json[sh]), json[sh], V,
+             at + strlen("\"vocab_size\": 1504"));
+    REQUIRE(pgd_test_preset_json(doc, p) == 0 && p->cfg.n_vocab == V);
     if (sh == SHAPE_QWEN3) REQUIRE(p->cfg.qk_norm && p->cfg.head_dim == 32 && !p->cfg.qkv_bias);
     if (sh == SHAPE_QWEN3MOE)
         REQUIRE(p->cfg.n_expert == 8 && p->cfg.n_expert_used == 8 && p->cfg.n_ff_exp == 40);
@@ -366,10 +376,13 @@ static void weight_to(pgd_weight *w, uint32_t type, void ***bufs, uint32_t *n_bu
  * one meets. */
 static void model_to(pgd_model *m, uint32_t type, void ***bufs, uint32_t *n_bufs) {
     const bool tied = m->output.data == m->tok_embd.data;
-    weight_to(&m->tok_embd, type, bufs, n_bufs);
+    /* a head the GPU keeps in bf16 (a vocabulary not of 8s) stays F16 here too: the same values
+     * (dummy.h) */
+    const bool head_f16 = m->cfg.n_vocab % 8 != 0;
+    if (!(tied && head_f16)) weight_to(&m->tok_embd, type, bufs, n_bufs);
     if (tied)
         m->output = m->tok_embd;
-    else
+    else if (!head_f16)
         weight_to(&m->output, type, bufs, n_bufs);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         pgd_layer_weights *L = &m->layers[l];
@@ -547,7 +560,7 @@ static void graphs_match_eager(shape sh, bool gemv) {
         steps++;
         for (uint32_t i = 0; i < b.n_samples; i++) {
             CHECK(same_result(&g.sampled[i], &e.sampled[i]));
-            CHECK(g.sampled[i].token >= 0 && g.sampled[i].token < V);
+            CHECK(g.sampled[i].token >= 0 && g.sampled[i].token < (int32_t)V);
             checked++;
         }
     }
@@ -624,6 +637,38 @@ static void test_llama_q8(void) {
     g_weights = PGD_CUDA_WEIGHTS_Q8_0;
     forward_matches(SHAPE_LLAMA3);
     g_weights = PGD_CUDA_WEIGHTS_BF16;
+}
+
+/* A vocabulary not of 8s (1501, as a tokenizer with tokens added has): with 8-bit weights on the
+ * Llama shape, its head in bf16 (a cuBLASLt plan, the bf16 GEMV at few rows) beside the 8-bit
+ * embedding, the device's weight bytes those cuda_plan.h's auto sizing counts; with 4-bit ones on
+ * the tied Qwen2 shape, the one matrix in bf16 (the embedding read from bf16 too). */
+static void odd_vocab(pgd_cuda_weights w, shape sh) {
+    V = 1501;
+    g_weights = w;
+    pgd_model_preset p;
+    load_preset(sh, &p);
+    pgd_model *shapes = NULL;
+    REQUIRE(pgd_model_dummy(&p, PGD_DUMMY_SEED, true, &shapes) == 0);
+    dev d = {0};
+    REQUIRE(open_dev(&d, shapes, PGD_DEVICE_CUDA) == 0);
+    const uint64_t want = pgd_cuda_weight_bytes(&p.cfg, true);
+    if (w == PGD_CUDA_WEIGHTS_Q8_0) CHECK_EQ_INT(d.b->caps.weight_bytes, want);
+    fprintf(stderr, "    vocabulary 1501%s: %llu weight bytes on the device (8 bits: %llu)\n",
+            weights_label(), (unsigned long long)d.b->caps.weight_bytes, (unsigned long long)want);
+    close_dev(&d);
+    pgd_model_free(shapes);
+    forward_matches(sh);
+    g_weights = PGD_CUDA_WEIGHTS_BF16;
+    V = 1504;
+}
+
+static void test_odd_vocab_q8(void) {
+    odd_vocab(PGD_CUDA_WEIGHTS_Q8_0, SHAPE_LLAMA3);
+}
+
+static void test_odd_vocab_q4(void) {
+    odd_vocab(PGD_CUDA_WEIGHTS_Q4, SHAPE_QWEN2);
 }
 
 static void test_qwen3moe_q8(void) {
@@ -857,11 +902,13 @@ int main(void) {
         RUN(test_llama_q8);
         RUN(test_qwen3moe_q8);
         RUN(test_llama_q8_deq);
+        RUN(test_odd_vocab_q8);
     }
     if (one && r4) {
         RUN(test_llama_q4);
         RUN(test_qwen3moe_q4);
         RUN(test_llama_q4_deq);
+        RUN(test_odd_vocab_q4);
     }
     if (two && bf) {
         RUN(test_graphs_match_eager);

@@ -418,8 +418,21 @@ static void test_weights_choose(void) {
     CHECK(pgd_cuda_weights_choose(&p.cfg, 1 * G) == PGD_CUDA_WEIGHTS_BF16);
     p.cfg.n_embd = 2048;
     CHECK(pgd_cuda_q8_fits(&p.cfg));
-    p.cfg.n_vocab = 151937; /* a vocabulary not of 8s: the tensor-core kernel's rows */
+    p.cfg.n_expert = 60; /* an expert count not of 8s: the router's rows on the tensor cores */
     CHECK(!pgd_cuda_q8_fits(&p.cfg));
+    p.cfg.n_expert = 128;
+    /* a vocabulary not of 8s (151937) keeps the head in bf16 in every form: in 8 bits the head's
+     * 151937 x 2048 weights take 2 bytes each instead of 17/16, the rest as before */
+    const uint64_t E = p.cfg.n_embd, q8_even = pgd_cuda_weight_bytes(&p.cfg, true);
+    CHECK(!pgd_cuda_head_bf16(&p.cfg));
+    p.cfg.n_vocab = 151937;
+    CHECK(pgd_cuda_q8_fits(&p.cfg) && pgd_cuda_head_bf16(&p.cfg));
+    CHECK_EQ_INT(pgd_cuda_weight_bytes(&p.cfg, true),
+                 q8_even + E * 34 / 32 /* the embedding's row more */ - 151936 * E * 34 / 32 +
+                     151937 * E * 2);
+    p.cfg.tied_output = true; /* tied: the one matrix in bf16 */
+    CHECK_EQ_INT(pgd_cuda_weight_bytes(&p.cfg, true),
+                 q8_even - 2 * 151936 * E * 34 / 32 + 151937 * E * 2);
 }
 
 static void test_kv_blocks(void) {
