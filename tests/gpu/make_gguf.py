@@ -18,7 +18,10 @@ the Llama in Q4_K but for attn_v, ffn_down and output in Q6_K, as llama.cpp's Q4
 (--gpu-weights q4 keeps the Q4_K matrices in 4 bits, the Q and K parts of the fused QKV too, and
 the Q6_K ones in 8), and tiny-Q4_K_V8.gguf: the Llama in Q4_K but for attn_v in Q8_0 (a QKV of
 4- and 8-bit parts whose values both devices hold exactly, so the logits agree as closely as the
-Q4_K file's) — all four written first: tiny-Q6_K.gguf stays the last file written.
+Q4_K file's: its seed makes every row well conditioned; with seeds 993-995 a row or two of logits
+moved by 2e-2 to 2e-1 on every GPU form, bf16 included, the others by 1e-4, as the bf16
+activations' rounding met a near-cancelling hidden state) — all four written first:
+tiny-Q6_K.gguf stays the last file written.
 Deterministic: the same files every run (about 27 MB in all). Run by `make test-cuda-emu` and
 `scripts/gpu-deps` (which carries them to a GPU machine in .gpu-deps/gguf)."""
 import pathlib
