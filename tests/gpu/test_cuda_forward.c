@@ -808,10 +808,10 @@ static void test_graphs_match_eager_q4(void) {
  * file as the CPU backend keeps it by default (Q4_0, Q4_1, Q8_0 and F16 as they are, Q4_K
  * re-blocked into Q4_1, Q6_K requantized into Q8_0: engine/model/model.h): the values the GPU
  * holds, but for F16 (the GPU's 8 bits: their error shows in the printed worst error). Against
- * the f32 reference a Q6_K matrix's
- * requantization alone moves these small models' logits by several 1e-2, on either device. The
- * mix is the worst-conditioned file: its bf16 weights against the f32 CPU differ by 2.2e-2 in
- * the emulator, its 4-bit ones against this reference by 2.4e-2 (Q4_K alone: 2e-4). */
+ * the f32 reference a Q6_K matrix's requantization alone moves these small models' logits by
+ * several 1e-2, on either device. The mix is the worst-conditioned file: its bf16 weights against
+ * the f32 CPU differ by 2.2e-2 in the emulator, its 4-bit ones against this reference by 2.4e-2
+ * (Q4_K alone: 2e-4; Q4_K with a Q8_0 V: 3.9e-4). */
 static void test_gguf_types_q4(void) {
     static const char *const types[] = {"Q4_0",    "Q4_1", "Q4_K",         "Q4_K_M",
                                         "Q4_K_V8", "F16",  "qwen3moe-Q4_K"};
