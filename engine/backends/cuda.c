@@ -238,8 +238,6 @@ static int make_deq_plans(cuda_backend *b) {
     const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
     int rc;
     if ((!b->gemm && (rc = pgd_cuda_gemm_create(WORKSPACE_BYTES, &b->gemm))) ||
-        (rc =
-             pgd_cuda_gemm_deq_create(b->gemm, b->QKV, E, T, b->deq_bytes, fast, F32, &b->d_qkv)) ||
         (rc = pgd_cuda_gemm_deq_create(b->gemm, E, QD, T, b->deq_bytes, fast, F32, &b->d_o)))
         return rc;
     if (!b->NE &&
@@ -249,12 +247,12 @@ static int make_deq_plans(cuda_backend *b) {
         return rc;
     for (uint32_t li = 0; li < b->geom.n_layer; li++) {
         layer *L = &b->layers[li];
-        L->wqkv[0].deq = b->d_qkv, L->wo.deq = b->d_o, L->wgu.deq = b->d_gu,
-        L->wdown.deq = b->d_down;
-        for (uint32_t r = 0; L->n_qkv > 1 && r < L->n_qkv; r++) { /* a run's plans, by its rows */
+        L->wo.deq = b->d_o, L->wgu.deq = b->d_gu, L->wdown.deq = b->d_down;
+        for (uint32_t r = 0; r < L->n_qkv; r++) { /* a QKV run's plans (the whole), by its rows */
             const uint32_t n = L->qkv_row[r + 1] - L->qkv_row[r];
             uint32_t i = 0;
             while (i < b->n_d_run && b->d_run_n[i] != n) i++;
+            PGD_ASSERT(i < PGD_ARRAY_LEN(b->d_run));
             if (i == b->n_d_run &&
                 (rc = pgd_cuda_gemm_deq_create_ld(b->gemm, n, E, b->QKV, T, b->deq_bytes, fast, F32,
                                                   &b->d_run[b->n_d_run])))
@@ -264,11 +262,13 @@ static int make_deq_plans(cuda_backend *b) {
         }
     }
     uint64_t scratch = 0;
-    pgd_cuda_gemm_deq *all[] = {b->d_qkv,    b->d_o,      b->d_gu,     b->d_down,
-                                b->d_run[0], b->d_run[1], b->d_run[2], b->d_run[3]};
+    pgd_cuda_gemm_deq *all[] = {b->d_o, b->d_gu, b->d_down};
     for (size_t i = 0; i < PGD_ARRAY_LEN(all); i++)
         if (all[i] && pgd_cuda_gemm_deq_scratch(all[i]) > scratch)
             scratch = pgd_cuda_gemm_deq_scratch(all[i]);
+    for (uint32_t i = 0; i < b->n_d_run; i++)
+        if (pgd_cuda_gemm_deq_scratch(b->d_run[i]) > scratch)
+            scratch = pgd_cuda_gemm_deq_scratch(b->d_run[i]);
     return DALLOC(b, b->deq_scratch, scratch);
 }
 
@@ -737,7 +737,6 @@ static void cuda_destroy(pgd_backend *base) {
     pgd_cuda_gemm_plan_destroy(b->p_down);
     pgd_cuda_gemm_plan_destroy(b->p_out);
     pgd_cuda_gemm_plan_destroy(b->p_router);
-    pgd_cuda_gemm_deq_destroy(b->d_qkv);
     pgd_cuda_gemm_deq_destroy(b->d_o);
     pgd_cuda_gemm_deq_destroy(b->d_gu);
     pgd_cuda_gemm_deq_destroy(b->d_down);

@@ -69,9 +69,11 @@ typedef struct cuda_backend {
      * dequantized chunk by chunk into deq_scratch (gemm.h) by these plans */
     uint32_t deq_rows;
     uint64_t deq_bytes; /* the chunks' most bytes */
-    pgd_cuda_gemm_deq *d_qkv, *d_o, *d_gu, *d_down;
-    pgd_cuda_gemm_deq *d_run[4]; /* a QKV run's of d_run_n[i] rows, its output rows QKV apart */
-    uint32_t d_run_n[4], n_d_run;
+    pgd_cuda_gemm_deq *d_o, *d_gu, *d_down;
+    /* the QKV's: a run of d_run_n[i] rows (the whole QKV, or a part of it: alloc_qkv), its
+     * output rows QKV apart — at most the whole and four part heights (Q, K or V, Q + K, K + V) */
+    pgd_cuda_gemm_deq *d_run[5];
+    uint32_t d_run_n[5], n_d_run;
     uint16_t *deq_scratch;
     uint32_t E, H, HKV, D, QKV, F, V, rope_dim, n_pos;
     uint32_t NE, K, FX; /* experts, experts a token uses, an expert's FFN width (NE 0: dense; F
