@@ -249,13 +249,15 @@ static json_t *tool_calls(const pgd_api_tool_call *calls, size_t n, size_t first
             json_decref(fn);
             goto fail;
         }
+        bool cont = indexed && !calls[k].id[0]; /* a continuation: its arguments' next bytes */
         if ((indexed && pgd__api_set(c, "index", jint((int64_t)(first + k)))) ||
-            pgd__api_set(c, "id", json_string(calls[k].id)) ||
-            pgd__api_set(c, "type", json_string("function"))) {
+            (!cont && (pgd__api_set(c, "id", json_string(calls[k].id)) ||
+                       pgd__api_set(c, "type", json_string("function"))))) {
             json_decref(fn);
             goto fail;
         }
-        if (pgd__api_set(c, "function", fn) || pgd__api_set(fn, "name", jstr(calls[k].name)) ||
+        if (pgd__api_set(c, "function", fn) ||
+            (!cont && pgd__api_set(fn, "name", jstr(calls[k].name))) ||
             pgd__api_set(fn, "arguments", jstr(calls[k].arguments)))
             goto fail;
     }

@@ -148,7 +148,9 @@ int pgd_api_chat_chunk_reasoning(const pgd_api_meta *m, const pgd_api_choice *c,
 int pgd_api_chat_chunk_finish(const pgd_api_meta *m, uint32_t index, pgd_finish finish,
                               bool include_usage, pgd_buf *out);
 /* A chunk of tool calls: delta {tool_calls: [{index: first + k, id, type: "function",
- * function: {name, arguments}}]} for calls[0..n) — each call whole in one chunk. */
+ * function: {name, arguments}}]} for calls[0..n): a call's first entry, with the arguments
+ * written so far; a call with an empty id is a continuation, {index, function: {arguments}}:
+ * the next bytes of its arguments (the client concatenates them, as OpenAI's streams ask). */
 int pgd_api_chat_chunk_tool_calls(const pgd_api_meta *m, uint32_t index,
                                   const pgd_api_tool_call *calls, size_t n, size_t first,
                                   bool include_usage, pgd_buf *out);

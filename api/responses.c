@@ -1081,38 +1081,58 @@ int pgd_api_resp_reasoning(pgd_api_resp *r, pgd_str text, pgd_buf *sse) {
                      pgd__api_jstr(text.ptr, text.len)));
 }
 
-int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n, pgd_buf *sse) {
-    int rc = n ? close_message(r, "completed", sse) : 0;
-    for (size_t k = 0; k < n && !rc; k++) {
-        item *it = add_item(r, ITEM_CALL);
-        if (!it) return PGD_ENOMEM;
-        snprintf(it->call_id, sizeof it->call_id, "%s", calls[k].id);
-        it->name = strndup(calls[k].name.ptr ? calls[k].name.ptr : "", calls[k].name.len);
-        if (!it->name || pgd_buf_append(&it->text, calls[k].arguments.ptr, calls[k].arguments.len))
-            return PGD_ENOMEM;
-        if (!r->stream) {
-            it->status = "completed";
-            continue;
-        }
-        size_t idx = r->n - 1;
+/* The last item when it is a call still open (its arguments may grow), else NULL. */
+static item *open_call(pgd_api_resp *r) {
+    item *it = r->n ? &r->items[r->n - 1] : NULL;
+    return it && it->kind == ITEM_CALL && !strcmp(it->status, "in_progress") ? it : NULL;
+}
+
+int pgd_api_resp_call_begin(pgd_api_resp *r, const pgd_api_tool_call *call, pgd_buf *sse) {
+    int rc = close_message(r, "completed", sse);
+    if (rc) return rc;
+    item *it = add_item(r, ITEM_CALL);
+    if (!it) return PGD_ENOMEM;
+    snprintf(it->call_id, sizeof it->call_id, "%s", call->id);
+    it->name = strndup(call->name.ptr ? call->name.ptr : "", call->name.len);
+    if (!it->name) return PGD_ENOMEM;
+    if (r->stream) {
         json_t *o = with(event("response.output_item.added"), "output_index",
-                         json_integer((json_int_t)idx));
-        rc = emit(r, sse, with(o, "item", item_obj(it, "in_progress")));
-        if (!rc)
-            rc = emit(r, sse,
-                      with(item_event("response.function_call_arguments.delta", r, idx, false),
-                           "delta", jbuf(&it->text)));
-        if (!rc) {
-            o = with(item_event("response.function_call_arguments.done", r, idx, false), "name",
+                         json_integer((json_int_t)(r->n - 1)));
+        if ((rc = emit(r, sse, with(o, "item", item_obj(it, "in_progress"))))) return rc;
+    }
+    return pgd_api_resp_call_args(r, call->arguments, sse);
+}
+
+int pgd_api_resp_call_args(pgd_api_resp *r, pgd_str args, pgd_buf *sse) {
+    item *it = open_call(r);
+    if (!it) return PGD_EINVAL;
+    if (!args.len) return 0;
+    if (pgd_buf_append(&it->text, args.ptr, args.len)) return PGD_ENOMEM;
+    if (!r->stream) return 0;
+    return emit(r, sse,
+                with(item_event("response.function_call_arguments.delta", r, r->n - 1, false),
+                     "delta", pgd__api_jstr(args.ptr, args.len)));
+}
+
+int pgd_api_resp_call_done(pgd_api_resp *r, bool cut, pgd_buf *sse) {
+    item *it = open_call(r);
+    if (!it) return PGD_EINVAL;
+    it->status = cut ? "incomplete" : "completed";
+    if (!r->stream) return 0;
+    size_t idx = r->n - 1;
+    json_t *o = with(item_event("response.function_call_arguments.done", r, idx, false), "name",
                      pgd__api_jstr(it->name, strlen(it->name)));
-            rc = emit(r, sse, with(o, "arguments", jbuf(&it->text)));
-        }
-        it->status = "completed";
-        if (!rc) {
-            o = with(event("response.output_item.done"), "output_index",
-                     json_integer((json_int_t)idx));
-            rc = emit(r, sse, with(o, "item", item_obj(it, "completed")));
-        }
+    int rc = emit(r, sse, with(o, "arguments", jbuf(&it->text)));
+    if (rc) return rc;
+    o = with(event("response.output_item.done"), "output_index", json_integer((json_int_t)idx));
+    return emit(r, sse, with(o, "item", item_obj(it, it->status)));
+}
+
+int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n, pgd_buf *sse) {
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++) {
+        rc = pgd_api_resp_call_begin(r, &calls[k], sse);
+        if (!rc) rc = pgd_api_resp_call_done(r, calls[k].cut, sse);
     }
     return rc;
 }
@@ -1139,7 +1159,7 @@ int pgd_api_resp_end(pgd_api_resp *r, pgd_finish finish, const pgd_api_usage *u,
 }
 
 int pgd_api_resp_fail(pgd_api_resp *r, const pgd_api_error *e, pgd_buf *sse) {
-    if (r->open) { /* the failed response shows the text written so far */
+    if (r->open || open_call(r)) { /* the failed response shows the text written so far */
         r->open = false;
         r->items[r->n - 1].status = "incomplete";
     }

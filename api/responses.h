@@ -199,7 +199,18 @@ int pgd_api_resp_text(pgd_api_resp *r, pgd_str text, const pgd_api_token_logprob
  * the answer's text and calls. Stream: the events into sse. */
 int pgd_api_resp_reasoning(pgd_api_resp *r, pgd_str text, pgd_buf *sse);
 
-/* Tool calls, each a function_call item after the open message (which is closed first). */
+/* A tool call begins: a function_call item (in progress) after the open message (which is
+ * closed first), with the arguments written so far (call->arguments). Stream: its "added"
+ * event and an arguments delta. 0 or PGD_ENOMEM. */
+int pgd_api_resp_call_begin(pgd_api_resp *r, const pgd_api_tool_call *call, pgd_buf *sse);
+/* The begun call's arguments grow by `args` (a delta event; nothing when empty). PGD_EINVAL
+ * when no call is in progress. */
+int pgd_api_resp_call_args(pgd_api_resp *r, pgd_str args, pgd_buf *sse);
+/* The begun call ends: status completed, or incomplete when `cut` (its arguments stop before
+ * their JSON ends). Stream: its arguments' "done" and the item's "done". PGD_EINVAL when no
+ * call is in progress. */
+int pgd_api_resp_call_done(pgd_api_resp *r, bool cut, pgd_buf *sse);
+/* Whole tool calls: each begun and ended at once. */
 int pgd_api_resp_calls(pgd_api_resp *r, const pgd_api_tool_call *calls, size_t n, pgd_buf *sse);
 
 /* The end: the open message closed (an empty one added when there is no item), status

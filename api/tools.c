@@ -13,6 +13,7 @@
 #include "api/json_schema.h"
 #include "api/jsonutil.h"
 #include "common/error.h"
+#include "engine/sampling/json_fsm.h"
 #include "engine/sampling/sampler.h"
 
 /* ---- request ----------------------------------------------------------------------------- */
@@ -307,15 +308,28 @@ static const char k_open[] = "<tool_call>", k_close[] = "</tool_call>";
 typedef struct {
     char id[PGD_API_TOOL_ID_CAP];
     size_t name_off, name_len, args_off, args_len; /* into store */
+    bool open;                                     /* its arguments may still grow */
+    bool cut;                                      /* they stop before their JSON ends */
+    size_t content_at; /* the length of the content buffer of the feed / end that found it */
 } call_rec;
 
 enum { LJ_UNDECIDED, LJ_CALLS, LJ_CONTENT }; /* LLAMA_JSON: what the answer is */
+
+/* Where a Hermes block's body is (in_call), or a named call's output:
+ *   B_HEAD    the head {"name": "...", "arguments": may still come (the body is held)
+ *   B_WHOLE   it will not: the block is read whole at its closing tag
+ *   B_ARGS    the head came: the call is open and its arguments' bytes are taken as they come
+ *   B_TAIL    the arguments are whole: what follows up to the closing tag
+ *   B_BROKEN  a byte could not continue the arguments: the call ended there */
+enum { B_HEAD, B_WHOLE, B_ARGS, B_TAIL, B_BROKEN };
 
 struct pgd_tool_parser {
     pgd_tool_choice choice;
     pgd_chat_tool_format format;
     int lj; /* LLAMA_JSON */
     bool parallel, ended, in_call;
+    int body;     /* B_*: the block's (Hermes) or the output's (named) state */
+    bool skip;    /* B_ARGS..: the open call is one past the first with parallel false (dropped) */
     char *named;  /* NAMED: the tool's name (NUL-terminated) */
     pgd_buf hold; /* undecided text: a possible start of <tool_call>, or a block's body */
     pgd_buf ws;   /* whitespace outside blocks, kept until what follows decides */
@@ -323,6 +337,8 @@ struct pgd_tool_parser {
     call_rec *calls;
     size_t n_calls, cap_calls;
     pgd_api_tool_call *views; /* [n_calls], rebuilt by pgd_tool_parser_calls */
+    pgd_json_fsm args;        /* B_ARGS: the open call's arguments so far */
+    const pgd_buf *out;       /* during a feed / end: its content buffer */
 };
 
 int pgd_tool_parser_new(const pgd_api_tools *t, pgd_tool_parser **out) {
@@ -361,29 +377,82 @@ static void new_call_id(char id[PGD_API_TOOL_ID_CAP]) {
     snprintf(id, PGD_API_TOOL_ID_CAP, "call_%016" PRIx64 "%08" PRIx32, a, (uint32_t)b);
 }
 
-/* Records a call of `name` with arguments `args` (an object; NULL: {}). 0, PGD_ENOMEM. */
-static int add_call(pgd_tool_parser *p, const char *name, size_t name_len, const json_t *args) {
-    if (!p->parallel && p->n_calls) return 0; /* one call at most: the first */
+/* A new record of a call of `name`, its arguments empty (at the end of p->store, where an open
+ * call's grow), or NULL (PGD_ENOMEM; nothing recorded). */
+static call_rec *new_call(pgd_tool_parser *p, const char *name, size_t name_len) {
     if (p->n_calls == p->cap_calls) {
         size_t cap = p->cap_calls ? p->cap_calls * 2 : 4;
         call_rec *c = realloc(p->calls, cap * sizeof *c);
-        if (!c) return PGD_ENOMEM;
+        if (!c) return NULL;
         p->calls = c;
         p->cap_calls = cap;
     }
     call_rec *c = &p->calls[p->n_calls];
-    size_t mark = p->store.len;
-    c->name_off = p->store.len;
-    c->name_len = name_len;
-    if (pgd_buf_append(&p->store, name, name_len)) return PGD_ENOMEM;
+    *c = (call_rec){
+        .name_off = p->store.len, .name_len = name_len, .content_at = p->out ? p->out->len : 0};
+    if (pgd_buf_append(&p->store, name, name_len)) return NULL;
     c->args_off = p->store.len;
-    if (args ? pgd_api_json_dump_py(args, &p->store) : pgd_buf_append(&p->store, "{}", 2)) {
+    new_call_id(c->id);
+    p->n_calls++;
+    return c;
+}
+
+/* Records a call of `name` with arguments `args` (an object; NULL: {}), whole. 0, PGD_ENOMEM. */
+static int add_call(pgd_tool_parser *p, const char *name, size_t name_len, const json_t *args) {
+    if (!p->parallel && p->n_calls) return 0; /* one call at most: the first */
+    size_t mark = p->store.len;
+    call_rec *c = new_call(p, name, name_len);
+    if (!c || (args ? pgd_api_json_dump_py(args, &p->store) : pgd_buf_append(&p->store, "{}", 2))) {
+        p->n_calls -= c != NULL;
         p->store.len = mark;
         return PGD_ENOMEM;
     }
     c->args_len = p->store.len - c->args_off;
-    new_call_id(c->id);
-    p->n_calls++;
+    return 0;
+}
+
+/* A call's head came: it opens (B_ARGS), its arguments to come byte by byte — dropped when it
+ * is one past the first with parallel false. 0 or PGD_ENOMEM. */
+static int open_call(pgd_tool_parser *p, const char *name, size_t name_len) {
+    pgd_json_fsm_init(&p->args, pgd_json_schema_object());
+    p->body = B_ARGS;
+    p->skip = !p->parallel && p->n_calls;
+    if (p->skip) return 0;
+    call_rec *c = new_call(p, name, name_len);
+    if (!c) return PGD_ENOMEM;
+    c->open = c->cut = true;
+    return 0;
+}
+
+/* The open call ends: its arguments whole (B_TAIL) or not (B_BROKEN, or the output's end). */
+static void close_call(pgd_tool_parser *p, bool whole) {
+    p->body = whole ? B_TAIL : B_BROKEN;
+    if (p->skip) return;
+    call_rec *c = &p->calls[p->n_calls - 1];
+    c->open = false;
+    c->cut = !whole;
+}
+
+/* B_ARGS: the bytes of s[n] that continue the open call's arguments go into them; *used: how
+ * many. The call closes at the byte that makes them whole, or before one that cannot continue
+ * them. 0 or PGD_ENOMEM. */
+static int take_args(pgd_tool_parser *p, const char *s, size_t n, size_t *used) {
+    size_t i = 0;
+    int end = -1; /* -1: still open; 1: whole; 0: broken */
+    while (i < n && end < 0) {
+        if (!pgd_json_fsm_feed(&p->args, (const uint8_t *)s + i, 1)) {
+            end = 0;
+            break;
+        }
+        i++;
+        if (pgd_json_fsm_done(&p->args)) end = 1;
+    }
+    *used = i;
+    if (!p->skip && i) {
+        if (pgd_buf_append(&p->store, s, i)) return PGD_ENOMEM;
+        p->calls[p->n_calls - 1].args_len += i;
+    }
+    if (end >= 0) close_call(p, end == 1);
     return 0;
 }
 
@@ -441,11 +510,173 @@ static size_t partial_open(const char *s, size_t n) {
     return 0;
 }
 
+/* ---- a Hermes block's head: {"name": "...", "arguments": { ------------------------------- */
+
+/* A head that does not end within this many bytes is not one: the block is read whole (a name
+ * has at most 64 characters). */
+#define HEAD_MAX 256
+
+enum { HEAD_NO, HEAD_MORE, HEAD_MATCH };
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && is_ws(s[i])) i++;
+    return i;
+}
+
+/* `lit` at s[*i]: HEAD_MATCH (*i past it), HEAD_MORE (s ends within it) or HEAD_NO. */
+static int head_lit(const char *s, size_t n, size_t *i, const char *lit) {
+    size_t len = strlen(lit);
+    for (size_t k = 0; k < len; k++) {
+        if (*i + k == n) return HEAD_MORE;
+        if (s[*i + k] != lit[k]) return HEAD_NO;
+    }
+    *i += len;
+    return HEAD_MATCH;
+}
+
+/* A JSON string's token at s[*i], quotes included (its text is checked when decoded). */
+static int head_str(const char *s, size_t n, size_t *i) {
+    if (*i == n) return HEAD_MORE;
+    if (s[*i] != '"') return HEAD_NO;
+    for (size_t k = *i + 1; k < n; k++) {
+        if ((unsigned char)s[k] < 0x20) return HEAD_NO;
+        if (s[k] == '\\') {
+            k++;
+        } else if (s[k] == '"') {
+            *i = k + 1;
+            return HEAD_MATCH;
+        }
+    }
+    return HEAD_MORE;
+}
+
+/* Whether a block's body s[n] begins with a call's head — ws '{' ws "name" ws ':' ws STRING ws
+ * ',' ws ("arguments" | "parameters") ws ':' ws '{' — within HEAD_MAX bytes: HEAD_MATCH with
+ * the name's token at s[*name_at, *name_end) and the arguments' '{' at s[*args_at]; HEAD_MORE
+ * when s may still grow into one; HEAD_NO. */
+static int match_head(const char *s, size_t n, size_t *name_at, size_t *name_end, size_t *args_at) {
+    bool capped = n > HEAD_MAX;
+    if (capped) n = HEAD_MAX;
+    size_t i = skip_ws(s, n, 0);
+    int r = head_lit(s, n, &i, "{");
+    if (r == HEAD_MATCH) i = skip_ws(s, n, i), r = head_lit(s, n, &i, "\"name\"");
+    if (r == HEAD_MATCH) i = skip_ws(s, n, i), r = head_lit(s, n, &i, ":");
+    if (r == HEAD_MATCH) i = *name_at = skip_ws(s, n, i), r = head_str(s, n, &i);
+    if (r == HEAD_MATCH) *name_end = i, i = skip_ws(s, n, i), r = head_lit(s, n, &i, ",");
+    if (r == HEAD_MATCH) {
+        i = skip_ws(s, n, i);
+        r = head_lit(s, n, &i, "\"arguments\"");
+        if (r != HEAD_MATCH) {
+            int r2 = head_lit(s, n, &i, "\"parameters\"");
+            r = r2 == HEAD_MATCH || r == HEAD_NO ? r2 : r;
+        }
+    }
+    if (r == HEAD_MATCH) i = skip_ws(s, n, i), r = head_lit(s, n, &i, ":");
+    if (r == HEAD_MATCH) {
+        i = skip_ws(s, n, i);
+        *args_at = i;
+        r = head_lit(s, n, &i, "{");
+    }
+    return r == HEAD_MORE && capped ? HEAD_NO : r;
+}
+
+/* B_HEAD: the body held so far (its closing tag at `close`, or NULL) opens a call (B_ARGS,
+ * *used past the head), is read whole (B_WHOLE) or waits (*used 0, state kept). A head the
+ * closing tag cuts into is no head. 0 or PGD_ENOMEM. */
+static int block_head(pgd_tool_parser *p, const char *h, size_t n, const char *close,
+                      size_t *used) {
+    size_t name_at = 0, name_end = 0, args_at = 0;
+    int m = match_head(h, n, &name_at, &name_end, &args_at);
+    *used = 0;
+    if (close && (m == HEAD_MORE || (m == HEAD_MATCH && (size_t)(close - h) < args_at)))
+        m = HEAD_NO;
+    if (m == HEAD_MORE) return 0;
+    json_t *name =
+        m == HEAD_MATCH ? json_loadb(h + name_at, name_end - name_at, JSON_DECODE_ANY, NULL) : NULL;
+    if (!json_is_string(name) || !json_string_length(name)) {
+        json_decref(name);
+        p->body = B_WHOLE;
+        return 0;
+    }
+    pgd_buf_reset(&p->ws); /* whitespace before a call is not content */
+    int rc = open_call(p, json_string_value(name), json_string_length(name));
+    json_decref(name);
+    *used = args_at;
+    return rc;
+}
+
+/* The text of a block after its call, up to the closing tag or the output's end: content —
+ * but after whole arguments, the rest of the call's object ("}", or more keys and "}") is not. */
+static int block_rest(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
+    if (p->body == B_TAIL) {
+        pgd_buf obj = PGD_BUF_INIT; /* {"": 0 and the text: an object when it is the rest */
+        if (pgd_buf_append(&obj, "{\"\": 0", 6) || pgd_buf_append(&obj, s, n)) {
+            pgd_buf_free(&obj);
+            return PGD_ENOMEM;
+        }
+        json_t *o = json_loadb(obj.data, obj.len, 0, NULL);
+        pgd_buf_free(&obj);
+        bool rest = o != NULL;
+        json_decref(o);
+        if (rest) return 0;
+    }
+    return put_content(p, s, n, content);
+}
+
+/* A block read whole, body s[n]: its call, or content with its tags (`close`: it had one). */
+static int block_whole(pgd_tool_parser *p, const char *s, size_t n, bool close, pgd_buf *content) {
+    int rc = parse_block(p, s, n);
+    if (rc == 1) {
+        pgd_buf_reset(&p->ws); /* whitespace before a call is not content */
+        return 0;
+    }
+    if (!rc && !(rc = put_content(p, k_open, OPEN_LEN, content)) &&
+        !(rc = put_content(p, s, n, content)) && close)
+        rc = put_content(p, k_close, CLOSE_LEN, content);
+    return rc;
+}
+
+/* In a block: consumes what of p->hold is decided (*used bytes); *wait when the rest waits for
+ * more output. */
+static int in_block(pgd_tool_parser *p, pgd_buf *content, size_t *used, bool *wait) {
+    const char *h = p->hold.data ? p->hold.data : "";
+    size_t n = p->hold.len;
+    const char *close = memmem(h, n, k_close, CLOSE_LEN);
+    size_t body = close ? (size_t)(close - h) : n;
+    int rc = 0;
+    *used = 0;
+    *wait = false;
+    switch (p->body) {
+    case B_HEAD:
+        rc = block_head(p, h, n, close, used);
+        *wait = p->body == B_HEAD;
+        return rc;
+    case B_ARGS:
+        rc = take_args(p, h, n, used);
+        *wait = p->body == B_ARGS;
+        return rc;
+    case B_WHOLE:
+        if (close) rc = block_whole(p, h, body, true, content);
+        break;
+    default: /* B_TAIL, B_BROKEN */
+        if (close) rc = block_rest(p, h, body, content);
+        break;
+    }
+    if (!close) {
+        *wait = true;
+        return 0;
+    }
+    *used = body + CLOSE_LEN;
+    p->in_call = false;
+    return rc;
+}
+
 /* Consumes p->hold as far as it is decided. */
 static int scan(pgd_tool_parser *p, pgd_buf *content) {
     for (;;) {
         const char *h = p->hold.data ? p->hold.data : "";
         size_t n = p->hold.len, used;
+        bool wait = false;
         int rc;
         if (!p->in_call) {
             const char *at = memmem(h, n, k_open, OPEN_LEN);
@@ -459,22 +690,13 @@ static int scan(pgd_tool_parser *p, pgd_buf *content) {
             }
             used = text + OPEN_LEN;
             p->in_call = true;
-        } else {
-            const char *at = memmem(h, n, k_close, CLOSE_LEN);
-            if (!at) return 0;
-            size_t body = (size_t)(at - h);
-            if ((rc = parse_block(p, h, body)) < 0) return rc;
-            if (rc == 1) {
-                pgd_buf_reset(&p->ws); /* whitespace before a call is not content */
-            } else if ((rc = put_content(p, k_open, OPEN_LEN, content)) ||
-                       (rc = put_content(p, h, body + CLOSE_LEN, content))) {
-                return rc;
-            }
-            used = body + CLOSE_LEN;
-            p->in_call = false;
+            p->body = B_HEAD;
+        } else if ((rc = in_block(p, content, &used, &wait))) {
+            return rc;
         }
-        memmove(p->hold.data, h + used, n - used);
+        if (n) memmove(p->hold.data, h + used, n - used);
         p->hold.len = n - used;
+        if (wait) return 0;
     }
 }
 
@@ -545,58 +767,89 @@ static int lj_calls(pgd_tool_parser *p) {
     return ok;
 }
 
-int pgd_tool_parser_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
+/* NAMED: the output is the named tool's arguments (constrained to its parameters): the call
+ * opens at the first byte past whitespace and takes them as they come. */
+static int named_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
+    size_t i = 0, used;
+    int rc = 0;
+    if (p->body == B_HEAD) {
+        i = skip_ws(s, n, 0);
+        if ((rc = pgd_buf_append(&p->ws, s, i))) return rc; /* content if no call comes */
+        if (i == n) return 0;
+        pgd_buf_reset(&p->ws);
+        if ((rc = open_call(p, p->named, strlen(p->named)))) return rc;
+    }
+    if (p->body == B_ARGS) {
+        if ((rc = take_args(p, s + i, n - i, &used))) return rc;
+        i += used;
+    }
+    return i < n ? put_content(p, s + i, n - i, content) : 0; /* past them: whitespace */
+}
+
+static int feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
     if (p->ended || !n) return 0;
     if (p->choice == PGD_TOOL_CHOICE_NONE || p->lj == LJ_CONTENT)
         return pgd_buf_append(content, s, n);
+    if (p->choice == PGD_TOOL_CHOICE_NAMED) return named_feed(p, s, n, content);
     if (pgd_buf_append(&p->hold, s, n)) return PGD_ENOMEM;
     if (p->choice != PGD_TOOL_CHOICE_AUTO) return 0;
     return p->format == PGD_CHAT_TOOLS_LLAMA_JSON ? lj_feed(p, content) : scan(p, content);
 }
 
-/* A constrained output: the array of calls ("required") or the named tool's arguments. */
-static int end_forced(pgd_tool_parser *p, pgd_buf *content) {
+int pgd_tool_parser_feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
+    p->out = content;
+    int rc = feed(p, s, n, content);
+    p->out = NULL;
+    return rc;
+}
+
+/* "required": the constrained output, an array of calls, read whole. */
+static int end_required(pgd_tool_parser *p, pgd_buf *content) {
     json_t *v = json_loadb(p->hold.data ? p->hold.data : "", p->hold.len, JSON_DECODE_ANY, NULL);
     int rc = 0;
-    bool ok = false;
-    if (p->choice == PGD_TOOL_CHOICE_NAMED && json_is_object(v)) {
-        rc = add_call(p, p->named, strlen(p->named), v);
-        ok = true;
-    } else if (p->choice == PGD_TOOL_CHOICE_REQUIRED && json_is_array(v) && json_array_size(v)) {
-        ok = true;
-        for (size_t i = 0; i < json_array_size(v) && ok && rc >= 0; i++)
-            ok = (rc = take_call(p, json_array_get(v, i))) == 1;
-        if (rc == 1) rc = 0;
-        if (!ok) p->n_calls = 0;
-    }
+    bool ok = json_is_array(v) && json_array_size(v);
+    for (size_t i = 0; ok && i < json_array_size(v) && rc >= 0; i++)
+        ok = (rc = take_call(p, json_array_get(v, i))) == 1;
+    if (rc == 1) rc = 0;
+    if (!ok) p->n_calls = 0;
     json_decref(v);
     if (rc) return rc;
     if (!ok) return pgd_buf_append(content, p->hold.data ? p->hold.data : "", p->hold.len);
     return 0;
 }
 
-int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content) {
+static int end(pgd_tool_parser *p, pgd_buf *content) {
     if (p->ended) return 0;
     p->ended = true;
     int rc = 0;
+    const char *h = p->hold.data ? p->hold.data : "";
     if (p->choice == PGD_TOOL_CHOICE_NONE) return 0;
-    if (p->choice != PGD_TOOL_CHOICE_AUTO) {
-        rc = end_forced(p, content);
+    if (p->choice == PGD_TOOL_CHOICE_REQUIRED) {
+        rc = end_required(p, content);
+    } else if (p->choice == PGD_TOOL_CHOICE_NAMED) {
+        if (p->body == B_ARGS) close_call(p, false); /* cut inside its arguments */
     } else if (p->format == PGD_CHAT_TOOLS_LLAMA_JSON) {
         rc = lj_calls(p);
-        if (rc == 0) rc = pgd_buf_append(content, p->hold.data ? p->hold.data : "", p->hold.len);
+        if (rc == 0) rc = pgd_buf_append(content, h, p->hold.len);
         if (rc == 1) rc = 0;
-    } else if (p->in_call) { /* an unterminated block: a call if it parses (cut after it) */
-        rc = parse_block(p, p->hold.data ? p->hold.data : "", p->hold.len);
-        if (rc == 0 && !(rc = put_content(p, k_open, OPEN_LEN, content)))
-            rc = put_content(p, p->hold.data ? p->hold.data : "", p->hold.len, content);
-        if (rc == 1) rc = 0;
+    } else if (!p->in_call) {
+        rc = put_content(p, h, p->hold.len, content);
+    } else if (p->body == B_HEAD || p->body == B_WHOLE) { /* unterminated: a call if it parses */
+        rc = block_whole(p, h, p->hold.len, false, content);
     } else {
-        rc = put_content(p, p->hold.data ? p->hold.data : "", p->hold.len, content);
+        if (p->body == B_ARGS) close_call(p, false); /* cut inside its arguments */
+        rc = block_rest(p, h, p->hold.len, content);
     }
     pgd_buf_reset(&p->hold);
     if (!rc && !p->n_calls && p->ws.len) rc = pgd_buf_append(content, p->ws.data, p->ws.len);
     pgd_buf_reset(&p->ws);
+    return rc;
+}
+
+int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content) {
+    p->out = content;
+    int rc = end(p, content);
+    p->out = NULL;
     return rc;
 }
 
@@ -615,6 +868,9 @@ const pgd_api_tool_call *pgd_tool_parser_calls(pgd_tool_parser *p, size_t *n) {
         memcpy(v[i].id, c->id, sizeof v[i].id);
         v[i].name = (pgd_str){p->store.data + c->name_off, c->name_len};
         v[i].arguments = (pgd_str){p->store.data + c->args_off, c->args_len};
+        v[i].open = c->open;
+        v[i].cut = c->cut;
+        v[i].content_at = c->content_at;
     }
     *n = p->n_calls;
     return v;

@@ -17,22 +17,35 @@
  * How calls come out:
  *   auto      the template's format (pgd_api_tools.format). HERMES (chatml, as Qwen2.5's
  *             template asks): the model writes <tool_call>\n{"name": ..., "arguments": {...}}
- *             \n</tool_call> blocks; the parser takes each block that holds such an object as a
- *             call and keeps the rest as content (a block that does not parse stays content,
- *             tags included; whitespace around calls is dropped). LLAMA_JSON (Llama 3.1+): an
- *             answer that begins (after whitespace, and a <|python_tag|> if its text shows) with
- *             '{' or '[' is held to its end and read as calls {"name": ..., "parameters": ...}
- *             — one object, several separated by ';', or a list; if it does not read so, or
- *             begins otherwise, it is content.
+ *             \n</tool_call> blocks. A block whose body begins with a call's head —
+ *             {"name": "<name>", "arguments": { ("parameters" is taken too), in that order,
+ *             within 256 bytes and before the closing tag — is a call from its head on: the
+ *             call opens there and its arguments are taken byte by byte as the model writes
+ *             them (raw, as long as they continue a JSON object: the sampler's JSON recognizer,
+ *             engine/sampling/json_fsm.h, tells — with its bounds: 64 whitespace bytes in a
+ *             row, 64 levels of nesting), so a stream sends them as they come. The call
+ *             ends when they are whole; the rest of the call's object ("}", or more keys) is
+ *             dropped, other text in the block is content. If the output ends inside the
+ *             arguments, or goes on with a byte that cannot continue them, the call keeps what
+ *             was written (`cut`: not yet JSON, as OpenAI's calls cut by max_tokens are) and
+ *             the block's rest is content. Any other block is read whole at its closing tag
+ *             (or the output's end): a call if it holds such an object (its arguments then
+ *             written by pgd_api_json_dump_py), else content, tags included. Whitespace around
+ *             calls is dropped. LLAMA_JSON (Llama 3.1+): an answer that begins (after
+ *             whitespace, and a <|python_tag|> if its text shows) with '{' or '[' is held to
+ *             its end and read as calls {"name": ..., "parameters": ...} — one object, several
+ *             separated by ';', or a list; if it does not read so, or begins otherwise, it is
+ *             content (arguments as pgd_api_json_dump_py writes them).
  *   required  the output is constrained to a JSON array of {"name": <one of the tools>,
  *             "arguments": <that tool's parameters>} (one at most when parallel_tool_calls is
  *             false), each element a call; the name, written first, picks the branch whose
  *             arguments follow. With more tools than a union holds (PGD_JSON_MAX_BRANCHES), or
  *             parameters a union cannot read, the names are constrained and the arguments are
- *             any JSON object.
- *   named     the output is constrained to the named tool's parameters: one call of it.
- * A constrained output cut short (max_tokens) does not parse: it is returned as content.
- * Arguments are returned as JSON text written by pgd_api_json_dump_py.
+ *             any JSON object. Read whole at the end (arguments as pgd_api_json_dump_py writes
+ *             them); cut short (max_tokens), it does not parse and is returned as content.
+ *   named     the output is constrained to the named tool's parameters: one call of it, open
+ *             from the output's first byte past whitespace, its arguments taken as they come;
+ *             cut short, the call keeps what was written (`cut`).
  *
  * Ownership: pgd_api_tools owns its arrays and text (names point into the request's JSON);
  * a parser owns everything it returns. Threading: no shared state; a parser is used by one
@@ -87,7 +100,12 @@ void pgd_api_tools_free(pgd_api_tools *t); /* back to empty; NULL is fine */
 typedef struct pgd_api_tool_call {
     char id[PGD_API_TOOL_ID_CAP]; /* "call_" + 24 random hex digits */
     pgd_str name;
-    pgd_str arguments; /* JSON text of an object */
+    pgd_str arguments; /* JSON text of an object (while open or cut: its beginning) */
+    bool open;         /* the last call, its arguments still coming (the output goes on) */
+    bool cut;          /* its arguments stop before their JSON ends (the output ended, or went
+                          on with what could not continue them) */
+    size_t content_at; /* the length the content buffer of the feed / end that found it had
+                          then: what was appended before that offset came before the call */
 } pgd_api_tool_call;
 
 typedef struct pgd_tool_parser pgd_tool_parser;
@@ -109,8 +127,9 @@ int pgd_tool_parser_end(pgd_tool_parser *p, pgd_buf *content);
 /* How many calls were found so far (cheap: no views built). */
 size_t pgd_tool_parser_n_calls(const pgd_tool_parser *p);
 
-/* The calls found so far, in order: *n of them; the array and its texts stay valid until the
- * next feed / end / free. */
+/* The calls found so far, in order: *n of them — the last one may be open, its arguments still
+ * growing (what a later call returns only adds to what this one did: a stream sends the
+ * difference). The array and its texts stay valid until the next feed / end / free. */
 const pgd_api_tool_call *pgd_tool_parser_calls(pgd_tool_parser *p, size_t *n);
 
 #endif

@@ -51,7 +51,9 @@ typedef struct choice_out {
     int64_t text_chars; /* characters emitted so far (legacy text_offset) */
     uint64_t t_last_ns;
     pgd_tool_parser *tp;      /* chat with tools offered: the output's tool calls */
-    size_t calls_sent;        /* streams: calls sent so far */
+    size_t calls_sent;        /* streams: calls begun so far (the id and name sent) */
+    size_t args_sent;         /* ... bytes of the last one's arguments sent */
+    bool call_open;           /* ... the last one's arguments may still grow */
     pgd_buf shown;            /* streams with tools: a token's text known to be content */
     pgd_reasoning_parser *rp; /* chat with --reasoning-parser: the output's reasoning */
     pgd_buf rsn;         /* its reasoning (whole answers), or a token's share of it (streams) */
@@ -721,25 +723,77 @@ static void drop_logprobs(choice_out *co, size_t from) {
     pgd_buf_reset(&co->lp_bytes);
 }
 
-/* Streams: the calls the choice's parser found since the last ones sent, in one chunk (a
- * Responses stream: as function_call items; the logprobs held for their text are dropped). */
-static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
-    if (pgd_tool_parser_n_calls(co->tp) <= co->calls_sent) return;
+/* Streams with tools: content found by the parser before a call of the same feed (no logprobs:
+ * the token's go with what follows). */
+static void send_content_before(pgd_rctx *c, uint32_t g, pgd_str text, pgd_buf *b) {
+    if (!text.len) return;
+    if (c->resp) { /* into b, with the calls' events, in order */
+        pgd_api_resp_text(c->resp, text, NULL, 0, b);
+        return;
+    }
+    pgd_api_meta m = meta_of(c);
+    pgd_api_choice ch = {.index = g, .text = text};
+    pgd_buf out = PGD_BUF_INIT;
+    if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &out)) sse_write_json(c, &out);
+    pgd_buf_free(&out);
+}
+
+/* Streams: what the choice's parser found of calls in one feed / end, in the output's order —
+ * first the growth of the call open before it (no content comes while a call is open), then
+ * for each new call the feed's content before it (*text from the start: sent here) and the
+ * call: its id, name and arguments so far. *text becomes the content after the last new call,
+ * for the caller to send. Chat: the calls in chunks of tool_calls deltas; a Responses stream:
+ * function_call items' events (the logprobs held for the text are dropped). */
+static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g, pgd_str *text) {
     size_t n;
     const pgd_api_tool_call *calls = pgd_tool_parser_calls(co->tp, &n);
-    if (n <= co->calls_sent) return;
-    pgd_api_meta m = meta_of(c);
+    size_t from = co->call_open ? co->calls_sent - 1 : co->calls_sent;
+    if (n <= from) return;
+    pgd_api_tool_call *part = malloc((n - from) * sizeof *part); /* [n - from] a chat chunk's */
+    if (!part) return;
+    size_t np = 0, first = from, shown = 0;
+    int rc = 0;
     pgd_buf b = PGD_BUF_INIT;
+    pgd_api_meta m = meta_of(c);
+    for (size_t k = from; k < n && !rc; k++) {
+        pgd_api_tool_call d = calls[k];
+        bool cont = k < co->calls_sent; /* begun before: what its arguments grew by */
+        if (!cont && d.content_at > shown && d.content_at <= text->len) { /* content first */
+            if (np) { /* chat: the calls before it go first */
+                if (!pgd_api_chat_chunk_tool_calls(&m, g, part, np, first, c->req.include_usage,
+                                                   &b))
+                    sse_write_json(c, &b);
+                pgd_buf_reset(&b);
+                np = 0;
+            }
+            first = k;
+            send_content_before(c, g, (pgd_str){text->ptr + shown, d.content_at - shown}, &b);
+            shown = d.content_at;
+        }
+        size_t skip = cont ? co->args_sent : 0;
+        d.arguments = (pgd_str){d.arguments.ptr + skip, d.arguments.len - skip};
+        if (c->resp) {
+            rc = cont ? pgd_api_resp_call_args(c->resp, d.arguments, &b)
+                      : pgd_api_resp_call_begin(c->resp, &d, &b);
+            if (!rc && !d.open) rc = pgd_api_resp_call_done(c->resp, d.cut, &b);
+        } else {
+            if (cont) d.id[0] = '\0'; /* a continuation: the index and arguments only */
+            part[np++] = d;
+        }
+        co->args_sent = calls[k].arguments.len;
+    }
+    co->calls_sent = n;
+    co->call_open = calls[n - 1].open;
+    *text = (pgd_str){text->ptr + shown, text->len - shown};
     if (c->resp) {
-        if (!pgd_api_resp_calls(c->resp, calls + co->calls_sent, n - co->calls_sent, &b))
-            sse_write_events(c, &b);
+        if (!rc) sse_write_events(c, &b);
         drop_logprobs(co, 0);
-    } else if (!pgd_api_chat_chunk_tool_calls(&m, g, calls + co->calls_sent, n - co->calls_sent,
-                                              co->calls_sent, c->req.include_usage, &b)) {
+    } else if (np && !(np == 1 && !part[0].id[0] && !part[0].arguments.len) && /* nothing new */
+               !pgd_api_chat_chunk_tool_calls(&m, g, part, np, first, c->req.include_usage, &b)) {
         sse_write_json(c, &b);
     }
     pgd_buf_free(&b);
-    co->calls_sent = n;
+    free(part);
 }
 
 /* A Responses stream: text shown with the logprobs held so far (every entry of the choice: with
@@ -759,17 +813,18 @@ static void end_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
         pgd_buf_free(&rest);
         return;
     }
+    pgd_str text = {rest.data ? rest.data : "", rest.len};
+    send_tool_calls(c, co, g, &text);
     if (c->resp) {
-        send_resp_text(c, co, (pgd_str){rest.data ? rest.data : "", rest.len});
-    } else if (rest.len) {
+        send_resp_text(c, co, text);
+    } else if (text.len) {
         pgd_api_meta m = meta_of(c);
-        pgd_api_choice ch = {.index = g, .text = {rest.data, rest.len}};
+        pgd_api_choice ch = {.index = g, .text = text};
         pgd_buf b = PGD_BUF_INIT;
         if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
         pgd_buf_free(&b);
     }
     pgd_buf_free(&rest);
-    send_tool_calls(c, co, g);
 }
 
 /* Streams with reasoning: a token's text (end: what the parser held, at the end of the output)
@@ -845,7 +900,7 @@ static void on_token(pgd_rctx *c, const pgd_event *ev) {
                 return;
             }
             text = (pgd_str){co->shown.data ? co->shown.data : "", co->shown.len};
-            send_tool_calls(c, co, g);
+            send_tool_calls(c, co, g, &text);
         }
         if (c->resp) {
             if (text.len || (!co->tp && !co->rp)) send_resp_text(c, co, text);
@@ -1016,7 +1071,7 @@ static void end_reasoning(pgd_rctx *c, choice_out *co, uint32_t g) {
         pgd_buf_reset(&co->shown);
         if (pgd_tool_parser_feed(co->tp, rest.ptr, rest.len, &co->shown)) return;
         rest = (pgd_str){co->shown.data ? co->shown.data : "", co->shown.len};
-        send_tool_calls(c, co, g);
+        send_tool_calls(c, co, g, &rest);
     }
     if (c->resp) { /* without tools, the logprobs that waited go now (else end_tool_calls's) */
         if (rest.len || !co->tp) send_resp_text(c, co, rest);

@@ -174,9 +174,12 @@ def check_item(it, final=True):
         assert re.fullmatch(r"call_[0-9A-Za-z]+", it["call_id"]), it
         assert isinstance(it["name"], str) and it["name"], it
         assert isinstance(it["arguments"], str), it
-        if final:
-            assert it["status"] == "completed", it
-            assert isinstance(json.loads(it["arguments"]), dict), it
+        if final:  # completed with whole arguments; incomplete when cut inside them
+            try:
+                whole = isinstance(json.loads(it["arguments"]), dict)
+            except json.JSONDecodeError:
+                whole = False
+            assert it["status"] == ("completed" if whole else "incomplete"), it
 
 
 def check_response(r, sent, streamed_start=False):
@@ -357,9 +360,10 @@ def assert_chat_equivalent(r, c):
     else:
         assert r["status"] == "completed", r
     assert output_text(r) == (ch["message"]["content"] or "")
-    want_calls = [(t["function"]["name"], json.loads(t["function"]["arguments"]))
+    want_calls = [(t["function"]["name"], t["function"]["arguments"])
                   for t in ch["message"].get("tool_calls") or []]
-    assert calls_of(r) == want_calls
+    assert [(it["name"], it["arguments"]) for it in r["output"]
+            if it["type"] == "function_call"] == want_calls
 
 
 # ---- the same answers as chat ----------------------------------------------------------------
@@ -517,7 +521,8 @@ NAMED = {"type": "function", "name": "get_weather"}
 
 def test_stream_sdk_helper_function_call(client):
     """The SDK's stream helper on a forced call: the arguments' deltas build the item's
-    arguments (the helper asserts the item is a function_call)."""
+    arguments (the helper asserts the item is a function_call); they come as the model writes
+    them, not whole at the end."""
     with client.responses.stream(model=NAME, input="Is it raining in Lisbon?",
                                  tools=[R_WEATHER], tool_choice=NAMED, max_output_tokens=48,
                                  temperature=0) as s:
@@ -529,6 +534,7 @@ def test_stream_sdk_helper_function_call(client):
                 assert ev.snapshot == args
         final = s.get_final_response()
     assert "response.function_call_arguments.done" in types
+    assert types.count("response.function_call_arguments.delta") >= 3, types
     assert [it.type for it in final.output] == ["function_call"]
     assert final.output[0].arguments == args
     jsonschema.validate(json.loads(args), R_WEATHER["parameters"])
@@ -857,19 +863,26 @@ def test_refused_requests(srv, changes, param):
     assert refused() == n400 + 2
 
 
-def test_forced_call_cut_short_is_text(srv):
-    """A forced call cut by max_output_tokens does not parse: its text is the message (chat
-    gives it as content), the response incomplete."""
+def test_forced_call_cut_short_keeps_its_arguments(srv):
+    """A forced call cut by max_output_tokens is still the call: a function_call item,
+    incomplete, with the arguments written so far (the beginning of the uncut call's), as chat
+    gives it; the response incomplete."""
     body = dict(input="Weather in Oslo?", tools=[R_WEATHER], tool_choice=NAMED,
                 max_output_tokens=3, temperature=0)
     r = respond(srv, body)
+    full = respond(srv, body | {"max_output_tokens": 80})
     c = chat(srv, [{"role": "user", "content": "Weather in Oslo?"}], 3,
              tools=[chat_tool(R_WEATHER)],
              tool_choice={"type": "function", "function": {"name": "get_weather"}})
     assert c["choices"][0]["finish_reason"] == "length"
     assert_chat_equivalent(r, c)
-    assert [it["type"] for it in r["output"]] == ["message"]
-    assert output_text(r).lstrip().startswith("{")
+    assert r["status"] == "incomplete"
+    (it,) = r["output"]
+    assert it["type"] == "function_call" and it["status"] == "incomplete", it
+    (whole,) = full["output"]
+    assert whole["status"] == "completed", whole
+    assert it["arguments"].startswith("{") and whole["arguments"].startswith(it["arguments"])
+    assert len(it["arguments"]) < len(whole["arguments"])
 
 
 def test_api_key_guards_the_route(start_server):

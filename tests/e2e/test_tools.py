@@ -86,6 +86,16 @@ def hermes_calls(text):
     return out
 
 
+def hermes_raw_arguments(text):
+    """The arguments' text of each Hermes block, as the model wrote it."""
+    out = []
+    for body in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.S):
+        at = re.search(r'"arguments"\s*:\s*', body).end()
+        _, end = json.JSONDecoder().raw_decode(body, at)
+        out.append(body[at:end])
+    return out
+
+
 def collect_stream(stream):
     """Content, tool calls {index: [id, name, arguments]} and the finish reason of choice 0."""
     content, calls, finish = "", {}, None
@@ -151,14 +161,23 @@ def test_auto_call_matches_raw_text(srv, client):
     assert ch.message.content is None
     got = [(t.function.name, json.loads(t.function.arguments)) for t in ch.message.tool_calls]
     assert got == want
+    # the arguments as the model wrote them
+    assert [t.function.arguments for t in ch.message.tool_calls] == hermes_raw_arguments(text)
     assert all(t.type == "function" and re.fullmatch(r"call_[0-9a-f]{24}", t.id)
                for t in ch.message.tool_calls)
-    # streamed: the same call, whole in one delta, and no content
-    content, calls, finish = collect_stream(client.chat.completions.create(
+    # streamed: the same call and no content; the id and name come first, then the arguments
+    # in pieces as the model writes them (not whole at the end)
+    chunks = list(client.chat.completions.create(
         model=NAME, messages=msgs, tools=[CITY], max_tokens=60, temperature=0, stream=True))
+    content, calls, finish = collect_stream(chunks)
     assert content == "" and finish == "tool_calls"
     assert [(c[1], json.loads(c[2])) for _, c in sorted(calls.items())] == want
+    assert calls[0][2] == ch.message.tool_calls[0].function.arguments
     assert re.fullmatch(r"call_[0-9a-f]{24}", calls[0][0])
+    deltas = [tc for c in chunks for x in c.choices for tc in x.delta.tool_calls or []]
+    assert deltas[0].id == calls[0][0] and deltas[0].function.name == "get_weather"
+    assert all(d.id is None and d.function.name is None for d in deltas[1:])
+    assert len([d for d in deltas if d.function.arguments]) >= 3, deltas
 
 
 def test_auto_plain_answer_passes_through(srv, client):
@@ -239,17 +258,28 @@ def test_required_several_tools(client, seed):
                             tools[tc.function.name]["function"]["parameters"])
 
 
-def test_forced_call_cut_short_is_content(client):
-    """A forced call cut by max_tokens does not parse: the text comes back as content."""
-    r = client.chat.completions.create(
-        model=NAME, messages=[{"role": "user", "content": "Weather in Oslo?"}], tools=[WEATHER],
-        tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=3,
-        temperature=0)
-    ch = r.choices[0]
-    assert ch.finish_reason == "length" and ch.message.tool_calls is None
-    assert ch.message.content.lstrip().startswith("{")
+def test_forced_call_cut_short_keeps_its_arguments(client):
+    """A forced call cut by max_tokens is still the call, with the arguments written so far (as
+    OpenAI's cut calls are): the beginning of the uncut call's arguments, not yet JSON; the same
+    streamed."""
+    kw = dict(model=NAME, messages=[{"role": "user", "content": "Weather in Oslo?"}],
+              tools=[WEATHER], temperature=0,
+              tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    whole = client.chat.completions.create(max_tokens=80, **kw).choices[0]
+    assert whole.finish_reason == "tool_calls"
+    full = whole.message.tool_calls[0].function.arguments
+    ch = client.chat.completions.create(max_tokens=3, **kw).choices[0]
+    assert ch.finish_reason == "length" and ch.message.content is None
+    (tc,) = ch.message.tool_calls
+    args = tc.function.arguments
+    assert tc.function.name == "get_weather" and args.startswith("{")
+    assert full.startswith(args) and len(args) < len(full), (args, full)
     with pytest.raises(json.JSONDecodeError):
-        json.loads(ch.message.content)
+        json.loads(args)
+    content, calls, finish = collect_stream(
+        client.chat.completions.create(max_tokens=3, stream=True, **kw))
+    assert content == "" and finish == "length"
+    assert [c[1:] for c in calls.values()] == [["get_weather", args]]
 
 
 def test_sdk_parse_with_pydantic_tool(client):

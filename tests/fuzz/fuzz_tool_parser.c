@@ -9,11 +9,14 @@
  * byte); the rest is the output text.
  *
  * Checks: fed whole and fed in pieces, the content and the calls are the same (names, arguments;
- * ids are random); every call has a name and arguments that jansson reads back as an object; at
- * most one call when parallel_tool_calls is false; "none" gives the text as it is; the content
- * held back while streaming is never given twice (what feed returns is a prefix of the final
- * content at every step). The reasoning split is the same whole, in pieces and byte by byte;
- * its reasoning never begins or ends with a newline; without reasoning the content is the text.
+ * ids are random); every call has a name and arguments that jansson reads back as an object, or
+ * (cut) do not read at all; at most one call when parallel_tool_calls is false; "none" gives the
+ * text as it is; the content held back while streaming is never given twice (what feed returns
+ * is a prefix of the final content at every step), and the calls seen while streaming only grow
+ * into the final ones (names, arguments), only the last one open; each call's place in the
+ * content (content_at) is the same however the output is cut. The reasoning split is the same
+ * whole, in pieces and byte by byte; its reasoning never begins or ends with a newline; without
+ * reasoning the content is the text.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -128,13 +131,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    !memcmp(cw[i].name.ptr, cp[i].name.ptr, cw[i].name.len));
         FUZZ_CHECK(cw[i].arguments.len == cp[i].arguments.len &&
                    !memcmp(cw[i].arguments.ptr, cp[i].arguments.ptr, cw[i].arguments.len));
-        json_t *a = json_loadb(cw[i].arguments.ptr, cw[i].arguments.len, 0, NULL);
-        FUZZ_CHECK(json_is_object(a));
+        /* whole arguments are an object (jansson reads it, but for numbers past its range:
+         * JSON has none); cut ones (the output ended or broke off inside them) are not JSON */
+        json_error_t err;
+        json_t *a = json_loadb(cw[i].arguments.ptr, cw[i].arguments.len, 0, &err);
+        FUZZ_CHECK(cw[i].cut ? a == NULL
+                             : json_is_object(a) ||
+                                   (!a && json_error_code(&err) == json_error_numeric_overflow));
         json_decref(a);
+        FUZZ_CHECK(!cw[i].open && cw[i].cut == cp[i].cut);
+        /* each call sits at the same place in the content, however the output is cut */
+        FUZZ_CHECK(cw[i].content_at == cp[i].content_at && cw[i].content_at <= whole.content.len);
+        FUZZ_CHECK(!i || cw[i - 1].content_at <= cw[i].content_at);
         FUZZ_CHECK(!strncmp(cw[i].id, "call_", 5) && strlen(cw[i].id) == 29);
     }
 
-    /* streamed byte by byte, what is given at each step is a prefix of the final content */
+    /* streamed byte by byte, what is given at each step is a prefix of the final content, and
+     * of the calls: their number, names and arguments only grow into the final ones (a stream
+     * sends them as they come); only the last may be open */
     pgd_tool_parser *p = NULL;
     pgd_buf c = PGD_BUF_INIT;
     FUZZ_CHECK(pgd_tool_parser_new(&t, &p) == 0);
@@ -142,6 +156,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(pgd_tool_parser_feed(p, s + i, 1, &c) == 0);
         FUZZ_CHECK(c.len <= whole.content.len &&
                    (!c.len || !memcmp(c.data, whole.content.data, c.len)));
+        size_t ns;
+        const pgd_api_tool_call *cs = pgd_tool_parser_calls(p, &ns);
+        FUZZ_CHECK(ns <= nw);
+        for (size_t k = 0; k < ns; k++) {
+            FUZZ_CHECK(cs[k].name.len == cw[k].name.len &&
+                       !memcmp(cs[k].name.ptr, cw[k].name.ptr, cw[k].name.len));
+            FUZZ_CHECK(cs[k].arguments.len <= cw[k].arguments.len &&
+                       (!cs[k].arguments.len ||
+                        !memcmp(cs[k].arguments.ptr, cw[k].arguments.ptr, cs[k].arguments.len)));
+            FUZZ_CHECK(!cs[k].open || k == ns - 1);
+            if (!cs[k].open) FUZZ_CHECK(cs[k].arguments.len == cw[k].arguments.len);
+        }
     }
     FUZZ_CHECK(pgd_tool_parser_end(p, &c) == 0);
     FUZZ_CHECK(c.len == whole.content.len);

@@ -160,7 +160,13 @@ def tool_parser_seeds():
             "{\"city\": \"Paris\"}}\n</tool_call>",
             "Sure.\n<tool_call>{\"name\": \"a\"}</tool_call>\n<tool_call>{\"name\": \"b\", "
             "\"parameters\": {\"x\": [1, 2.5e-07, \"\\u00e9\"]}}</tool_call>\nDone.",
-            "x <tool_call>not json</tool_call> y <tool_c", "<tool_call>{\"name\": \"f\", \"argu"],
+            "x <tool_call>not json</tool_call> y <tool_c", "<tool_call>{\"name\": \"f\", \"argu",
+            # calls from their head on: arguments cut, broken off, with keys after them, and a
+            # closing tag inside a string of theirs
+            "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"x",
+            "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1 oops}}</tool_call> after",
+            "<tool_call>{\"name\": \"f\", \"arguments\": {}, \"id\": 7}\n</tool_call>",
+            "<tool_call>{\"name\": \"w\", \"arguments\": {\"s\": \"</tool_call>\"}}</tool_call>"],
         1: ["[{\"name\": \"g\", \"arguments\": {\"a\": 1}}, {\"name\": \"h\", "
             "\"arguments\": {}}]", "[{\"name\": \"g\""],
         2: ["{\"city\": \"Rome\", \"unit\": \"c\"}", "{\"city\":"],

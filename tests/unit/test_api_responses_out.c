@@ -297,8 +297,13 @@ static const pgd_api_token_logprob k_lp_hello[] = {{{"Hel", 3}, -0.5f, k_top_hel
                                                    {{"lo", 2}, -0.25f, k_top_lo, 2}};
 static const pgd_api_token_logprob k_lp_ok[] = {{{" ok", 3}, -0.125f, NULL, 0}};
 static const pgd_api_tool_call k_calls[2] = {
-    {"call_aaaaaaaaaaaaaaaaaaaaaaaa", {"get_weather", 11}, {"{\"city\": \"Paris\"}", 17}},
-    {"call_bbbbbbbbbbbbbbbbbbbbbbbb", {"ping", 4}, {"{}", 2}},
+    {"call_aaaaaaaaaaaaaaaaaaaaaaaa",
+     {"get_weather", 11},
+     {"{\"city\": \"Paris\"}", 17},
+     false,
+     false,
+     0},
+    {"call_bbbbbbbbbbbbbbbbbbbbbbbb", {"ping", 4}, {"{}", 2}, false, false, 0},
 };
 static const pgd_api_usage k_usage = {12, 7, 4, 0};
 
@@ -448,7 +453,8 @@ static void test_response_defaults_and_copies(void) {
     memset(model, 'y', sizeof model - 1);
     char text[8] = "abc", args[8] = "{}", name[8] = "f";
     pgd_api_token_logprob lp = {{text, 3}, -1.0f, NULL, 0};
-    pgd_api_tool_call call = {"call_cccccccccccccccccccccccc", {name, 1}, {args, 2}};
+    pgd_api_tool_call call = {
+        "call_cccccccccccccccccccccccc", {name, 1}, {args, 2}, false, false, 0};
     pgd_buf b = PGD_BUF_INIT;
     CHECK_EQ_INT(pgd_api_resp_text(r, (pgd_str){text, 3}, &lp, 1, &b), 0);
     memset(text, 'z', 3);
@@ -488,7 +494,7 @@ static void test_response_defaults_and_copies(void) {
     REQUIRE(json_array_size(output) == 2);
     /* logprobs were not asked: [] though given */
     check_message_item(json_array_get(output, 0), "abc", NULL, 0, "completed");
-    pgd_api_tool_call want = {"call_cccccccccccccccccccccccc", S("f"), S("{}")};
+    pgd_api_tool_call want = {"call_cccccccccccccccccccccccc", S("f"), S("{}"), false, false, 0};
     check_call_item(json_array_get(output, 1), &want);
     json_decref(resp);
     json_decref(echo);
@@ -883,7 +889,10 @@ static json_t *check_stream(const sse_events *e, const pgd_api_meta *m,
             if (open_index >= 0) CHECK_EQ_STR(sget(it, "id"), ids[open_index]);
             if (!strcmp(sget0(it, "type"), "function_call")) {
                 CHECK_EQ_STR(sget(it, "arguments"), args.data);
-                CHECK_EQ_STR(sget(it, "status"), "completed");
+                /* incomplete exactly when the arguments are not whole JSON */
+                json_t *whole = json_loads(args.data ? args.data : "", 0, NULL);
+                CHECK_EQ_STR(sget(it, "status"), whole ? "completed" : "incomplete");
+                json_decref(whole);
             } else {
                 bool rs = !strcmp(sget0(it, "type"), "reasoning");
                 json_t *part = json_array_get(json_object_get(it, "content"), 0);
@@ -1021,6 +1030,79 @@ static void test_stream(void) {
         events_free(&ev);
         pgd_buf_free(&all);
     }
+    pgd_api_resp_request_free(&req);
+}
+
+/* A call streamed as it grows: its arguments' deltas as given (an empty one sends nothing), the
+ * done events with the whole; a cut one ends "incomplete". The final response is the whole
+ * builder's for the same calls. */
+static void test_stream_call_grows(void) {
+    pgd_api_resp_request req;
+    memset(&req, 0, sizeof req);
+    REQUIRE(rparse("{'stream':true,'input':'hi','tools':[" WEATHER_R "," PING_R "]}", &req) == 0);
+    pgd_api_meta m = {"resp_grow", 1712345678, S("served"), NULL};
+    pgd_api_tool_call calls[2] = {
+        {"call_dddddddddddddddddddddddd", S("get_weather"), S("{\"ci"), true, true, 0},
+        {"call_eeeeeeeeeeeeeeeeeeeeeeee", S("ping"), S("{\"x\": 1"), false, true, 0},
+    };
+    pgd_api_resp *r = NULL;
+    REQUIRE(pgd_api_resp_new(&m, &req, true, &r) == 0);
+    pgd_buf all = PGD_BUF_INIT;
+    CHECK_EQ_INT(pgd_api_resp_call_args(r, S("x"), &all), PGD_EINVAL); /* no call begun */
+    CHECK_EQ_INT(pgd_api_resp_begin(r, &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_call_begin(r, &calls[0], &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_call_args(r, S("ty\": \"Pa"), &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_call_args(r, S(""), &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_call_args(r, S("ris\"}"), &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_call_done(r, false, &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_call_done(r, false, &all), PGD_EINVAL); /* none in progress */
+    CHECK_EQ_INT(pgd_api_resp_calls(r, &calls[1], 1, &all), 0);
+    CHECK_EQ_INT(pgd_api_resp_end(r, PGD_FINISH_LENGTH, &k_usage, &all), 0);
+    pgd_api_resp_free(r);
+    sse_events ev;
+    bool framed = split_events(all.data, all.len, &ev);
+    CHECK(framed);
+    if (framed) {
+        CHECK(types_are(
+            &ev,
+            KEYS("response.created", "response.in_progress", "response.output_item.added",
+                 "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+                 "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                 "response.output_item.done", CALL_EVENTS, "response.incomplete")));
+        CHECK_EQ_STR(sget(json_object_get(ev.ev[2].j, "item"), "arguments"), "");
+        CHECK_EQ_STR(sget(ev.ev[3].j, "delta"), "{\"ci");
+        CHECK_EQ_STR(sget(ev.ev[4].j, "delta"), "ty\": \"Pa");
+        CHECK_EQ_STR(sget(ev.ev[5].j, "delta"), "ris\"}");
+        CHECK_EQ_STR(sget(ev.ev[6].j, "arguments"), "{\"city\": \"Paris\"}");
+        CHECK_EQ_STR(sget(json_object_get(ev.ev[7].j, "item"), "status"), "completed");
+        CHECK_EQ_STR(sget(json_object_get(ev.ev[11].j, "item"), "status"), "incomplete");
+        json_t *final = check_stream(&ev, &m, &req);
+        CHECK(final != NULL);
+        /* the same calls whole */
+        calls[0].arguments = S("{\"city\": \"Paris\"}");
+        calls[0].open = calls[0].cut = false;
+        pgd_api_resp *w = NULL;
+        REQUIRE(pgd_api_resp_new(&m, &req, false, &w) == 0);
+        pgd_buf whole = PGD_BUF_INIT;
+        CHECK_EQ_INT(pgd_api_resp_calls(w, calls, 2, &whole), 0);
+        CHECK_EQ_INT(pgd_api_resp_end(w, PGD_FINISH_LENGTH, &k_usage, &whole), 0);
+        pgd_api_resp_free(w);
+        json_t *wj = load(whole.data, whole.len), *fj = final ? json_deep_copy(final) : NULL;
+        REQUIRE(wj != NULL && fj != NULL);
+        strip_item_ids(wj);
+        strip_item_ids(fj);
+        CHECK(json_equal(wj, fj));
+        json_decref(wj);
+        json_t *out = json_object_get(final, "output");
+        CHECK_EQ_INT(json_array_size(out), 2); /* the calls: an answer, no empty message */
+        check_call_item(json_array_get(out, 0), &calls[0]);
+        CHECK_EQ_STR(sget(json_array_get(out, 1), "status"), "incomplete");
+        CHECK_EQ_STR(sget(json_array_get(out, 1), "arguments"), "{\"x\": 1");
+        json_decref(fj);
+        pgd_buf_free(&whole);
+    }
+    events_free(&ev);
+    pgd_buf_free(&all);
     pgd_api_resp_request_free(&req);
 }
 
@@ -1331,6 +1413,7 @@ int main(void) {
     RUN(test_response_echo_objects);
     RUN(test_response_edges);
     RUN(test_stream);
+    RUN(test_stream_call_grows);
     RUN(test_stream_plain_and_empty);
     RUN(test_stream_fail);
     RUN(test_conversation_and_object);

@@ -177,7 +177,7 @@ static const parse_case k_cases[] = {
      true,
      false,
      "Let me look.",
-     {{"a", "{\"x\": [1, 2.5, \"\xc3\xa9\"]}"}, {"b", "{}"}}},
+     {{"a", "{\"x\":[1,2.5,\"\\u00e9\"]}"}, {"b", "{}"}}}, /* arguments as written */
     /* "parameters" for "arguments" */
     {"<tool_call>{\"name\": \"c\", \"parameters\": {\"k\": null}}</tool_call>",
      A,
@@ -219,11 +219,66 @@ static const parse_case k_cases[] = {
      false,
      "Hi <tool_call>\n{\"name\": \"f\", \"argu",
      {{0}}},
+    /* a call cut inside its arguments: the arguments written so far */
+    {"Hm <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"x",
+     A,
+     true,
+     false,
+     "Hm",
+     {{"f", "{\"a\": \"x"}}},
+    /* arguments that break off: the call ends there, the rest of its block is content */
+    {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1 oops}}</tool_call> after",
+     A,
+     true,
+     false,
+     "oops}} after",
+     {{"f", "{\"a\": 1 "}}},
+    /* after whole arguments, the rest of the call's object is not content; other text is */
+    {"<tool_call>{\"name\": \"f\", \"arguments\": {}, \"id\": 7}\n</tool_call>",
+     A,
+     true,
+     false,
+     "",
+     {{"f", "{}"}}},
+    {"<tool_call>{\"name\": \"f\", \"arguments\": {\"b\": [true]}} and</tool_call>",
+     A,
+     true,
+     false,
+     "} and",
+     {{"f", "{\"b\": [true]}"}}},
+    /* a closing tag inside the arguments' strings is theirs; inside the head's, it ends the block
+     */
+    {"<tool_call>{\"name\": \"w\", \"arguments\": {\"s\": \"</tool_call>\"}}</tool_call>",
+     A,
+     true,
+     false,
+     "",
+     {{"w", "{\"s\": \"</tool_call>\"}"}}},
+    {"<tool_call>{\"name\": \"a</tool_call>\", \"arguments\": {}}</tool_call>",
+     A,
+     true,
+     false,
+     "<tool_call>{\"name\": \"a</tool_call>\", \"arguments\": {}}</tool_call>",
+     {{0}}},
+    /* a head of other key order is read whole */
+    {"<tool_call>{\"arguments\": {\"q\":1}, \"name\": \"k\"}</tool_call>",
+     A,
+     true,
+     false,
+     "",
+     {{"k", "{\"q\": 1}"}}},
     /* a prefix of the tag at the end is content */
     {"a <tool_c", A, true, false, "a <tool_c", {{0}}},
     {"<tool_callx>", A, true, false, "<tool_callx>", {{0}}},
     /* parallel_tool_calls false: the first call only */
     {"<tool_call>{\"name\": \"g\"}</tool_call><tool_call>{\"name\": \"h\"}</tool_call>",
+     A,
+     false,
+     false,
+     "",
+     {{"g", "{}"}}},
+    {"<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": "
+     "\"h\", \"arguments\": {\"x\": 1}}</tool_call>",
      A,
      false,
      false,
@@ -248,8 +303,10 @@ static const parse_case k_cases[] = {
      true,
      false,
      "",
-     {{"get_weather", "{\"city\": \"Rome\"}"}}},
-    {"{\"city\":\"Ro", PGD_TOOL_CHOICE_NAMED, true, false, "{\"city\":\"Ro", {{0}}},
+     {{"get_weather", "{\"city\":\"Rome\"}"}}},
+    /* named, cut short: the call with the arguments written so far */
+    {"{\"city\":\"Ro", PGD_TOOL_CHOICE_NAMED, true, false, "", {{"get_weather", "{\"city\":\"Ro"}}},
+    {" \n", PGD_TOOL_CHOICE_NAMED, true, false, " \n", {{0}}},
     /* none: everything is content */
     {"<tool_call>{\"name\": \"e\"}</tool_call>",
      PGD_TOOL_CHOICE_NONE,
@@ -320,6 +377,10 @@ static void run_case(const parse_case *c, const size_t *cuts, size_t n_cuts) {
                     (int)calls[i].arguments.len, calls[i].arguments.ptr, c->calls[i][1]);
             CHECK(false);
         }
+        /* cut: exactly when the arguments are not whole JSON (as jansson reads them) */
+        json_t *args = json_loads(c->calls[i][1], 0, NULL);
+        CHECK(!calls[i].open && calls[i].cut == (args == NULL));
+        json_decref(args);
         CHECK(strlen(calls[i].id) == 29 && !strncmp(calls[i].id, "call_", 5));
         for (size_t j = 0; j < i; j++) CHECK(strcmp(calls[i].id, calls[j].id) != 0);
     }
@@ -369,14 +430,81 @@ static void test_parser_streams(void) {
     CHECK(out.len == 9);
     pgd_buf_free(&out);
     pgd_tool_parser_free(p);
+
+    /* content and a call found in one feed: the call says where in the content it came */
+    REQUIRE(pgd_tool_parser_new(&t, &p) == 0);
+    const char *both = "Sure. <tool_call>{\"name\": \"x\", \"arguments\": {\"a\": 1}}</tool_call>"
+                       " Done <tool_call>{\"name\": \"x\"}</tool_call>";
+    REQUIRE(pgd_tool_parser_feed(p, both, strlen(both), &out) == 0);
+    const pgd_api_tool_call *c = pgd_tool_parser_calls(p, &n);
+    REQUIRE(n == 2);
+    CHECK_EQ_INT(c[0].content_at, 5);  /* after "Sure." */
+    CHECK_EQ_INT(c[1].content_at, 10); /* after "Sure. Done" */
+    CHECK(out.len == 10 && !memcmp(out.data, "Sure. Done", 10));
+    pgd_buf_free(&out);
+    pgd_tool_parser_free(p);
+}
+
+/* A call opens at its head and its arguments grow byte by byte as they come, raw. */
+static void test_parser_call_grows(void) {
+    pgd_str names[1] = {{"x", 1}};
+    for (int named = 0; named < 2; named++) {
+        pgd_api_tools t = {.n = 1,
+                           .names = names,
+                           .choice = named ? PGD_TOOL_CHOICE_NAMED : PGD_TOOL_CHOICE_AUTO,
+                           .parallel = true,
+                           .format = PGD_CHAT_TOOLS_HERMES};
+        pgd_tool_parser *p = NULL;
+        REQUIRE(pgd_tool_parser_new(&t, &p) == 0);
+        pgd_buf out = PGD_BUF_INIT;
+        size_t n;
+        const pgd_api_tool_call *c;
+        if (!named) {
+            const char *head = "<tool_call>\n{\"name\": \"x\", \"argum";
+            REQUIRE(pgd_tool_parser_feed(p, head, strlen(head), &out) == 0);
+            pgd_tool_parser_calls(p, &n);
+            CHECK_EQ_INT(n, 0); /* not yet a head */
+            REQUIRE(pgd_tool_parser_feed(p, "ents\": ", 7, &out) == 0);
+            pgd_tool_parser_calls(p, &n);
+            CHECK_EQ_INT(n, 0); /* the arguments' '{' makes it one */
+        }
+        REQUIRE(pgd_tool_parser_feed(p, "{\"s\": \"a", 8, &out) == 0);
+        c = pgd_tool_parser_calls(p, &n);
+        REQUIRE(n == 1);
+        CHECK(c[0].open && c[0].cut && c[0].name.len == 1 && c[0].name.ptr[0] == 'x');
+        CHECK(c[0].arguments.len == 8 && !memcmp(c[0].arguments.ptr, "{\"s\": \"a", 8));
+        char id[PGD_API_TOOL_ID_CAP];
+        memcpy(id, c[0].id, sizeof id);
+        REQUIRE(pgd_tool_parser_feed(p, "b\", \"n\": [1", 11, &out) == 0);
+        c = pgd_tool_parser_calls(p, &n);
+        REQUIRE(n == 1);
+        CHECK(c[0].open && !strcmp(c[0].id, id)); /* the same call */
+        CHECK(c[0].arguments.len == 19 &&
+              !memcmp(c[0].arguments.ptr, "{\"s\": \"ab\", \"n\": [1", 19));
+        REQUIRE(pgd_tool_parser_feed(p, "]}}\n</tool_call>", named ? 2 : 16, &out) == 0);
+        c = pgd_tool_parser_calls(p, &n);
+        REQUIRE(n == 1);
+        CHECK(!c[0].open && !c[0].cut); /* whole before the output's end */
+        CHECK(c[0].arguments.len == 21 &&
+              !memcmp(c[0].arguments.ptr, "{\"s\": \"ab\", \"n\": [1]}", 21));
+        REQUIRE(pgd_tool_parser_end(p, &out) == 0);
+        CHECK_EQ_INT(out.len, 0);
+        pgd_buf_free(&out);
+        pgd_tool_parser_free(p);
+    }
 }
 
 /* ---- responses ----------------------------------------------------------------------------- */
 
 static void test_responses(void) {
     pgd_api_tool_call calls[2] = {
-        {"call_0123456789abcdef01234567", {"get_weather", 11}, {"{\"city\": \"Paris\"}", 17}},
-        {"call_1", {"ping", 4}, {"{}", 2}},
+        {"call_0123456789abcdef01234567",
+         {"get_weather", 11},
+         {"{\"city\": \"Paris\"}", 17},
+         false,
+         false,
+         0},
+        {"call_1", {"ping", 4}, {"{}", 2}, false, false, 0},
     };
     pgd_api_meta m = {"chatcmpl-t", 1, {"m", 1}, NULL};
     pgd_api_usage u = {3, 4, 0, 0};
@@ -434,6 +562,29 @@ static void test_responses(void) {
     CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(c0, "function"), "name")),
                  "ping");
     json_decref(root);
+
+    /* a continuation (empty id) then a new call: {index, function: {arguments}} for the first */
+    pgd_api_tool_call more[2] = {calls[0], calls[1]};
+    more[0].id[0] = '\0';
+    more[0].arguments = (pgd_str){"is\"}", 4};
+    pgd_buf_reset(&b);
+    REQUIRE(pgd_api_chat_chunk_tool_calls(&m, 0, more, 2, 3, false, &b) == 0);
+    root = json_loadb(b.data, b.len, 0, NULL);
+    REQUIRE(root != NULL);
+    tc = json_object_get(
+        json_object_get(json_array_get(json_object_get(root, "choices"), 0), "delta"),
+        "tool_calls");
+    REQUIRE(json_array_size(tc) == 2);
+    c0 = json_array_get(tc, 0);
+    CHECK_EQ_INT(json_object_size(c0), 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(c0, "index")), 3);
+    f0 = json_object_get(c0, "function");
+    CHECK_EQ_INT(json_object_size(f0), 1);
+    CHECK_EQ_STR(json_string_value(json_object_get(f0, "arguments")), "is\"}");
+    json_t *c1 = json_array_get(tc, 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(c1, "index")), 4);
+    CHECK_EQ_STR(json_string_value(json_object_get(c1, "id")), "call_1");
+    json_decref(root);
     pgd_buf_free(&b);
 }
 
@@ -441,6 +592,7 @@ int main(void) {
     RUN(test_choices);
     RUN(test_parser);
     RUN(test_parser_streams);
+    RUN(test_parser_call_grows);
     RUN(test_responses);
     return test_summary();
 }
