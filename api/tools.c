@@ -323,12 +323,27 @@ enum { LJ_UNDECIDED, LJ_CALLS, LJ_CONTENT }; /* LLAMA_JSON: what the answer is *
  *   B_BROKEN  a byte could not continue the arguments: the call ended there */
 enum { B_HEAD, B_WHOLE, B_ARGS, B_TAIL, B_BROKEN };
 
+/* Where a list of calls is ("required"'s array; a Llama answer's objects or lists of them,
+ * separated by whitespace, ';' or ','):
+ *   LS_FIRST  the first call's head may still come (the answer is held)
+ *   LS_WHOLE  it will not: the answer is read whole at its end
+ *   LS_CALL   a call is open (body B_ARGS)
+ *   LS_CLOSE  its arguments are whole: its object's '}' comes
+ *   LS_SEP    between calls
+ *   LS_HEAD   a later call's head may still come (held from its '{')
+ *   LS_ITEM   it did not: that object is read whole when it ends
+ *   LS_REST   what came could not continue the list: the rest is content */
+enum { LS_FIRST, LS_WHOLE, LS_CALL, LS_CLOSE, LS_SEP, LS_HEAD, LS_ITEM, LS_REST };
+
 struct pgd_tool_parser {
     pgd_tool_choice choice;
     pgd_chat_tool_format format;
     int lj; /* LLAMA_JSON */
     bool parallel, ended, in_call;
-    int body;     /* B_*: the block's (Hermes) or the output's (named) state */
+    int body;         /* B_*: the block's (Hermes) or the output's (named) state */
+    int list;         /* LS_*: "required", and a Llama answer of calls */
+    bool in_list;     /* ... inside a '[' */
+    size_t item_seen; /* LS_ITEM: bytes of the held object read by the recognizer (p->args) */
     bool skip;    /* B_ARGS..: the open call is one past the first with parallel false (dropped) */
     char *named;  /* NAMED: the tool's name (NUL-terminated) */
     pgd_buf hold; /* undecided text: a possible start of <tool_call>, or a block's body */
@@ -720,19 +735,184 @@ static int lj_begins(const char *s, size_t n, size_t *at) {
     return s[i] == '{' || s[i] == '[';
 }
 
+static int list_scan(pgd_tool_parser *p, pgd_buf *content);
+
 static int lj_feed(pgd_tool_parser *p, pgd_buf *content) {
     size_t at;
+    if (p->lj == LJ_CALLS) return list_scan(p, content);
     if (p->lj != LJ_UNDECIDED) return 0;
     int b = lj_begins(p->hold.data, p->hold.len, &at);
     if (b < 0) return 0;
     if (b > 0) {
         p->lj = LJ_CALLS;
-        return 0;
+        return list_scan(p, content);
     }
     p->lj = LJ_CONTENT;
     int rc = pgd_buf_append(content, p->hold.data, p->hold.len);
     pgd_buf_reset(&p->hold);
     return rc;
+}
+
+/* ---- a list of calls, opened from the first one's head on ------------------------------ */
+
+/* A call's head at s[n] (from its '{'): opens it (*used past the head) when it matches and its
+ * name reads; HEAD_MORE: wait; HEAD_NO: it is none. 0 or PGD_ENOMEM in *rc. */
+static int list_head(pgd_tool_parser *p, const char *s, size_t n, size_t *used, int *rc) {
+    size_t name_at = 0, name_end = 0, args_at = 0;
+    int m = match_head(s, n, &name_at, &name_end, &args_at);
+    *rc = 0;
+    if (m != HEAD_MATCH) return m;
+    json_t *name = json_loadb(s + name_at, name_end - name_at, JSON_DECODE_ANY, NULL);
+    if (!json_is_string(name) || !json_string_length(name)) {
+        json_decref(name);
+        return HEAD_NO;
+    }
+    *rc = open_call(p, json_string_value(name), json_string_length(name));
+    json_decref(name);
+    *used = args_at;
+    return HEAD_MATCH;
+}
+
+/* LS_ITEM: the object at s[n] (its first *seen bytes read before), no call's head, read whole
+ * once the JSON recognizer has seen it end: *m HEAD_MATCH when it is a call (recorded, *used
+ * past it), HEAD_NO when not (or when a byte cannot continue it), HEAD_MORE when it has not
+ * ended yet. 0 or PGD_ENOMEM. */
+static int list_item(pgd_tool_parser *p, const char *s, size_t n, size_t *used, int *m) {
+    size_t i = p->item_seen;
+    *m = HEAD_MORE;
+    if (!i) pgd_json_fsm_init(&p->args, pgd_json_schema_object());
+    while (i < n && *m == HEAD_MORE) {
+        if (!pgd_json_fsm_feed(&p->args, (const uint8_t *)s + i, 1))
+            *m = HEAD_NO;
+        else if (pgd_json_fsm_done(&p->args))
+            *m = HEAD_MATCH;
+        i++;
+    }
+    p->item_seen = *m == HEAD_MORE ? i : 0;
+    if (*m != HEAD_MATCH) return 0;
+    json_t *o = json_loadb(s, i, 0, NULL);
+    int rc = take_call(p, o);
+    json_decref(o);
+    *used = i;
+    if (rc == 0) *m = HEAD_NO;
+    return rc < 0 ? rc : 0;
+}
+
+/* LS_FIRST: the answer so far, s[n] (nothing consumed: LS_WHOLE reads it all), against its
+ * first call's head — past whitespace ("required": then '['; Llama: a <|python_tag|>, then
+ * '[' or not) and the head. */
+static int list_first(pgd_tool_parser *p, const char *s, size_t n, size_t *used, int *rc) {
+    size_t at = 0;
+    *rc = 0;
+    if (p->choice == PGD_TOOL_CHOICE_REQUIRED) {
+        at = skip_ws(s, n, 0);
+        if (at == n) return HEAD_MORE;
+        if (s[at] != '[') return HEAD_NO;
+    } else if (lj_begins(s, n, &at) != 1) {
+        return HEAD_NO; /* (decided already: it begins with '{' or '[') */
+    }
+    bool list = s[at] == '[';
+    if (list && (at = skip_ws(s, n, at + 1)) == n) return HEAD_MORE;
+    int m = list_head(p, s + at, n - at, used, rc);
+    if (m == HEAD_MATCH) {
+        *used += at;
+        p->in_list = list;
+    }
+    return m;
+}
+
+/* Consumes p->hold as far as the list is decided (Llama: once it is calls; "required"). */
+static int list_scan(pgd_tool_parser *p, pgd_buf *content) {
+    for (;;) {
+        const char *h = p->hold.data ? p->hold.data : "";
+        size_t n = p->hold.len, used = 0, i;
+        int rc = 0, m;
+        bool wait = false;
+        switch (p->list) {
+        case LS_FIRST:
+        case LS_HEAD:
+            m = p->list == LS_FIRST ? list_first(p, h, n, &used, &rc)
+                                    : list_head(p, h, n, &used, &rc);
+            if (rc) return rc;
+            if (m == HEAD_MORE) return 0;
+            if (m == HEAD_NO) {
+                if (p->list == LS_FIRST) { /* not a streamed list: the whole answer decides */
+                    p->list = LS_WHOLE;
+                    return 0;
+                }
+                p->list = LS_ITEM;
+            } else {
+                p->list = LS_CALL;
+            }
+            break;
+        case LS_WHOLE:
+            return 0;
+        case LS_ITEM:
+            if ((rc = list_item(p, h, n, &used, &m))) return rc;
+            if (m == HEAD_MORE) return 0;
+            p->list = m == HEAD_MATCH ? LS_SEP : LS_REST;
+            break;
+        case LS_CALL:
+            if ((rc = take_args(p, h, n, &used))) return rc;
+            if (p->body == B_ARGS)
+                wait = true;
+            else
+                p->list = p->body == B_TAIL ? LS_CLOSE : LS_REST;
+            break;
+        case LS_CLOSE: /* the call's object ends */
+            used = skip_ws(h, n, 0);
+            if (used == n) {
+                wait = true;
+            } else if (h[used] == '}') {
+                used++;
+                p->list = LS_SEP;
+            } else {
+                p->list = LS_REST;
+            }
+            break;
+        case LS_SEP:
+            for (i = 0; i < n; i++) {
+                if (is_ws(h[i]) || h[i] == ';' || h[i] == ',') continue;
+                if (h[i] != '[' && h[i] != ']') break;
+                if ((h[i] == '[') == p->in_list) break; /* lists do not nest */
+                p->in_list = !p->in_list;
+            }
+            used = i;
+            if (i == n)
+                wait = true;
+            else
+                p->list = h[i] == '{' ? LS_HEAD : LS_REST;
+            break;
+        default: /* LS_REST */
+            rc = pgd_buf_append(content, h, n);
+            used = n;
+            wait = true;
+            break;
+        }
+        if (n) memmove(p->hold.data, h + used, n - used);
+        p->hold.len = n - used;
+        if (rc || wait) return rc;
+    }
+}
+
+/* The end of a list: 1 when it was streamed (what is left settled), 0 when it is read whole,
+ * PGD_ENOMEM. */
+static int list_end(pgd_tool_parser *p, pgd_buf *content) {
+    switch (p->list) {
+    case LS_FIRST:
+    case LS_WHOLE:
+        return 0;
+    case LS_CALL:
+        close_call(p, false); /* cut inside its arguments */
+        return 1;
+    case LS_HEAD: /* a call begun, not yet one: content */
+    case LS_ITEM:
+    case LS_REST:
+        return pgd_buf_append(content, p->hold.data ? p->hold.data : "", p->hold.len) ? PGD_ENOMEM
+                                                                                      : 1;
+    default: /* whitespace and separators */
+        return 1;
+    }
 }
 
 /* The held answer read as calls: objects (or lists of them) separated by whitespace, ';' or
@@ -792,7 +972,7 @@ static int feed(pgd_tool_parser *p, const char *s, size_t n, pgd_buf *content) {
         return pgd_buf_append(content, s, n);
     if (p->choice == PGD_TOOL_CHOICE_NAMED) return named_feed(p, s, n, content);
     if (pgd_buf_append(&p->hold, s, n)) return PGD_ENOMEM;
-    if (p->choice != PGD_TOOL_CHOICE_AUTO) return 0;
+    if (p->choice == PGD_TOOL_CHOICE_REQUIRED) return list_scan(p, content);
     return p->format == PGD_CHAT_TOOLS_LLAMA_JSON ? lj_feed(p, content) : scan(p, content);
 }
 
@@ -824,7 +1004,11 @@ static int end(pgd_tool_parser *p, pgd_buf *content) {
     int rc = 0;
     const char *h = p->hold.data ? p->hold.data : "";
     if (p->choice == PGD_TOOL_CHOICE_NONE) return 0;
-    if (p->choice == PGD_TOOL_CHOICE_REQUIRED) {
+    bool list = p->choice == PGD_TOOL_CHOICE_REQUIRED ||
+                (p->choice == PGD_TOOL_CHOICE_AUTO && p->format == PGD_CHAT_TOOLS_LLAMA_JSON);
+    if (list && (rc = list_end(p, content))) {
+        if (rc == 1) rc = 0;
+    } else if (p->choice == PGD_TOOL_CHOICE_REQUIRED) {
         rc = end_required(p, content);
     } else if (p->choice == PGD_TOOL_CHOICE_NAMED) {
         if (p->body == B_ARGS) close_call(p, false); /* cut inside its arguments */

@@ -32,17 +32,23 @@
  *             (or the output's end): a call if it holds such an object (its arguments then
  *             written by pgd_api_json_dump_py), else content, tags included. Whitespace around
  *             calls is dropped. LLAMA_JSON (Llama 3.1+): an answer that begins (after
- *             whitespace, and a <|python_tag|> if its text shows) with '{' or '[' is held to
- *             its end and read as calls {"name": ..., "parameters": ...} — one object, several
- *             separated by ';', or a list; if it does not read so, or begins otherwise, it is
- *             content (arguments as pgd_api_json_dump_py writes them).
+ *             whitespace, and a <|python_tag|> if its text shows) with '{' or '[' is calls
+ *             {"name": ..., "parameters": ...} — one object, several separated by ';' or ',',
+ *             or a list — else content. As a list (below) when its first object begins with a
+ *             call's head; otherwise it is held to its end and read whole: calls if it all
+ *             reads so, else content (arguments as pgd_api_json_dump_py writes them).
  *   required  the output is constrained to a JSON array of {"name": <one of the tools>,
  *             "arguments": <that tool's parameters>} (one at most when parallel_tool_calls is
  *             false), each element a call; the name, written first, picks the branch whose
  *             arguments follow. With more tools than a union holds (PGD_JSON_MAX_BRANCHES), or
  *             parameters a union cannot read, the names are constrained and the arguments are
- *             any JSON object. Read whole at the end (arguments as pgd_api_json_dump_py writes
- *             them); cut short (max_tokens), it does not parse and is returned as content.
+ *             any JSON object. Read as a list.
+ *   A list of calls is taken from its first call's head on: each call opens at its head and
+ *   takes its arguments as they come (as a Hermes block's), then its object's '}'; between
+ *   calls, whitespace, ';', ',' and the list's brackets. A later object that begins otherwise
+ *   is read whole when it ends (a call if it is one); anything else ends the list, and the
+ *   rest of the answer is content. Cut short inside a call, the call keeps what was written
+ *   (`cut`); cut before the first head, the answer is content.
  *   named     the output is constrained to the named tool's parameters: one call of it, open
  *             from the output's first byte past whitespace, its arguments taken as they come;
  *             cut short, the call keeps what was written (`cut`).

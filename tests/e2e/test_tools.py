@@ -229,15 +229,30 @@ def test_named_choice_sampled_n(client):
 
 
 def test_required_one_tool(client):
-    r = client.chat.completions.create(
-        model=NAME, messages=[{"role": "user", "content": "Weather in Berlin, please."}],
-        tools=[WEATHER], tool_choice="required", parallel_tool_calls=False, max_tokens=80,
-        temperature=0)
+    kw = dict(model=NAME, messages=[{"role": "user", "content": "Weather in Berlin, please."}],
+              tools=[WEATHER], tool_choice="required", parallel_tool_calls=False, temperature=0)
+    r = client.chat.completions.create(max_tokens=80, **kw)
     ch = r.choices[0]
     assert ch.finish_reason == "tool_calls" and ch.message.content is None
     (tc,) = ch.message.tool_calls
     assert tc.function.name == "get_weather"
     jsonschema.validate(json.loads(tc.function.arguments), WEATHER["function"]["parameters"])
+    # streamed: the same call, its arguments in deltas as they are written
+    chunks = list(client.chat.completions.create(max_tokens=80, stream=True, **kw))
+    content, calls, finish = collect_stream(chunks)
+    assert content == "" and finish == "tool_calls"
+    assert [c[1:] for c in calls.values()] == [["get_weather", tc.function.arguments]]
+    deltas = [d for c in chunks for x in c.choices for d in x.delta.tool_calls or []]
+    assert len([d for d in deltas if d.function.arguments]) >= 3, deltas
+    # cut inside the arguments (a few tokens before the answer's end): the call keeps what was
+    # written
+    cut = client.chat.completions.create(max_tokens=r.usage.completion_tokens - 6,
+                                         **kw).choices[0]
+    assert cut.finish_reason == "length" and cut.message.content is None
+    (ct,) = cut.message.tool_calls
+    assert ct.function.name == "get_weather"
+    assert tc.function.arguments.startswith(ct.function.arguments)
+    assert len(ct.function.arguments) < len(tc.function.arguments)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])

@@ -168,12 +168,15 @@ def tool_parser_seeds():
             "<tool_call>{\"name\": \"f\", \"arguments\": {}, \"id\": 7}\n</tool_call>",
             "<tool_call>{\"name\": \"w\", \"arguments\": {\"s\": \"</tool_call>\"}}</tool_call>"],
         1: ["[{\"name\": \"g\", \"arguments\": {\"a\": 1}}, {\"name\": \"h\", "
-            "\"arguments\": {}}]", "[{\"name\": \"g\""],
+            "\"arguments\": {}}]", "[{\"name\": \"g\"",
+            "[{\"name\": \"g\", \"arguments\": {\"a\": 1}}, {\"name\": \"h\", \"arguments\": {\"b"],
         2: ["{\"city\": \"Rome\", \"unit\": \"c\"}", "{\"city\":"],
         3: ["<tool_call>{\"name\": \"e\"}</tool_call>"],
         8: ["{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
             " <|python_tag|>{\"name\": \"a\"}; {\"name\": \"b\", \"arguments\": {\"x\": [1]}}",
-            "[{\"name\": \"a\"}]", "Plain text {\"name\": \"a\"}"],
+            "[{\"name\": \"a\"}]", "Plain text {\"name\": \"a\"}",
+            "{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\"} then text",
+            "[{\"name\": \"a\", \"parameters\": {\"x\": [1, {\"y\": \"]\"}]}}]"],
     }
     out = []
     for mode, texts in outs.items():
