@@ -738,6 +738,17 @@ static void send_content_before(pgd_rctx *c, uint32_t g, pgd_str text, pgd_buf *
     pgd_buf_free(&out);
 }
 
+/* Chat streams: a chunk of the calls part[0..np) (indexes first, first + 1, ...), unless it is
+ * only a continuation that brings nothing. b is left empty. */
+static void send_call_chunk(pgd_rctx *c, uint32_t g, const pgd_api_tool_call *part, size_t np,
+                            size_t first, pgd_buf *b) {
+    if (!np || (np == 1 && !part[0].id[0] && !part[0].arguments.len)) return;
+    pgd_api_meta m = meta_of(c);
+    if (!pgd_api_chat_chunk_tool_calls(&m, g, part, np, first, c->req.include_usage, b))
+        sse_write_json(c, b);
+    pgd_buf_reset(b);
+}
+
 /* Streams: what the choice's parser found of calls in one feed / end, in the output's order —
  * first the growth of the call open before it (no content comes while a call is open), then
  * for each new call the feed's content before it (*text from the start: sent here) and the
@@ -754,18 +765,12 @@ static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g, pgd_str *te
     size_t np = 0, first = from, shown = 0;
     int rc = 0;
     pgd_buf b = PGD_BUF_INIT;
-    pgd_api_meta m = meta_of(c);
     for (size_t k = from; k < n && !rc; k++) {
         pgd_api_tool_call d = calls[k];
         bool cont = k < co->calls_sent; /* begun before: what its arguments grew by */
         if (!cont && d.content_at > shown && d.content_at <= text->len) { /* content first */
-            if (np) { /* chat: the calls before it go first */
-                if (!pgd_api_chat_chunk_tool_calls(&m, g, part, np, first, c->req.include_usage,
-                                                   &b))
-                    sse_write_json(c, &b);
-                pgd_buf_reset(&b);
-                np = 0;
-            }
+            send_call_chunk(c, g, part, np, first, &b); /* chat: the calls before it first */
+            np = 0;
             first = k;
             send_content_before(c, g, (pgd_str){text->ptr + shown, d.content_at - shown}, &b);
             shown = d.content_at;
@@ -788,9 +793,8 @@ static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g, pgd_str *te
     if (c->resp) {
         if (!rc) sse_write_events(c, &b);
         drop_logprobs(co, 0);
-    } else if (np && !(np == 1 && !part[0].id[0] && !part[0].arguments.len) && /* nothing new */
-               !pgd_api_chat_chunk_tool_calls(&m, g, part, np, first, c->req.include_usage, &b)) {
-        sse_write_json(c, &b);
+    } else {
+        send_call_chunk(c, g, part, np, first, &b);
     }
     pgd_buf_free(&b);
     free(part);
