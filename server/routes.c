@@ -1184,11 +1184,22 @@ static void keep_response(pgd_rctx *c, const pgd_buf *whole) {
     pgd_buf_free(&obj);
 }
 
-/* A whole Responses answer from its one choice: reasoning, content, then calls. */
+/* A whole Responses answer from its one choice: reasoning, then the content and the calls in
+ * the order the model wrote them (each call where its content_at says; the logprobs with the
+ * content before the first call), as a stream gives them. */
 static int resp_whole(pgd_rctx *c, const pgd_api_choice *ch, pgd_buf *out) {
     int rc = pgd_api_resp_reasoning(c->resp, ch->reasoning, NULL);
-    if (!rc) rc = pgd_api_resp_text(c->resp, ch->text, ch->tokens, ch->n_tokens, NULL);
-    if (!rc) rc = pgd_api_resp_calls(c->resp, ch->calls, ch->n_calls, NULL);
+    size_t at = 0;
+    for (size_t k = 0; k <= ch->n_calls && !rc; k++) {
+        size_t to = k < ch->n_calls && ch->calls[k].content_at < ch->text.len
+                        ? ch->calls[k].content_at
+                        : ch->text.len;
+        if (!k || to > at)
+            rc = pgd_api_resp_text(c->resp, (pgd_str){ch->text.ptr + at, to - at},
+                                   k ? NULL : ch->tokens, k ? 0 : ch->n_tokens, NULL);
+        at = to > at ? to : at;
+        if (!rc && k < ch->n_calls) rc = pgd_api_resp_calls(c->resp, &ch->calls[k], 1, NULL);
+    }
     if (!rc) rc = pgd_api_resp_end(c->resp, ch->finish, &c->usage, out);
     if (!rc) keep_response(c, out);
     return rc;
