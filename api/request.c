@@ -292,6 +292,30 @@ static int parse_stop(const json_t *root, pgd_api_request *r, pgd_api_error *e) 
     return 0;
 }
 
+/* vLLM's stop_token_ids: token ids that end a choice as its EOS does (their text not emitted);
+ * the vocabulary's bound is checked by the scheduler (scheduler/request.c). */
+static int parse_stop_ids(const json_t *root, pgd_api_request *r, pgd_api_error *e) {
+    json_t *v = pgd__api_field(root, "stop_token_ids");
+    if (!v) return 0;
+    if (!json_is_array(v)) return type_err(e, "stop_token_ids", "an array of token ids", v);
+    size_t n = json_array_size(v);
+    if (n > PGD_FINISH_MAX_EOS)
+        return bad(e, "stop_token_ids", "'stop_token_ids' may hold at most %d ids, got %zu",
+                   PGD_FINISH_MAX_EOS, n);
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = 0;
+        if (as_int(json_array_get(v, i), &x) != INT_OK || x < 0 || x > INT32_MAX)
+            return bad(
+                e, "stop_token_ids",
+                "'stop_token_ids' must hold token ids (integers from 0), stop_token_ids[%zu] "
+                "is not one",
+                i);
+        r->stop_ids[i] = (int32_t)x;
+    }
+    r->n_stop_ids = (int)n;
+    return 0;
+}
+
 /* "0", "42", "128000": digits, no sign, no leading zero, fits int32. */
 static int canonical_id(const char *key, int32_t *out) {
     size_t n = strlen(key);
@@ -610,6 +634,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     r->seed = present ? x : 0;
 
     if ((rc = parse_stop(root, r, e))) return rc;
+    if ((rc = parse_stop_ids(root, r, e))) return rc;
 
     if ((rc = get_int(root, "n", 1, PGD_API_MAX_N, "an integer from 1 to 16", &present, &x, e)))
         return rc;
@@ -709,6 +734,8 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
     out->json = r->json;
     out->stop = r->n_stop ? r->stop : NULL;
     out->n_stop = r->n_stop;
+    out->stop_ids = r->n_stop_ids ? r->stop_ids : NULL;
+    out->n_stop_ids = r->n_stop_ids;
 }
 
 /* ---- /tokenize, /detokenize ---------------------------------------------------------------- */

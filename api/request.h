@@ -22,6 +22,9 @@
  *   presence_penalty, frequency_penalty [-2, 2]  repetition_penalty > 0
  *   seed                      any int64 (absent: the caller draws one)
  *   stop                      string or array of <= 16 strings, each 1..1024 bytes
+ *   stop_token_ids            vLLM's: array of <= 32 token ids (with the model's own end ids
+ *                             at most 32: the scheduler checks that and the vocabulary) that
+ *                             end a choice as its EOS does, their text not emitted
  *   n                         1..16
  *   logprobs                  C: bool; P: integer 0..20 = number of top logprobs (legacy API);
  *                             P with echo: the prompt tokens' logprobs too (the first: null)
@@ -110,6 +113,8 @@ typedef struct pgd_api_request {
     int64_t seed;
     pgd_str stop[PGD_API_MAX_STOP]; /* [n_stop] */
     int n_stop;
+    int32_t stop_ids[PGD_FINISH_MAX_EOS]; /* [n_stop_ids] vLLM's stop_token_ids */
+    int n_stop_ids;
     int n;                      /* choices per prompt, default 1 */
     bool logprobs;              /* report logprobs (chat: logprobs true; P: logprobs >= 0) */
     int top_logprobs;           /* 0..20 alternatives per token */
@@ -160,8 +165,8 @@ size_t pgd_api_request_n_choices(const pgd_api_request *r);
  * its prompt (0..n-1). With a seed, the sampling seed is seed + choice (so n > 1 gives distinct
  * yet reproducible samples); without one it is `random_seed` (pass pgd_sampler_random_seed(),
  * a fresh one per choice). *out borrows the request's stop strings, logit_bias and JSON schema: the
- * request must outlive it (pgd_seq_create copies them). cache_salt is left 0 and stop_ids empty for
- * the caller to fill. Logit bias ids are not checked against the vocabulary here: validate *out
+ * request must outlive it (pgd_seq_create copies them). cache_salt is left 0 for the caller to
+ * fill. Logit bias ids are not checked against the vocabulary here: validate *out
  * with pgd_sampling_params_validate(&out->sampling, n_vocab, &param) for that. */
 void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint64_t random_seed,
                                 pgd_seq_params *out);

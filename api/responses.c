@@ -599,6 +599,7 @@ int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp
                                        "frequency_penalty",
                                        "repetition_penalty",
                                        "stop",
+                                       "stop_token_ids",
                                        "logit_bias",
                                        "ignore_eos",
                                        "priority",

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from pagoda_e2e import openai_client
+from pagoda_e2e import http, openai_client
 
 NAME = "smol-e2e"
 CHAT = [{"role": "system", "content": "You are a helpful assistant."},
@@ -495,6 +495,27 @@ def test_stop_strings(client, generate):
     (text,), (finish,), _, _ = collect_chat_stream(
         client.chat.completions.create(**ckw, stream=True))
     assert (text, finish) == (want, "stop")
+
+
+def test_stop_token_ids(client, srv, generate):
+    """vLLM's stop_token_ids: the greedy answer ends at the first of its tokens that is one of
+    them — that token's text not emitted, finish "stop", the token counted — whole and streamed;
+    an id past the vocabulary is a 400 naming the field."""
+    base = generate(prompt=PROMPT, max_tokens=12, extra=["--ignore-eos"])["token_ids"]
+    k = next(i for i in range(4, 12) if base[i] not in base[:i])
+    want = generate(prompt=PROMPT, max_tokens=k, extra=["--ignore-eos"])["text"]
+    kw = dict(model=NAME, prompt=PROMPT, max_tokens=12, temperature=0,
+              extra_body={"ignore_eos": False, "stop_token_ids": [base[k], 49151]})
+    r = client.completions.create(**kw)
+    assert (r.choices[0].text, r.choices[0].finish_reason) == (want, "stop")
+    assert r.usage.completion_tokens == k + 1
+    (text,), (finish,), _, _ = collect_completion_stream(
+        client.completions.create(**kw, stream=True))
+    assert (text, finish) == (want, "stop")
+    st, _, body = http(srv.port, "POST", "/v1/completions", json.dumps(
+        {"model": NAME, "prompt": PROMPT, "max_tokens": 4, "stop_token_ids": [1 << 30]}).encode(),
+        {"Content-Type": "application/json"})
+    assert st == 400 and json.loads(body)["error"]["param"] == "stop_token_ids", body
 
 
 def test_max_tokens_gives_length(client):

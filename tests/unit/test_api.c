@@ -146,6 +146,15 @@ static const bad_case k_bad[] = {
     {C, "{\"seed\":1e19," CHAT_MSGS "}", "seed"},
     /* stop */
     {C, "{\"stop\":5," CHAT_MSGS "}", "stop"},
+    {C, "{\"stop_token_ids\":5," CHAT_MSGS "}", "stop_token_ids"},
+    {C, "{\"stop_token_ids\":[1,-1]," CHAT_MSGS "}", "stop_token_ids"},
+    {C, "{\"stop_token_ids\":[1.5]," CHAT_MSGS "}", "stop_token_ids"},
+    {C, "{\"stop_token_ids\":[\"1\"]," CHAT_MSGS "}", "stop_token_ids"},
+    {P, "{\"stop_token_ids\":[2147483648],\"prompt\":\"x\"}", "stop_token_ids"},
+    {P,
+     "{\"stop_token_ids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
+     "26,27,28,29,30,31,32,33],\"prompt\":\"x\"}",
+     "stop_token_ids"},
     {C, "{\"stop\":\"\"," CHAT_MSGS "}", "stop"},
     {C, "{\"stop\":[\"\"]," CHAT_MSGS "}", "stop"},
     {C, "{\"stop\":[\"a\",3]," CHAT_MSGS "}", "stop"},
@@ -387,6 +396,7 @@ static void test_chat_all_fields(void) {
         "\"n\":3,\"logprobs\":true,\"top_logprobs\":5,\"logit_bias\":{\"50256\":-100,\"7\":2.5,"
         "\"0\":100},\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
         "\"ignore_eos\":true,\"priority\":-7,\"echo\":\"ignored for chat\",\"tools\":[],"
+        "\"stop_token_ids\":[7,0,128001.0],"
         "\"unknown\":{\"deep\":[1,2]}}";
     pgd_api_request r;
     REQUIRE(parse_ok(C, body, &r) == 0);
@@ -454,7 +464,8 @@ static void test_chat_all_fields(void) {
     CHECK(sp.ignore_eos);
     CHECK(sp.stop == r.stop);
     CHECK_EQ_INT(sp.n_stop, 2);
-    CHECK(sp.stop_ids == NULL && sp.n_stop_ids == 0);
+    REQUIRE(sp.n_stop_ids == 3 && sp.stop_ids == r.stop_ids);
+    CHECK(sp.stop_ids[0] == 7 && sp.stop_ids[1] == 0 && sp.stop_ids[2] == 128001);
     CHECK(sp.cache_salt == 0);
     const char *param = NULL;
     CHECK_EQ_INT(pgd_sampling_params_validate(&sp.sampling, 50257, &param), 0);
