@@ -651,6 +651,16 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
     if (r->cache_salt.ptr && r->cache_salt.len == 0)
         return pgd_api_error_set(e, 400, "cache_salt", NULL, "cache_salt must not be empty");
     if ((rc = get_bool(root, "ignore_eos", &r->ignore_eos, e))) return rc;
+    if ((rc = get_int(root, "min_tokens", 0, INT32_MAX, "an integer from 0", &present, &x, e)))
+        return rc;
+    r->min_tokens = present ? x : 0;
+    if (r->min_tokens && r->max_tokens > 0 && r->min_tokens > r->max_tokens)
+        return bad(e, "min_tokens",
+                   "'min_tokens' (%" PRId64 ") must not exceed max_tokens (%" PRId64 ")",
+                   r->min_tokens, r->max_tokens);
+    if (r->min_tokens && r->json) /* once the document closes, only the end may follow */
+        return bad(e, "min_tokens",
+                   "'min_tokens' cannot go with a JSON response_format or a forced tool call");
     if (r->ignore_eos && r->json) /* once the document closes, only the end may follow */
         return bad(e, "ignore_eos", "'ignore_eos' cannot go with a JSON response_format");
     if ((rc = get_int(root, "priority", INT32_MIN, INT32_MAX, "a 32-bit signed integer", &present,
@@ -736,6 +746,7 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
     out->n_stop = r->n_stop;
     out->stop_ids = r->n_stop_ids ? r->stop_ids : NULL;
     out->n_stop_ids = r->n_stop_ids;
+    out->min_tokens = r->min_tokens;
 }
 
 /* ---- /tokenize, /detokenize ---------------------------------------------------------------- */

@@ -22,6 +22,9 @@
  *   presence_penalty, frequency_penalty [-2, 2]  repetition_penalty > 0
  *   seed                      any int64 (absent: the caller draws one)
  *   stop                      string or array of <= 16 strings, each 1..1024 bytes
+ *   min_tokens                vLLM's: integer 0..max_tokens: output tokens before an end id
+ *                             (EOS, stop_token_ids) may be drawn or a stop string end the
+ *                             answer; not with a JSON response_format or a forced call
  *   stop_token_ids            vLLM's: array of <= 32 token ids (with the model's own end ids
  *                             at most 32: the scheduler checks that and the vocabulary) that
  *                             end a choice as its EOS does, their text not emitted
@@ -122,6 +125,7 @@ typedef struct pgd_api_request {
     pgd_logit_bias *logit_bias; /* [n_logit_bias], owned, in the body's order */
     size_t n_logit_bias;
     bool ignore_eos;
+    int64_t min_tokens;          /* vLLM's: 0 when absent */
     const pgd_json_schema *json; /* response_format: json_object (pgd_json_schema_object()) or
                                     json_schema (compiled, a reference owned), or a tool_choice
                                     forcing a call: the output is one JSON document it allows;

@@ -600,6 +600,7 @@ int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp
                                        "repetition_penalty",
                                        "stop",
                                        "stop_token_ids",
+                                       "min_tokens",
                                        "logit_bias",
                                        "ignore_eos",
                                        "priority",

@@ -13,6 +13,8 @@
 #include "common/error.h"
 #include "engine/runner.h"
 
+_Static_assert(PGD_SAMPLER_MAX_HELD >= PGD_FINISH_MAX_EOS, "min_tokens holds every end id");
+
 void pgd_seq_params_default(pgd_seq_params *p) {
     memset(p, 0, sizeof *p);
     pgd_sampling_params_default(&p->sampling);
@@ -51,6 +53,12 @@ int pgd_seq_create(pgd_runner *r, const int32_t *prompt, uint32_t n_prompt, cons
         goto fail;
     }
     if (p->json) pgd_sampler_constrain_json(s->sampler, pgd_runner_vocab_bytes(r), p->json);
+    s->min_tokens = p->min_tokens > 0 ? p->min_tokens : 0;
+    if (s->min_tokens &&
+        (rc = pgd_sampler_hold_ends(s->sampler, s->rule.eos, s->rule.n_eos, s->min_tokens))) {
+        pgd_stop_free(&s->stop);
+        goto fail;
+    }
     pgd_detok_init(&s->detok, info->tok, false);
     *out = s;
     return 0;
@@ -83,7 +91,10 @@ int pgd_seq_append(pgd_seq *s, const pgd_sample_result *r) {
     int matched = -1;
     if (!eos) rc = pgd_detok_push(&s->detok, r->token, &piece);
     if (!rc && s->finish != PGD_FINISH_NONE) rc = pgd_detok_flush(&s->detok, &piece);
-    if (!rc && piece.len) rc = pgd_stop_feed(&s->stop, piece.data, piece.len, &s->delta, &matched);
+    if (!rc && piece.len)
+        rc = n_out <= s->min_tokens /* before min_tokens: no stop string is looked for */
+                 ? pgd_buf_append(&s->delta, piece.data, piece.len)
+                 : pgd_stop_feed(&s->stop, piece.data, piece.len, &s->delta, &matched);
     if (!rc && matched >= 0) s->finish = PGD_FINISH_STOP;
     if (!rc && s->finish != PGD_FINISH_NONE) rc = pgd_stop_flush(&s->stop, &s->delta);
     pgd_buf_free(&piece);

@@ -36,7 +36,10 @@ typedef struct pgd_seq_params {
     int n_stop;
     const int32_t *stop_ids; /* extra end ids [n_stop_ids] */
     int n_stop_ids;
-    uint64_t cache_salt;         /* prefix-cache salt (e.g. the tenant) */
+    int64_t min_tokens;  /* vLLM's: output tokens before an end id may be drawn or a stop string
+                            end the sequence (stop strings are looked for in the text of the
+                            tokens after them); 0: none */
+    uint64_t cache_salt; /* prefix-cache salt (e.g. the tenant) */
     const pgd_json_schema *json; /* output constrained to JSON this schema allows
                                     (pgd_sampler_constrain_json); NULL: free text */
 } pgd_seq_params;
@@ -50,6 +53,7 @@ typedef struct pgd_seq {
     pgd_finish_rule rule;
     pgd_detok detok;
     pgd_stop_matcher stop;
+    int64_t min_tokens;     /* pgd_seq_params.min_tokens */
     pgd_finish finish;      /* PGD_FINISH_NONE while running */
     pgd_buf delta;          /* text produced since the caller last reset it */
     pgd_sample_result last; /* the latest sampled token (logprobs) */

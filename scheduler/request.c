@@ -108,6 +108,15 @@ int pgd_request_check(const pgd_request *r, const pgd_req_limits *lim) {
             r->params.stop[i].len > PGD_STOP_MAX_LEN)
             return pgd_error_set_param(PGD_EINVAL, "stop", "stop string %d must have 1 to %d bytes",
                                        i, PGD_STOP_MAX_LEN);
+    if (r->params.min_tokens < 0 ||
+        (r->params.max_tokens > 0 && r->params.min_tokens > r->params.max_tokens))
+        return pgd_error_set_param(
+            PGD_EINVAL, "min_tokens", "min_tokens must be from 0 to max_tokens (%lld), got %lld",
+            (long long)r->params.max_tokens, (long long)r->params.min_tokens);
+    if (r->params.min_tokens > 0 && r->params.json)
+        return pgd_error_set_param(PGD_EINVAL, "min_tokens",
+                                   "min_tokens cannot go with output constrained to JSON (once the "
+                                   "document closes, only the end may follow)");
     if (r->params.n_stop_ids < 0 ||
         (uint32_t)r->params.n_stop_ids + lim->n_eog > PGD_FINISH_MAX_EOS ||
         (r->params.n_stop_ids > 0 && !r->params.stop_ids))

@@ -78,9 +78,12 @@ struct pgd_sampler {
     int64_t n_output;
     pgd_sampler_scratch *sc;
     bool own_sc;
-    const pgd_vocab_bytes *json_v; /* pgd_sampler_constrain_json; NULL: unconstrained */
-    const pgd_json_schema *schema; /* counted reference */
-    pgd_json_fsm json;             /* the output so far, as JSON the schema allows */
+    const pgd_vocab_bytes *json_v;      /* pgd_sampler_constrain_json; NULL: unconstrained */
+    const pgd_json_schema *schema;      /* counted reference */
+    pgd_json_fsm json;                  /* the output so far, as JSON the schema allows */
+    int32_t held[PGD_SAMPLER_MAX_HELD]; /* pgd_sampler_hold_ends: ids not drawn ... */
+    int n_held;
+    int64_t hold_until; /* ... while n_output is below this */
 };
 
 /* ---- parameters --------------------------------------------------------------------------- */
@@ -760,6 +763,8 @@ void pgd_sampler_process_logits(const pgd_sampler *s, const float *logits, float
                 out[t] = -INFINITY;
     }
     for (size_t i = 0; i < s->p.n_logit_bias; i++) out[s->bias[i].token] += s->bias[i].bias;
+    if (s->n_output < s->hold_until)
+        for (int i = 0; i < s->n_held; i++) out[s->held[i]] = -INFINITY;
     if (!s->rep && !s->freq_pres) return;
     float r = s->p.repetition_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
     for (uint32_t i = 0; i < s->tab_cap; i++) {
@@ -1046,7 +1051,22 @@ void pgd_sampler_spec(const pgd_sampler *s, pgd_sample_spec *out) {
 }
 
 bool pgd_sampler_on_device(const pgd_sampler *s) {
-    return s->p.n_logit_bias == 0 && !s->rep && !s->freq_pres && !s->json_v;
+    return s->p.n_logit_bias == 0 && !s->rep && !s->freq_pres && !s->json_v &&
+           s->n_output >= s->hold_until;
+}
+
+int pgd_sampler_hold_ends(pgd_sampler *s, const int32_t *ids, int n, int64_t min_output) {
+    if (n < 0 || n > PGD_SAMPLER_MAX_HELD || (n && !ids))
+        return pgd_error_set(PGD_EINVAL, "sampler: %d ids to hold (at most %d)", n,
+                             PGD_SAMPLER_MAX_HELD);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return pgd_error_set(PGD_EINVAL, "sampler: id %d to hold is outside [0, %d)", ids[i],
+                                 s->n_vocab);
+    memcpy(s->held, ids, (size_t)n * sizeof *ids);
+    s->n_held = n;
+    s->hold_until = min_output;
+    return 0;
 }
 
 uint64_t pgd_sampler_draw(pgd_sampler *s) {
@@ -1079,8 +1099,9 @@ int pgd_sampler_sample(pgd_sampler *s, const float *logits, pgd_sample_result *o
     int rc = prepare(s, logits, &sp, &f);
     if (rc) return rc;
     /* the processed row is the sanitised raw one unless a bias or penalty touched it */
-    bool same =
-        s->p.n_logit_bias == 0 && !s->json_v && (!(s->rep || s->freq_pres) || s->tab_len == 0);
+    bool same = s->p.n_logit_bias == 0 && !s->json_v &&
+                (!(s->rep || s->freq_pres) || s->tab_len == 0) &&
+                (!s->n_held || s->n_output >= s->hold_until);
     pick(&sp, s->n_vocab, s->sc, &f, logits, same, pgd_sampler_draw(s), out);
     return 0;
 }

@@ -11,6 +11,8 @@
  *   0. JSON constraint:     l[id] = -inf for every id that cannot continue JSON the schema
  *                           allows (only with pgd_sampler_constrain_json)
  *   1. logit_bias:          l[id] += bias                 (raw logits, each listed id)
+ *      held ends:           l[id] = -inf for the ids pgd_sampler_hold_ends holds, while the
+ *                           output is shorter than its minimum (vLLM's min_tokens)
  *   2. repetition_penalty:  over ids seen in prompt + output (CTRL / HF / vLLM):
  *                           l > 0 ? l / r : l * r
  *   3. frequency/presence:  over OUTPUT ids only (OpenAI): l -= freq * count + pres * (count>0)
@@ -48,6 +50,9 @@
 
 #include "common/sample_types.h" /* pgd_sample_result, pgd_sample_spec and their limits */
 #include "engine/sampling/json_schema.h"
+
+/* the most ids pgd_sampler_hold_ends holds */
+#define PGD_SAMPLER_MAX_HELD 32
 
 /* the largest temperature pgd_sampling_params_validate accepts */
 #define PGD_SAMPLER_MAX_TEMPERATURE 100.0f
@@ -154,8 +159,16 @@ void pgd_sampler_constrain_json(pgd_sampler *s, const pgd_vocab_bytes *v,
 /* The sampler's spec (effective values). */
 void pgd_sampler_spec(const pgd_sampler *s, pgd_sample_spec *out);
 
-/* Whether the backend may sample this sequence: no logit bias and no penalty. */
+/* Whether the backend may sample this sequence: no logit bias, no penalty, no JSON constraint
+ * and no end ids held (it can change from one step to the next). */
 bool pgd_sampler_on_device(const pgd_sampler *s);
+
+/* Until min_output tokens have been accepted, ids[0..n) (a sequence's end ids: vLLM's
+ * min_tokens) cannot be drawn: their logits are -inf after the logit bias (step 1), and the
+ * sampler is not on the device (pgd_sampler_on_device) while they are held. Copies the ids;
+ * replaces an earlier hold. PGD_EINVAL for more than PGD_SAMPLER_MAX_HELD ids or one outside
+ * [0, n_vocab). */
+int pgd_sampler_hold_ends(pgd_sampler *s, const int32_t *ids /* [n] */, int n, int64_t min_output);
 
 /* The random bits of the sequence's next sample: one 64-bit RNG draw, or 0 without drawing
  * when greedy. pgd_sampler_sample draws them itself; call this only for a device row. */

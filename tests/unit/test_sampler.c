@@ -1125,6 +1125,48 @@ static void test_json_constraint(void) {
     pgd_buf_free(&bytes);
 }
 
+/* vLLM's min_tokens: held ids are never drawn, and carry no probability, until the output has
+ * the minimum; the sampler stays on the host meanwhile; then they come back. */
+static void test_hold_ends(void) {
+    const int V = 8;
+    float logits[8] = {0.5f, 1.0f, 0.0f, 4.0f, 2.0f, -1.0f, 3.5f, 0.25f}; /* 3, then 6, then 4 */
+    pgd_sampling_params p;
+    pgd_sampling_params_default(&p);
+    p.temperature = 0.0f;
+    pgd_sampler *s = make(&p, V);
+    CHECK(pgd_sampler_on_device(s));
+    const int32_t ends[2] = {3, 6};
+    REQUIRE(pgd_sampler_hold_ends(s, ends, 2, 2) == 0);
+    for (int k = 0; k < 3; k++) {
+        CHECK(pgd_sampler_on_device(s) == (k == 2));
+        pgd_sample_result r;
+        REQUIRE(pgd_sampler_sample(s, logits, &r) == 0);
+        CHECK_EQ_INT(r.token, k < 2 ? 4 : 3);
+        REQUIRE(pgd_sampler_accept(s, r.token) == 0);
+    }
+    pgd_sampler_destroy(s);
+    /* sampled: the held ids' probability is 0 while held, their softmax share after */
+    p.temperature = 1.0f;
+    s = make(&p, V);
+    REQUIRE(pgd_sampler_hold_ends(s, ends, 2, 1) == 0);
+    float probs[8];
+    REQUIRE(pgd_sampler_distribution(s, logits, probs) == 0);
+    CHECK(probs[3] == 0.0f && probs[6] == 0.0f);
+    double z = 0.0;
+    for (int i = 0; i < V; i++) z += i == 3 || i == 6 ? 0.0 : exp((double)logits[i]);
+    CHECK_NEAR(probs[4], exp(2.0) / z, 1e-6);
+    REQUIRE(pgd_sampler_accept(s, 4) == 0);
+    REQUIRE(pgd_sampler_distribution(s, logits, probs) == 0);
+    z = 0.0;
+    for (int i = 0; i < V; i++) z += exp((double)logits[i]);
+    CHECK_NEAR(probs[3], exp(4.0) / z, 1e-6);
+    /* bad holds */
+    const int32_t out_of_range[1] = {8};
+    CHECK_EQ_INT(pgd_sampler_hold_ends(s, out_of_range, 1, 3), PGD_EINVAL);
+    CHECK_EQ_INT(pgd_sampler_hold_ends(s, ends, PGD_SAMPLER_MAX_HELD + 1, 3), PGD_EINVAL);
+    pgd_sampler_destroy(s);
+}
+
 int main(void) {
     RUN(test_gamma_q);
     RUN(test_json_constraint);
@@ -1151,5 +1193,6 @@ int main(void) {
     RUN(test_distribution_keeps_rng);
     RUN(test_large_vocab);
     RUN(test_flat_top_p);
+    RUN(test_hold_ends);
     return test_summary();
 }
