@@ -635,6 +635,7 @@ static int parse_fields(const json_t *root, pgd_api_request *r, pgd_api_error *e
 
     if ((rc = parse_stop(root, r, e))) return rc;
     if ((rc = parse_stop_ids(root, r, e))) return rc;
+    if ((rc = get_bool(root, "include_stop_str_in_output", &r->include_stop, e))) return rc;
 
     if ((rc = get_int(root, "n", 1, PGD_API_MAX_N, "an integer from 1 to 16", &present, &x, e)))
         return rc;
@@ -747,6 +748,7 @@ void pgd_api_request_seq_params(const pgd_api_request *r, uint32_t choice, uint6
     out->stop_ids = r->n_stop_ids ? r->stop_ids : NULL;
     out->n_stop_ids = r->n_stop_ids;
     out->min_tokens = r->min_tokens;
+    out->include_stop = r->include_stop;
 }
 
 /* ---- /tokenize, /detokenize ---------------------------------------------------------------- */

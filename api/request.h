@@ -25,6 +25,8 @@
  *   min_tokens                vLLM's: integer 0..max_tokens: output tokens before an end id
  *                             (EOS, stop_token_ids) may be drawn or a stop string end the
  *                             answer; not with a JSON response_format or a forced call
+ *   include_stop_str_in_output  vLLM's: bool, a matched stop string ends the text (default
+ *                             false: it is cut off)
  *   stop_token_ids            vLLM's: array of <= 32 token ids (with the model's own end ids
  *                             at most 32: the scheduler checks that and the vocabulary) that
  *                             end a choice as its EOS does, their text not emitted
@@ -126,6 +128,7 @@ typedef struct pgd_api_request {
     size_t n_logit_bias;
     bool ignore_eos;
     int64_t min_tokens;          /* vLLM's: 0 when absent */
+    bool include_stop;           /* vLLM's include_stop_str_in_output */
     const pgd_json_schema *json; /* response_format: json_object (pgd_json_schema_object()) or
                                     json_schema (compiled, a reference owned), or a tool_choice
                                     forcing a call: the output is one JSON document it allows;

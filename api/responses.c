@@ -601,6 +601,7 @@ int pgd_api_resp_request_parse_stored(const char *body, size_t len, pgd_api_resp
                                        "stop",
                                        "stop_token_ids",
                                        "min_tokens",
+                                       "include_stop_str_in_output",
                                        "logit_bias",
                                        "ignore_eos",
                                        "priority",

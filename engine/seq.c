@@ -45,7 +45,7 @@ int pgd_seq_create(pgd_runner *r, const int32_t *prompt, uint32_t n_prompt, cons
     if ((rc =
              pgd_finish_rule_init(&s->rule, eos, n_eos, p->ignore_eos, p->max_tokens, info->n_ctx)))
         goto fail;
-    if ((rc = pgd_stop_init(&s->stop, p->stop, p->n_stop, false))) goto fail;
+    if ((rc = pgd_stop_init(&s->stop, p->stop, p->n_stop, p->include_stop))) goto fail;
     if ((rc = pgd_sampler_create(&p->sampling, (int32_t)info->n_vocab,
                                  pgd_runner_sampler_scratch(r), &s->sampler)) ||
         (rc = pgd_sampler_accept_prompt(s->sampler, prompt, n_prompt))) {

@@ -482,6 +482,13 @@ def test_stop_strings(client, generate):
     (text,), (finish,), _, _ = collect_completion_stream(
         client.completions.create(**kw, stop=stop, stream=True))
     assert (text, finish) == (want, "stop")
+    # vLLM's include_stop_str_in_output: the matched string ends the text
+    inc = dict(kw, extra_body={"ignore_eos": True, "include_stop_str_in_output": True})
+    r = client.completions.create(**inc, stop=[stop, "never-ever-there"])
+    assert (r.choices[0].text, r.choices[0].finish_reason) == (want + stop, "stop")
+    (text,), (finish,), _, _ = collect_completion_stream(
+        client.completions.create(**inc, stop=stop, stream=True))
+    assert (text, finish) == (want + stop, "stop")
 
     # Chat: stop at a word of the greedy answer.
     full = generate(chat=CHAT, max_tokens=40, extra=["--ignore-eos"])["text"]

@@ -147,6 +147,7 @@ static const bad_case k_bad[] = {
     /* stop */
     {C, "{\"stop\":5," CHAT_MSGS "}", "stop"},
     {C, "{\"min_tokens\":-1," CHAT_MSGS "}", "min_tokens"},
+    {C, "{\"include_stop_str_in_output\":1," CHAT_MSGS "}", "include_stop_str_in_output"},
     {C, "{\"min_tokens\":\"3\"," CHAT_MSGS "}", "min_tokens"},
     {C, "{\"min_tokens\":9,\"max_tokens\":8," CHAT_MSGS "}", "min_tokens"},
     {C, "{\"min_tokens\":2,\"response_format\":{\"type\":\"json_object\"}," CHAT_MSGS "}",
@@ -401,7 +402,7 @@ static void test_chat_all_fields(void) {
         "\"n\":3,\"logprobs\":true,\"top_logprobs\":5,\"logit_bias\":{\"50256\":-100,\"7\":2.5,"
         "\"0\":100},\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
         "\"ignore_eos\":true,\"priority\":-7,\"echo\":\"ignored for chat\",\"tools\":[],"
-        "\"stop_token_ids\":[7,0,128001.0],\"min_tokens\":20,"
+        "\"stop_token_ids\":[7,0,128001.0],\"min_tokens\":20,\"include_stop_str_in_output\":true,"
         "\"unknown\":{\"deep\":[1,2]}}";
     pgd_api_request r;
     REQUIRE(parse_ok(C, body, &r) == 0);
@@ -472,6 +473,7 @@ static void test_chat_all_fields(void) {
     REQUIRE(sp.n_stop_ids == 3 && sp.stop_ids == r.stop_ids);
     CHECK(sp.stop_ids[0] == 7 && sp.stop_ids[1] == 0 && sp.stop_ids[2] == 128001);
     CHECK_EQ_INT(sp.min_tokens, 20);
+    CHECK(sp.include_stop);
     CHECK(sp.cache_salt == 0);
     const char *param = NULL;
     CHECK_EQ_INT(pgd_sampling_params_validate(&sp.sampling, 50257, &param), 0);

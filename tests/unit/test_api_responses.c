@@ -170,6 +170,7 @@ static void same_generation(const pgd_api_request *g, const pgd_api_request *w) 
     }
     CHECK_EQ_INT(g->ignore_eos, w->ignore_eos);
     CHECK_EQ_INT(g->min_tokens, w->min_tokens);
+    CHECK_EQ_INT(g->include_stop, w->include_stop);
     CHECK_EQ_INT(g->n_stop_ids, w->n_stop_ids);
     for (int i = 0; i < g->n_stop_ids && i < w->n_stop_ids; i++)
         CHECK_EQ_INT(g->stop_ids[i], w->stop_ids[i]);
@@ -357,12 +358,13 @@ static void test_request_generation(void) {
     SAME_AS_CHAT("{'input':'x','seed':42,'stop':['\\n\\n','END'],'top_k':40,'min_p':0.05,"
                  "'presence_penalty':0.5,'frequency_penalty':-0.5,'repetition_penalty':1.1,"
                  "'logit_bias':{'15':-100,'7':5},'ignore_eos':true,'priority':3,'cache_salt':"
-                 "'salt','user':'u1','stream':true,'stop_token_ids':[9,4],'min_tokens':2}",
+                 "'salt','user':'u1','stream':true,'stop_token_ids':[9,4],'min_tokens':2,'include_"
+                 "stop_str_in_output':true}",
                  "{'messages':[{'role':'user','content':'x'}],'seed':42,'stop':['\\n\\n','END'],"
                  "'top_k':40,'min_p':0.05,'presence_penalty':0.5,'frequency_penalty':-0.5,"
                  "'repetition_penalty':1.1,'logit_bias':{'15':-100,'7':5},'ignore_eos':true,"
                  "'priority':3,'cache_salt':'salt','user':'u1','stream':true,'stop_token_ids':"
-                 "[9,4],'min_tokens':2}");
+                 "[9,4],'min_tokens':2,'include_stop_str_in_output':true}");
     SAME_AS_CHAT("{'input':'x','stop':'##','seed':-3,'stream':false}",
                  "{'messages':[{'role':'user','content':'x'}],'stop':'##','seed':-3}");
     /* chat's own fields are unknown here: ignored, not carried into the chat request */
