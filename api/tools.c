@@ -595,29 +595,38 @@ static int match_head(const char *s, size_t n, size_t *name_at, size_t *name_end
     return r == HEAD_MORE && capped ? HEAD_NO : r;
 }
 
-/* B_HEAD: the body held so far (its closing tag at `close`, or NULL) opens a call (B_ARGS,
- * *used past the head), is read whole (B_WHOLE) or waits (*used 0, state kept). A head the
- * closing tag cuts into is no head. 0 or PGD_ENOMEM. */
-static int block_head(pgd_tool_parser *p, const char *h, size_t n, const char *close,
-                      size_t *used) {
+/* A call's head at s[n] (from its '{'): opens it (*used past the head) when it matches and its
+ * name reads; HEAD_MORE: wait; HEAD_NO: it is none. 0 or PGD_ENOMEM in *rc. */
+static int open_head(pgd_tool_parser *p, const char *s, size_t n, size_t *used, int *rc) {
     size_t name_at = 0, name_end = 0, args_at = 0;
-    int m = match_head(h, n, &name_at, &name_end, &args_at);
-    *used = 0;
-    if (close && (m == HEAD_MORE || (m == HEAD_MATCH && (size_t)(close - h) < args_at)))
-        m = HEAD_NO;
-    if (m == HEAD_MORE) return 0;
-    json_t *name =
-        m == HEAD_MATCH ? json_loadb(h + name_at, name_end - name_at, JSON_DECODE_ANY, NULL) : NULL;
+    int m = match_head(s, n, &name_at, &name_end, &args_at);
+    *rc = 0;
+    if (m != HEAD_MATCH) return m;
+    json_t *name = json_loadb(s + name_at, name_end - name_at, JSON_DECODE_ANY, NULL);
     if (!json_is_string(name) || !json_string_length(name)) {
         json_decref(name);
-        p->body = B_WHOLE;
-        return 0;
+        return HEAD_NO;
     }
-    pgd_buf_reset(&p->ws); /* whitespace before a call is not content */
-    int rc = open_call(p, json_string_value(name), json_string_length(name));
+    *rc = open_call(p, json_string_value(name), json_string_length(name));
     json_decref(name);
     *used = args_at;
-    return rc;
+    return HEAD_MATCH;
+}
+
+/* B_HEAD: the body held so far (its closing tag at `close`, or NULL) opens a call (B_ARGS,
+ * *used past the head), is read whole (B_WHOLE) or waits (*used 0, state kept). The head is
+ * looked for only before the closing tag: a head the tag cuts into is none. 0 or PGD_ENOMEM. */
+static int block_head(pgd_tool_parser *p, const char *h, size_t n, const char *close,
+                      size_t *used) {
+    int rc;
+    *used = 0;
+    int m = open_head(p, h, close ? (size_t)(close - h) : n, used, &rc);
+    if (rc) return rc;
+    if (m == HEAD_MATCH)
+        pgd_buf_reset(&p->ws); /* whitespace before a call is not content */
+    else if (m == HEAD_NO || close)
+        p->body = B_WHOLE;
+    return 0;
 }
 
 /* The text of a block after its call, up to the closing tag or the output's end: content —
@@ -755,24 +764,6 @@ static int lj_feed(pgd_tool_parser *p, pgd_buf *content) {
 
 /* ---- a list of calls, opened from the first one's head on ------------------------------ */
 
-/* A call's head at s[n] (from its '{'): opens it (*used past the head) when it matches and its
- * name reads; HEAD_MORE: wait; HEAD_NO: it is none. 0 or PGD_ENOMEM in *rc. */
-static int list_head(pgd_tool_parser *p, const char *s, size_t n, size_t *used, int *rc) {
-    size_t name_at = 0, name_end = 0, args_at = 0;
-    int m = match_head(s, n, &name_at, &name_end, &args_at);
-    *rc = 0;
-    if (m != HEAD_MATCH) return m;
-    json_t *name = json_loadb(s + name_at, name_end - name_at, JSON_DECODE_ANY, NULL);
-    if (!json_is_string(name) || !json_string_length(name)) {
-        json_decref(name);
-        return HEAD_NO;
-    }
-    *rc = open_call(p, json_string_value(name), json_string_length(name));
-    json_decref(name);
-    *used = args_at;
-    return HEAD_MATCH;
-}
-
 /* LS_ITEM: the object at s[n] (its first *seen bytes read before), no call's head, read whole
  * once the JSON recognizer has seen it end: *m HEAD_MATCH when it is a call (recorded, *used
  * past it), HEAD_NO when not (or when a byte cannot continue it), HEAD_MORE when it has not
@@ -813,7 +804,7 @@ static int list_first(pgd_tool_parser *p, const char *s, size_t n, size_t *used,
     }
     bool list = s[at] == '[';
     if (list && (at = skip_ws(s, n, at + 1)) == n) return HEAD_MORE;
-    int m = list_head(p, s + at, n - at, used, rc);
+    int m = open_head(p, s + at, n - at, used, rc);
     if (m == HEAD_MATCH) {
         *used += at;
         p->in_list = list;
@@ -832,7 +823,7 @@ static int list_scan(pgd_tool_parser *p, pgd_buf *content) {
         case LS_FIRST:
         case LS_HEAD:
             m = p->list == LS_FIRST ? list_first(p, h, n, &used, &rc)
-                                    : list_head(p, h, n, &used, &rc);
+                                    : open_head(p, h, n, &used, &rc);
             if (rc) return rc;
             if (m == HEAD_MORE) return 0;
             if (m == HEAD_NO) {

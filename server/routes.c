@@ -723,19 +723,24 @@ static void drop_logprobs(choice_out *co, size_t from) {
     pgd_buf_reset(&co->lp_bytes);
 }
 
+/* Chat streams: a chunk of content without logprobs (nothing when text is empty). */
+static void send_chat_content(pgd_rctx *c, uint32_t g, pgd_str text) {
+    if (!text.len) return;
+    pgd_api_meta m = meta_of(c);
+    pgd_api_choice ch = {.index = g, .text = text};
+    pgd_buf b = PGD_BUF_INIT;
+    if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
+    pgd_buf_free(&b);
+}
+
 /* Streams with tools: content found by the parser before a call of the same feed (no logprobs:
  * the token's go with what follows). */
 static void send_content_before(pgd_rctx *c, uint32_t g, pgd_str text, pgd_buf *b) {
-    if (!text.len) return;
     if (c->resp) { /* into b, with the calls' events, in order */
-        pgd_api_resp_text(c->resp, text, NULL, 0, b);
+        if (text.len) pgd_api_resp_text(c->resp, text, NULL, 0, b);
         return;
     }
-    pgd_api_meta m = meta_of(c);
-    pgd_api_choice ch = {.index = g, .text = text};
-    pgd_buf out = PGD_BUF_INIT;
-    if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &out)) sse_write_json(c, &out);
-    pgd_buf_free(&out);
+    send_chat_content(c, g, text);
 }
 
 /* Chat streams: a chunk of the calls part[0..np) (indexes first, first + 1, ...), unless it is
@@ -819,15 +824,10 @@ static void end_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g) {
     }
     pgd_str text = {rest.data ? rest.data : "", rest.len};
     send_tool_calls(c, co, g, &text);
-    if (c->resp) {
+    if (c->resp)
         send_resp_text(c, co, text);
-    } else if (text.len) {
-        pgd_api_meta m = meta_of(c);
-        pgd_api_choice ch = {.index = g, .text = text};
-        pgd_buf b = PGD_BUF_INIT;
-        if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
-        pgd_buf_free(&b);
-    }
+    else
+        send_chat_content(c, g, text);
     pgd_buf_free(&rest);
 }
 
@@ -1081,12 +1081,7 @@ static void end_reasoning(pgd_rctx *c, choice_out *co, uint32_t g) {
         if (rest.len || !co->tp) send_resp_text(c, co, rest);
         return;
     }
-    if (!rest.len) return;
-    pgd_api_meta m = meta_of(c);
-    pgd_api_choice ch = {.index = g, .text = rest};
-    pgd_buf b = PGD_BUF_INIT;
-    if (!pgd_api_chat_chunk_content(&m, &ch, c->req.include_usage, &b)) sse_write_json(c, &b);
-    pgd_buf_free(&b);
+    send_chat_content(c, g, rest);
 }
 
 static pgd_finish finish_of(pgd_finish_reason r) {
