@@ -282,7 +282,7 @@ static void products_q(pgd_cuda_gemm *g, uint32_t bits) {
     }
     /* prefill chunks' gate/up product: the tensor-core kernel, and cuBLASLt on the weights
      * dequantized */
-    static const uint32_t pm[] = {256, 512, 2048};
+    static const uint32_t pm[] = {64, 128, 256, 512, 2048};
     prod_q p = {.bits = bits, .N = g_emu ? 112 : 28672, .K = 4096, .n_w = 1, .g = g};
     const uint64_t max_m = g_emu ? 64 : 2048, scratch = 256u << 20;
     q_weights(&p, 9);
@@ -299,10 +299,11 @@ static void products_q(pgd_cuda_gemm *g, uint32_t bits) {
                                  PGD_CUDA_GEMM_FAST, PGD_CUDA_GEMM_OUT_BF16, &deq[1]));
     printf("\n| gate/up over %u-bit weights (%u x %u, bf16 out), a prefill chunk | rows | tensor "
            "cores (pgd_cuda_gemm_q%u) | dequantized + cuBLASLt (pgd_cuda_gemm_deq_q%u: the "
-           "default from 512 rows; 256 MiB chunks) | the same in 32 MiB chunks |\n"
+           "default from 256 rows; 256 MiB chunks) | the same in 32 MiB chunks |\n"
            "|---|---:|---|---|---|\n",
            bits, p.N, p.K, bits, bits);
     for (size_t m = 0; m < sizeof pm / sizeof pm[0]; m++) {
+        if (g_emu && m >= 3) break; /* the emulator's 16, 32, 64 rows (max_m) */
         p.M = g_emu ? (uint32_t)(16 << m) : pm[m];
         const double flop = 2.0 * p.M * p.N * p.K;
         double us[3];
@@ -485,7 +486,8 @@ static void prefill_attention(void) {
     TRY(cudaMalloc((void **)&a->seq_of, n * sizeof *seq_of));
     TRY(cudaMemcpy(a->seq_of, seq_of, n * sizeof *seq_of, cudaMemcpyHostToDevice));
     TRY(cudaMalloc((void **)&p.tiles, n * sizeof *tiles));
-    /* the default tiles (64 slots a CTA), then the wide form's (128: PGD_CUDA_ATTN_TC_WIDE=1) */
+    /* the narrow tiles (64 slots a CTA: PGD_CUDA_ATTN_TC_WIDE=0), then the wide form's (128: the
+     * default) */
     for (int wide = 0; wide < 2; wide++) {
         p.tile_rows = wide ? pgd_attn_tc_rows_wide(4, 128) : pgd_attn_tc_rows(4, 128);
         p.n_tiles = pgd_cuda_attn_plan(&batch, p.tile_rows, tiles, rows).n_tiles;
@@ -496,8 +498,9 @@ static void prefill_attention(void) {
         printf("| attention, prefill of one %u-token prompt on tensor cores (32 heads / 8 KV "
                "heads, head_dim 128; %u tiles%s) | %u | %.1f us, %.1f TFLOP/s | |\n",
                n, p.n_tiles,
-               wide ? " of 128 slots, two 16-slot tiles a warp: PGD_CUDA_ATTN_TC_WIDE=1" : "", n,
-               us, flop / (us * 1e6));
+               wide ? " of 128 slots, two 16-slot tiles a warp: the default"
+                    : " of 64 slots: PGD_CUDA_ATTN_TC_WIDE=0",
+               n, us, flop / (us * 1e6));
     }
     free(bt), free(pos), free(seq_of), free(rows), free(tiles);
     cudaFree(a->kv), cudaFree(a->q), cudaFree(a->out), cudaFree(a->bt), cudaFree(a->pos);

@@ -7,7 +7,7 @@
  * auto's choice where bf16 leaves too little room: kernels/cuda/q8.h's form, made on the device
  * at load; its products on gemv_q8.h and gemm_grouped.h's _q8 forms, and the dense layers'
  * products of DEQ_ROWS rows and more on cuBLASLt over the weights dequantized chunk by chunk,
- * gemm.h's pgd_cuda_gemm_deq; added after bd7e959, untested on hardware), or (q4, auto's where 8
+ * gemm.h's pgd_cuda_gemm_deq; first run on an H200 on 2026-12-04), or (q4, auto's where 8
  * bits leave too little) each matrix whose file blocks are 4-bit in 4 bits (kernels/cuda/q4.h:
  * Q4_1 blocks made on the host, split on the device; gemv_q4.h, the _q4 forms, the same
  * dequantized products; untested on hardware) and the others in 8 (cuda_weights.c's mat_form; a
@@ -97,10 +97,12 @@
 #define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
 /* 8- and 4-bit products of this many rows and more go through cuBLASLt on their weights
  * dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; PGD_CUDA_DEQ_ROWS=N sets it, 0 turns it off;
- * --batch-invariant: off). A guess until a GPU measures it (bench_cuda_decode_kernels' 8- and
- * 4-bit tables): above every decode step's rows (SEQS_LIMIT), so decode steps keep reading the
- * 8 or 4 bits once; a prefill chunk's product is math-bound, where cuBLASLt's rate is the point */
-#define DEQ_ROWS_DEFAULT 512
+ * --batch-invariant: off). Measured on an H200 (bench_cuda_decode_kernels' 8- and 4-bit tables,
+ * bench/results/gpu-h200.md, 2026-12-04), Llama-3-8B's gate/up: at 256 rows the dequantized
+ * product took 206 us (8 bits) and 219 us (4 bits) against the tensor-core kernel's 387 and
+ * 489 us; at 64 rows that kernel took 116 and 150 us, under the dequantization's own pass over
+ * the weights (~85 us) plus cuBLASLt's. So from 256 rows: a decode step of 256 sequences too. */
+#define DEQ_ROWS_DEFAULT 256
 /* MiB for their bf16 chunks of weights (gemm.h; PGD_CUDA_DEQ_SCRATCH_MB=N, 0 as
  * PGD_CUDA_DEQ_ROWS=0: smaller chunks may stay in the L2 for cuBLASLt to read;
  * bench_cuda_decode_kernels times 32) */
@@ -822,7 +824,7 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
     b->attn_ctas = b->HKV * ((b->H / b->HKV + PGD_ATTN_HEAD_TILE - 1) / PGD_ATTN_HEAD_TILE);
     b->max_chunks = (b->n_pos + PGD_ATTN_CHUNK - 1) / PGD_ATTN_CHUNK;
     b->tc_rows = o->batch_invariant ? 0
-                 : pgd_cuda_env_switch("PGD_CUDA_ATTN_TC_WIDE", false)
+                 : pgd_cuda_env_switch("PGD_CUDA_ATTN_TC_WIDE", true)
                      ? pgd_attn_tc_rows_wide(b->H / b->HKV, b->D)
                      : pgd_attn_tc_rows(b->H / b->HKV, b->D);
     b->dec_tc = !o->batch_invariant && pgd_attn_dec_takes(b->H / b->HKV, b->D) &&

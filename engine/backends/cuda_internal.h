@@ -118,9 +118,9 @@ typedef struct cuda_backend {
     uint32_t n_sm, attn_ctas;     /* the GPU's SMs; attention CTAs of one row, unsplit */
     uint32_t max_chunks;          /* attention chunks of the longest context */
     uint32_t tc_rows;             /* rows of a tensor-core attention tile; 0: that kernel off
-                                     (--batch-invariant, or a shape it does not take); twice the
-                                     default with PGD_CUDA_ATTN_TC_WIDE=1 (128 slots a CTA:
-                                     opt-in, untested on hardware) */
+                                     (--batch-invariant, or a shape it does not take); the
+                                     wide form's (128 slots a CTA: the default since an H200
+                                     measured it faster; PGD_CUDA_ATTN_TC_WIDE=0 the narrow) */
     bool dec_tc; /* the CUDA-core rows of launches of few rows on the tensor-core decode kernel
                     (the default; PGD_CUDA_DECODE_TC=0: off) */
     pgd_cuda_attn_work work; /* the eager step's attention work (upload_meta) */

@@ -24,11 +24,13 @@
  * choice: the source has no branch between them) — a GPU should decide whether more is worth
  * forcing. Two and three rows 128 (kMinCtas: four CTAs an SM), four 236-245, five to eight
  * 245-255; no spills but 8 bytes of stack in the SiLU form at seven and eight rows.
- * PGD_CUDA_GEMV_Q4_ROUND=1 forces it at one row (opt-in, untested on hardware; the A/B in
- * bench_cuda_decode_kernels' 4-bit table): a __syncwarp after a round's loads, a memory barrier
- * ptxas keeps them above — all 4 q and 4 dm loads then issue before the first conversion, at
- * 142-146 registers (3 CTAs an SM instead of 4: 64 bytes of W in flight a lane instead of ~32);
- * the other instances' SASS is unchanged by the switch's existence.
+ * PGD_CUDA_GEMV_Q4_ROUND=1 forces it at one row (opt-in; the A/B in bench_cuda_decode_kernels'
+ * 4-bit table): a __syncwarp after a round's loads, a memory barrier ptxas keeps them above —
+ * all 4 q and 4 dm loads then issue before the first conversion, at 142-146 registers (3 CTAs
+ * an SM instead of 4: 64 bytes of W in flight a lane instead of ~32); the other instances' SASS
+ * is unchanged by the switch's existence. Measured slower on an H200 (2026-12-04, Llama-3-8B's
+ * shapes at one row): QKV 11.4 us against 10.9, O 9.1 against 8.5, gate/up 38.5 against 34.6,
+ * down 21.0 against 19.9, the head 156.8 against 136.2: it stays off.
  *
  * X per weight: a block of X (64 bytes a row) serves the warp's R columns, so X's L1 traffic is
  * 3.2 M / R times W's: 1.6 at one row, 3.2 at four (the columns grow one step sooner than in

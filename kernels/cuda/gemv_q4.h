@@ -49,8 +49,8 @@ int pgd_cuda_gemv_q4_silu(const uint16_t *X, pgd_q4_mat Wgu, uint16_t *out, uint
  * conversion (round_first: a __syncwarp after them; at one row ptxas otherwise issues the
  * second block's nibbles after the first block's conversions begin, gemv_q4.cu) or as the
  * backend runs it: the same bits either way. The A/B of bench_cuda_decode_kernels;
- * PGD_CUDA_GEMV_Q4_ROUND=1 makes round_first the backend's (opt-in until a GPU measures it;
- * untested on hardware). 0, PGD_EINVAL / PGD_ECUDA. */
+ * PGD_CUDA_GEMV_Q4_ROUND=1 makes round_first the backend's (opt-in: an H200 measured it slower
+ * on every shape, gemv_q4.cu). 0, PGD_EINVAL / PGD_ECUDA. */
 int pgd_cuda_gemv_q4_one(const uint16_t *X, pgd_q4_mat W, float *Y, uint32_t N, uint32_t K,
                          int round_first, void *stream);
 /* The twin on the host, bit for bit: any M. W's planes on the host. */
