@@ -149,8 +149,7 @@ static const pgd_opt k_engine_opts[] = {
      "GPU: the weights' form: auto (bf16 when they leave room for the KV cache, else q8_0, "
      "else q4), bf16, q8_0 (8 bits and a scale per 32: half the memory and the bytes a decode "
      "step reads), or q4 (4 bits, a scale and an offset per 32, for the matrices a file holds "
-     "in Q4_0, Q4_1 or Q4_K, as they are, and for dummy weights; 8 bits for the rest); 8 and 4 "
-     "bits untested on hardware"},
+     "in Q4_0, Q4_1 or Q4_K, as they are, and for dummy weights; 8 bits for the rest)"},
     {"enforce-eager", PGD_OPT_BOOL, E(enforce_eager),
      "GPU: no CUDA graphs, decode steps run eagerly too (slower; for comparison)"},
     {"batch-invariant", PGD_OPT_BOOL, E(batch_invariant),

@@ -10,7 +10,7 @@
  * gemm.h's pgd_cuda_gemm_deq; first run on an H200 on 2026-12-04), or (q4, auto's where 8
  * bits leave too little) each matrix whose file blocks are 4-bit in 4 bits (kernels/cuda/q4.h:
  * Q4_1 blocks made on the host, split on the device; gemv_q4.h, the _q4 forms, the same
- * dequantized products; untested on hardware) and the others in 8 (cuda_weights.c's mat_form; a
+ * dequantized products) and the others in 8 (cuda_weights.c's mat_form; a
  * fused QKV's parts each in their own: alloc_qkv) — per layer the fused QKV [(H + 2 Hkv) D][E] and
  * gate/up [2F][E] matrices, wo [E][H D], down [E][F]; norms (qwen3's q and k head norms too,
  * [D] each) and biases in f32; with experts, per layer the router and each expert's fused gate/up
@@ -24,7 +24,7 @@
  * each token, the block table rows, the rows whose logits are computed, the sampled rows' specs
  * and random bits); then embedding; per layer: residual add + RMSNorm (the previous layer's
  * output added in the same kernel), QKV GEMM, the RMSNorm of every q and k head (qwen3's
- * qk_norm: kernels/cuda/head_norm.h; untested on hardware), bias + RoPE + KV write, paged
+ * qk_norm: kernels/cuda/head_norm.h), bias + RoPE + KV write, paged
  * attention — the prefill chunks' query tiles on tensor cores, the other rows on CUDA cores
  * (split over the KV chunks for launches of few rows: pgd_cuda_attn_splits; those launches on
  * the tensor-core decode kernel, the default since an H200 measured it 6.4% faster a batch-1
@@ -33,10 +33,10 @@
  * gate/up GEMM (bf16 out), SiLU*up, down GEMM (a mixture of experts instead: the router GEMM, each
  * token's experts chosen, the step's token-expert pairs grouped by expert and multiplied by their
  * experts' matrices in grouped products, SiLU*up between them, each token's experts mixed into its
- * row — kernels/cuda/moe.h, gemm_grouped.h; added after bd7e959, untested on hardware: moe_ffn);
+ * row — kernels/cuda/moe.h, gemm_grouped.h: moe_ffn);
  * the final add + norm for the asked rows only, the output GEMM, device sampling; the results
  * (and any full-logit rows) back, and the normed rows an embedding asks for (bf16, widened to f32
- * on the host: added after bd7e959, untested on hardware); one wait on the step's event.
+ * on the host); one wait on the step's event.
  * Nothing is allocated inside a step. After it, a sampled row the device handed back (a top-p
  * nucleus past its candidate list) is sampled on the host from its logits, still on the device
  * (one copy and one wait more, for that row only).
@@ -53,7 +53,10 @@
  * The weights' forms, upload and sizing are engine/backends/cuda_weights.c's (the state shared
  * with it: cuda_internal.h): a file's tensors go up in chunks through two pinned buffers in turn,
  * the host reading (and for 4 bits re-blocking) the next chunk on every CPU while the device
- * copies and converts the last (added after bd7e959, untested on hardware).
+ * copies and converts the last.
+ *
+ * All of the above ran on an H200 (bench/results/gpu-h200.md, 2026-12-04); the H100 ran it as at
+ * bd7e959, before the mixtures of experts, 8 and 4 bits, qk_norm and the hidden rows.
  *
  * Memory plan at create: weights first, then activations, GEMM workspace and metadata, then the
  * KV cache from what remains under gpu_memory_utilization of the device's memory (or exactly

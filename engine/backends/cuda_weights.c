@@ -2,8 +2,8 @@
  * engine/backends/cuda_weights.c — the CUDA backend's weights on the device: each matrix's form
  * (bf16, or with --gpu-weights q8_0 / q4 8 bits, or 4 where the file's blocks are 4-bit:
  * mat_form; a fused QKV's parts each in their own: alloc_qkv), the upload of a file's tensors
- * through two pinned buffers in turn with the host's share of each chunk on every CPU (staging;
- * added after bd7e959, untested on hardware), dummy weights made on the device from the shared
+ * through two pinned buffers in turn with the host's share of each chunk on every CPU
+ * (staging), dummy weights made on the device from the shared
  * hash (kernels/cuda/dummy.h), and the sizing pass that counts the bytes of each form before
  * anything is allocated (pgd__cuda_weights_bytes). The state is engine/backends/cuda_internal.h's.
  *
