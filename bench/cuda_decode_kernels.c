@@ -299,9 +299,9 @@ static void products_q(pgd_cuda_gemm *g, uint32_t bits) {
                                  PGD_CUDA_GEMM_FAST, PGD_CUDA_GEMM_OUT_BF16, &deq[1]));
     printf("\n| gate/up over %u-bit weights (%u x %u, bf16 out), a prefill chunk | rows | tensor "
            "cores (pgd_cuda_gemm_q%u) | dequantized + cuBLASLt (pgd_cuda_gemm_deq_q%u: the "
-           "default from 256 rows; 256 MiB chunks) | the same in 32 MiB chunks |\n"
+           "default from %u rows; 256 MiB chunks) | the same in 32 MiB chunks |\n"
            "|---|---:|---|---|---|\n",
-           bits, p.N, p.K, bits, bits);
+           bits, p.N, p.K, bits, bits, bits == 4 ? 128u : 256u);
     for (size_t m = 0; m < sizeof pm / sizeof pm[0]; m++) {
         if (g_emu && m >= 3) break; /* the emulator's 16, 32, 64 rows (max_m) */
         p.M = g_emu ? (uint32_t)(16 << m) : pm[m];

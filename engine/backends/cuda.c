@@ -98,14 +98,17 @@
 
 #define WORKSPACE_BYTES (32u << 20)       /* cuBLASLt workspace */
 #define SEQS_LIMIT      PGD_GPU_STEP_SEQS /* most sequences, and logit rows, in one step */
-/* 8- and 4-bit products of this many rows and more go through cuBLASLt on their weights
- * dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; PGD_CUDA_DEQ_ROWS=N sets it, 0 turns it off;
- * --batch-invariant: off). Measured on an H200 (bench_cuda_decode_kernels' 8- and 4-bit tables,
- * bench/results/gpu-h200.md, 2026-12-04), Llama-3-8B's gate/up: at 256 rows the dequantized
- * product took 206 us (8 bits) and 219 us (4 bits) against the tensor-core kernel's 387 and
- * 489 us; at 64 rows that kernel took 116 and 150 us, under the dequantization's own pass over
- * the weights (~85 us) plus cuBLASLt's. So from 256 rows: a decode step of 256 sequences too. */
-#define DEQ_ROWS_DEFAULT 256
+/* 8-bit (4-bit) products of this many rows and more go through cuBLASLt on their weights
+ * dequantized to bf16 (gemm.h's pgd_cuda_gemm_deq; PGD_CUDA_DEQ_ROWS=N sets both, 0 turns it
+ * off; --batch-invariant: off). Measured on an H200 (bench_cuda_decode_kernels' 8- and 4-bit
+ * tables, bench/results/gpu-h200-kernels.md, 2026-12-04), Llama-3-8B's gate/up, the
+ * dequantized product against the tensor-core kernel: 8 bits 178 against 117 us at 64 rows, 203
+ * against 200 at 128, 205 against 383 at 256; 4 bits 190 against 143 at 64, 216 against 250 at
+ * 128, 217 against 487 at 256 (the dequantization's own pass over the weights is most of the
+ * first figure). So from 256 rows in 8 bits and 128 in 4: decode steps of that many sequences
+ * too. */
+#define DEQ_ROWS_DEFAULT    256
+#define DEQ_ROWS_Q4_DEFAULT 128
 /* MiB for their bf16 chunks of weights (gemm.h; PGD_CUDA_DEQ_SCRATCH_MB=N, 0 as
  * PGD_CUDA_DEQ_ROWS=0: smaller chunks may stay in the L2 for cuBLASLt to read;
  * bench_cuda_decode_kernels times 32) */
@@ -237,7 +240,8 @@ static int alloc_step(cuda_backend *b) {
 /* The dense layers' products over 8- or 4-bit weights for deq_rows rows and more: their plans
  * (each layer's matrices point at their shape's), one scratch for the largest chunk. */
 static int make_deq_plans(cuda_backend *b) {
-    if (!b->deq_rows || b->max_tokens < b->deq_rows) return 0;
+    const uint32_t fewest = b->deq_rows_q4 < b->deq_rows ? b->deq_rows_q4 : b->deq_rows;
+    if (!fewest || b->max_tokens < fewest) return 0;
     const uint32_t T = b->max_tokens, E = b->E, QD = b->H * b->D;
     const pgd_cuda_gemm_mode fast = PGD_CUDA_GEMM_FAST;
     const pgd_cuda_gemm_out F32 = PGD_CUDA_GEMM_OUT_F32, BF16 = PGD_CUDA_GEMM_OUT_BF16;
@@ -363,7 +367,8 @@ static bool q_gemv(const cuda_backend *b, uint32_t M) {
 static int mm_out(cuda_backend *b, pgd_cuda_gemm_plan *plan, const uint16_t *X, const dmat *W,
                   void *Y, uint32_t ldy, bool out_bf16, uint32_t M, uint32_t N, uint32_t K,
                   void *s) {
-    const bool gemv = !out_bf16 && q_gemv(b, M), deq = W->deq && M >= b->deq_rows;
+    const bool gemv = !out_bf16 && q_gemv(b, M),
+               deq = W->deq && M >= (W->form == FORM_Q4 ? b->deq_rows_q4 : b->deq_rows);
     switch (W->form) {
     case FORM_Q8:
         return gemv  ? pgd_cuda_gemv_q8_ld(X, W->q, Y, ldy, M, N, K, s)
@@ -834,8 +839,10 @@ int pgd_backend_cuda_create(const pgd_model *m, const pgd_backend_config *cfg,
                 pgd_cuda_env_switch("PGD_CUDA_DECODE_TC", true);
     b->max_tokens = cfg->max_tokens ? cfg->max_tokens : PGD_GPU_STEP_TOKENS;
     b->deq_rows = o->batch_invariant ? 0 : pgd_cuda_env_uint("PGD_CUDA_DEQ_ROWS", DEQ_ROWS_DEFAULT);
+    b->deq_rows_q4 =
+        o->batch_invariant ? 0 : pgd_cuda_env_uint("PGD_CUDA_DEQ_ROWS", DEQ_ROWS_Q4_DEFAULT);
     b->deq_bytes = (uint64_t)pgd_cuda_env_uint("PGD_CUDA_DEQ_SCRATCH_MB", DEQ_SCRATCH_MB) << 20;
-    if (!b->deq_bytes) b->deq_rows = 0; /* no scratch: no dequantized products */
+    if (!b->deq_bytes) b->deq_rows = b->deq_rows_q4 = 0; /* no scratch: no dequantized products */
     b->geom = (pgd_kv_geom){.n_layer = c->n_layer,
                             .n_kv_head = c->n_head_kv,
                             .block_size = cfg->block_size,

@@ -65,9 +65,10 @@ typedef struct cuda_backend {
     cudaEvent_t done;
     pgd_cuda_gemm *gemm;
     pgd_cuda_gemm_plan *p_qkv, *p_o, *p_gu, *p_down, *p_out, *p_router; /* bf16 weights' */
-    /* 8 and 4 bits: products of deq_rows rows and more (0: none) on cuBLASLt, the weights
-     * dequantized chunk by chunk into deq_scratch (gemm.h) by these plans */
-    uint32_t deq_rows;
+    /* 8 and 4 bits: products of deq_rows rows and more over 8-bit weights, of deq_rows_q4 over
+     * 4-bit ones (0: none) on cuBLASLt, the weights dequantized chunk by chunk into deq_scratch
+     * (gemm.h) by these plans */
+    uint32_t deq_rows, deq_rows_q4;
     uint64_t deq_bytes; /* the chunks' most bytes */
     pgd_cuda_gemm_deq *d_o, *d_gu, *d_down;
     /* the QKV's: a run of d_run_n[i] rows (the whole QKV, or a part of it: alloc_qkv), its

@@ -723,8 +723,8 @@ static void test_graphs_match_eager_q8(void) {
 
 /* Decode graphs whose dense products run on cuBLASLt over the dequantized weights: with
  * PGD_CUDA_DEQ_ROWS=2 and no GEMV, the captured steps of 2, 4 and 8 rows take that path (the
- * default, 256 rows, puts a decode step of 256 sequences there), the one-row steps the 8- or
- * 4-bit tensor-core kernel. */
+ * defaults, 256 rows in 8 bits and 128 in 4, put decode steps of that many sequences there), the
+ * one-row steps the 8- or 4-bit tensor-core kernel. */
 static void graphs_match_eager_deq(pgd_cuda_weights w) {
     REQUIRE(setenv("PGD_CUDA_DEQ_ROWS", "2", 1) == 0);
     g_weights = w;
