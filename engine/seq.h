@@ -34,8 +34,8 @@ typedef struct pgd_seq_params {
     bool ignore_eos;
     const pgd_str *stop; /* stop strings [n_stop] (copied) */
     int n_stop;
-    bool
-        include_stop; /* a matched stop string is emitted too (vLLM's include_stop_str_in_output) */
+    /* a matched stop string is emitted too (vLLM's include_stop_str_in_output) */
+    bool include_stop;
     const int32_t *stop_ids; /* extra end ids [n_stop_ids] */
     int n_stop_ids;
     int64_t min_tokens;  /* vLLM's: output tokens before an end id may be drawn or a stop string

@@ -765,8 +765,9 @@ static void send_tool_calls(pgd_rctx *c, choice_out *co, uint32_t g, pgd_str *te
     const pgd_api_tool_call *calls = pgd_tool_parser_calls(co->tp, &n);
     size_t from = co->call_open ? co->calls_sent - 1 : co->calls_sent;
     if (n <= from) return;
-    pgd_api_tool_call *part = malloc((n - from) * sizeof *part); /* [n - from] a chat chunk's */
-    if (!part) return;
+    /* [n - from] a chat chunk's calls (a Responses stream writes each call's events at once) */
+    pgd_api_tool_call *part = c->resp ? NULL : malloc((n - from) * sizeof *part);
+    if (!c->resp && !part) return;
     size_t np = 0, first = from, shown = 0;
     int rc = 0;
     pgd_buf b = PGD_BUF_INIT;
